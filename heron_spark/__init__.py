@@ -1,0 +1,39 @@
+"""heron_spark: Apache Heron's stream-processing semantics as a Spark-native plugin.
+
+The user API (heronpy-compatible) plus ``submit``; everything else is internal. Importing
+this package starts nothing: no Spark, no processes.
+"""
+
+from heron_spark.api import (AssignableMetric, Bolt, CountMetric, GlobalStreamId, Grouping,
+                             HeronComponentSpec, HeronTuple, ICustomGrouping, IMetric,
+                             MeanReducedMetric, MultiCountMetric, Spout, Stream, Topology,
+                             TopologyBuilder, TopologyContext, TopologyReliabilityMode, Tuple,
+                             TupleHelper, api_constants)
+from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
+                                HeronSparkError, TopologyNotFoundError, TopologyRuntimeError,
+                                TopologyStateError, TopologyTypeError, TopologyValueError,
+                                WrongPlaceError)
+from heron_spark.heronpy_alias import install as install_heronpy_alias
+
+__version__ = "0.1.0"
+
+
+def submit(topology, spark=None, conf=None, name=None, master=None):
+    """Submit ``topology`` to Spark; return a ``TopologyHandle`` (driver only).
+
+    See ``heron_spark.scheduler.submit.submit`` for the arguments.
+    """
+    from heron_spark.scheduler.submit import submit as _submit
+
+    return _submit(topology, spark=spark, conf=conf, name=name, master=master)
+
+
+__all__ = [
+    "AssignableMetric", "AuthenticationError", "Bolt", "ClusterCapacityError", "ConfigError",
+    "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
+    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
+    "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
+    "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
+    "TopologyValueError", "Tuple", "TupleHelper", "WrongPlaceError", "__version__",
+    "api_constants", "install_heronpy_alias", "submit",
+]

@@ -1,0 +1,46 @@
+"""The bolt API (heronpy's ``Bolt``), plus ``end_of_input`` for bounded topologies."""
+
+from __future__ import annotations
+
+from heron_spark.api.component import BaseComponent
+from heron_spark.api.stream import Stream
+from heron_spark.api.tuple import TupleHelper
+
+
+class Bolt(BaseComponent):
+    """A processing step. Runs in its own Heron Instance process, one per task.
+
+    ``process`` is called once per input tuple on the instance's task-execution thread,
+    ``process_tick`` every ``topology.tick.tuple.freq.secs`` seconds when that key is set.
+    """
+
+    def process(self, tup) -> None:
+        """Handle one input tuple; may emit, ack or fail."""
+        raise NotImplementedError(f"{type(self).__name__} must implement process()")
+
+    def process_tick(self, tup) -> None:
+        """Handle a tick tuple (stream ``__tick`` from component ``__system``)."""
+
+    def end_of_input(self) -> None:
+        """Called once when every upstream task has ended (bounded topologies); may emit."""
+
+    @staticmethod
+    def is_tick(tup) -> bool:
+        """Return True when ``tup`` is a tick tuple."""
+        return tup.stream == TupleHelper.TICK_TUPLE_ID
+
+    def emit(self, tup, stream: str = Stream.DEFAULT_STREAM_ID, anchors=None,
+             direct_task: int | None = None, need_task_ids: bool = False):
+        """Emit ``tup`` on ``stream``, anchored to the input tuples in ``anchors``.
+
+        Returns the target task ids when ``need_task_ids`` is True.
+        """
+        return self.delegate.emit(tup, stream, None, anchors, direct_task, need_task_ids)
+
+    def ack(self, tup) -> None:
+        """Mark input ``tup`` processed (at-least-once)."""
+        self.delegate.ack(tup)
+
+    def fail(self, tup) -> None:
+        """Mark input ``tup`` failed: its spout replays it (at-least-once)."""
+        self.delegate.fail(tup)

@@ -1,0 +1,51 @@
+"""The spout API (heronpy's ``Spout``), plus ``declare_exhausted`` for bounded sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from heron_spark.api.component import BaseComponent
+from heron_spark.api.stream import Stream
+
+
+class Spout(BaseComponent):
+    """A source of tuples. Runs in its own Heron Instance process, one per task.
+
+    ``next_tuple`` is called in a loop on the instance's task-execution thread; it should emit
+    a few tuples and return quickly. A bounded source calls ``declare_exhausted()`` once it has
+    emitted everything: when every spout has, and every tuple is processed, the topology ends.
+    """
+
+    _is_spout = True
+
+    def next_tuple(self) -> None:
+        """Emit zero or more tuples; called repeatedly while the topology is active."""
+        raise NotImplementedError(f"{type(self).__name__} must implement next_tuple()")
+
+    def ack(self, tup_id: Any) -> None:
+        """Called when the tuple tree rooted at message id ``tup_id`` is fully processed."""
+
+    def fail(self, tup_id: Any) -> None:
+        """Called when the tuple tree rooted at ``tup_id`` failed or timed out."""
+
+    def activate(self) -> None:
+        """Called when the topology is activated (also at start)."""
+
+    def deactivate(self) -> None:
+        """Called when the topology is deactivated: ``next_tuple`` stops being called."""
+
+    def close(self) -> None:
+        """Called once before the instance process exits cleanly."""
+
+    def emit(self, tup, tup_id: Any = None, stream: str = Stream.DEFAULT_STREAM_ID,
+             direct_task: int | None = None, need_task_ids: bool = False):
+        """Emit ``tup`` (values in declared field order) on ``stream``.
+
+        ``tup_id`` makes the tuple reliable under at-least-once. ``direct_task`` names the target
+        task on a direct stream. Returns the target task ids when ``need_task_ids`` is True.
+        """
+        return self.delegate.emit(tup, stream, tup_id, None, direct_task, need_task_ids)
+
+    def declare_exhausted(self) -> None:
+        """Tell the runtime this spout will emit nothing more (bounded sources only)."""
+        self.delegate.declare_exhausted()

@@ -1,0 +1,109 @@
+"""Output streams and input groupings, as heronpy declares them."""
+
+from __future__ import annotations
+
+import collections
+
+from heron_spark.errors import TopologyTypeError, TopologyValueError
+from heron_spark.proto.topology_pb2 import GroupingType
+
+RESERVED_FIELD_PREFIX = "__hs_"
+
+
+class Stream:
+    """A declared output stream: its field names, its id and whether it is direct."""
+
+    DEFAULT_STREAM_ID = "default"
+
+    def __init__(self, fields=None, name: str = DEFAULT_STREAM_ID, direct: bool = False) -> None:
+        if fields is None:
+            fields = []
+        elif not isinstance(fields, (list, tuple)):
+            raise TopologyTypeError("stream fields must be a list or tuple of str", value=fields)
+        fields = list(fields)
+        for field in fields:
+            if not isinstance(field, str):
+                raise TopologyTypeError(f"stream {name!r}: field names must be str", value=field)
+        if not isinstance(name, str) or not name:
+            raise TopologyTypeError("stream name must be a non-empty str", value=name)
+        if not isinstance(direct, bool):
+            raise TopologyTypeError(f"stream {name!r}: 'direct' must be True or False",
+                                    value=direct)
+        self.fields = fields
+        self.stream_id = name
+        self.direct = direct
+
+    def __repr__(self) -> str:
+        return f"Stream(fields={self.fields!r}, name={self.stream_id!r}, direct={self.direct})"
+
+
+class Grouping:
+    """How a bolt's input stream is partitioned over the bolt's tasks."""
+
+    SHUFFLE = GroupingType.SHUFFLE
+    ALL = GroupingType.ALL
+    LOWEST = GroupingType.LOWEST
+    NONE = GroupingType.NONE
+    DIRECT = GroupingType.DIRECT
+    FIELDS = collections.namedtuple("FieldGrouping", "gtype, fields")
+    CUSTOM = collections.namedtuple("CustomGrouping", "gtype, python_serialized")
+
+    # StreamParse / heronpy aliases
+    GLOBAL = LOWEST
+    LOCAL_OR_SHUFFLE = SHUFFLE
+
+    @classmethod
+    def is_grouping_sane(cls, gtype) -> bool:
+        """Return True when ``gtype`` is one of the groupings above, well formed."""
+        if isinstance(gtype, cls.FIELDS):
+            return gtype.gtype == GroupingType.FIELDS and bool(gtype.fields)
+        if isinstance(gtype, cls.CUSTOM):
+            return gtype.gtype == GroupingType.CUSTOM and gtype.python_serialized is not None
+        return gtype in (cls.SHUFFLE, cls.ALL, cls.LOWEST, cls.NONE, cls.DIRECT)
+
+    @classmethod
+    def fields(cls, *fields) -> "Grouping.FIELDS":
+        """Send all tuples with equal values of ``fields`` to the same task."""
+        if len(fields) == 1 and isinstance(fields[0], (list, tuple)):
+            fields = fields[0]
+        fields = list(fields)
+        if not fields:
+            raise TopologyValueError("fields grouping needs at least one field name",
+                                     fix="name the key fields: Grouping.fields('word')")
+        for field in fields:
+            if not isinstance(field, str):
+                raise TopologyTypeError("fields grouping takes field names (str)", value=field)
+        return cls.FIELDS(gtype=GroupingType.FIELDS, fields=fields)
+
+    @classmethod
+    def custom(cls, customgrouper) -> "Grouping.CUSTOM":
+        """Let an ``ICustomGrouping`` instance choose the target tasks of each tuple."""
+        from heron_spark import _pickling
+        from heron_spark.api.custom_grouping import ICustomGrouping
+
+        if not isinstance(customgrouper, ICustomGrouping):
+            raise TopologyTypeError("Grouping.custom() takes an ICustomGrouping instance",
+                                    value=customgrouper)
+        return cls.custom_serialized(_pickling.dumps(customgrouper), is_java=False)
+
+    @classmethod
+    def custom_serialized(cls, serialized: bytes, is_java: bool = False) -> "Grouping.CUSTOM":
+        """Use an already pickled ``ICustomGrouping``."""
+        if not isinstance(serialized, bytes):
+            raise TopologyTypeError("custom_serialized() takes pickled bytes", value=serialized)
+        if is_java:
+            raise TopologyValueError("Java custom groupings cannot run in a Python topology",
+                                     fix="implement ICustomGrouping in Python")
+        return cls.CUSTOM(gtype=GroupingType.CUSTOM, python_serialized=serialized)
+
+
+def grouping_name(gtype) -> str:
+    """Return a readable name of a grouping, for messages."""
+    if isinstance(gtype, Grouping.FIELDS):
+        return f"fields{tuple(gtype.fields)}"
+    if isinstance(gtype, Grouping.CUSTOM):
+        return "custom"
+    try:
+        return GroupingType.Name(gtype).lower()
+    except (ValueError, TypeError):
+        return repr(gtype)

@@ -1,0 +1,128 @@
+"""Topologies, declared as a ``Topology`` subclass or built with ``TopologyBuilder``.
+
+Both produce the same thing: a ``Topology`` subclass whose ``_heron_specs`` and ``_topo_config``
+the planner reads. Nothing here launches anything; ``heron_spark.submit`` does.
+"""
+
+from __future__ import annotations
+
+from heron_spark.api import api_constants
+from heron_spark.api.component import HeronComponentSpec
+from heron_spark.errors import TopologyTypeError, TopologyValueError
+
+
+class TopologyType(type):
+    """Metaclass that collects the ``HeronComponentSpec`` attributes of a topology class."""
+
+    DEFAULT_TOPOLOGY_CONFIG = {
+        api_constants.TOPOLOGY_DEBUG: False,
+        api_constants.TOPOLOGY_STMGRS: 1,
+        api_constants.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30,
+        api_constants.TOPOLOGY_MAX_SPOUT_PENDING: 100,
+        api_constants.TOPOLOGY_RELIABILITY_MODE:
+            api_constants.TopologyReliabilityMode.ATMOST_ONCE,
+        api_constants.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True,
+    }
+
+    def __new__(mcs, classname, bases, class_dict):
+        specs: dict[str, HeronComponentSpec] = {}
+        for attr, spec in list(class_dict.items()):
+            if isinstance(spec, HeronComponentSpec):
+                if spec.name is None:
+                    spec.name = attr
+                if spec.name in specs:
+                    raise TopologyValueError("two components share this name",
+                                             component=spec.name, kind="duplicate_name",
+                                             fix="give each spec a unique name")
+                specs[spec.name] = spec
+        config = dict(mcs.DEFAULT_TOPOLOGY_CONFIG)
+        custom = class_dict.get("config")
+        if isinstance(custom, dict):
+            for key in custom:
+                if not isinstance(key, str):
+                    raise TopologyTypeError("topology config keys must be str", value=key)
+            config.update(custom)
+        if classname != "Topology":
+            class_dict["_heron_specs"] = list(specs.values())
+            class_dict["_topo_config"] = config
+            class_dict.setdefault("topology_name", classname)
+        return super().__new__(mcs, classname, bases, class_dict)
+
+
+class Topology(metaclass=TopologyType):
+    """Subclass this and assign ``Spout.spec(...)`` / ``Bolt.spec(...)`` as class attributes.
+
+    A ``config`` class attribute (dict) sets topology-wide configuration; component ``config``
+    given to ``spec`` overrides it for that component.
+    """
+
+    @classmethod
+    def submit(cls, spark=None, conf: dict | None = None, name: str | None = None):
+        """Submit this topology to Spark and return its handle (driver only)."""
+        from heron_spark.scheduler.submit import submit
+
+        return submit(cls, spark=spark, conf=conf, name=name)
+
+
+class TopologyBuilder:
+    """Build a topology step by step (heronpy's builder)."""
+
+    def __init__(self, name: str) -> None:
+        if not isinstance(name, str) or not name or name == "Topology":
+            raise TopologyValueError("a topology needs a name", value=name,
+                                     fix="pass a non-empty name other than 'Topology'")
+        self.topology_name = name
+        self._specs: dict[str, HeronComponentSpec] = {}
+        self._topology_config: dict = {}
+
+    def add_spec(self, *specs: HeronComponentSpec) -> None:
+        """Add already built specs."""
+        for spec in specs:
+            if not isinstance(spec, HeronComponentSpec):
+                raise TopologyTypeError("add_spec takes HeronComponentSpec objects", value=spec)
+            if spec.name is None:
+                raise TopologyValueError("a spec added to a builder needs a name",
+                                         fix="pass name= to spec()")
+            if spec.name == "config":
+                raise TopologyValueError("'config' is a reserved name", component=spec.name,
+                                         kind="duplicate_name", fix="rename the component")
+            if spec.name in self._specs:
+                raise TopologyValueError("two components share this name", component=spec.name,
+                                         kind="duplicate_name",
+                                         fix="give each component a unique name")
+            self._specs[spec.name] = spec
+
+    def add_spout(self, name: str, spout_cls, par: int, config: dict | None = None,
+                  optional_outputs=None) -> HeronComponentSpec:
+        """Add a spout with ``par`` tasks; returns its spec (use it as a bolt input)."""
+        spec = spout_cls.spec(name=name, par=par, config=config,
+                              optional_outputs=optional_outputs)
+        self.add_spec(spec)
+        return spec
+
+    def add_bolt(self, name: str, bolt_cls, par: int, inputs, config: dict | None = None,
+                 optional_outputs=None) -> HeronComponentSpec:
+        """Add a bolt with ``par`` tasks reading ``inputs`` ({spec or GlobalStreamId: Grouping})."""
+        spec = bolt_cls.spec(name=name, par=par, inputs=inputs, config=config,
+                             optional_outputs=optional_outputs)
+        self.add_spec(spec)
+        return spec
+
+    def set_config(self, config: dict) -> None:
+        """Set topology-wide configuration."""
+        if not isinstance(config, dict):
+            raise TopologyTypeError("set_config takes a dict", value=config)
+        self._topology_config = config
+
+    def build(self) -> type:
+        """Return the topology as a ``Topology`` subclass."""
+        class_dict = dict(self._specs)
+        class_dict["config"] = self._topology_config
+        class_dict["topology_name"] = self.topology_name
+        return TopologyType(self.topology_name, (Topology,), class_dict)
+
+    def build_and_submit(self):
+        """Build, submit and (under ``heron-spark submit``) hand over to the CLI."""
+        from heron_spark.scheduler.submit import submit_from_builder
+
+        return submit_from_builder(self.build())

@@ -1,0 +1,1 @@
+"""The ``heron-spark`` command."""

@@ -1,0 +1,131 @@
+"""``heron-spark``: submit, kill, list topologies; print the effective config."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import runpy
+import sys
+from pathlib import Path
+
+from heron_spark.errors import HeronSparkError
+
+
+def _conf_pairs(pairs: list[str]) -> dict[str, str]:
+    conf = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--conf takes key=value, got {pair!r}")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def _statemgr(conf: dict):
+    from heron_spark.config import build_system_config, read_conf_file
+    from heron_spark.statemgr import open_state_manager
+
+    return open_state_manager(build_system_config(read_conf_file(), conf).statemgr)
+
+
+def cmd_submit(args) -> int:
+    """Run a topology file; submit what it builds; wait; exit 0 on a planned end."""
+    from heron_spark import heronpy_alias
+    from heron_spark.api.topology import Topology
+    from heron_spark.scheduler import submit as submit_module
+
+    heronpy_alias.install()
+    path = Path(args.file).resolve()
+    if not path.is_file():
+        raise SystemExit(f"no such topology file: {path}")
+    options = {"conf": _conf_pairs(args.conf), "name": args.name, "master": args.master}
+    submit_module._CLI_CONTEXT = {"options": options, "handles": []}
+    sys.argv = [str(path)]
+    sys.path.insert(0, str(path.parent))
+    try:
+        namespace = runpy.run_path(str(path), run_name="__main__")
+        handles = submit_module._CLI_CONTEXT["handles"]
+        if not handles:
+            classes = [v for v in namespace.values() if isinstance(v, type)
+                       and issubclass(v, Topology) and v is not Topology
+                       and getattr(v, "__module__", "") == "__main__"]
+            if args.name:
+                named = [c for c in classes if c.__name__ == args.name]
+                classes = named or classes
+            if len(classes) != 1:
+                raise SystemExit(f"{path.name} must build a topology (TopologyBuilder."
+                                 f"build_and_submit) or define exactly one Topology subclass; "
+                                 f"found {[c.__name__ for c in classes]}")
+            submit_module.submit(classes[0])  # the CLI options apply; the handle is recorded
+        code = 0
+        for handle in handles:
+            status = handle.wait()
+            print(f"topology {handle.name}: {status}")
+        return code
+    finally:
+        submit_module._CLI_CONTEXT = None
+
+
+def cmd_kill(args) -> int:
+    from heron_spark.cli.control import kill_topology
+
+    print(f"{args.name}: {kill_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
+    return 0
+
+
+def cmd_list(args) -> int:
+    from heron_spark.cli.control import tmaster_status
+
+    statemgr = _statemgr(_conf_pairs(args.conf))
+    names = statemgr.topologies()
+    if not names:
+        print(f"no topologies in {statemgr.location}")
+    for name in names:
+        live = tmaster_status(statemgr, name)
+        last = (statemgr.get_execution_state(name) or {}).get("state", "UNKNOWN")
+        print(f"{name}\t{live or last}\t{'live' if live else 'not running'}")
+    return 0
+
+
+def cmd_config(args) -> int:
+    from heron_spark.config import build_system_config, read_conf_file
+
+    for key, value in build_system_config(read_conf_file(), _conf_pairs(args.conf)).as_keys().items():
+        print(f"{key} = {value}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="heron-spark",
+                                     description="Heron-style topologies on Spark")
+    sub = parser.add_subparsers(dest="command", required=True)
+    submit = sub.add_parser("submit", help="run a topology file and wait for it to end")
+    submit.add_argument("--master", help="Spark master URL (default: local[*] or spark-submit's)")
+    submit.add_argument("file", help="Python file defining or building a topology")
+    submit.add_argument("name", nargs="?", help="topology name (and class, if several)")
+    kill = sub.add_parser("kill", help="kill a running topology")
+    kill.add_argument("name")
+    sub.add_parser("list", help="list topologies in the state manager")
+    sub.add_parser("config", help="print the effective runtime configuration")
+    for command in sub.choices.values():
+        command.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                             help="override a heron.* or topology.* key (repeatable)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    handlers = {"submit": cmd_submit, "kill": cmd_kill, "list": cmd_list, "config": cmd_config}
+    try:
+        return handlers[args.command](args)
+    except HeronSparkError as exc:
+        print(f"heron-spark: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("heron-spark: interrupted; topology killed", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

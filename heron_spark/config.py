@@ -1,0 +1,153 @@
+"""Typed system configuration, layered and never global.
+
+Layers, later wins: the defaults below, ``conf/heron_spark.yaml`` (or the folder named by
+``conf_dir`` / ``HERON_SPARK_CONF_DIR``, read when a topology is submitted, never at import),
+the topology's own config (``heron.*`` keys set through ``set_config``), then ``conf=`` of
+``submit`` / ``--conf`` of the CLI. Every key carries its unit in its name.
+``heron-spark config`` prints the effective values.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from heron_spark.errors import ConfigError
+
+MiB = 1024 * 1024
+
+# Key names: one constant each, so no string is spelled twice.
+STATEMGR = "heron.statemgr"
+WORK_DIR = "heron.work.dir"
+TMASTER_HOST = "heron.tmaster.host"
+STMGR_HOST = "heron.stmgr.host"
+PACKING_ALGORITHM = "heron.packing.algorithm"
+BATCH_MAX_TUPLES = "heron.batch.max.tuples"
+BATCH_FLUSH_INTERVAL_MS = "heron.batch.flush.interval.ms"
+INSTANCE_OUT_QUEUE_BYTES = "heron.instance.out.queue.bytes"
+INSTANCE_IN_QUEUE_BATCHES = "heron.instance.in.queue.batches"
+STMGR_IN_QUEUE_FRAMES = "heron.stmgr.in.queue.frames"
+BACKPRESSURE_HIGH_WATER_BYTES = "heron.stmgr.backpressure.high.water.bytes"
+BACKPRESSURE_LOW_WATER_BYTES = "heron.stmgr.backpressure.low.water.bytes"
+HEARTBEAT_INTERVAL_MS = "heron.heartbeat.interval.ms"
+METRICS_INTERVAL_MS = "heron.metrics.interval.ms"
+STARTUP_TIMEOUT_SECS = "heron.startup.timeout.secs"
+KILL_GRACE_SECS = "heron.kill.grace.secs"
+FRAME_MAX_BYTES = "heron.frame.max.bytes"
+TRACKER_PORT = "heron.tracker.port"
+SPARK_SLOTS_WAIT_SECS = "heron.spark.slots.wait.secs"
+
+CONF_FILE_NAME = "heron_spark.yaml"
+CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
+
+
+@dataclasses.dataclass(frozen=True)
+class SystemConfig:
+    """Effective runtime settings of one topology; shipped to every container as is."""
+
+    statemgr: str = "file:///tmp/heron_spark/state"
+    work_dir: str = "/tmp/heron_spark/work"
+    tmaster_host: str = ""          # empty: spark.driver.host, else 127.0.0.1
+    stmgr_host: str = ""            # empty: the executor's host as Spark reports it
+    packing_algorithm: str = "round_robin"
+    batch_max_tuples: int = 1024
+    batch_flush_interval_ms: float = 5.0
+    instance_out_queue_bytes: int = 8 * MiB
+    instance_in_queue_batches: int = 64
+    stmgr_in_queue_frames: int = 512
+    backpressure_high_water_bytes: int = 32 * MiB
+    backpressure_low_water_bytes: int = 16 * MiB
+    heartbeat_interval_ms: int = 1000
+    metrics_interval_ms: int = 1000
+    startup_timeout_secs: float = 120.0
+    kill_grace_secs: float = 10.0
+    frame_max_bytes: int = 256 * MiB
+    tracker_port: int = 0           # 0: any free port; -1: no tracker HTTP server
+    spark_slots_wait_secs: float = 60.0
+
+    def validate(self) -> "SystemConfig":
+        """Return self, or raise ConfigError naming the first unusable value."""
+        if self.packing_algorithm not in ("round_robin", "first_fit_decreasing"):
+            raise ConfigError(PACKING_ALGORITHM, self.packing_algorithm,
+                              "use round_robin or first_fit_decreasing")
+        for key in (BATCH_MAX_TUPLES, INSTANCE_OUT_QUEUE_BYTES, INSTANCE_IN_QUEUE_BATCHES,
+                    STMGR_IN_QUEUE_FRAMES, BACKPRESSURE_HIGH_WATER_BYTES,
+                    HEARTBEAT_INTERVAL_MS, METRICS_INTERVAL_MS):
+            if getattr(self, _field_of(key)) < 1:
+                raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 1")
+        if not 0 <= self.backpressure_low_water_bytes < self.backpressure_high_water_bytes:
+            raise ConfigError(BACKPRESSURE_LOW_WATER_BYTES, self.backpressure_low_water_bytes,
+                              f"use a value below {BACKPRESSURE_HIGH_WATER_BYTES} "
+                              f"({self.backpressure_high_water_bytes})")
+        if self.batch_flush_interval_ms <= 0:
+            raise ConfigError(BATCH_FLUSH_INTERVAL_MS, self.batch_flush_interval_ms,
+                              "use a positive number of milliseconds")
+        return self
+
+    def as_keys(self) -> dict[str, Any]:
+        """Return the settings under their public key names."""
+        return {_KEY_OF[f.name]: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+_KEY_OF = {name.lower(): value for name, value in globals().items()
+           if name.isupper() and isinstance(value, str) and value.startswith("heron.")}
+_FIELD_OF = {key: field for field, key in _KEY_OF.items()}
+KNOWN_KEYS = frozenset(_FIELD_OF)
+
+
+def _field_of(key: str) -> str:
+    return _FIELD_OF[key]
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    try:
+        if isinstance(default, bool):
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(key, value, f"use a {type(default).__name__}") from exc
+
+
+def default_conf_dir() -> Path | None:
+    """Return the conf folder next to the package (a source checkout), if there is one."""
+    candidate = Path(__file__).resolve().parent.parent / "conf"
+    return candidate if (candidate / CONF_FILE_NAME).is_file() else None
+
+
+def read_conf_file(conf_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Read ``heron_spark.yaml`` from ``conf_dir``, ``$HERON_SPARK_CONF_DIR`` or the checkout."""
+    import yaml
+
+    folder = conf_dir or os.environ.get(CONF_DIR_ENV) or default_conf_dir()
+    if folder is None:
+        return {}
+    path = Path(folder) / CONF_FILE_NAME
+    if not path.is_file():
+        if conf_dir:
+            raise ConfigError("conf_dir", str(conf_dir), f"put a {CONF_FILE_NAME} in that folder")
+        return {}
+    data = yaml.safe_load(path.read_text()) or {}
+    if not isinstance(data, dict):
+        raise ConfigError(str(path), type(data).__name__, "write a mapping of key: value lines")
+    return data
+
+
+def build_system_config(*layers: Mapping[str, Any] | None) -> SystemConfig:
+    """Merge layers of ``heron.*`` keys over the defaults; unknown ``heron.*`` keys are errors."""
+    defaults = SystemConfig()
+    values: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in (layer or {}).items():
+            if not key.startswith("heron."):
+                continue  # topology.* keys belong to the topology, not the runtime
+            if key not in KNOWN_KEYS:
+                raise ConfigError(key, value, "check the spelling; `heron-spark config` lists keys")
+            field = _FIELD_OF[key]
+            values[field] = _coerce(key, value, getattr(defaults, field))
+    return dataclasses.replace(defaults, **values).validate()

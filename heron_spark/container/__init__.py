@@ -1,0 +1,1 @@
+"""The container (Heron executor): the body of one Spark barrier task."""

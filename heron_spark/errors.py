@@ -1,0 +1,114 @@
+"""One error hierarchy for heron_spark.
+
+Every error names what went wrong, where (component / stream / task), the offending value and
+the fix. Each class also inherits the matching built-in, so ``except ValueError`` keeps working.
+Tests assert the class and its fields, not the wording.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+_UNSET = object()
+
+
+class HeronSparkError(Exception):
+    """Base class of every error heron_spark raises on purpose."""
+
+
+def _compose(problem: str, component: str | None, value: Any, fix: str | None) -> str:
+    where = f"component {component!r}: " if component else ""
+    got = "" if value is _UNSET else f" (got {value!r})"
+    how = f". Fix: {fix}" if fix else ""
+    return f"{where}{problem}{got}{how}"
+
+
+class TopologyValueError(HeronSparkError, ValueError):
+    """A topology is malformed; raised by validation before anything is launched."""
+
+    def __init__(self, problem: str, *, component: str | None = None, value: Any = _UNSET,
+                 fix: str | None = None, kind: str = "invalid") -> None:
+        self.problem = problem
+        self.component = component
+        self.value = None if value is _UNSET else value
+        self.fix = fix
+        self.kind = kind
+        super().__init__(_compose(problem, component, value, fix))
+
+
+class TopologyTypeError(HeronSparkError, TypeError):
+    """An API call got an argument of the wrong type."""
+
+    def __init__(self, problem: str, *, component: str | None = None, value: Any = _UNSET,
+                 fix: str | None = None) -> None:
+        self.problem = problem
+        self.component = component
+        self.value = None if value is _UNSET else value
+        self.fix = fix
+        super().__init__(_compose(problem, component, value, fix))
+
+
+class ConfigError(HeronSparkError, ValueError):
+    """A configuration key has a value heron_spark cannot use."""
+
+    def __init__(self, key: str, value: Any, fix: str) -> None:
+        self.key = key
+        self.value = value
+        self.fix = fix
+        super().__init__(f"config {key!r} = {value!r} is invalid. Fix: {fix}")
+
+
+class ClusterCapacityError(HeronSparkError, RuntimeError):
+    """The Spark cluster cannot run one barrier task per container at once."""
+
+    def __init__(self, needed: int, available: int, master: str) -> None:
+        self.needed = needed
+        self.available = available
+        self.master = master
+        super().__init__(
+            f"the topology needs {needed} concurrent task slots (one barrier task per container) "
+            f"but Spark master {master!r} offers {available}. Fix: lower topology.stmgrs, or give "
+            f"Spark more slots (local[N] with N >= {needed}, or more executor cores)")
+
+
+class TopologyRuntimeError(HeronSparkError, RuntimeError):
+    """User code failed inside a running topology; chained from the user's exception text."""
+
+    def __init__(self, problem: str, *, component: str | None = None, task_id: int | None = None,
+                 log_path: str | None = None, detail: str = "") -> None:
+        self.problem = problem
+        self.component = component
+        self.task_id = task_id
+        self.log_path = log_path
+        self.detail = detail
+        where = f"component {component!r} task {task_id}: " if component else ""
+        log = f" (instance log: {log_path})" if log_path else ""
+        tail = f"\n{detail}" if detail else ""
+        super().__init__(f"{where}{problem}{log}{tail}")
+
+
+class TopologyStateError(HeronSparkError, RuntimeError):
+    """A lifecycle action does not fit the topology's current state."""
+
+    def __init__(self, topology: str, state: str, action: str, fix: str) -> None:
+        self.topology = topology
+        self.state = state
+        self.action = action
+        super().__init__(f"topology {topology!r} is {state}: cannot {action}. Fix: {fix}")
+
+
+class TopologyNotFoundError(HeronSparkError, LookupError):
+    """No topology of that name is known to the state manager."""
+
+    def __init__(self, topology: str, where: str) -> None:
+        self.topology = topology
+        super().__init__(f"no topology named {topology!r} in state manager {where}. "
+                         f"Fix: check the name with `heron-spark list`")
+
+
+class AuthenticationError(HeronSparkError, ConnectionError):
+    """A peer failed to prove it knows the topology's secret."""
+
+
+class WrongPlaceError(HeronSparkError, RuntimeError):
+    """An API was called where it cannot run (driver-only called on an executor, ...)."""

@@ -1,0 +1,1 @@
+"""The Heron Instance: runs one spout or bolt task per process."""

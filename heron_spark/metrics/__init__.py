@@ -1,0 +1,1 @@
+"""Metrics Manager (one per container) and metric aggregation helpers."""

@@ -1,0 +1,1 @@
+"""Topology -> logical plan (validated) -> packing plan -> physical plan."""

@@ -1,0 +1,1 @@
+"""Protobuf modules generated from ``proto/*.proto`` (see ``generate.py``); one per conversation."""

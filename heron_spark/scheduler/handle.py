@@ -1,0 +1,114 @@
+"""The handle ``submit`` returns: wait for, inspect and kill a running topology. Driver only."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from heron_spark.errors import TopologyRuntimeError
+from heron_spark.scheduler.spark_scheduler import BarrierStage
+from heron_spark.tmaster.master import TMaster, TopologyState
+
+log = logging.getLogger(__name__)
+
+
+class TopologyHandle:
+    """A submitted topology. ``kill`` and ``wait`` are safe to call from any thread, repeatedly."""
+
+    def __init__(self, name: str, tmaster: TMaster, kill_grace_secs: float) -> None:
+        self.name = name
+        self._tmaster = tmaster
+        self._kill_grace = kill_grace_secs
+        self._stage: BarrierStage | None = None
+        self.tracker_url: str | None = None
+        self._closers: list = []
+
+    def _attach(self, stage: BarrierStage) -> None:
+        self._stage = stage
+
+    @property
+    def status(self) -> str:
+        """STARTING, RUNNING, FINISHED, KILLED or FAILED."""
+        return self._tmaster.state.value
+
+    @property
+    def physical_plan(self):
+        """The physical plan protobuf (None until every stmgr has registered)."""
+        return self._tmaster.physical_plan
+
+    @property
+    def started_at(self) -> float | None:
+        """Wall-clock time the physical plan was broadcast (processing began)."""
+        return self._tmaster.started_at
+
+    @property
+    def ended_at(self) -> float | None:
+        """Wall-clock time the topology ended."""
+        return self._tmaster.ended_at
+
+    def metrics(self) -> dict[str, dict[str, float]]:
+        """Latest metrics summed per component (``__emit-count/<stream>``, ``__execute-count``, user metrics)."""
+        return self._tmaster.metrics_by_component()
+
+    def wait_running(self, timeout: float | None = None) -> bool:
+        """Wait until the physical plan is broadcast; return False on timeout or early end."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._tmaster.running.is_set():
+            if self._tmaster.done.is_set():
+                return False
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            self._tmaster.running.wait(0.05 if remaining is None else min(0.05, remaining))
+        return True
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the topology ends; return its final status.
+
+        Raises TopologyRuntimeError (with component, task id and log path) if it failed,
+        TimeoutError if ``timeout`` seconds pass first. Ctrl-C kills the topology.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while not self._tmaster.done.wait(0.2):
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"topology {self.name!r} still {self.status} after "
+                                       f"{timeout} s")
+            if self._stage is not None:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                grace = self._kill_grace * 3 + 5
+                self._stage.join(grace if remaining is None else min(grace, remaining))
+                if not self._stage.join(0):
+                    self._stage.cancel()
+                    self._stage.join(self._kill_grace + 5)
+        except KeyboardInterrupt:
+            log.warning("interrupted: killing topology %s", self.name)
+            self.kill()
+            raise
+        self._raise_if_failed()
+        return self.status
+
+    def kill(self) -> None:
+        """Stop every process of the topology; cancels the Spark job if they do not stop."""
+        self._tmaster.kill("killed by the handle")
+        if self._stage is None:
+            return
+        if not self._stage.join(self._kill_grace + 5):
+            log.warning("containers of %s did not stop in time: cancelling the Spark job",
+                        self.name)
+            self._stage.cancel()
+            self._stage.join(self._kill_grace + 10)
+
+    def _raise_if_failed(self) -> None:
+        if self._tmaster.state != TopologyState.FAILED:
+            return
+        failure = self._tmaster.failure
+        if failure is not None:
+            lines = failure.error.strip().splitlines()
+            raise TopologyRuntimeError(lines[-1] if lines else "instance failed",
+                                       component=failure.component, task_id=failure.task_id,
+                                       log_path=failure.log_path, detail=failure.error)
+        raise TopologyRuntimeError(self._tmaster.detail or "topology failed")
+
+    def __repr__(self) -> str:
+        return f"TopologyHandle(name={self.name!r}, status={self.status})"

@@ -1,0 +1,99 @@
+"""The scheduler: runs a topology's containers as one Spark barrier stage. Driver only.
+
+The stage runs in a background thread under a Spark job group named after the topology, so
+the caller (notebook, CLI, Airflow task) stays responsive and cancelling the group kills the
+topology.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import threading
+import time
+from typing import Callable
+
+from heron_spark.container.task import ContainerTask
+from heron_spark.errors import ClusterCapacityError
+
+log = logging.getLogger(__name__)
+_LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
+
+
+def job_group(topology: str) -> str:
+    """Return the Spark job group of ``topology``'s barrier stage."""
+    return f"heron_spark:{topology}"
+
+
+def is_local_master(master: str) -> bool:
+    """True for ``local``, ``local[N]``, ``local[*]`` and ``local[N,F]``."""
+    return bool(_LOCAL.match(master))
+
+
+def available_slots(spark) -> int:
+    """Return how many tasks the cluster can run at once right now."""
+    sc = spark.sparkContext
+    match = _LOCAL.match(sc.master)
+    if match:
+        cores = match.group(1)
+        if cores is None:
+            return 1
+        return os.cpu_count() or 1 if cores == "*" else int(cores)
+    jsc = sc._jsc.sc()
+    return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
+
+
+def check_slots(spark, needed: int, wait_secs: float) -> None:
+    """Wait up to ``wait_secs`` for ``needed`` slots; raise ClusterCapacityError otherwise."""
+    deadline = time.monotonic() + wait_secs
+    while True:
+        slots = available_slots(spark)
+        if slots >= needed:
+            return
+        if is_local_master(spark.sparkContext.master) or time.monotonic() >= deadline:
+            raise ClusterCapacityError(needed, slots, spark.sparkContext.master)
+        time.sleep(0.5)  # executors of a standalone cluster register after the driver starts
+
+
+class BarrierStage:
+    """One run of the container stage in a background thread."""
+
+    def __init__(self, spark, task: ContainerTask, containers: int,
+                 on_exit: Callable[[list | None, BaseException | None], None]) -> None:
+        self.spark = spark
+        self.task = task
+        self.containers = containers
+        self.group = job_group(task.topology)
+        self.result: list | None = None
+        self.error: BaseException | None = None
+        self._on_exit = on_exit
+        self.thread = threading.Thread(target=self._run, name=f"barrier-{task.topology}",
+                                       daemon=True)
+
+    def start(self) -> "BarrierStage":
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        sc = self.spark.sparkContext
+        try:
+            sc.setJobGroup(self.group, f"heron_spark topology {self.task.topology}",
+                           interruptOnCancel=True)
+            rdd = sc.parallelize(range(self.containers), self.containers)
+            self.result = rdd.barrier().mapPartitions(self.task).collect()
+        except BaseException as exc:  # noqa: BLE001 - reported to the handle, not swallowed
+            self.error = exc
+            log.error("barrier stage of %s ended with an error: %s", self.task.topology,
+                      str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        finally:
+            self._on_exit(self.result, self.error)
+
+    def cancel(self) -> None:
+        """Cancel the Spark job group: Spark kills the barrier tasks (and so their children)."""
+        self.spark.sparkContext.cancelJobGroup(self.group)
+
+    def join(self, timeout: float | None) -> bool:
+        """Wait for the stage; return True once it has ended."""
+        self.thread.join(timeout)
+        return not self.thread.is_alive()

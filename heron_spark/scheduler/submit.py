@@ -1,0 +1,193 @@
+"""``submit``: validate, pack, start the TMaster and launch the containers. Driver only."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import uuid
+from typing import Any
+
+from heron_spark import _pickling
+from heron_spark.config import (SystemConfig, build_system_config, read_conf_file)
+from heron_spark.container.task import ContainerTask
+from heron_spark.errors import TopologyStateError, TopologyTypeError, WrongPlaceError
+from heron_spark.plan.logical import LogicalPlan, build_logical_plan
+from heron_spark.plan.packing import pack
+from heron_spark.plan.view import PlanView
+from heron_spark.proto import topology_pb2
+from heron_spark.scheduler.handle import TopologyHandle
+from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots, is_local_master)
+from heron_spark.statemgr import open_state_manager
+from heron_spark.tmaster.master import TMaster
+from heron_spark.tmaster.tracker import start_tracker
+from heron_spark.wire.auth import new_secret
+
+log = logging.getLogger(__name__)
+_CLI_CONTEXT: dict[str, Any] | None = None  # set by `heron-spark submit` while it runs a file
+
+
+def submit(topology, spark=None, conf: dict | None = None, name: str | None = None,
+           master: str | None = None) -> TopologyHandle:
+    """Submit ``topology`` (a ``Topology`` subclass or a ``TopologyBuilder``) and return a handle.
+
+    ``conf`` holds ``heron.*`` runtime keys and ``topology.*`` keys that override the
+    topology's own config. ``spark`` defaults to the active session, else a new one on
+    ``master`` (default ``local[*]``). Runs on the driver only.
+    """
+    _check_driver()
+    from heron_spark.api.topology import TopologyBuilder
+
+    if _CLI_CONTEXT is not None:  # `heron-spark submit` flags apply to submits in the file
+        options = _CLI_CONTEXT["options"]
+        conf = {**(options.get("conf") or {}), **(conf or {})}
+        name = name or options.get("name")
+        master = master or options.get("master")
+
+    if isinstance(topology, TopologyBuilder):
+        topology = topology.build()
+    if not isinstance(topology, type) or not hasattr(topology, "_heron_specs"):
+        raise TopologyTypeError("submit() takes a Topology subclass or a TopologyBuilder",
+                                value=topology)
+    conf = dict(conf or {})
+    overrides = {k: v for k, v in conf.items() if not k.startswith("heron.")}
+    if overrides:
+        topology = type(topology.__name__, (topology,), {
+            "config": {**topology._topo_config, **overrides},
+            **{s.name: s for s in topology._heron_specs},
+            "topology_name": getattr(topology, "topology_name", topology.__name__)})
+    plan = build_logical_plan(topology, name)
+    system = build_system_config(read_conf_file(), plan.config, conf)
+    packing = pack(plan, system.packing_algorithm)
+    view = PlanView(plan, packing)
+    statemgr = open_state_manager(system.statemgr)
+    _refuse_if_running(statemgr, plan.name)
+    spark = _spark_session(spark, master)
+    check_slots(spark, view.container_count, system.spark_slots_wait_secs)
+
+    definition = _pickling.dumps(plan)
+    topology_id = f"{plan.name}-{uuid.uuid4().hex[:12]}"
+    statemgr.set_topology(_topology_proto(plan, topology_id, definition))
+    statemgr.set_packing_plan(plan.name, packing)
+    secret = new_secret()
+    local = is_local_master(spark.sparkContext.master)
+    host = system.tmaster_host or ("127.0.0.1" if local else
+                                   spark.sparkContext.getConf().get("spark.driver.host",
+                                                                    "127.0.0.1"))
+    tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes).start()
+    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs)
+    tracker = None
+    if system.tracker_port >= 0:
+        tracker = start_tracker(tmaster, host, system.tracker_port)
+        handle.tracker_url = f"http://{host}:{tracker.server_address[1]}"
+    statemgr.set_tmaster_location(plan.name, host, tmaster.port,
+                                  tracker.server_address[1] if tracker else -1, os.getpid(),
+                                  secret)
+    task = ContainerTask(plan.name, definition, packing.SerializeToString(),
+                         _config_fields(system), secret, host, tmaster.port, 0, local)
+
+    def on_stage_exit(result, error) -> None:
+        if error is not None:
+            tmaster.fail(f"the Spark barrier stage failed: {str(error).strip()[:2000]}")
+        else:
+            tmaster.fail("every container exited before the topology ended")
+        tmaster.close()
+        if tracker is not None:
+            tracker.shutdown()
+        statemgr.put(plan.name, "tmaster", b"{}")
+
+    stage = BarrierStage(spark, task, view.container_count, on_stage_exit)
+    handle._attach(stage)
+    stage.start()
+    _install_sigterm(handle)
+    if _CLI_CONTEXT is not None:
+        _CLI_CONTEXT["handles"].append(handle)
+    log.info("submitted %s: %d containers, %d tasks; tracker %s", plan.name,
+             view.container_count, len(view.task_component), handle.tracker_url)
+    return handle
+
+
+def submit_from_builder(topology: type):
+    """``TopologyBuilder.build_and_submit``: under the CLI hand over; otherwise submit and wait."""
+    handle = submit(topology)
+    if _CLI_CONTEXT is not None:
+        return handle  # the CLI waits for it
+    handle.wait()
+    return handle
+
+
+def _refuse_if_running(statemgr, name: str) -> None:
+    state = statemgr.get_execution_state(name) or {}
+    location = statemgr.get_tmaster_location(name) or {}
+    if state.get("state") in ("STARTING", "RUNNING") and location.get("port"):
+        from heron_spark.cli.control import tmaster_status
+
+        if tmaster_status(statemgr, name) is not None:
+            raise TopologyStateError(name, state["state"], "submit it again",
+                                     f"kill it first: heron-spark kill {name}")
+
+
+def _spark_session(spark, master: str | None):
+    if spark is not None:
+        return spark
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    # Executors run the driver's interpreter unless told otherwise (a venv's python, not PATH's).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.appName("heron_spark")
+    if master:
+        builder = builder.master(master)
+    elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded default
+        builder = builder.master("local[*]")
+    return builder.getOrCreate()
+
+
+def _topology_proto(plan: LogicalPlan, topology_id: str, definition: bytes):
+    proto = topology_pb2.Topology(name=plan.name, id=topology_id, python_definition=definition)
+    proto.config.update({k: str(v) for k, v in plan.config.items()})
+    for decl in plan.components.values():
+        comp = proto.components.add(name=decl.name, is_spout=decl.is_spout,
+                                    parallelism=decl.parallelism,
+                                    class_name=f"{decl.component_class.__module__}."
+                                               f"{decl.component_class.__qualname__}")
+        comp.config.update({k: str(v) for k, v in decl.config.items()})
+        for stream in decl.outputs.values():
+            comp.outputs.add(stream=stream.name, fields=list(stream.fields), direct=stream.direct)
+        for sub in decl.inputs:
+            comp.inputs.add(component=sub.component, stream=sub.stream, grouping=sub.grouping,
+                            fields=list(sub.fields), custom_grouping=sub.custom or b"")
+    return proto
+
+
+def _config_fields(system: SystemConfig) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(system)
+
+
+def _check_driver() -> None:
+    try:
+        from pyspark import TaskContext
+    except ImportError:
+        return
+    if TaskContext.get() is not None:
+        raise WrongPlaceError("submit() runs on the Spark driver, not inside a Spark task")
+
+
+def _install_sigterm(handle: TopologyHandle) -> None:
+    """Make SIGTERM (Airflow, `kill`) kill the topology before the driver exits."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
+        return
+
+    def on_sigterm(signum, frame) -> None:
+        handle.kill()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_sigterm)

@@ -1,0 +1,352 @@
+"""The Stream Manager: one per container, routes every tuple of its local instances.
+
+Threads: a listener (local instances and peer stmgrs dial in, secret checked), one reader and
+one writer per connection, a heartbeat thread, and the routing thread (``run``), the only one
+that touches routing state. Readers hand frames to the routing thread through one bounded
+queue; the routing thread never blocks on a send (queues towards instances and peers are
+watched by water marks instead; see ``backpressure``), so it always drains and cannot deadlock.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+
+from heron_spark import _process
+from heron_spark.container.files import ContainerFiles
+from heron_spark.plan.view import PlanView
+from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
+from heron_spark.stmgr.backpressure import Backpressure
+from heron_spark.stmgr.routing import Router
+from heron_spark.wire import frames, tuple_batch
+from heron_spark.wire.connection import Connection, ConnectionClosed, Listener, dial_with_retry
+
+log = logging.getLogger(__name__)
+FROM_INSTANCE, FROM_PEER, FROM_TMASTER, CLOSED = "instance", "peer", "tmaster", "closed"
+_POLL_SECS = 0.05
+
+
+class StreamManager:
+    """See the module docstring. ``run`` returns the process exit code."""
+
+    def __init__(self, files: ContainerFiles, container_index: int, tmaster_host: str,
+                 tmaster_port: int, metrics_port: int, host: str, generation: int) -> None:
+        self.files = files
+        self.config = files.load_config()
+        self.plan: PlanView = files.load_plan()
+        self.secret = files.load_secret()
+        self.topology = self.plan.logical.name
+        self.index = container_index
+        self.generation = generation
+        self.host = host
+        self.tmaster_address = (tmaster_host, tmaster_port)
+        self.local_tasks = set(self.plan.tasks_in(container_index))
+        self.spout_tasks = {t for t in self.local_tasks
+                            if self.plan.logical.components[self.plan.task_component[t]].is_spout}
+        self.inbound: queue.Queue = queue.Queue(maxsize=self.config.stmgr_in_queue_frames)
+        self.instances: dict[int, Connection] = {}
+        self.instance_pids: dict[int, int] = {}
+        self.peers: dict[int, Connection] = {}     # outbound, one per other container
+        self.inbound_peers: list[Connection] = []
+        self.router = Router(self.plan)
+        self.backpressure = Backpressure(self.config.backpressure_high_water_bytes,
+                                         self.config.backpressure_low_water_bytes)
+        self._registered = threading.Event()
+        self._lock = threading.Lock()
+        self._stopping = False
+        self._started = False
+        self.tuples_routed = 0
+        self.listener = Listener(host, 0, self.secret, self.topology, self._on_peer,
+                                 name=f"stmgr-{container_index}")
+        self.metrics_port = metrics_port
+        self.tmaster: Connection | None = None
+        self.metrics: Connection | None = None
+
+    # ---- connections (listener / reader threads) ------------------------------------------
+    def _on_peer(self, sock, response) -> None:
+        if response.role == "instance" and response.id in self.local_tasks:
+            task = response.id
+            conn = Connection(sock, f"stmgr-{self.index}<-task-{task}",
+                              lambda c, k, p, t=task: self.inbound.put((FROM_INSTANCE, t, k, p)),
+                              lambda c, t=task: self._enqueue_closed(FROM_INSTANCE, t),
+                              max_frame_bytes=self.config.frame_max_bytes)
+            conn.peer_role, conn.peer_id = "instance", task
+            with self._lock:
+                self.instances[task] = conn
+                if self.spout_tasks and task in self.spout_tasks and self.backpressure.spouts_paused:
+                    conn.pause_reading()
+                if set(self.instances) == self.local_tasks:
+                    self._registered.set()
+            conn.start()
+        elif response.role == "stmgr":
+            peer = response.id
+            conn = Connection(sock, f"stmgr-{self.index}<-stmgr-{peer}",
+                              lambda c, k, p, s=peer: self.inbound.put((FROM_PEER, s, k, p)),
+                              None, max_frame_bytes=self.config.frame_max_bytes)
+            with self._lock:
+                self.inbound_peers.append(conn)
+            conn.start()
+        else:
+            log.warning("refusing peer with role %s:%s", response.role, response.id)
+            sock.close()
+
+    def _enqueue_closed(self, source: str, ident: int) -> None:
+        if not self._stopping:
+            self.inbound.put((CLOSED, (source, ident), 0, b""))
+
+    # ---- routing thread ------------------------------------------------------------------
+    def run(self) -> int:
+        """Serve until the TMaster says shut down (0) or the TMaster goes away (2)."""
+        self.listener.start()
+        _process.write_json_atomic(self.files.ready("stmgr"),
+                                   {"port": self.listener.port, "pid": os.getpid()})
+        if not self._registered.wait(self.config.startup_timeout_secs):
+            missing = sorted(self.local_tasks - set(self.instances))
+            log.error("instances %s never registered", missing)
+            return 1
+        self._connect_metrics()
+        self._connect_tmaster()
+        threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
+        next_metrics = 0.0
+        try:
+            while True:
+                try:
+                    item = self.inbound.get(timeout=_POLL_SECS)
+                except queue.Empty:
+                    item = None
+                if item is not None:
+                    code = self._dispatch(*item)
+                    if code is not None:
+                        return code
+                self._check_water_marks()
+                now = time.monotonic()
+                if now >= next_metrics:
+                    next_metrics = now + self.config.metrics_interval_ms / 1000.0
+                    self._publish_metrics()
+        finally:
+            self._close_all()
+
+    def _dispatch(self, source: str, ident, kind: int, payload: bytes) -> int | None:
+        if source == FROM_INSTANCE:
+            if kind == frames.DATA:
+                self._route(payload)
+            else:
+                message = stmgr_pb2.InstanceToStmgr()
+                message.ParseFromString(payload)
+                self._on_instance_control(ident, message)
+        elif source == FROM_PEER:
+            if kind == frames.DATA:
+                header, _ = frames.split_data(payload)
+                self._deliver_local(header.dest_task, frames.frame(frames.DATA, payload))
+            else:
+                message = stmgr_pb2.StmgrToStmgr()
+                message.ParseFromString(payload)
+                signal = message.backpressure
+                self.backpressure.set_remote(signal.container_index, signal.active)
+                self._apply_spout_gate()
+        elif source == FROM_TMASTER:
+            message = tmaster_pb2.TmasterToStmgr()
+            message.ParseFromString(payload)
+            return self._on_tmaster(message)
+        elif source == CLOSED:
+            return self._on_closed(*ident)
+        return None
+
+    def _route(self, payload: bytes) -> None:
+        header, body = frames.split_data(payload)
+        batch = tuple_batch.decode(body)
+        destinations = self.router.route(header.src_task, header.stream, batch)
+        self.tuples_routed += batch.num_rows
+        plain = batch.schema.names[-1] not in (tuple_batch.DESTS_COLUMN, tuple_batch.ROUTED_COLUMN)
+        stripped = None
+        for task, rows in destinations.items():
+            out_header = stmgr_pb2.DataHeader(kind=stmgr_pb2.TUPLES, src_task=header.src_task,
+                                              stream=header.stream, dest_task=task)
+            if rows is None and plain:
+                frame = frames.data_frame(out_header, body)  # no re-encoding
+            else:
+                if stripped is None:
+                    stripped = _strip_routing(batch)
+                part = stripped if rows is None else stripped.take(rows)
+                frame = frames.data_frame(out_header, tuple_batch.encode_batch(part))
+            self._send_to_task(task, frame)
+
+    def _send_to_task(self, task: int, frame: bytes) -> None:
+        container = self.plan.task_container[task]
+        if container == self.index:
+            self._deliver_local(task, frame)
+        else:
+            self._send(self.peers[container], frame)
+
+    def _deliver_local(self, task: int, frame: bytes) -> None:
+        conn = self.instances.get(task)
+        if conn is None:
+            log.error("dropping frame for task %d: not connected", task)
+            return
+        self._send(conn, frame)
+
+    def _send(self, conn: Connection, frame: bytes) -> None:
+        try:
+            conn.send(frame)
+        except ConnectionClosed:
+            log.warning("%s closed; frame not sent", conn.name)
+
+    def _on_instance_control(self, task: int, message: stmgr_pb2.InstanceToStmgr) -> None:
+        body = message.WhichOneof("body")
+        if body == "register":
+            self.instance_pids[task] = message.register.pid
+        elif body == "exhausted":
+            header = stmgr_pb2.DataHeader(kind=stmgr_pb2.END_OF_STREAM, src_task=task)
+            for dest in self.plan.downstream_tasks(task):
+                header.dest_task = dest
+                self._send_to_task(dest, frames.data_frame(header))
+            self._to_tmaster(tmaster_pb2.StmgrToTmaster(
+                drained=tmaster_pb2.TaskDrained(task_ids=[task])))
+        elif body == "failed":
+            self._to_tmaster(tmaster_pb2.StmgrToTmaster(instance_failed=message.failed))
+
+    def _on_tmaster(self, message: tmaster_pb2.TmasterToStmgr) -> int | None:
+        body = message.WhichOneof("body")
+        if body == "plan":
+            self._apply_plan(message.plan)
+        elif body == "shutdown":
+            log.info("shutdown from TMaster: %s %s",
+                     tmaster_pb2.ShutdownReason.Name(message.shutdown.reason),
+                     message.shutdown.detail)
+            self._stopping = True
+            frame = frames.control_frame(stmgr_pb2.StmgrToInstance(shutdown=message.shutdown))
+            for conn in self.instances.values():
+                self._send(conn, frame)
+            deadline = time.monotonic() + self.config.kill_grace_secs
+            for conn in self.instances.values():
+                conn.flush(max(0.0, deadline - time.monotonic()))
+            return 0
+        return None
+
+    def _apply_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
+        self.plan = PlanView(self.plan.logical, self.plan.packing, plan)
+        for container, (host, port) in self.plan.stmgr_address.items():
+            if container == self.index:
+                continue
+            current = self.peers.get(container)
+            if current is not None and not current.closed:
+                continue
+            sock = dial_with_retry(host, port, self.secret, self.topology, "stmgr", self.index,
+                                   self.config.startup_timeout_secs)
+            self.peers[container] = Connection(
+                sock, f"stmgr-{self.index}->stmgr-{container}", lambda *a: None, None,
+                max_frame_bytes=self.config.frame_max_bytes).start()
+        if not self._started:
+            self._started = True
+            start = frames.control_frame(stmgr_pb2.StmgrToInstance(
+                start=stmgr_pb2.StartProcessing(generation=plan.generation)))
+            for conn in self.instances.values():
+                self._send(conn, start)
+            log.info("physical plan generation %d applied; %d local instances started",
+                     plan.generation, len(self.instances))
+
+    def _on_closed(self, kind_source: str, ident: int) -> int | None:
+        """React to a lost connection: an instance (report it) or the TMaster (exit)."""
+        if self._stopping:
+            return None
+        if kind_source == FROM_INSTANCE:
+            if ident in self.instances and self.instances[ident].closed:
+                log.error("instance task %d disconnected", ident)
+                failed = tmaster_pb2.InstanceFailed(
+                    task_id=ident, component=self.plan.task_component[ident],
+                    error="instance process exited or closed its connection",
+                    log_path=str(self.files.instance_log(self.plan.task_component[ident], ident)))
+                self._to_tmaster(tmaster_pb2.StmgrToTmaster(instance_failed=failed))
+            return None
+        if kind_source == FROM_TMASTER:
+            log.error("TMaster connection lost; shutting down")
+            return 2
+        return None
+
+    # ---- backpressure ----------------------------------------------------------------------
+    def _check_water_marks(self) -> None:
+        queued = [c.queued_bytes for c in self.instances.values()]
+        queued += [c.queued_bytes for c in self.peers.values()]
+        change = self.backpressure.observe(max(queued, default=0))
+        if change is not None:
+            log.info("backpressure %s", "started" if change else "stopped")
+            frame = frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                backpressure=stmgr_pb2.BackpressureSignal(container_index=self.index,
+                                                          active=change)))
+            for conn in self.peers.values():
+                self._send(conn, frame)
+            self._apply_spout_gate()
+        self.backpressure.tick()
+
+    def _apply_spout_gate(self) -> None:
+        paused = self.backpressure.spouts_paused
+        for task in self.spout_tasks:
+            conn = self.instances.get(task)
+            if conn is not None:
+                (conn.pause_reading if paused else conn.resume_reading)()
+
+    # ---- TMaster and metrics ---------------------------------------------------------------
+    def _connect_tmaster(self) -> None:
+        host, port = self.tmaster_address
+        sock = dial_with_retry(host, port, self.secret, self.topology, "stmgr", self.index,
+                               self.config.startup_timeout_secs)
+        self.tmaster = Connection(sock, f"stmgr-{self.index}->tmaster",
+                                  lambda c, k, p: self.inbound.put((FROM_TMASTER, 0, k, p)),
+                                  lambda c: self._enqueue_closed(FROM_TMASTER, 0),
+                                  max_frame_bytes=self.config.frame_max_bytes).start()
+        register = tmaster_pb2.RegisterStmgr(container_index=self.index, host=self.host,
+                                             data_port=self.listener.port, pid=os.getpid(),
+                                             generation=self.generation)
+        for task in sorted(self.local_tasks):
+            register.instances.add(task_id=task, component=self.plan.task_component[task],
+                                   component_index=self.plan.task_index[task],
+                                   container_index=self.index,
+                                   pid=self.instance_pids.get(task, 0))
+        self._to_tmaster(tmaster_pb2.StmgrToTmaster(register=register))
+
+    def _to_tmaster(self, message: tmaster_pb2.StmgrToTmaster) -> None:
+        if self.tmaster is not None:
+            self._send(self.tmaster, frames.control_frame(message))
+
+    def _heartbeat_loop(self) -> None:
+        interval = self.config.heartbeat_interval_ms / 1000.0
+        while not self._stopping and self.tmaster is not None and not self.tmaster.closed:
+            self._to_tmaster(tmaster_pb2.StmgrToTmaster(heartbeat=tmaster_pb2.StmgrHeartbeat(
+                container_index=self.index, sent_at_ms=int(time.time() * 1000))))
+            time.sleep(interval)
+
+    def _connect_metrics(self) -> None:
+        sock = dial_with_retry("127.0.0.1", self.metrics_port, self.secret, self.topology,
+                               "metrics-client", -1 - self.index, self.config.startup_timeout_secs)
+        self.metrics = Connection(sock, f"stmgr-{self.index}->metricsmgr", lambda *a: None, None,
+                                  max_frame_bytes=self.config.frame_max_bytes,
+                                  send_capacity_bytes=1 << 20).start()
+
+    def _publish_metrics(self) -> None:
+        publish = metrics_pb2.MetricsPublish(component="__stmgr__", task_id=-1 - self.index,
+                                             timestamp_ms=int(time.time() * 1000))
+        publish.metrics.add(name="__tuples-routed", value=self.tuples_routed)
+        publish.metrics.add(name="__backpressure-secs", value=self.backpressure.total_secs)
+        publish.metrics.add(name="__backpressure-episodes", value=self.backpressure.episodes)
+        try:
+            self.metrics.send(frames.control_frame(publish), timeout=0)
+        except (TimeoutError, ConnectionClosed):
+            pass
+
+    def _close_all(self) -> None:
+        self._stopping = True
+        self.listener.close()
+        for conn in [*self.instances.values(), *self.peers.values(), *self.inbound_peers,
+                     self.tmaster, self.metrics]:
+            if conn is not None:
+                conn.close()
+
+
+def _strip_routing(batch):
+    names = batch.schema.names
+    keep = [i for i, n in enumerate(names)
+            if n not in (tuple_batch.DESTS_COLUMN, tuple_batch.ROUTED_COLUMN)]
+    return batch.select(keep) if len(keep) != len(names) else batch

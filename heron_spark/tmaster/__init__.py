@@ -1,0 +1,1 @@
+"""The Topology Master, run inside the Spark driver, and its tracker API."""

@@ -1,0 +1,242 @@
+"""The Topology Master: runs in the Spark driver.
+
+It waits for every stmgr to register, builds the physical plan, stores and broadcasts it,
+tracks heartbeats, drained tasks and metrics, and drives the end of the topology (finished,
+killed or failed). Threads: the listener, one reader per connection (they call the handlers
+below under ``_lock``), and the optional tracker HTTP server. ``done`` is set once the
+topology has ended.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import threading
+import time
+
+from heron_spark.plan.view import PlanView
+from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
+from heron_spark.statemgr.base import StateManager
+from heron_spark.wire import frames
+from heron_spark.wire.connection import Connection, ConnectionClosed, Listener
+
+log = logging.getLogger(__name__)
+
+
+class TopologyState(enum.Enum):
+    """Lifecycle of a topology as the TMaster sees it."""
+
+    STARTING = "STARTING"      # waiting for every stmgr to register
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"      # every spout exhausted and every task drained
+    KILLED = "KILLED"
+    FAILED = "FAILED"
+
+    @property
+    def ended(self) -> bool:
+        return self in (TopologyState.FINISHED, TopologyState.KILLED, TopologyState.FAILED)
+
+
+_REASON = {TopologyState.FINISHED: tmaster_pb2.FINISHED, TopologyState.KILLED: tmaster_pb2.KILLED,
+           TopologyState.FAILED: tmaster_pb2.FAILED}
+
+
+class TMaster:
+    """See the module docstring."""
+
+    def __init__(self, plan: PlanView, statemgr: StateManager, secret: str, host: str,
+                 topology_id: str, frame_max_bytes: int, generation: int = 0) -> None:
+        self.plan = plan
+        self.name = plan.logical.name
+        self.topology_id = topology_id
+        self.statemgr = statemgr
+        self.generation = generation
+        self._frame_max = frame_max_bytes
+        self._lock = threading.RLock()
+        self.state = TopologyState.STARTING
+        self.detail = ""
+        self.failure: tmaster_pb2.InstanceFailed | None = None
+        self.physical_plan: physical_plan_pb2.PhysicalPlan | None = None
+        self.registrations: dict[int, tmaster_pb2.RegisterStmgr] = {}
+        self.stmgrs: dict[int, Connection] = {}
+        self.heartbeats: dict[int, float] = {}
+        self.drained: set[int] = set()
+        self.all_tasks = set(plan.task_component)
+        self.metrics: dict[tuple[str, int], dict[str, float]] = {}
+        self.started_at: float | None = None
+        self.ended_at: float | None = None
+        self.done = threading.Event()
+        self.running = threading.Event()
+        self._connections: list[Connection] = []
+        self.listener = Listener(host, 0, secret, self.name, self._on_peer, name="tmaster")
+        self.host = host
+        self.port = self.listener.port
+
+    def start(self) -> "TMaster":
+        """Start accepting stmgrs, metrics managers and control clients."""
+        self.listener.start()
+        self._save_state()
+        return self
+
+    # ---- connections ---------------------------------------------------------------------
+    def _on_peer(self, sock, response) -> None:
+        handlers = {"stmgr": self._on_stmgr_frame, "metricsmgr": self._on_metrics_frame,
+                    "control": self._on_control_frame}
+        handler = handlers.get(response.role)
+        if handler is None:
+            sock.close()
+            return
+        conn = Connection(sock, f"tmaster<-{response.role}-{response.id}", handler,
+                          self._on_conn_closed, max_frame_bytes=self._frame_max)
+        conn.peer_role, conn.peer_id = response.role, response.id
+        with self._lock:
+            self._connections.append(conn)
+            if response.role == "stmgr":
+                self.stmgrs[response.id] = conn
+        conn.start()
+
+    def _on_conn_closed(self, conn: Connection) -> None:
+        with self._lock:
+            if conn.peer_role == "stmgr" and self.stmgrs.get(conn.peer_id) is conn \
+                    and not self.state.ended:
+                self._end(TopologyState.FAILED,
+                          f"stmgr of container {conn.peer_id} disconnected before the end")
+
+    def _on_stmgr_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
+        message = tmaster_pb2.StmgrToTmaster()
+        message.ParseFromString(payload)
+        body = message.WhichOneof("body")
+        with self._lock:
+            if body == "heartbeat":
+                self.heartbeats[message.heartbeat.container_index] = time.time()
+            elif body == "register":
+                self._on_register(message.register)
+            elif body == "drained":
+                self.drained.update(message.drained.task_ids)
+                if self.drained >= self.all_tasks and not self.state.ended:
+                    self._end(TopologyState.FINISHED, "every spout exhausted, every task drained")
+            elif body == "instance_failed":
+                failed = message.instance_failed
+                log.error("task %d of %s failed: %s", failed.task_id, failed.component,
+                          failed.error.strip().splitlines()[-1:] or "")
+                if not self.state.ended:
+                    self.failure = failed
+                    self._end(TopologyState.FAILED, f"task {failed.task_id} of component "
+                                                    f"{failed.component!r} failed")
+
+    def _on_register(self, register: tmaster_pb2.RegisterStmgr) -> None:
+        previous = self.registrations.get(register.container_index)
+        self.registrations[register.container_index] = register
+        self.heartbeats[register.container_index] = time.time()
+        log.info("stmgr %d registered at %s:%d", register.container_index, register.host,
+                 register.data_port)
+        if len(self.registrations) < self.plan.container_count:
+            return
+        moved = previous is not None and (previous.host, previous.data_port) != \
+            (register.host, register.data_port)
+        if self.physical_plan is None or moved:
+            self._broadcast_plan()
+
+    def _broadcast_plan(self) -> None:
+        plan = physical_plan_pb2.PhysicalPlan(topology_name=self.name,
+                                              topology_id=self.topology_id,
+                                              generation=self.generation)
+        for index in sorted(self.registrations):
+            reg = self.registrations[index]
+            plan.stmgrs.add(container_index=index, host=reg.host, data_port=reg.data_port,
+                            pid=reg.pid)
+            plan.instances.extend(reg.instances)
+        self.physical_plan = plan
+        self.statemgr.set_physical_plan(self.name, plan)
+        frame = frames.control_frame(tmaster_pb2.TmasterToStmgr(plan=plan))
+        for conn in self.stmgrs.values():
+            self._send(conn, frame)
+        if self.state == TopologyState.STARTING:
+            self.state = TopologyState.RUNNING
+            self.started_at = time.time()
+            self.running.set()
+            self._save_state()
+        log.info("physical plan broadcast to %d stmgrs", len(self.stmgrs))
+
+    def _on_metrics_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
+        snapshot = metrics_pb2.MetricsSnapshot()
+        snapshot.ParseFromString(payload)
+        with self._lock:
+            for publish in snapshot.publishes:
+                values = self.metrics.setdefault((publish.component, publish.task_id), {})
+                for metric in publish.metrics:
+                    values[metric.name] = metric.value
+
+    def _on_control_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
+        request = tmaster_pb2.ControlRequest()
+        request.ParseFromString(payload)
+        if request.WhichOneof("body") == "kill":
+            self.kill("killed through the control port")
+        with self._lock:
+            response = tmaster_pb2.ControlResponse(ok=True, state=self.state.value,
+                                                   detail=self.detail)
+        self._send(conn, frames.control_frame(response))
+
+    # ---- lifecycle -----------------------------------------------------------------------
+    def kill(self, detail: str = "killed") -> None:
+        """Tell every stmgr to stop now (idempotent)."""
+        with self._lock:
+            if not self.state.ended:
+                self._end(TopologyState.KILLED, detail)
+
+    def fail(self, detail: str) -> None:
+        """End the topology as failed (the Spark job died, ...); idempotent."""
+        with self._lock:
+            if not self.state.ended:
+                self._end(TopologyState.FAILED, detail)
+
+    def _end(self, state: TopologyState, detail: str) -> None:
+        self.state = state
+        self.detail = detail
+        self.ended_at = time.time()
+        log.info("topology %s %s: %s", self.name, state.value, detail)
+        shutdown = tmaster_pb2.Shutdown(reason=_REASON[state], detail=detail)
+        frame = frames.control_frame(tmaster_pb2.TmasterToStmgr(shutdown=shutdown))
+        for conn in self.stmgrs.values():
+            self._send(conn, frame)
+        self._save_state()
+        self.done.set()
+
+    def close(self) -> None:
+        """Stop listening and drop every connection (after the containers are gone)."""
+        self.listener.close()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            conn.close()
+
+    # ---- views ---------------------------------------------------------------------------
+    def metrics_by_component(self) -> dict[str, dict[str, float]]:
+        """Sum every metric over the tasks of each component."""
+        with self._lock:
+            out: dict[str, dict[str, float]] = {}
+            for (component, _task), values in self.metrics.items():
+                totals = out.setdefault(component, {})
+                for name, value in values.items():
+                    totals[name] = totals.get(name, 0.0) + value
+            return out
+
+    def status(self) -> dict:
+        """A JSON-ready summary: state, times, stmgrs and their last heartbeat."""
+        with self._lock:
+            return {"name": self.name, "id": self.topology_id, "state": self.state.value,
+                    "detail": self.detail, "started_at": self.started_at,
+                    "ended_at": self.ended_at, "containers": self.plan.container_count,
+                    "registered": sorted(self.registrations),
+                    "heartbeats": {str(k): v for k, v in self.heartbeats.items()},
+                    "drained_tasks": len(self.drained), "tasks": len(self.all_tasks)}
+
+    def _save_state(self) -> None:
+        self.statemgr.set_execution_state(self.name, self.status())
+
+    @staticmethod
+    def _send(conn: Connection, frame: bytes) -> None:
+        try:
+            conn.send(frame)
+        except ConnectionClosed:
+            pass

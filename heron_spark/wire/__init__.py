@@ -1,0 +1,1 @@
+"""The wire contract: frames on TCP, the secret handshake, and the Arrow tuple batch."""

@@ -1,0 +1,79 @@
+"""The secret handshake every listening socket runs before it accepts a peer.
+
+The listener sends a fresh nonce; the dialler answers with its role, id and
+HMAC-SHA256(secret, nonce | role | id); the listener checks it in constant time and answers
+ok or closes. A peer without the topology's secret never gets a frame through.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import socket
+
+from heron_spark.errors import AuthenticationError
+from heron_spark.proto import handshake_pb2
+from heron_spark.wire.frames import CONTROL, FrameError, control_frame, read_frame
+
+HANDSHAKE_MAX_BYTES = 4096
+HANDSHAKE_TIMEOUT_SECS = 10.0
+
+
+def new_secret() -> str:
+    """Return a fresh per-topology secret (hex)."""
+    return os.urandom(32).hex()
+
+
+def _mac(secret: str, nonce: bytes, role: str, peer_id: int) -> bytes:
+    message = nonce + role.encode() + b"|" + str(peer_id).encode()
+    return hmac.new(secret.encode(), message, hashlib.sha256).digest()
+
+
+def _read_control(reader, message):
+    kind, payload = read_frame(reader, HANDSHAKE_MAX_BYTES)
+    if kind != CONTROL:
+        raise AuthenticationError("handshake expected a control frame")
+    message.ParseFromString(payload)
+    return message
+
+
+def accept_peer(sock: socket.socket, secret: str, topology: str) -> handshake_pb2.AuthResponse:
+    """Run the listener side on an accepted socket; return the peer's verified response."""
+    sock.settimeout(HANDSHAKE_TIMEOUT_SECS)
+    nonce = os.urandom(32)
+    sock.sendall(control_frame(handshake_pb2.AuthChallenge(nonce=nonce, topology_name=topology)))
+    reader = sock.makefile("rb", buffering=0)  # unbuffered: no read-ahead past the handshake
+    try:
+        response = _read_control(reader, handshake_pb2.AuthResponse())
+    except (EOFError, FrameError, OSError, ValueError) as exc:
+        raise AuthenticationError(f"handshake failed: {exc}") from exc
+    finally:
+        reader.close()
+    if not hmac.compare_digest(response.mac, _mac(secret, nonce, response.role, response.id)):
+        sock.sendall(control_frame(handshake_pb2.AuthResult(ok=False, reason="bad secret")))
+        raise AuthenticationError(f"peer {response.role}:{response.id} failed the secret check")
+    sock.sendall(control_frame(handshake_pb2.AuthResult(ok=True)))
+    sock.settimeout(None)
+    return response
+
+
+def prove_secret(sock: socket.socket, secret: str, topology: str, role: str, peer_id: int) -> None:
+    """Run the dialler side on a connected socket; raise AuthenticationError if refused."""
+    sock.settimeout(HANDSHAKE_TIMEOUT_SECS)
+    reader = sock.makefile("rb", buffering=0)  # unbuffered: no read-ahead past the handshake
+    try:
+        challenge = _read_control(reader, handshake_pb2.AuthChallenge())
+        if challenge.topology_name != topology:
+            raise AuthenticationError(f"listener serves topology {challenge.topology_name!r}, "
+                                      f"not {topology!r}")
+        sock.sendall(control_frame(handshake_pb2.AuthResponse(
+            role=role, id=peer_id, mac=_mac(secret, challenge.nonce, role, peer_id))))
+        result = _read_control(reader, handshake_pb2.AuthResult())
+    except (EOFError, FrameError, OSError) as exc:
+        raise AuthenticationError(f"handshake with listener failed: {exc}") from exc
+    finally:
+        reader.close()
+    if not result.ok:
+        raise AuthenticationError(f"listener refused us: {result.reason}")
+    sock.settimeout(None)

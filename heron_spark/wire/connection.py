@@ -1,0 +1,246 @@
+"""Authenticated, framed TCP connections with one reader and one writer thread each.
+
+``Connection`` is shared between threads: ``send`` may be called from any thread; frames are
+written in call order by the connection's writer thread; received frames are handed to
+``on_frame`` on the reader thread, in order. ``send_capacity_bytes`` bounds what may wait in
+the send queue (callers block beyond it); with None the queue never blocks and its size is
+exposed as ``queued_bytes`` so the stmgr can apply water marks instead.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import socket
+import threading
+import time
+from typing import Callable
+
+from heron_spark.wire import auth
+from heron_spark.wire.frames import FrameError, read_frame
+
+log = logging.getLogger(__name__)
+_WRITE_CHUNK_BYTES = 1 << 20
+_READ_BUFFER_BYTES = 1 << 16
+
+
+class ConnectionClosed(ConnectionError):
+    """The connection was closed before the frame could be queued."""
+
+
+class Connection:
+    """A framed connection; see the module docstring for its threading contract."""
+
+    def __init__(self, sock: socket.socket, name: str,
+                 on_frame: Callable[["Connection", int, bytes], None],
+                 on_close: Callable[["Connection"], None] | None = None, *,
+                 max_frame_bytes: int, send_capacity_bytes: int | None = None) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock = sock
+        self.name = name
+        self.peer_role = ""
+        self.peer_id = 0
+        self._on_frame = on_frame
+        self._on_close = on_close
+        self._max_frame_bytes = max_frame_bytes
+        self._capacity = send_capacity_bytes
+        self._queue: collections.deque[bytes] = collections.deque()
+        self._queued = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._read_gate = threading.Event()
+        self._read_gate.set()
+        self.frames_sent = 0
+        self.bytes_sent = 0
+        self._threads = [threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True),
+                         threading.Thread(target=self._write_loop, name=f"{name}-writer", daemon=True)]
+
+    def start(self) -> "Connection":
+        """Start the reader and writer threads; return self."""
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    @property
+    def closed(self) -> bool:
+        """True once the connection is closed (by either side)."""
+        return self._closed
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes waiting in the send queue."""
+        return self._queued
+
+    def send(self, frame: bytes, timeout: float | None = None) -> None:
+        """Queue ``frame``; blocks while the send queue is over capacity (if bounded)."""
+        with self._cond:
+            if self._capacity is not None:
+                deadline = None if timeout is None else time.monotonic() + timeout
+                while self._queued >= self._capacity and not self._closed:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        raise TimeoutError(f"{self.name}: send queue full for {timeout} s")
+                    self._cond.wait(remaining)
+            if self._closed:
+                raise ConnectionClosed(f"{self.name} is closed")
+            self._queue.append(frame)
+            self._queued += len(frame)
+            self._cond.notify_all()
+
+    def pause_reading(self) -> None:
+        """Stop taking frames from the peer (TCP flow control then slows the peer down)."""
+        self._read_gate.clear()
+
+    def resume_reading(self) -> None:
+        """Take frames from the peer again."""
+        self._read_gate.set()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every queued frame is written; return False on timeout or close."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queue and not self._closed:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+            return not self._queue
+
+    def close(self) -> None:
+        """Close the socket and stop both threads (idempotent)."""
+        with self._cond:
+            if self._closed:
+                return
+            self._closed = True
+            self._cond.notify_all()
+        self._read_gate.set()
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    def _read_loop(self) -> None:
+        reader = self.sock.makefile("rb", buffering=_READ_BUFFER_BYTES)
+        try:
+            while not self._closed:
+                self._read_gate.wait()
+                if self._closed:
+                    break
+                kind, payload = read_frame(reader, self._max_frame_bytes)
+                self._on_frame(self, kind, payload)
+        except (EOFError, FrameError, OSError, ValueError) as exc:
+            if not self._closed:
+                log.info("%s: connection ended: %s", self.name, exc)
+        finally:
+            reader.close()
+            self.close()
+
+    def _write_loop(self) -> None:
+        try:
+            while True:
+                with self._cond:
+                    while not self._queue and not self._closed:
+                        self._cond.wait()
+                    if self._closed:
+                        return
+                    chunk, size = [], 0
+                    while self._queue and size < _WRITE_CHUNK_BYTES:
+                        frame = self._queue.popleft()
+                        chunk.append(frame)
+                        size += len(frame)
+                self.sock.sendall(b"".join(chunk) if len(chunk) > 1 else chunk[0])
+                with self._cond:
+                    self._queued -= size
+                    self.frames_sent += len(chunk)
+                    self.bytes_sent += size
+                    self._cond.notify_all()
+        except OSError as exc:
+            if not self._closed:
+                log.info("%s: write failed: %s", self.name, exc)
+            self.close()
+
+
+def dial(host: str, port: int, secret: str, topology: str, role: str, peer_id: int,
+         timeout: float = 10.0) -> socket.socket:
+    """Connect to a heron_spark listener and prove the secret; return the ready socket."""
+    sock = socket.create_connection((host, port), timeout=timeout)
+    try:
+        auth.prove_secret(sock, secret, topology, role, peer_id)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def dial_with_retry(host: str, port: int, secret: str, topology: str, role: str, peer_id: int,
+                    deadline_secs: float) -> socket.socket:
+    """``dial`` until it works or ``deadline_secs`` pass (peers start in any order)."""
+    deadline = time.monotonic() + deadline_secs
+    delay = 0.05
+    while True:
+        try:
+            return dial(host, port, secret, topology, role, peer_id)
+        except OSError:
+            if time.monotonic() + delay > deadline:
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 1.0)
+
+
+class Listener:
+    """Accept peers on ``host:port`` (0 = any free port) and hand authenticated ones over.
+
+    ``on_peer(sock, response)`` runs on a short-lived handshake thread per peer; peers that fail
+    the secret check are logged and dropped.
+    """
+
+    def __init__(self, host: str, port: int, secret: str, topology: str,
+                 on_peer: Callable[[socket.socket, object], None], name: str) -> None:
+        self._secret = secret
+        self._topology = topology
+        self._on_peer = on_peer
+        self.name = name
+        self._sock = socket.create_server((host, port), backlog=128)
+        self.host = host
+        self.port = self._sock.getsockname()[1]
+        self._closed = False
+        self.rejected = 0
+        self._thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept",
+                                        daemon=True)
+
+    def start(self) -> "Listener":
+        """Start accepting; return self."""
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        """Stop accepting (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            self._sock.close()
+
+    def _accept_loop(self) -> None:
+        while not self._closed:
+            try:
+                sock, addr = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handshake, args=(sock, addr), daemon=True,
+                             name=f"{self.name}-handshake").start()
+
+    def _handshake(self, sock: socket.socket, addr) -> None:
+        try:
+            response = auth.accept_peer(sock, self._secret, self._topology)
+        except (OSError, auth.AuthenticationError) as exc:
+            self.rejected += 1
+            log.warning("%s: rejected peer %s: %s", self.name, addr, exc)
+            sock.close()
+            return
+        self._on_peer(sock, response)

@@ -1,0 +1,36 @@
+"""Build heron_spark: Heron-style stream processing as a Spark-native plugin.
+
+The protobuf modules under ``heron_spark/proto`` are generated from ``proto/*.proto`` by
+``python -m heron_spark.proto.generate`` (protoc from grpcio-tools) and committed; the test
+``tests/test_proto_fresh.py`` fails when they are stale.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="heron_spark",
+    version="0.1.0",
+    description="Apache Heron's stream-processing semantics on Spark barrier tasks",
+    python_requires=">=3.10",
+    packages=find_packages(include=["heron_spark", "heron_spark.*"]),
+    install_requires=[
+        "pyspark>=4.0,<5",
+        "pyarrow>=15",
+        # Pinned to the gencode version of the committed *_pb2.py (grpcio-tools 1.85.1).
+        "protobuf>=7.35.1,<8",
+        "kazoo>=2.9",
+        # PySpark 4 does not support pandas 3 yet.
+        "pandas>=2.0,<3",
+        "numpy>=1.24",
+        "PyYAML>=6",
+    ],
+    extras_require={
+        "test": [
+            "pytest>=8",
+            "pytest-spark>=0.8",
+            "grpcio-tools==1.85.1",
+            "ruff>=0.6",
+        ],
+    },
+    entry_points={"console_scripts": ["heron-spark=heron_spark.cli.main:main"]},
+)
