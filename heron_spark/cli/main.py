@@ -42,9 +42,16 @@ def cmd_submit(args) -> int:
     submit_module._CLI_CONTEXT = {"options": options, "handles": []}
     sys.argv = [str(path)]
     sys.path.insert(0, str(path.parent))
+    code = 0
     try:
-        namespace = runpy.run_path(str(path), run_name="__main__")
+        try:
+            namespace = runpy.run_path(str(path), run_name="__main__")
+        except SystemExit as exit_:  # the file ran its own main(); keep its exit code
+            namespace = {}
+            code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
         handles = submit_module._CLI_CONTEXT["handles"]
+        if not handles and code != 0:
+            return code
         if not handles:
             classes = [v for v in namespace.values() if isinstance(v, type)
                        and issubclass(v, Topology) and v is not Topology
@@ -57,7 +64,6 @@ def cmd_submit(args) -> int:
                                  f"build_and_submit) or define exactly one Topology subclass; "
                                  f"found {[c.__name__ for c in classes]}")
             submit_module.submit(classes[0])  # the CLI options apply; the handle is recorded
-        code = 0
         for handle in handles:
             status = handle.wait()
             print(f"topology {handle.name}: {status}")

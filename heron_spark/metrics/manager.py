@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-import time
 
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles

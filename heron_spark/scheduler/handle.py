@@ -47,7 +47,8 @@ class TopologyHandle:
         return self._tmaster.ended_at
 
     def metrics(self) -> dict[str, dict[str, float]]:
-        """Latest metrics summed per component (``__emit-count/<stream>``, ``__execute-count``, user metrics)."""
+        """Latest metrics summed per component (``__emit-count/<stream>``, ``__execute-count``,
+        user metrics)."""
         return self._tmaster.metrics_by_component()
 
     def wait_running(self, timeout: float | None = None) -> bool:

@@ -89,8 +89,10 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                          _config_fields(system), secret, host, tmaster.port, 0, local)
 
     def on_stage_exit(result, error) -> None:
-        if error is not None:
-            tmaster.fail(f"the Spark barrier stage failed: {str(error).strip()[:2000]}")
+        if error is not None and _is_cancellation(error):
+            tmaster.kill("the Spark job group was cancelled")
+        elif error is not None:
+            tmaster.fail(f"the Spark barrier stage failed: {_spark_error_summary(error)}")
         else:
             tmaster.fail("every container exited before the topology ended")
         tmaster.close()
@@ -116,6 +118,18 @@ def submit_from_builder(topology: type):
         return handle  # the CLI waits for it
     handle.wait()
     return handle
+
+
+def _is_cancellation(error: BaseException) -> bool:
+    text = str(error)
+    return "SPARK_JOB_CANCELLED" in text or "cancelled job group" in text
+
+
+def _spark_error_summary(error: BaseException) -> str:
+    """The Spark exception's own lines, without the Java stack trace."""
+    lines = [line for line in str(error).splitlines() if line.strip()
+             and not line.lstrip().startswith("at ")]
+    return "\n".join(lines[:12])
 
 
 def _refuse_if_running(statemgr, name: str) -> None:

@@ -107,6 +107,7 @@ class StreamManager:
             missing = sorted(self.local_tasks - set(self.instances))
             log.error("instances %s never registered", missing)
             return 1
+        self._await_instance_registrations()
         self._connect_metrics()
         self._connect_tmaster()
         threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True).start()
@@ -128,6 +129,15 @@ class StreamManager:
                     self._publish_metrics()
         finally:
             self._close_all()
+
+    def _await_instance_registrations(self) -> None:
+        """Handle the first frame of every instance (its pid) before registering with the TMaster."""
+        deadline = time.monotonic() + self.config.startup_timeout_secs
+        while len(self.instance_pids) < len(self.local_tasks) and time.monotonic() < deadline:
+            try:
+                self._dispatch(*self.inbound.get(timeout=_POLL_SECS))
+            except queue.Empty:
+                continue
 
     def _dispatch(self, source: str, ident, kind: int, payload: bytes) -> int | None:
         if source == FROM_INSTANCE:

@@ -12,6 +12,8 @@ import hmac
 import os
 import socket
 
+from google.protobuf.message import DecodeError
+
 from heron_spark.errors import AuthenticationError
 from heron_spark.proto import handshake_pb2
 from heron_spark.wire.frames import CONTROL, FrameError, control_frame, read_frame
@@ -34,7 +36,10 @@ def _read_control(reader, message):
     kind, payload = read_frame(reader, HANDSHAKE_MAX_BYTES)
     if kind != CONTROL:
         raise AuthenticationError("handshake expected a control frame")
-    message.ParseFromString(payload)
+    try:
+        message.ParseFromString(payload)
+    except DecodeError as exc:
+        raise AuthenticationError(f"handshake frame is not a {type(message).__name__}") from exc
     return message
 
 

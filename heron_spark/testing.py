@@ -1,0 +1,176 @@
+"""Test kit: test your topologies the way heron_spark tests its own.
+
+- ``ScriptedSpout``: emits a fixed script of tuples, with ``Pause``, ``Raise`` and ``END`` markers.
+- ``CollectingBolt``: records every tuple it receives (with its own task id) to a folder.
+- ``run_local``: submit on ``local[N]``, wait for the end, return what the collectors saw.
+
+Collected files live on the machine that ran the task, so ``read_collected`` works for local
+and single-machine clusters (and shared filesystems).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pickle
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from heron_spark.api.bolt import Bolt
+from heron_spark.api.spout import Spout
+from heron_spark.api.stream import Stream
+
+COLLECT_DIR = "testing.collect.dir"
+SCRIPT = "testing.script"
+SCRIPT_STREAM = "testing.stream"
+_FLUSH_SECS = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Pause:
+    """Script marker: stop emitting for ``seconds``."""
+
+    seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Raise:
+    """Script marker: raise ``RuntimeError(message)`` from ``next_tuple`` (a crashing spout)."""
+
+    message: str
+
+
+END = "__heron_spark_end__"
+"""Script marker: declare the spout exhausted here (implied at the end of the script)."""
+
+
+class ScriptedSpout(Spout):
+    """Emits ``testing.script`` items round-robin over its tasks: item i goes to task i % par."""
+
+    outputs: list = []
+
+    @classmethod
+    def spec(cls, name=None, par=1, inputs=None, config=None, optional_outputs=None, *,
+             script=(), fields=("value",), stream: str = Stream.DEFAULT_STREAM_ID):
+        """Return a spec emitting ``script`` on ``stream`` with ``fields``."""
+        config = {**(config or {}), SCRIPT: list(script), SCRIPT_STREAM: stream}
+        outputs = [Stream(list(fields), name=stream), *(optional_outputs or [])]
+        return super().spec(name=name, par=par, inputs=inputs, config=config,
+                            optional_outputs=outputs)
+
+    def initialize(self, config, context):
+        par = context.get_component_parallelism(context.get_component_id())
+        index = context.get_task_index()
+        self._items = [item for i, item in enumerate(config.get(SCRIPT, [])) if i % par == index]
+        self._stream = config.get(SCRIPT_STREAM, Stream.DEFAULT_STREAM_ID)
+        self._position = 0
+        self._resume_at = 0.0
+
+    def next_tuple(self):
+        if time.monotonic() < self._resume_at:
+            return
+        if self._position >= len(self._items):
+            self.declare_exhausted()
+            return
+        item = self._items[self._position]
+        self._position += 1
+        if isinstance(item, Pause):
+            self._resume_at = time.monotonic() + item.seconds
+        elif isinstance(item, Raise):
+            raise RuntimeError(item.message)
+        elif isinstance(item, str) and item == END:
+            self._position = len(self._items)
+            self.declare_exhausted()
+        else:
+            self.emit(list(item), stream=self._stream)
+
+
+@dataclasses.dataclass(frozen=True)
+class Collected:
+    """One tuple a ``CollectingBolt`` received."""
+
+    task: int           # the collecting task
+    component: str      # source component
+    stream: str
+    source_task: int
+    values: tuple
+
+
+class CollectingBolt(Bolt):
+    """Records every input tuple to ``<testing.collect.dir>/<component>-<task>.pkl``."""
+
+    def initialize(self, config, context):
+        folder = config.get(COLLECT_DIR)
+        if not folder:
+            raise ValueError(f"CollectingBolt needs config {COLLECT_DIR!r} (a folder)")
+        self._path = Path(folder) / f"{context.get_component_id()}-{context.get_task_id()}.pkl"
+        self._path.parent.mkdir(parents=True, exist_ok=True)
+        self._path.unlink(missing_ok=True)
+        self._task = context.get_task_id()
+        self._buffer: list[Collected] = []
+        self._last_flush = time.monotonic()
+
+    def process(self, tup):
+        self._buffer.append(Collected(self._task, tup.component, tup.stream, tup.task,
+                                      tuple(tup.values)))
+        if time.monotonic() - self._last_flush > _FLUSH_SECS:
+            self._flush()
+
+    def process_tick(self, tup):
+        self._flush()
+
+    def end_of_input(self):
+        self._flush()
+
+    def _flush(self):
+        if self._buffer:
+            with open(self._path, "ab") as handle:
+                pickle.dump(self._buffer, handle, protocol=pickle.HIGHEST_PROTOCOL)
+            self._buffer = []
+        self._last_flush = time.monotonic()
+
+
+def read_collected(folder: str | os.PathLike, component: str | None = None) -> list[Collected]:
+    """Return every tuple the collectors (of ``component``, or all) wrote to ``folder``."""
+    out: list[Collected] = []
+    for path in sorted(Path(folder).glob("*.pkl")):
+        if component is not None and not path.name.startswith(f"{component}-"):
+            continue
+        with open(path, "rb") as handle:
+            while True:
+                try:
+                    out.extend(pickle.load(handle))
+                except EOFError:
+                    break
+    return out
+
+
+@dataclasses.dataclass
+class LocalRun:
+    """What ``run_local`` returns."""
+
+    handle: Any
+    status: str
+    collect_dir: Path
+
+    def collected(self, component: str | None = None) -> list[Collected]:
+        """Tuples received by the collecting bolts (``component`` only, if given)."""
+        return read_collected(self.collect_dir, component)
+
+
+def run_local(topology, *, conf: dict | None = None, timeout: float = 180.0,
+              collect_dir: str | os.PathLike | None = None, spark=None) -> LocalRun:
+    """Submit ``topology`` on ``local[N]`` (N = its containers, at least 2), wait, return results."""
+    from heron_spark.api import api_constants
+
+    folder = Path(collect_dir or tempfile.mkdtemp(prefix="heron_spark_collect_"))
+    config = {COLLECT_DIR: str(folder), **(conf or {})}
+    containers = int(config.get(api_constants.TOPOLOGY_STMGRS, 0) or 0) or \
+        int(getattr(topology, "_topo_config", {}).get(api_constants.TOPOLOGY_STMGRS, 1))
+    from heron_spark.scheduler.submit import submit
+
+    handle = submit(topology, spark=spark, conf=config, master=f"local[{max(2, containers)}]")
+    status = handle.wait(timeout=timeout)
+    return LocalRun(handle, status, folder)

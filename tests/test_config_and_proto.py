@@ -1,0 +1,51 @@
+"""Config layering and the committed protobuf modules."""
+
+import filecmp
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from heron_spark.config import (SystemConfig, build_system_config, default_conf_dir,
+                                read_conf_file)
+from heron_spark.errors import ConfigError
+from heron_spark.proto import generate
+
+
+def test_conf_file_matches_code_defaults():
+    assert default_conf_dir() is not None
+    assert read_conf_file() == SystemConfig().as_keys()
+
+
+def test_layers_override_in_order_and_coerce_types():
+    config = build_system_config({"heron.batch.max.tuples": "10"},
+                                 {"heron.batch.max.tuples": 20, "topology.stmgrs": 3})
+    assert config.batch_max_tuples == 20
+
+
+@pytest.mark.parametrize("layer", [{"heron.no.such.key": 1},
+                                   {"heron.batch.max.tuples": "many"},
+                                   {"heron.stmgr.backpressure.low.water.bytes": 10 ** 12},
+                                   {"heron.packing.algorithm": "best_fit"}])
+def test_bad_values_are_config_errors(layer):
+    with pytest.raises(ConfigError) as info:
+        build_system_config(layer)
+    assert info.value.key
+
+
+def test_heron_spark_config_command_prints_effective_values():
+    out = subprocess.run([sys.executable, "-m", "heron_spark.cli", "config", "--conf",
+                          "heron.batch.max.tuples=7"], capture_output=True, text=True, check=True)
+    printed = dict(line.split(" = ", 1) for line in out.stdout.splitlines())
+    assert printed["heron.batch.max.tuples"] == "7"
+    assert yaml.safe_load(printed["heron.heartbeat.interval.ms"]) == 1000
+
+
+def test_committed_protobuf_modules_are_fresh(tmp_path):
+    for written in generate.generate(tmp_path):
+        committed = generate.PACKAGE_DIR / written.name
+        assert committed.exists(), \
+            f"{written.name} is not committed: run python -m heron_spark.proto.generate"
+        assert filecmp.cmp(written, committed, shallow=False), \
+            f"{written.name} is stale: run python -m heron_spark.proto.generate"

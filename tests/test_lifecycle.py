@@ -1,0 +1,111 @@
+"""Kill a running topology (handle, CLI, Spark job cancel) and find no process left behind."""
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, TopologyStateError, submit
+from heron_spark.scheduler.spark_scheduler import job_group
+
+
+class ForeverSpout(Spout):
+    outputs = ["n"]
+
+    def initialize(self, config, context):
+        self.n = 0
+
+    def next_tuple(self):
+        self.n += 1
+        self.emit([self.n])
+
+
+class SinkBolt(Bolt):
+    def process(self, tup):
+        pass
+
+
+def _unbounded(name):
+    builder = TopologyBuilder(name)
+    spout = builder.add_spout("numbers", ForeverSpout, par=2)
+    builder.add_bolt("sink", SinkBolt, par=2, inputs={spout: Grouping.SHUFFLE})
+    builder.set_config({"topology.stmgrs": 2})
+    return builder.build()
+
+
+def _processes_under(folder) -> list[str]:
+    out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True, text=True).stdout
+    return [line for line in out.splitlines() if "heron_spark." in line and str(folder) in line]
+
+
+def _wait_gone(folder, timeout=30.0) -> list[str]:
+    deadline = time.monotonic() + timeout
+    while (left := _processes_under(folder)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+@pytest.fixture
+def conf(tmp_path):
+    return {"heron.statemgr": f"file://{tmp_path}/state", "heron.work.dir": f"{tmp_path}/work",
+            "heron.kill.grace.secs": 5}
+
+
+@pytest.fixture
+def running(conf):
+    """Start unbounded topologies; kill whatever a test leaves running, even on failure."""
+    handles = []
+
+    def start(name):
+        handle = submit(_unbounded(name), conf=conf, master="local[2]")
+        handles.append(handle)
+        assert handle.wait_running(120), handle.status
+        deadline = time.monotonic() + 60
+        while handle.metrics().get("sink", {}).get("__execute-count", 0) == 0:
+            assert time.monotonic() < deadline, "no tuple reached the sink"
+            time.sleep(0.1)
+        return handle
+
+    yield start
+    for handle in handles:
+        handle.kill()
+
+
+def test_handle_kill_leaves_no_process(running, tmp_path):
+    handle = running("killme")
+    pids = [s.pid for s in handle.physical_plan.stmgrs] + \
+        [i.pid for i in handle.physical_plan.instances]
+    assert all(pid > 0 for pid in pids) and len(_processes_under(tmp_path)) >= 8
+    handle.kill()
+    assert handle.wait(60) == "KILLED"
+    assert _wait_gone(tmp_path) == []
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or \
+            "heron_spark" not in open(f"/proc/{pid}/cmdline").read()
+
+
+def test_cli_kill_and_second_submit_refused(running, conf, tmp_path):
+    handle = running("clikill")
+    with pytest.raises(TopologyStateError):
+        submit(_unbounded("clikill"), conf=conf, master="local[2]")
+    cli = [sys.executable, "-m", "heron_spark.cli"]
+    listed = subprocess.run([*cli, "list", "--conf", f"heron.statemgr={conf['heron.statemgr']}"],
+                            capture_output=True, text=True, timeout=60)
+    assert "clikill\tRUNNING\tlive" in listed.stdout
+    killed = subprocess.run([*cli, "kill", "clikill", "--conf",
+                             f"heron.statemgr={conf['heron.statemgr']}"],
+                            capture_output=True, text=True, timeout=60)
+    assert killed.returncode == 0 and "KILLED" in killed.stdout, killed.stderr
+    assert handle.wait(60) == "KILLED"
+    assert _wait_gone(tmp_path) == []
+
+
+def test_cancelling_the_spark_job_group_kills_every_process(running, tmp_path):
+    handle = running("cancelme")
+    from pyspark.sql import SparkSession
+
+    SparkSession.getActiveSession().sparkContext.cancelJobGroup(job_group("cancelme"))
+    assert handle.wait(120) == "KILLED"
+    assert _wait_gone(tmp_path) == []

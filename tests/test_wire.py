@@ -1,0 +1,106 @@
+"""The wire contract: framing (including partial reads), the secret handshake, tuple batches."""
+
+import io
+import socket
+import threading
+
+import numpy as np
+import pytest
+
+from heron_spark.errors import AuthenticationError
+from heron_spark.proto import stmgr_pb2
+from heron_spark.wire import frames, tuple_batch
+from heron_spark.wire.connection import Listener, dial
+
+
+class Trickle(io.RawIOBase):
+    """A raw stream that returns at most one byte per read: every frame arrives torn."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = memoryview(data)
+        self._pos = 0
+
+    def readable(self):
+        return True
+
+    def read(self, size=-1):
+        chunk = bytes(self._data[self._pos:self._pos + 1])
+        self._pos += len(chunk)
+        return chunk
+
+
+def test_frames_survive_one_byte_reads():
+    header = stmgr_pb2.DataHeader(kind=stmgr_pb2.TUPLES, src_task=7, stream="s", dest_task=3)
+    payload = tuple_batch.encode(["w"], [("a",), ("b",)])
+    stream = Trickle(frames.data_frame(header, payload) +
+                     frames.control_frame(stmgr_pb2.InstanceExhausted(task_id=7)))
+    kind, body = frames.read_frame(stream, 1 << 20)
+    got_header, arrow = frames.split_data(body)
+    assert kind == frames.DATA and got_header == header
+    assert tuple_batch.rows(tuple_batch.decode(arrow), 1) == [("a",), ("b",)]
+    kind, body = frames.read_frame(stream, 1 << 20)
+    assert kind == frames.CONTROL
+    assert stmgr_pb2.InstanceExhausted.FromString(body).task_id == 7
+    with pytest.raises(EOFError):
+        frames.read_frame(stream, 1 << 20)
+
+
+def test_torn_and_oversized_frames_are_errors():
+    frame = frames.control_frame(stmgr_pb2.InstanceExhausted(task_id=1))
+    with pytest.raises(frames.FrameError):
+        frames.read_frame(io.BytesIO(frame[:-1]), 1 << 20)
+    with pytest.raises(frames.FrameError):
+        frames.read_frame(io.BytesIO(frame), 1)  # the payload is 2 bytes
+
+
+def _listener(secret):
+    accepted = []
+    done = threading.Event()
+
+    def on_peer(sock, response):
+        accepted.append((response.role, response.id))
+        sock.close()
+        done.set()
+
+    return Listener("127.0.0.1", 0, secret, "topo", on_peer, "test").start(), accepted, done
+
+
+def test_handshake_accepts_the_secret_and_rejects_others():
+    listener, accepted, done = _listener("s3cret")
+    try:
+        dial("127.0.0.1", listener.port, "s3cret", "topo", "stmgr", 4).close()
+        assert done.wait(10) and accepted == [("stmgr", 4)]
+        with pytest.raises(AuthenticationError):
+            dial("127.0.0.1", listener.port, "wrong", "topo", "stmgr", 5)
+        with pytest.raises(AuthenticationError):
+            dial("127.0.0.1", listener.port, "s3cret", "other-topology", "stmgr", 6)
+        raw = socket.create_connection(("127.0.0.1", listener.port))
+        raw.sendall(b"\x00\x00\x00\x05\x01hello")  # garbage instead of an AuthResponse
+        raw.settimeout(10)
+        while raw.recv(4096):
+            pass  # the listener hangs up
+        raw.close()
+        assert accepted == [("stmgr", 4)]
+    finally:
+        listener.close()
+
+
+@pytest.mark.parametrize("values", [
+    ["a", "b", None], [1, 2, 3], [1.5, None], [True, False], [b"x", b""],
+    [1, "mixed"], [{"k": [1, 2]}, (1, 2)], [2 ** 70, 1], [None, None],
+])
+def test_tuple_batch_round_trips_python_values(values):
+    rows = [(v, i) for i, v in enumerate(values)]
+    decoded = tuple_batch.rows(tuple_batch.decode(tuple_batch.encode(["v", "i"], rows)), 2)
+    assert decoded == rows
+    assert [type(v) for v, _ in decoded] == [type(v) for v in values]
+
+
+def test_key_hash_is_the_same_whatever_the_column_type():
+    native = tuple_batch.decode(tuple_batch.encode(["k"], [(1,), (2,)]))
+    pickled = tuple_batch.decode(tuple_batch.encode(["k"], [(1,), ("2",)]))
+    a = tuple_batch.key_hash(tuple_batch.key_columns(native, [0]))
+    b = tuple_batch.key_hash(tuple_batch.key_columns(pickled, [0]))
+    c = tuple_batch.key_hash([tuple_batch.canonical_keys([1, 2])])
+    assert a[0] == b[0] == c[0] and a[1] == c[1]
+    assert isinstance(a, np.ndarray) and a.dtype == np.uint64
