@@ -73,14 +73,14 @@ def cmd_submit(args) -> int:
 
 
 def cmd_kill(args) -> int:
-    from heron_spark.cli.control import kill_topology
+    from heron_spark.tmaster.client import kill_topology
 
     print(f"{args.name}: {kill_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
     return 0
 
 
 def cmd_list(args) -> int:
-    from heron_spark.cli.control import tmaster_status
+    from heron_spark.tmaster.client import tmaster_status
 
     statemgr = _statemgr(_conf_pairs(args.conf))
     names = statemgr.topologies()

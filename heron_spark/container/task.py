@@ -99,7 +99,8 @@ def run_container(task: ContainerTask, index: int, host: str) -> dict:
         children.extend(instances.values())
         stmgr_code = _supervise(stmgr)
         _process.wait_all(list(instances.values()), config.kill_grace_secs)
-        _process.terminate(children, config.kill_grace_secs)
+        _process.terminate(children[1:], config.kill_grace_secs)
+        _process.terminate([metricsmgr], config.kill_grace_secs)  # last: it forwards final values
         return {"container": index, "stmgr_exit": stmgr_code, "workdir": str(root),
                 "instance_exits": {t: p.returncode for t, p in instances.items()},
                 "seconds": round(time.monotonic() - started, 3), "pid": os.getpid()}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import threading
 
 from heron_spark import _process
@@ -66,17 +67,24 @@ class MetricsManager:
                              lambda c: self._stop.set(),
                              max_frame_bytes=self.config.frame_max_bytes,
                              send_capacity_bytes=4 << 20).start()
+        # The container SIGTERMs us last: forward the final values before exiting.
+        signal.signal(signal.SIGTERM, lambda signum, frame: self._stop.set())
         interval = self.config.metrics_interval_ms / 1000.0
         while not self._stop.wait(interval):
-            with self._lock:
-                snapshot = metrics_pb2.MetricsSnapshot(container_index=self.index,
-                                                       publishes=list(self._latest.values()))
-            try:
-                tmaster.send(frames.control_frame(snapshot), timeout=interval)
-            except (TimeoutError, ConnectionClosed):
-                log.warning("TMaster not taking metrics")
+            self._forward(tmaster, interval)
+        self._forward(tmaster, interval)
+        tmaster.flush(interval)
         self.listener.close()
         return 0
+
+    def _forward(self, tmaster: Connection, timeout: float) -> None:
+        with self._lock:
+            snapshot = metrics_pb2.MetricsSnapshot(container_index=self.index,
+                                                   publishes=list(self._latest.values()))
+        try:
+            tmaster.send(frames.control_frame(snapshot), timeout=timeout)
+        except (TimeoutError, ConnectionClosed):
+            log.warning("TMaster not taking metrics")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -136,7 +136,7 @@ def _refuse_if_running(statemgr, name: str) -> None:
     state = statemgr.get_execution_state(name) or {}
     location = statemgr.get_tmaster_location(name) or {}
     if state.get("state") in ("STARTING", "RUNNING") and location.get("port"):
-        from heron_spark.cli.control import tmaster_status
+        from heron_spark.tmaster.client import tmaster_status
 
         if tmaster_status(statemgr, name) is not None:
             raise TopologyStateError(name, state["state"], "submit it again",

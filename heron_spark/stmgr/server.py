@@ -348,6 +348,9 @@ class StreamManager:
 
     def _close_all(self) -> None:
         self._stopping = True
+        if self.metrics is not None:
+            self._publish_metrics()  # final values
+            self.metrics.flush(1.0)
         self.listener.close()
         for conn in [*self.instances.values(), *self.peers.values(), *self.inbound_peers,
                      self.tmaster, self.metrics]:
