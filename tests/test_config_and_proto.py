@@ -15,7 +15,7 @@ from heron_spark.proto import generate
 
 def test_conf_file_matches_code_defaults():
     assert default_conf_dir() is not None
-    assert read_conf_file() == SystemConfig().as_keys()
+    assert read_conf_file(default_conf_dir()) == SystemConfig().as_keys()
 
 
 def test_layers_override_in_order_and_coerce_types():
