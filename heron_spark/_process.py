@@ -72,7 +72,10 @@ def write_json_atomic(path: Path, data: dict) -> None:
 def child_env() -> dict[str, str]:
     """Environment for a child: our ``sys.path`` (so ``--py-files`` reach it) and our pid."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    # Spark puts --py-files on the worker's sys.path as relative paths ('./deps.zip', '' = cwd);
+    # children start in another folder, so make every entry absolute.
+    cwd = os.getcwd()
+    env["PYTHONPATH"] = os.pathsep.join(os.path.join(cwd, p) if p else cwd for p in sys.path)
     env[PARENT_PID_ENV] = str(os.getpid())
     return env
 

@@ -47,8 +47,10 @@ CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
 class SystemConfig:
     """Effective runtime settings of one topology; shipped to every container as is."""
 
-    statemgr: str = "file:///tmp/heron_spark/state"
-    work_dir: str = "/tmp/heron_spark/work"
+    # "heron-spark", not "heron_spark": a folder /tmp/heron_spark would shadow the package for
+    # any Python started in /tmp (it looks like a namespace package).
+    statemgr: str = "file:///tmp/heron-spark/state"
+    work_dir: str = "/tmp/heron-spark/work"
     tmaster_host: str = ""          # empty: spark.driver.host, else 127.0.0.1
     stmgr_host: str = ""            # empty: the executor's host as Spark reports it
     packing_algorithm: str = "round_robin"

@@ -49,6 +49,11 @@ class ContainerTask:
             raise WrongPlaceError("ContainerTask runs only inside a Spark barrier task")
         index = context.partitionId()
         list(iterator)
+        # Unpickle here first: a missing module (say, a --py-files zip) surfaces as the real
+        # ImportError in the driver instead of "a child exited before it was ready".
+        from heron_spark import _pickling
+
+        _pickling.loads(self.definition)
         yield run_container(self, index, self._host(context, index))
 
     def _host(self, context, index: int) -> str:

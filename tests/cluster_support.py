@@ -1,0 +1,224 @@
+"""Start and stop a real Spark standalone cluster on 127.0.0.1, from pyspark's own scripts.
+
+No pytest here: tests and scripts both use ``StandaloneCluster`` as a context manager.
+Why a real cluster: ``local[N]`` runs every barrier task in one executor, so only a standalone
+cluster shows that containers on different executors (and worker JVMs) find each other.
+
+Every daemon starts in its own session; ``stop`` kills each session and every descendant
+(executors, pyspark daemons, heron_spark children), so nothing outlives the test, even when
+startup fails half-way. Readiness is polled from the master's JSON page, with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pyspark
+
+HOST = "127.0.0.1"
+PYSPARK_BIN = Path(pyspark.__file__).parent / "bin"
+
+
+def free_port() -> int:
+    """A port nobody listens on right now (on 127.0.0.1)."""
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """Fields of /proc/<pid>/stat after the command name: state, ppid, pgrp, ..."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+def _processes() -> dict[int, list[str]]:
+    """Every process now: pid -> its stat fields."""
+    out = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(entry)) is not None:
+            out[int(entry)] = fields
+    return out
+
+
+def tree_of(pid: int) -> set[int]:
+    """``pid``, its descendants, and every process of its session (pyspark's daemon makes its
+    own process group, so a group kill would miss it; it stays in the session)."""
+    procs = _processes()
+    found = {p for p, fields in procs.items() if int(fields[3]) == pid} | {pid}
+    todo = list(found)
+    while todo:
+        parent = todo.pop()
+        for child, fields in procs.items():
+            if int(fields[1]) == parent and child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def cmdline(pid: int) -> str:
+    """The command line of ``pid`` ('' once it is gone)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def ancestors(pid: int) -> list[int]:
+    """``pid``'s parent, grandparent, ... up to (excluding) init."""
+    out = []
+    while (fields := _stat(pid)) is not None and (pid := int(fields[1])) > 1:
+        out.append(pid)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    fields = _stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def kill_tree(proc: subprocess.Popen, grace_secs: float = 10.0) -> None:
+    """SIGTERM ``proc``'s session and descendants, SIGKILL what is left after ``grace_secs``;
+    return once none is alive. ``proc`` must have been started with start_new_session=True."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        victims = tree_of(proc.pid)
+        for pid in victims:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace_secs
+        while time.monotonic() < deadline:
+            if not any(_alive(p) for p in tree_of(proc.pid) | victims):
+                proc.wait(5)
+                return
+            time.sleep(0.05)
+    raise RuntimeError(f"processes of {proc.args!r} survived SIGKILL")
+
+
+class StandaloneCluster:
+    """A master and ``workers`` workers on 127.0.0.1, each worker with ``cores`` cores."""
+
+    def __init__(self, workers: int = 2, cores: int = 2, memory: str = "2g",
+                 ready_timeout_secs: float = 90.0) -> None:
+        self.workers, self.cores, self.memory = workers, cores, memory
+        self.ready_timeout = ready_timeout_secs
+        self.root = Path(tempfile.mkdtemp(prefix="heron_spark_cluster_"))
+        self.port, self.webui_port = free_port(), free_port()
+        self.worker_webui_ports: list[int] = []
+        self.procs: list[subprocess.Popen] = []
+
+    @property
+    def url(self) -> str:
+        return f"spark://{HOST}:{self.port}"
+
+    @property
+    def worker_pids(self) -> list[int]:
+        """Pids of the worker JVMs (spark-class execs java, so the pid is the JVM's)."""
+        return [proc.pid for proc in self.procs[1:]]
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # Like a separate machine: nothing of the test process's import path leaks into the
+        # executors; user code reaches them only as shipped (addPyFile / --py-files).
+        env.pop("PYTHONPATH", None)
+        conf_dir = self.root / "conf"  # empty: no user spark-defaults / spark-env leak in
+        conf_dir.mkdir(exist_ok=True)
+        env.update(SPARK_LOCAL_IP=HOST, SPARK_LOCAL_HOSTNAME=HOST, SPARK_CONF_DIR=str(conf_dir),
+                   SPARK_LOG_DIR=str(self.root / "logs"),
+                   SPARK_WORKER_DIR=str(self.root / "work"))
+        return env
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        with open(self.root / f"{name}.out", "wb") as log:
+            proc = subprocess.Popen([str(PYSPARK_BIN / "spark-class"), *args], env=self._env(),
+                                    stdin=subprocess.DEVNULL, stdout=log,
+                                    stderr=subprocess.STDOUT, start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def start(self) -> "StandaloneCluster":
+        """Start the master and the workers; return once all workers are ALIVE."""
+        try:
+            self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", HOST,
+                                   "--port", str(self.port), "--webui-port", str(self.webui_port)])
+            for i in range(self.workers):
+                webui = free_port()
+                self.worker_webui_ports.append(webui)
+                work = self.root / f"worker-{i}"
+                work.mkdir()
+                self._spawn(f"worker-{i}", [
+                    "org.apache.spark.deploy.worker.Worker", "--host", HOST,
+                    "--cores", str(self.cores), "--memory", self.memory,
+                    "--webui-port", str(webui), "--work-dir", str(work), self.url])
+            self._wait_ready()
+        except BaseException:
+            self.stop(keep_logs=True)
+            raise
+        return self
+
+    def master_state(self) -> dict:
+        """The master's JSON status page."""
+        return http_json(f"http://{HOST}:{self.webui_port}/json/")
+
+    def worker_state(self, index: int) -> dict:
+        """Worker ``index``'s JSON status page (lists its running ``executors``)."""
+        return http_json(f"http://{HOST}:{self.worker_webui_ports[index]}/json/")
+
+    def _wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            for proc in self.procs:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"a Spark daemon exited with {proc.returncode}; "
+                                       f"see {self.root}/*.out and {self.root}/logs")
+            try:
+                state = self.master_state()
+                alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+                if state.get("aliveworkers") == self.workers and len(alive) == self.workers:
+                    return
+                last = state
+            except (OSError, ValueError) as exc:  # master UI not up (or not JSON) yet
+                last = exc
+            time.sleep(0.2)
+        raise TimeoutError(f"cluster not ready after {self.ready_timeout} s: {last!r} "
+                           f"(logs in {self.root})")
+
+    def stop(self, keep_logs: bool = False) -> None:
+        """Kill every daemon's process tree (workers first), then remove the temp folder."""
+        errors = []
+        for proc in reversed(self.procs):
+            try:
+                kill_tree(proc)
+            except RuntimeError as exc:  # still try the others
+                errors.append(exc)
+        self.procs.clear()
+        if not keep_logs:
+            shutil.rmtree(self.root, ignore_errors=True)
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> "StandaloneCluster":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def http_json(url: str, timeout: float = 5.0):
+    """GET ``url`` and parse it as JSON (proxies bypassed: everything is on 127.0.0.1)."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=timeout) as response:
+        return json.loads(response.read())

@@ -1,0 +1,127 @@
+"""The JVM bridge: the jar builds once and is reused; in a fresh Spark driver its listener sees a
+failed job and its plugin's gauge shows up on Spark's Prometheus endpoint.
+
+The Spark part runs in a subprocess: ``spark.jars`` / ``spark.plugins`` only apply to a new
+SparkContext, and the other tests of this process share one that is already running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from heron_spark.errors import ConfigError, HeronSparkError
+from heron_spark.scheduler import jvm_bridge
+
+MARKER = "JVM_BRIDGE_OK"
+
+SCRIPT = textwrap.dedent(r"""
+    import json, sys, time, urllib.request
+    from urllib.parse import urlparse
+    from pyspark.sql import SparkSession
+    from heron_spark.scheduler import jvm_bridge
+
+    conf = json.loads(sys.argv[1])
+    builder = SparkSession.builder.master("local[1]").appName("heron_spark-jvm-bridge-test")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    try:
+        jvm_bridge.set_gauge(spark, "topology.tuples_processed", 42.0)
+
+        def boom(x):
+            raise RuntimeError("heron_spark bridge test failure")
+
+        try:
+            spark.sparkContext.parallelize([1], 1).map(boom).collect()
+        except Exception:
+            pass
+        else:
+            raise AssertionError("the failing job did not fail")
+
+        # Listener events arrive asynchronously on Spark's listener bus: poll, with a deadline.
+        deadline = time.monotonic() + 120
+        events = []
+        while not any(e["type"] == "job_end" and not e["succeeded"] for e in events):
+            assert time.monotonic() < deadline, f"no failed job_end event; got {events}"
+            events += jvm_bridge.drain_events(spark)
+            time.sleep(0.1)
+        failed = [e for e in events if e["type"] == "job_end"][0]
+        assert "heron_spark bridge test failure" in failed["result"], failed
+        assert isinstance(failed["job"], int) and failed["time_ms"] > 0, failed
+        assert jvm_bridge.dropped_events(spark) == 0
+
+        # The actually bound port (Spark moves on if the chosen one was taken meanwhile).
+        port = urlparse(spark.sparkContext.uiWebUrl).port
+        url = f"http://127.0.0.1:{port}/metrics/prometheus"
+        deadline = time.monotonic() + 120
+        lines, text = [], ""
+        while not lines:
+            assert time.monotonic() < deadline, f"no tuples_processed gauge at {url}:\n{text}"
+            try:
+                with urllib.request.urlopen(url, timeout=30) as resp:
+                    text = resp.read().decode()
+            except OSError as exc:
+                text = repr(exc)
+            lines = [l for l in text.splitlines()
+                     if "tuples_processed" in l and not l.startswith("#")
+                     and float(l.rsplit(" ", 1)[1]) == 42.0]
+            if not lines:
+                time.sleep(0.2)
+        print(lines[0])
+        print("MARKER")
+    finally:
+        spark.stop()
+""").replace("MARKER", MARKER)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_jar_is_built_once_and_reused(tmp_path):
+    cache = tmp_path / "cache"
+    jar = jvm_bridge.build_jar(cache)
+    assert jar.is_file() and jar.parent == cache and jar.name.startswith("heron_spark_bridge-")
+    mtime = jar.stat().st_mtime_ns
+    again = jvm_bridge.build_jar(cache)
+    assert again == jar and again.stat().st_mtime_ns == mtime
+    assert [p.name for p in cache.iterdir()] == [jar.name]  # no leftover partial files
+
+
+def test_missing_javac_or_sources_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setattr(jvm_bridge.shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError, match="javac"):
+        jvm_bridge.build_jar(tmp_path / "cache")
+    monkeypatch.setattr(jvm_bridge, "sources_dir", lambda: tmp_path / "nowhere")
+    with pytest.raises(HeronSparkError, match="Java sources"):
+        jvm_bridge.build_jar(tmp_path / "cache")
+
+
+def test_events_and_gauges_cross_the_bridge(tmp_path):
+    jar = jvm_bridge.build_jar(tmp_path / "cache")
+    conf = dict(jvm_bridge.spark_conf(jar))
+    conf.update({
+        "spark.ui.enabled": "true",
+        "spark.ui.port": str(_free_port()),
+        "spark.metrics.conf.*.sink.prometheusServlet.class":
+            "org.apache.spark.metrics.sink.PrometheusServlet",
+        "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+        "spark.driver.host": "127.0.0.1",
+        "spark.driver.bindAddress": "127.0.0.1",
+    })
+    env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, json.dumps(conf)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    output = f"--- stdout\n{proc.stdout[-5000:]}\n--- stderr\n{proc.stderr[-5000:]}"
+    assert proc.returncode == 0, output
+    assert MARKER in proc.stdout, output
+    assert "HeronBridgePlugin_topology_tuples_processed" in proc.stdout, output
