@@ -38,6 +38,7 @@ KILL_GRACE_SECS = "heron.kill.grace.secs"
 FRAME_MAX_BYTES = "heron.frame.max.bytes"
 TRACKER_PORT = "heron.tracker.port"
 SPARK_SLOTS_WAIT_SECS = "heron.spark.slots.wait.secs"
+SPARK_JVM_BRIDGE = "heron.spark.jvm.bridge"
 
 CONF_FILE_NAME = "heron_spark.yaml"
 CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
@@ -68,6 +69,7 @@ class SystemConfig:
     frame_max_bytes: int = 256 * MiB
     tracker_port: int = 0           # 0: any free port; -1: no tracker HTTP server
     spark_slots_wait_secs: float = 60.0
+    spark_jvm_bridge: bool = False  # load jvm_bridge/ into a session submit() creates
 
     def validate(self) -> "SystemConfig":
         """Return self, or raise ConfigError naming the first unusable value."""

@@ -125,3 +125,33 @@ def test_events_and_gauges_cross_the_bridge(tmp_path):
     assert proc.returncode == 0, output
     assert MARKER in proc.stdout, output
     assert "HeronBridgePlugin_topology_tuples_processed" in proc.stdout, output
+
+
+TOPOLOGY_SCRIPT = textwrap.dedent(r"""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    from examples.word_count import build
+    from heron_spark import submit
+    from heron_spark.testing import COLLECT_DIR
+    from pyspark.sql import SparkSession
+
+    handle = submit(build(200), master="local[2]",
+                    conf={"heron.spark.jvm.bridge": "true", COLLECT_DIR: sys.argv[2]})
+    assert handle.wait(240) == "FINISHED"
+    spark = SparkSession.getActiveSession()
+    gauges = spark.sparkContext._jvm.org.heronspark.bridge.HeronBridgePlugin.gauges()
+    print("GAUGE", gauges.get("word_count.count.execute-count"))
+    spark.stop()
+""")
+
+
+def test_submit_publishes_topology_metrics_as_spark_gauges(tmp_path):
+    """With heron.spark.jvm.bridge on, the TMaster's metrics become Spark driver gauges."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", TOPOLOGY_SCRIPT, repo, str(tmp_path / "c")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    from examples.word_count import expected_counts
+
+    words = sum(expected_counts(200, 2).values())
+    assert f"GAUGE {float(words)}" in out.stdout, out.stdout + out.stderr[-2000:]

@@ -109,3 +109,35 @@ def test_cancelling_the_spark_job_group_kills_every_process(running, tmp_path):
     SparkSession.getActiveSession().sparkContext.cancelJobGroup(job_group("cancelme"))
     assert handle.wait(120) == "KILLED"
     assert _wait_gone(tmp_path) == []
+
+
+SIGTERM_DRIVER = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+from test_lifecycle import _unbounded
+from heron_spark import submit
+conf = {"heron.statemgr": "file://" + sys.argv[2] + "/state",
+        "heron.work.dir": sys.argv[2] + "/work", "heron.kill.grace.secs": 5}
+first = submit(_unbounded("sigterm_a"), conf=conf, master="local[4]")
+second = submit(_unbounded("sigterm_b"), conf=conf, master="local[4]")
+assert first.wait_running(120) and second.wait_running(120)
+print("RUNNING", flush=True)
+while True:
+    time.sleep(1)
+"""
+
+
+def test_sigterm_to_the_driver_kills_every_topology(tmp_path):
+    """Airflow stops a spark-submit driver with SIGTERM: both topologies die with it."""
+    tests_dir = os.path.dirname(os.path.abspath(__file__))
+    driver = subprocess.Popen([sys.executable, "-c", SIGTERM_DRIVER, tests_dir, str(tmp_path)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert driver.stdout.readline().strip() == "RUNNING"
+        assert len(_processes_under(tmp_path)) >= 16  # 2 topologies x (2 stmgr + 2 metrics + 4)
+        driver.terminate()
+        assert driver.wait(120) == 128 + 15
+        assert _wait_gone(tmp_path) == []
+    finally:
+        if driver.poll() is None:
+            driver.kill()

@@ -8,6 +8,7 @@ import signal
 import sys
 import threading
 import uuid
+import weakref
 from typing import Any
 
 from heron_spark import _pickling
@@ -64,7 +65,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     view = PlanView(plan, packing)
     statemgr = open_state_manager(system.statemgr)
     _refuse_if_running(statemgr, plan.name)
-    spark = _spark_session(spark, master)
+    spark = _spark_session(spark, master, system)
     check_slots(spark, view.container_count, system.spark_slots_wait_secs)
 
     definition = _pickling.dumps(plan)
@@ -100,6 +101,9 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
             tracker.shutdown()
         statemgr.put(plan.name, "tmaster", b"{}")
 
+    if system.spark_jvm_bridge and _bridge_loaded(spark):
+        threading.Thread(target=_publish_gauges, args=(spark, tmaster, system), daemon=True,
+                         name=f"gauges-{plan.name}").start()
     stage = BarrierStage(spark, task, view.container_count, on_stage_exit)
     handle._attach(stage)
     stage.start()
@@ -118,6 +122,28 @@ def submit_from_builder(topology: type):
         return handle  # the CLI waits for it
     handle.wait()
     return handle
+
+
+def _bridge_loaded(spark) -> bool:
+    conf = spark.sparkContext.getConf()
+    return "org.heronspark.bridge" in (conf.get("spark.plugins", "") or "")
+
+
+def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
+    """Copy the TMaster's per-component metrics into Spark's metrics system until the end."""
+    from heron_spark.scheduler import jvm_bridge
+
+    interval = system.metrics_interval_ms / 1000.0
+    while True:
+        ended = tmaster.closed.wait(interval)
+        for component, values in tmaster.metrics_by_component().items():
+            for metric, value in values.items():
+                jvm_bridge.set_gauge(spark, f"{tmaster.name}.{component}.{metric.strip('_')}",
+                                     value)
+        for event in jvm_bridge.drain_events(spark):
+            log.warning("Spark event during topology %s: %s", tmaster.name, event)
+        if ended:
+            return
 
 
 def _is_cancellation(error: BaseException) -> bool:
@@ -143,14 +169,15 @@ def _refuse_if_running(statemgr, name: str) -> None:
                                      f"kill it first: heron-spark kill {name}")
 
 
-def _spark_session(spark, master: str | None):
-    if spark is not None:
-        return spark
+def _spark_session(spark, master: str | None, system: SystemConfig):
     from pyspark.sql import SparkSession
 
-    active = SparkSession.getActiveSession()
-    if active is not None:
-        return active
+    existing = spark if spark is not None else SparkSession.getActiveSession()
+    if existing is not None:
+        if system.spark_jvm_bridge:
+            log.warning("heron.spark.jvm.bridge applies only to a session submit() creates; "
+                        "add jvm_bridge.spark_conf(jvm_bridge.build_jar()) to your session")
+        return existing
     # Executors run the driver's interpreter unless told otherwise (a venv's python, not PATH's).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     builder = SparkSession.builder.appName("heron_spark")
@@ -158,6 +185,11 @@ def _spark_session(spark, master: str | None):
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded default
         builder = builder.master("local[*]")
+    if system.spark_jvm_bridge:
+        from heron_spark.scheduler import jvm_bridge
+
+        for key, value in jvm_bridge.spark_conf(jvm_bridge.build_jar()).items():
+            builder = builder.config(key, value)
     return builder.getOrCreate()
 
 
@@ -193,15 +225,25 @@ def _check_driver() -> None:
         raise WrongPlaceError("submit() runs on the Spark driver, not inside a Spark task")
 
 
+_LIVE_HANDLES: "weakref.WeakSet[TopologyHandle]" = weakref.WeakSet()
+_SIGTERM_INSTALLED = False
+
+
 def _install_sigterm(handle: TopologyHandle) -> None:
-    """Make SIGTERM (Airflow, `kill`) kill the topology before the driver exits."""
-    if threading.current_thread() is not threading.main_thread():
+    """Make SIGTERM (Airflow, `kill`) kill every live topology of this driver, then chain on."""
+    global _SIGTERM_INSTALLED
+    _LIVE_HANDLES.add(handle)
+    if _SIGTERM_INSTALLED or threading.current_thread() is not threading.main_thread():
         return
-    if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL, None):
-        return
+    previous = signal.getsignal(signal.SIGTERM)
 
     def on_sigterm(signum, frame) -> None:
-        handle.kill()
+        for live in list(_LIVE_HANDLES):
+            if live.status in ("STARTING", "RUNNING"):
+                live.kill()
+        if callable(previous):
+            previous(signum, frame)
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    _SIGTERM_INSTALLED = True

@@ -67,6 +67,7 @@ class TMaster:
         self.ended_at: float | None = None
         self.done = threading.Event()
         self.running = threading.Event()
+        self.closed = threading.Event()  # containers gone, final metrics in
         self._connections: list[Connection] = []
         self.listener = Listener(host, 0, secret, self.name, self._on_peer, name="tmaster")
         self.host = host
@@ -204,6 +205,7 @@ class TMaster:
 
     def close(self) -> None:
         """Stop listening and drop every connection (after the containers are gone)."""
+        self.closed.set()
         self.listener.close()
         with self._lock:
             connections = list(self._connections)

@@ -1,0 +1,143 @@
+"""Shared fixtures of the end-to-end tests: one local Spark session, a per-test state folder.
+
+Topologies run for real: Spark ``local[4]`` barrier tasks, one process per stmgr and instance.
+User classes defined in test modules reach the instance processes by reference (module import),
+so the test folder and the repository root (for ``examples``) are put on ``PYTHONPATH`` before
+Spark starts its Python workers.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+REPO_ROOT = TESTS_DIR.parent
+
+# Early, before anything starts a JVM or a Python worker.
+os.environ["SPARK_LOCAL_IP"] = "127.0.0.1"
+os.environ["PYSPARK_PYTHON"] = sys.executable
+for _path in (str(REPO_ROOT), str(TESTS_DIR)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+_pythonpath = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+for _path in (str(REPO_ROOT), str(TESTS_DIR)):
+    if _path not in _pythonpath:
+        _pythonpath.insert(0, _path)
+os.environ["PYTHONPATH"] = os.pathsep.join(_pythonpath)
+
+SPARK_MASTER = "local[4]"
+
+
+def _new_session():
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    return (SparkSession.builder
+            .master(SPARK_MASTER)
+            .appName("heron_spark-tests")
+            .config("spark.driver.host", "127.0.0.1")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate())
+
+
+def _usable(session) -> bool:
+    """True when ``session`` is alive (not stopped by another module)."""
+    try:
+        sc = session.sparkContext
+        return sc._jsc is not None and not sc._jsc.sc().isStopped()
+    except Exception:  # noqa: BLE001 - any failure means: make a new one
+        return False
+
+
+class _Sessions:
+    """Hands out the shared session; recreates it when someone else has stopped it."""
+
+    def __init__(self) -> None:
+        self.current = None
+
+    def live(self):
+        from pyspark.sql import SparkSession
+
+        if self.current is not None and _usable(self.current):
+            return self.current
+        active = SparkSession.getActiveSession()
+        if active is not None and _usable(active) and active.sparkContext.master == SPARK_MASTER:
+            self.current = active
+        else:
+            if active is not None and _usable(active):
+                active.stop()  # one SparkContext per JVM: replace a session on another master
+            self.current = _new_session()
+        return self.current
+
+    def stop(self) -> None:
+        if self.current is not None and _usable(self.current):
+            self.current.stop()
+        self.current = None
+
+
+class LiveSpark:
+    """The ``spark`` fixture's value: behaves as the SparkSession, always a live one.
+
+    Attribute access goes to the shared session, recreated first if another test module
+    stopped it, so a session-scoped fixture stays valid for the whole run.
+    """
+
+    def __init__(self, sessions: _Sessions) -> None:
+        object.__setattr__(self, "_sessions", sessions)
+
+    @property
+    def session(self):
+        """The live ``SparkSession`` itself."""
+        return self._sessions.live()
+
+    def __getattr__(self, name):
+        return getattr(self._sessions.live(), name)
+
+    def __repr__(self) -> str:
+        return f"LiveSpark({self._sessions.current!r})"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """ONE ``local[4]`` SparkSession for the run (stopped at the end); see ``LiveSpark``."""
+    sessions = _Sessions()
+    sessions.live()
+    yield LiveSpark(sessions)
+    sessions.stop()
+
+
+@pytest.fixture(scope="session")
+def hconf_for():
+    """Return ``f(folder) -> conf`` isolating a run's state manager and work folder."""
+    def make(folder) -> dict:
+        return {"heron.statemgr": f"file://{folder}/state", "heron.work.dir": f"{folder}/work"}
+    return make
+
+
+@pytest.fixture
+def hconf(tmp_path, hconf_for) -> dict:
+    """Runtime conf isolating one test: its own state manager and work folder."""
+    return hconf_for(tmp_path)
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(monkeypatch, tmp_path, hconf_for):
+    """Every test binds to loopback and keeps its state under its own tmp folder.
+
+    Besides ``hconf`` (pass it as ``conf=``), a per-test ``heron_spark.yaml`` named by
+    ``HERON_SPARK_CONF_DIR`` points the state manager and work folder into ``tmp_path``, so a
+    submit without ``conf`` (or a CLI subprocess) never touches ``/tmp/heron_spark``.
+    """
+    monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    conf_dir = tmp_path / "heron_conf"
+    conf_dir.mkdir(exist_ok=True)
+    (conf_dir / "heron_spark.yaml").write_text(
+        "".join(f"{key}: '{value}'\n" for key, value in hconf_for(tmp_path).items()))
+    monkeypatch.setenv("HERON_SPARK_CONF_DIR", str(conf_dir))
+    yield
