@@ -90,7 +90,7 @@ class TimedCountBolt(Bolt):
         self.last = now
         self.n += 1
         if self.n % 16 == 0:
-            self.samples.append(now - ts)
+            self.samples.append((ts, now - ts))
 
     def end_of_input(self):
         self.out.write_text(json.dumps({"first": self.first, "last": self.last,
@@ -108,21 +108,32 @@ def build(sentences: int, rate_per_task: float, out_dir: str) -> type:
     return builder.build()
 
 
-def run_once(sentences: int, rate: float) -> dict:
+def run_once(sentences: int, rate: float, conf: dict | None = None) -> dict:
     out_dir = tempfile.mkdtemp(prefix="bench_wc_")
-    handle = submit(build(sentences, rate / 2, out_dir), master="local[*]")
+    handle = submit(build(sentences, rate / 2, out_dir), master="local[*]", conf=conf)
     status = handle.wait(timeout=900)
     results = [json.loads(p.read_text()) for p in Path(out_dir).glob("count-*.json")]
     words = sum(r["words"] for r in results)
     first = min(r["first"] for r in results if r["first"])
     last = max(r["last"] for r in results if r["last"])
-    samples = sorted(s for r in results for s in r["samples"])
+    pairs = sorted(tuple(s) for r in results for s in r["samples"])
+    start = pairs[0][0] if pairs else 0.0
+    samples = sorted(lat for _, lat in pairs)
+    per_second = {}
+    for emitted, lat in pairs:
+        per_second.setdefault(int(emitted - start), []).append(lat)
     return {"status": status, "words": words,
             "steady_words_per_s": words / max(last - first, 1e-9),
             "whole_run_words_per_s": words / max(handle.ended_at - handle.started_at, 1e-9),
             "p50_ms": 1000 * samples[len(samples) // 2] if samples else float("nan"),
             "p99_ms": 1000 * samples[min(len(samples) - 1, int(len(samples) * 0.99))]
-            if samples else float("nan")}
+            if samples else float("nan"),
+            "per_second": {sec: (_pct(v, 0.5), _pct(v, 0.99)) for sec, v in sorted(per_second.items())}}
+
+
+def _pct(values: list, q: float) -> float:
+    values = sorted(values)
+    return 1000 * values[min(len(values) - 1, int(len(values) * q))]
 
 
 def main(argv=None) -> int:
@@ -131,14 +142,17 @@ def main(argv=None) -> int:
     parser.add_argument("--sentences", type=int, default=100_000, help="per spout task, max speed")
     parser.add_argument("--rate", type=float, default=50_000, help="total words/s for latency")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--flush-ms", type=float, default=None,
+                        help="heron.batch.flush.interval.ms (default: the configured one)")
     args = parser.parse_args(argv)
-    fast = [run_once(args.sentences, 0) for _ in range(args.runs)]
+    conf = {} if args.flush_ms is None else {"heron.batch.flush.interval.ms": args.flush_ms}
+    fast = [run_once(args.sentences, 0, conf) for _ in range(args.runs)]
     for r in fast:
         print(f"  max-speed run: {r['status']} {r['words']} words, "
               f"{r['steady_words_per_s']:,.0f} words/s steady, "
               f"{r['whole_run_words_per_s']:,.0f} words/s whole run", flush=True)
     paced_sentences = int(args.rate * args.latency_seconds / WORDS_PER_SENTENCE / 2)
-    paced = [run_once(paced_sentences, args.rate) for _ in range(args.runs)]
+    paced = [run_once(paced_sentences, args.rate, conf) for _ in range(args.runs)]
     for r in paced:
         print(f"  paced run at {args.rate:,.0f} words/s: {r['status']} "
               f"{r['steady_words_per_s']:,.0f} words/s, p50 {r['p50_ms']:.2f} ms, "

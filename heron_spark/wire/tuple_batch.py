@@ -17,6 +17,7 @@ from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
+from pandas.util import hash_array  # imported at start-up, not on the first routed batch
 
 PICKLED_KEY = b"heron_spark.pickled"
 _PICKLED_META = {PICKLED_KEY: b"1"}
@@ -107,8 +108,6 @@ def key_hash(columns: Sequence[np.ndarray]) -> np.ndarray:
     Every key value is hashed through its ``str`` form (``str`` values as they are), so equal
     values hash equal whatever batch, column type or process they travel in.
     """
-    from pandas.util import hash_array
-
     combined = None
     for values in columns:
         hashed = hash_array(values)
