@@ -88,6 +88,7 @@ def test_handle_kill_leaves_no_process(running, tmp_path):
 
 def test_cli_kill_and_second_submit_refused(running, conf, tmp_path):
     handle = running("clikill")
+    _check_tracker(handle, conf)
     with pytest.raises(TopologyStateError):
         submit(_unbounded("clikill"), conf=conf, master="local[2]")
     cli = [sys.executable, "-m", "heron_spark.cli"]
@@ -100,6 +101,25 @@ def test_cli_kill_and_second_submit_refused(running, conf, tmp_path):
     assert killed.returncode == 0 and "KILLED" in killed.stdout, killed.stderr
     assert handle.wait(60) == "KILLED"
     assert _wait_gone(tmp_path) == []
+
+
+def _check_tracker(handle, conf):
+    """The tracker answers only requests carrying the topology secret."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    from heron_spark.statemgr import open_state_manager
+
+    url = f"{handle.tracker_url}/topology"
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        urllib.request.urlopen(url, timeout=10)
+    assert refused.value.code == 401
+    secret = open_state_manager(conf["heron.statemgr"]).get_tmaster_location(handle.name)["secret"]
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {secret}"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        status = json.loads(response.read())
+    assert status["state"] == "RUNNING" and status["containers"] == 2
 
 
 def test_cancelling_the_spark_job_group_kills_every_process(running, tmp_path):

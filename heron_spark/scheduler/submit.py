@@ -81,7 +81,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs)
     tracker = None
     if system.tracker_port >= 0:
-        tracker = start_tracker(tmaster, host, system.tracker_port)
+        tracker = start_tracker(tmaster, host, system.tracker_port, secret)
         handle.tracker_url = f"http://{host}:{tracker.server_address[1]}"
     statemgr.set_tmaster_location(plan.name, host, tmaster.port,
                                   tracker.server_address[1] if tracker else -1, os.getpid(),

@@ -1,12 +1,15 @@
 """The tracker API: a small JSON-over-HTTP view of a running topology, served by the driver.
 
 ``GET /topology`` (state), ``/topology/physicalplan``, ``/topology/metrics``, and
-``/metrics`` in Prometheus text format. Read-only: control goes through the secret-checked
-control port (``heron-spark kill``).
+``/metrics`` in Prometheus text format. Read-only: control goes through the control port
+(``heron-spark kill``). Like every heron_spark port it answers only requests that carry the
+topology secret: ``Authorization: Bearer <secret>`` (the secret is in the state manager,
+readable by its owner only).
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -16,11 +19,16 @@ from google.protobuf.json_format import MessageToDict
 from heron_spark.tmaster.master import TMaster
 
 
-def start_tracker(tmaster: TMaster, host: str, port: int) -> ThreadingHTTPServer:
+def start_tracker(tmaster: TMaster, host: str, port: int, secret: str) -> ThreadingHTTPServer:
     """Serve the tracker API for ``tmaster`` on ``host:port`` (0 = any free port)."""
+    expected = f"Bearer {secret}".encode()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's naming
+            given = (self.headers.get("Authorization") or "").encode()
+            if not hmac.compare_digest(given, expected):
+                self.send_error(401, "send Authorization: Bearer <topology secret>")
+                return
             if self.path == "/topology":
                 self._json(tmaster.status())
             elif self.path == "/topology/physicalplan":
