@@ -23,11 +23,11 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from heron_spark.config import SPARK_JVM_BRIDGE as CONFIG_KEY
 from heron_spark.errors import ConfigError, HeronSparkError
 
 PLUGIN_CLASS = "org.heronspark.bridge.HeronBridgePlugin"
 LISTENER_CLASS = "org.heronspark.bridge.HeronBridgeListener"
-CONFIG_KEY = "heron.spark.jvm.bridge"
 _JAVA_RELEASE = "17"  # Spark 4 runs on Java 17+; target it so a newer javac still fits
 
 
@@ -104,6 +104,12 @@ def spark_conf(jar: str | os.PathLike) -> dict[str, str]:
     """The Spark settings that load the bridge; apply them before the SparkContext starts."""
     return {"spark.jars": str(jar), "spark.plugins": PLUGIN_CLASS,
             "spark.extraListeners": LISTENER_CLASS}
+
+
+def loaded(spark: Any) -> bool:
+    """True when ``spark`` was started with the bridge's plugin."""
+    sc = getattr(spark, "sparkContext", spark)
+    return PLUGIN_CLASS in (sc.getConf().get("spark.plugins", "") or "")
 
 
 def drain_events(spark: Any) -> list[dict]:

@@ -125,8 +125,9 @@ def submit_from_builder(topology: type):
 
 
 def _bridge_loaded(spark) -> bool:
-    conf = spark.sparkContext.getConf()
-    return "org.heronspark.bridge" in (conf.get("spark.plugins", "") or "")
+    from heron_spark.scheduler import jvm_bridge
+
+    return jvm_bridge.loaded(spark)
 
 
 def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
