@@ -1,8 +1,16 @@
 """The state manager interface: where topology metadata lives outside any process.
 
 Stored per topology: the topology definition, packing plan, physical plan, execution state,
-TMaster location and the topology secret. Implementations: local filesystem (``localfs``),
-ZooKeeper through kazoo (next). Safe to call from any thread.
+TMaster location, the topology secret and the checkpoints of replayable spouts.
+Implementations: local filesystem (``localfs``) and ZooKeeper through kazoo (``zookeeper``).
+Every method may run on the driver or an executor, from any thread.
+
+Names: a topology name and a key are flat names (no ``/``, not ``.`` or ``..``); keys may
+contain dots (``spout_state.<key>``).
+
+The TMaster claim: ``claim_tmaster`` records the TMaster location so that at most one live
+TMaster per topology holds it (an ephemeral ZooKeeper node, or an ``flock`` on a local file);
+``set_tmaster_location`` writes the same key without any exclusion.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import abc
 import json
 
+from heron_spark.errors import TopologyStateError, TopologyValueError
 from heron_spark.proto import packing_pb2, physical_plan_pb2, topology_pb2
 
 TOPOLOGY = "topology"
@@ -18,10 +27,11 @@ PHYSICAL_PLAN = "physical_plan"
 EXECUTION_STATE = "execution_state"
 TMASTER_LOCATION = "tmaster"
 SECRET = "secret"
+SPOUT_STATE_PREFIX = "spout_state."
 
 
 class StateManager(abc.ABC):
-    """Key/blob storage per topology, with typed helpers on top."""
+    """Key/blob storage per topology, with typed helpers on top; usable as a context manager."""
 
     @abc.abstractmethod
     def put(self, topology: str, key: str, value: bytes, private: bool = False) -> None:
@@ -32,54 +42,98 @@ class StateManager(abc.ABC):
         """Return the bytes under ``topology/key``, or None."""
 
     @abc.abstractmethod
+    def keys(self, topology: str) -> list[str]:
+        """Return the keys stored for ``topology``, sorted (the TMaster claim's lock excluded)."""
+
+    @abc.abstractmethod
+    def delete(self, topology: str, key: str) -> None:
+        """Forget ``topology/key`` (nothing happens if it is absent)."""
+
+    @abc.abstractmethod
     def delete_topology(self, topology: str) -> None:
-        """Forget everything stored for ``topology``."""
+        """Forget everything stored for ``topology``, its TMaster claim included."""
 
     @abc.abstractmethod
     def topologies(self) -> list[str]:
-        """Return the names of the stored topologies."""
+        """Return the names of the stored topologies (those with a ``topology`` key), sorted."""
 
     @property
     @abc.abstractmethod
     def location(self) -> str:
-        """A URL naming this store, for messages."""
+        """A URL naming this store, for messages (never shows a password)."""
+
+    @abc.abstractmethod
+    def claim_tmaster(self, topology: str, location: dict) -> None:
+        """Record ``location`` as the TMaster of ``topology``, exclusively.
+
+        At most one live holder per topology: while another holder (another process, another
+        StateManager object, or this one) has the claim, raise ``TopologyStateError``. The claim
+        ends with ``release_tmaster``, ``close``, or the holder's death (process exit for
+        ``localfs``; ZooKeeper session expiry for ``zookeeper``). A ``"secret"`` entry of
+        ``location`` is stored apart, as the private ``secret`` key, after the claim succeeded;
+        ``get_tmaster_location`` merges it back. Without one, the stored secret is left as is.
+        """
+
+    @abc.abstractmethod
+    def release_tmaster(self, topology: str) -> None:
+        """End this object's TMaster claim on ``topology``; do nothing if it holds none."""
 
     def close(self) -> None:
-        """Release connections (idempotent)."""
+        """Release connections and TMaster claims (idempotent)."""
+
+    def __enter__(self) -> "StateManager":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     # typed helpers -------------------------------------------------------------------------
     def set_topology(self, topology: topology_pb2.Topology) -> None:
+        """Store the topology definition under its own name."""
         self.put(topology.name, TOPOLOGY, topology.SerializeToString())
 
     def get_topology(self, name: str) -> topology_pb2.Topology | None:
+        """Return the stored topology definition, or None."""
         return _parse(topology_pb2.Topology, self.get(name, TOPOLOGY))
 
     def set_packing_plan(self, name: str, plan: packing_pb2.PackingPlan) -> None:
+        """Store the packing plan of topology ``name``."""
         self.put(name, PACKING_PLAN, plan.SerializeToString())
 
     def get_packing_plan(self, name: str) -> packing_pb2.PackingPlan | None:
+        """Return the packing plan of topology ``name``, or None."""
         return _parse(packing_pb2.PackingPlan, self.get(name, PACKING_PLAN))
 
     def set_physical_plan(self, name: str, plan: physical_plan_pb2.PhysicalPlan) -> None:
+        """Store the physical plan of topology ``name``."""
         self.put(name, PHYSICAL_PLAN, plan.SerializeToString())
 
     def get_physical_plan(self, name: str) -> physical_plan_pb2.PhysicalPlan | None:
+        """Return the physical plan of topology ``name``, or None."""
         return _parse(physical_plan_pb2.PhysicalPlan, self.get(name, PHYSICAL_PLAN))
 
     def set_execution_state(self, name: str, state: dict) -> None:
+        """Store the execution state (a JSON-able dict) of topology ``name``."""
         self.put(name, EXECUTION_STATE, json.dumps(state, sort_keys=True).encode())
 
     def get_execution_state(self, name: str) -> dict | None:
+        """Return the execution state of topology ``name``, or None."""
         raw = self.get(name, EXECUTION_STATE)
         return None if raw is None else json.loads(raw)
 
     def set_tmaster_location(self, name: str, host: str, port: int, tracker_port: int,
                              pid: int, secret: str) -> None:
+        """Record the TMaster location and the (private) secret, without exclusion.
+
+        A plain overwrite: any number of writers may call it. ``claim_tmaster`` is the
+        exclusive variant (one live TMaster per topology); it replaces a record written here.
+        """
         location = {"host": host, "port": port, "tracker_port": tracker_port, "pid": pid}
         self.put(name, TMASTER_LOCATION, json.dumps(location).encode())
         self.put(name, SECRET, secret.encode(), private=True)
 
     def get_tmaster_location(self, name: str) -> dict | None:
+        """Return the TMaster location with its ``secret`` (``""`` if none), or None."""
         raw = self.get(name, TMASTER_LOCATION)
         if raw is None:
             return None
@@ -87,6 +141,49 @@ class StateManager(abc.ABC):
         secret = self.get(name, SECRET)
         location["secret"] = secret.decode() if secret else ""
         return location
+
+    def set_spout_state(self, topology: str, key: str, state: dict) -> None:
+        """Store a replayable spout's checkpoint ``state`` (JSON-able) under ``key``.
+
+        ``key`` names the spout instance (say ``"<component>.<task id>"``); it is stored as
+        the key ``spout_state.<key>``.
+        """
+        self.put(topology, SPOUT_STATE_PREFIX + key, json.dumps(state, sort_keys=True).encode())
+
+    def clear_spout_states(self, topology: str) -> None:
+        """Forget every spout checkpoint of ``topology`` (a new run starts its sources over)."""
+        for key in self.keys(topology):
+            if key.startswith(SPOUT_STATE_PREFIX):
+                self.delete(topology, key)
+
+    def get_spout_state(self, topology: str, key: str) -> dict | None:
+        """Return the checkpoint stored by ``set_spout_state``, or None."""
+        raw = self.get(topology, SPOUT_STATE_PREFIX + key)
+        return None if raw is None else json.loads(raw)
+
+
+def check_name(kind: str, name: str) -> str:
+    """Return ``name`` if it is usable as one path element; raise TopologyValueError if not."""
+    if not isinstance(name, str) or not name or "/" in name or "\0" in name \
+            or name in (".", ".."):
+        raise TopologyValueError(f"invalid state manager {kind}", value=name, kind="name",
+                                 fix="use a non-empty name without '/' (dots are fine)")
+    return name
+
+
+def split_secret(location: dict) -> tuple[bytes, str | None]:
+    """Return (the JSON of ``location`` without ``secret``, the secret or None)."""
+    public = {k: v for k, v in location.items() if k != "secret"}
+    return json.dumps(public, sort_keys=True).encode(), location.get("secret")
+
+
+def claimed_error(topology: str, where: str) -> TopologyStateError:
+    """The error of a second ``claim_tmaster`` while the first holder lives."""
+    return TopologyStateError(
+        topology, "RUNNING", "start a second TMaster",
+        f"a TMaster already holds the claim in {where}; kill it with "
+        f"`heron-spark kill {topology}`, or wait for it to exit (ZooKeeper: for its session "
+        f"to expire)")
 
 
 def _parse(message_type, raw: bytes | None):

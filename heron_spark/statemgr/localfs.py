@@ -1,31 +1,56 @@
 """State manager on the local filesystem: one folder per topology, one file per key.
 
-Writes are atomic (temp file + rename). Suits a single machine or a shared filesystem;
-use ZooKeeper for clusters.
+Writes are atomic (temp file + rename). Suits a single machine or a shared filesystem with
+working ``flock`` (local disks do; some NFS setups do not); use ZooKeeper for clusters.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
 
-from heron_spark.statemgr.base import StateManager
+from heron_spark.errors import TopologyValueError
+from heron_spark.statemgr.base import (
+    TMASTER_LOCATION,
+    SECRET,
+    StateManager,
+    check_name,
+    claimed_error,
+    split_secret,
+)
+
+TMASTER_LOCK = "tmaster.lock"
 
 
 class LocalFileStateManager(StateManager):
-    """``StateManager`` under a root folder (created on first write)."""
+    """``StateManager`` under a root folder (created on first write). Thread-safe.
+
+    The TMaster claim is an exclusive non-blocking ``flock`` on ``<root>/<topology>/tmaster.lock``,
+    held through a file descriptor this object keeps open; the kernel drops it when the process
+    dies, however it dies. The descriptor is close-on-exec, but a child made by a bare
+    ``fork()`` (no exec) shares it and keeps the claim alive while it lives. Unlike
+    ZooKeeper's ephemeral node, the ``tmaster`` key itself survives a crashed holder: it is
+    stale until the next claim replaces it.
+    """
 
     def __init__(self, root: str | os.PathLike) -> None:
         self.root = Path(root).expanduser()
+        self._claims: dict[str, int] = {}   # topology -> fd holding the flock
+        self._claims_lock = threading.Lock()
 
     @property
     def location(self) -> str:
         return f"file://{self.root}"
 
     def put(self, topology: str, key: str, value: bytes, private: bool = False) -> None:
-        folder = self.root / topology
+        folder = self.root / check_name("topology", topology)
+        if check_name("key", key) == TMASTER_LOCK:
+            raise TopologyValueError("the key is reserved for the TMaster claim", value=key,
+                                     kind="name", fix="use another key name")
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
         try:
@@ -40,14 +65,97 @@ class LocalFileStateManager(StateManager):
 
     def get(self, topology: str, key: str) -> bytes | None:
         try:
-            return (self.root / topology / key).read_bytes()
+            return (self.root / check_name("topology", topology)
+                    / check_name("key", key)).read_bytes()
         except FileNotFoundError:
             return None
 
+    def keys(self, topology: str) -> list[str]:
+        folder = self.root / check_name("topology", topology)
+        if not folder.is_dir():
+            return []
+        return sorted(p.name for p in folder.iterdir()
+                      if p.is_file() and not p.name.startswith(".") and p.name != TMASTER_LOCK)
+
+    def delete(self, topology: str, key: str) -> None:
+        if check_name("key", key) == TMASTER_LOCK:
+            raise TopologyValueError("the key is reserved for the TMaster claim", value=key,
+                                     kind="name", fix="use release_tmaster")
+        (self.root / check_name("topology", topology) / key).unlink(missing_ok=True)
+
     def delete_topology(self, topology: str) -> None:
-        shutil.rmtree(self.root / topology, ignore_errors=True)
+        """Remove the topology's folder, ending this object's claim on it.
+
+        A claim another object or process holds no longer excludes new claims either: its
+        lock file is gone.
+        """
+        with self._claims_lock:
+            fd = self._claims.pop(check_name("topology", topology), None)
+            if fd is not None:
+                os.close(fd)
+        shutil.rmtree(self.root / check_name("topology", topology), ignore_errors=True)
 
     def topologies(self) -> list[str]:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / "topology").is_file())
+
+    def claim_tmaster(self, topology: str, location: dict) -> None:
+        folder = self.root / check_name("topology", topology)
+        value, secret = split_secret(location)
+        with self._claims_lock:
+            if topology in self._claims:
+                raise claimed_error(topology, self.location)
+            folder.mkdir(parents=True, exist_ok=True)
+            fd = _lock_exclusive(folder / TMASTER_LOCK)
+            if fd is None:
+                raise claimed_error(topology, self.location)
+            try:
+                self.put(topology, TMASTER_LOCATION, value)
+                if secret is not None:
+                    self.put(topology, SECRET, secret.encode(), private=True)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._claims[topology] = fd
+
+    def release_tmaster(self, topology: str) -> None:
+        with self._claims_lock:
+            fd = self._claims.pop(topology, None)
+            if fd is None:
+                return
+            try:
+                (self.root / topology / TMASTER_LOCATION).unlink(missing_ok=True)
+            finally:
+                os.close(fd)  # drops the flock; the lock file stays (see _lock_exclusive)
+
+    def close(self) -> None:
+        """Release every TMaster claim of this object (idempotent)."""
+        for topology in list(self._claims):
+            self.release_tmaster(topology)
+
+
+def _lock_exclusive(path: Path) -> int | None:
+    """Return an fd holding an exclusive ``flock`` on ``path``, or None if another holds it.
+
+    Lock files are never unlinked on release: a waiter that opened the old inode would lock a
+    file nobody else sees. Only ``delete_topology`` removes them, so after locking, check that
+    ``path`` still names the locked inode, and start over if not.
+    """
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            same = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)
