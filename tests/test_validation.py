@@ -143,9 +143,9 @@ def test_reserved_field_name():
     assert (error.kind, error.component) == ("fields", "r")
 
 
-def test_at_least_once_is_refused_until_supported():
+def test_effectively_once_is_refused_until_supported():
     error = _invalid(lambda: _builder(("b", EchoBolt, 1, lambda s: [s]),
-                                      config={"topology.reliability.mode": "ATLEAST_ONCE"}))
+                                      config={"topology.reliability.mode": "EFFECTIVELY_ONCE"}))
     assert error.kind == "unsupported"
 
 

@@ -22,6 +22,7 @@ TOPOLOGY_MAX_SPOUT_PENDING = "topology.max.spout.pending"
 TOPOLOGY_AUTO_TASK_HOOKS = "topology.auto.task.hooks"
 TOPOLOGY_SERIALIZER_CLASSNAME = "topology.serializer.classname"
 TOPOLOGY_RELIABILITY_MODE = "topology.reliability.mode"
+TOPOLOGY_BOLT_AUTO_ACK = "topology.bolt.auto.ack"  # heron_spark: ack each tuple after process()
 TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS = "topology.stateful.checkpoint.interval.seconds"
 TOPOLOGY_STATEFUL_START_CLEAN = "topology.stateful.start.clean"
 TOPOLOGY_CONTAINER_CPU_REQUESTED = "topology.container.cpu"

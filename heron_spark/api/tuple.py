@@ -1,12 +1,15 @@
-"""The tuple delivered to ``Bolt.process``: heronpy's ``Tuple`` namedtuple, field for field."""
+"""The tuples delivered to ``Bolt.process``: heronpy's ``Tuple`` and ``HeronTuple`` namedtuples."""
 
 from collections import namedtuple
 
 Tuple = namedtuple("Tuple", "id component stream task values")
-"""One tuple: ``id`` (None unless acking), source ``component``, ``stream``, source ``task``
-and ``values`` (a tuple in declared field order)."""
+"""One tuple: ``id``, source ``component``, ``stream``, source ``task`` and ``values`` (a tuple
+in declared field order)."""
 
-HeronTuple = Tuple
+HeronTuple = namedtuple("HeronTuple", Tuple._fields + ("creation_time", "roots"))
+"""What bolts receive: a ``Tuple`` plus ``creation_time`` (seconds since the epoch, when the
+instance received its batch) and ``roots`` (the ids of the tuple trees it belongs to; empty
+unless at-least-once). Under at-least-once ``id`` is the tuple's 64-bit edge id."""
 
 
 class TupleHelper:

@@ -59,6 +59,8 @@ class _StreamOut:
         self.rows: list = []
         self.dests: list | None = None
         self.routed: list | None = None
+        self.root_ids: list | None = None     # flat root ids of the buffered rows
+        self.root_counts: list | None = None  # how many of them each row has
         self.first_at = 0.0
         self.emitted = 0
 
@@ -90,8 +92,9 @@ class OutputCollector:
             self._streams[name] = _StreamOut(name, stream.fields, subs)
         self.pending = 0  # tuples buffered, all streams
 
-    def emit(self, values, stream: str, direct_task: int | None, need_task_ids: bool):
-        """Buffer one tuple; return its target task ids when ``need_task_ids``."""
+    def emit(self, values, stream: str, direct_task: int | None, need_task_ids: bool,
+             roots: tuple[int, ...] = ()):
+        """Buffer one tuple in the trees ``roots``; return its target task ids when asked."""
         out = self._streams.get(stream)
         if out is None:
             raise TopologyValueError(f"emit on undeclared stream {stream!r}",
@@ -120,6 +123,13 @@ class OutputCollector:
         elif out.dests is not None:
             out.dests.append(None)
             out.routed.append(False)
+        if roots:
+            if out.root_counts is None:
+                out.root_ids, out.root_counts = [], [0] * len(out.rows)
+            out.root_ids.extend(roots)
+            out.root_counts.append(len(roots))
+        elif out.root_counts is not None:
+            out.root_counts.append(0)
         if not out.rows:
             out.first_at = time.monotonic()
         out.rows.append(values)
@@ -165,10 +175,12 @@ class OutputCollector:
         return {name: out.emitted for name, out in self._streams.items()}
 
     def _flush(self, out: _StreamOut) -> None:
-        payload = tuple_batch.encode(out.fields, out.rows, out.dests, out.routed)
+        roots = None if out.root_counts is None else (out.root_ids, out.root_counts)
+        payload = tuple_batch.encode(out.fields, out.rows, out.dests, out.routed, roots)
         header = stmgr_pb2.DataHeader(kind=stmgr_pb2.TUPLES, src_task=self.task_id, stream=out.name)
         count = len(out.rows)
         out.rows, out.dests, out.routed = [], None, None
+        out.root_ids = out.root_counts = None
         self.pending -= count
         out.emitted += count
         self._send(frames.data_frame(header, payload))

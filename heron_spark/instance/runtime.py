@@ -15,8 +15,10 @@ import queue
 import time
 import traceback
 
-from heron_spark.api.tuple import Tuple, TupleHelper
+from heron_spark.api import api_constants as keys
+from heron_spark.api.tuple import HeronTuple, TupleHelper
 from heron_spark.container.files import ContainerFiles
+from heron_spark.instance.acking import AckBuffer, SpoutTrees
 from heron_spark.instance.collector import OutputCollector
 from heron_spark.instance.context import InstanceContext
 from heron_spark.proto import metrics_pb2, stmgr_pb2, tmaster_pb2
@@ -70,6 +72,13 @@ class InstanceRuntime:
         self.collector: OutputCollector | None = None
         self.component = None
         self.exhausted = False
+        self.reliable = (self.plan.logical.reliability_mode
+                         == keys.TopologyReliabilityMode.ATLEAST_ONCE)
+        self.trees: SpoutTrees | None = None  # a reliable spout's open trees
+        self.acks = AckBuffer()
+        self.auto_ack = False
+        self._current: HeronTuple | None = None  # auto-ack: the tuple in process()
+        self._settled = False                     # auto-ack: process() acked or failed it
         self.executed = 0
         self.metrics_dropped = 0
         self._stmgr_gone = False
@@ -83,16 +92,43 @@ class InstanceRuntime:
         self.logger.log(_LEVELS.get((level or "info").lower(), logging.INFO), message)
 
     def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
-        return self.collector.emit(values, stream, direct_task, need_task_ids)
+        roots = ()
+        if self.reliable:
+            if self.trees is not None:
+                if tup_id is not None:
+                    roots = (self.trees.open(tup_id),)
+            else:
+                if anchors is None and self._current is not None:
+                    anchors = (self._current,)  # auto-ack bolts anchor to their input
+                if anchors:
+                    roots = _roots_of(anchors)
+        return self.collector.emit(values, stream, direct_task, need_task_ids, roots)
 
     def ack(self, tup) -> None:
-        """At-most-once: nothing to track."""
+        """Record ``tup`` processed (at-least-once; nothing to do at-most-once)."""
+        if tup is self._current:
+            if self._settled:
+                return
+            self._settled = True
+        if self.reliable:
+            self.acks.ack(tup)
 
     def fail(self, tup) -> None:
-        """At-most-once: nothing to replay."""
+        """Record ``tup`` failed: its spouts replay their trees (at-least-once)."""
+        if tup is self._current:
+            if self._settled:
+                return
+            self._settled = True
+        if self.reliable:
+            self.acks.fail(tup)
 
     def declare_exhausted(self) -> None:
         self.exhausted = True
+
+    def spout_state_store(self) -> "SpoutStateStore":
+        """Return where this task keeps its source offsets (the topology's state manager)."""
+        return SpoutStateStore(self.config.statemgr, self.plan.logical.name,
+                               f"{self.component_name}.{self.context.get_task_index()}")
 
     # ---- gateway callbacks (reader thread) ------------------------------------------------
     def _on_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
@@ -114,7 +150,9 @@ class InstanceRuntime:
             self.collector = OutputCollector(
                 self.plan, self.task_id, self.context, self._send_batch,
                 self.config.batch_max_tuples, self.config.batch_flush_interval_ms / 1000.0)
-            self.component.initialize(self.context.get_cluster_config(), self.context)
+            config = self.context.get_cluster_config()
+            self.component.initialize(config, self.context)
+            self._configure_acking(config)
             self.logger.info("task %d of %s started", self.task_id, self.component_name)
             if self.decl.is_spout:
                 self.component.activate()
@@ -134,6 +172,19 @@ class InstanceRuntime:
             return 1
         return 0
 
+    def _configure_acking(self, config: dict) -> None:
+        if not self.reliable:
+            return
+        if self.decl.is_spout:
+            timeout = float(config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30) or 30)
+            if str(config.get(keys.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True)).lower() == "false":
+                timeout = None
+            pending = config.get(keys.TOPOLOGY_MAX_SPOUT_PENDING)
+            self.trees = SpoutTrees(self.task_id, timeout, int(pending) if pending else None)
+        else:
+            self.auto_ack = bool(getattr(self.component, "auto_ack", False)) or \
+                str(config.get(keys.TOPOLOGY_BOLT_AUTO_ACK, False)).lower() == "true"
+
     def _await_start(self) -> list:
         held = []
         while True:
@@ -147,25 +198,53 @@ class InstanceRuntime:
 
     def _run_spout(self) -> None:
         collector = self.collector
+        trees = self.trees
         announced = False
         while True:
             self._drain_control()
-            if not self.exhausted:
+            self._expire_trees()
+            if not self.exhausted and not (trees is not None and trees.full):
                 slice_end = time.monotonic() + _SPOUT_SLICE_SECS
                 before = collector.pending + sum(collector.emitted().values())
                 while not self.exhausted and time.monotonic() < slice_end:
                     self.component.next_tuple()
+                    if trees is not None and trees.full:
+                        collector.flush_all()  # nothing more until acks come back
+                        break
                 if collector.pending + sum(collector.emitted().values()) == before:
                     self._wait_control(_IDLE_WAIT_SECS)
-            elif not announced:
+            elif self.exhausted and not announced and not trees:
                 collector.flush_all()
                 self._control(stmgr_pb2.InstanceToStmgr(
                     exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
                 announced = True
                 self.logger.info("spout task %d exhausted", self.task_id)
             else:
-                self._wait_control(self.config.metrics_interval_ms / 1000.0)
+                collector.flush_all()
+                self._wait_control(self._spout_wait_secs(announced))
             self._housekeeping()
+
+    def _spout_wait_secs(self, announced: bool) -> float:
+        if self.trees is not None and len(self.trees) and not announced:
+            return _IDLE_WAIT_SECS * 10  # trees open: wake for their timeouts
+        return self.config.metrics_interval_ms / 1000.0
+
+    def _expire_trees(self) -> None:
+        if self.trees is None:
+            return
+        for message_id in self.trees.expired():
+            self.exhausted = False  # a bounded spout replays, then declares exhaustion again
+            self.component.fail(message_id)
+
+    def _close_trees(self, done: stmgr_pb2.TreesDone) -> None:
+        if self.trees is None:
+            return
+        acked, failed = self.trees.close(done.acked, done.failed)
+        for message_id in acked:
+            self.component.ack(message_id)
+        for message_id in failed:
+            self.exhausted = False
+            self.component.fail(message_id)
 
     def _run_bolt(self, held: list) -> None:
         upstream = set(self.plan.upstream_tasks(self.task_id))
@@ -179,8 +258,9 @@ class InstanceRuntime:
             wake = self.collector.flush_due(now)
             if next_tick is not None:
                 if now >= next_tick:
-                    self.component.process_tick(Tuple(None, TupleHelper.TICK_SOURCE_COMPONENT,
-                                                      TupleHelper.TICK_TUPLE_ID, -1, ()))
+                    self.component.process_tick(HeronTuple(
+                        None, TupleHelper.TICK_SOURCE_COMPONENT, TupleHelper.TICK_TUPLE_ID, -1,
+                        (), time.time(), ()))
                     next_tick += tick_secs * max(1, int((now - next_tick) / tick_secs) + 1)
                 wake = next_tick if wake is None else min(wake, next_tick)
             timeout = self.config.metrics_interval_ms / 1000.0
@@ -213,11 +293,48 @@ class InstanceRuntime:
         stream, src_task = header.stream, header.src_task
         width = len(self.plan.logical.components[source].outputs[stream].fields)
         process = self.component.process
-        for values in tuple_batch.rows(batch, width):
-            process(Tuple(None, source, stream, src_task, values))
+        now = time.time()
+        roots = tuple_batch.row_roots(batch)
+        if roots is None:
+            for values in tuple_batch.rows(batch, width):
+                process(HeronTuple(None, source, stream, src_task, values, now, ()))
+        else:
+            edge_ids = batch.column(tuple_batch.KEY_COLUMN).to_numpy().tolist()
+            tuples = [HeronTuple(key, source, stream, src_task, values, now, tree)
+                      for values, key, tree in zip(tuple_batch.rows(batch, width), edge_ids, roots)]
+            if self.auto_ack:
+                self._process_auto_acked(tuples)
+            else:
+                for tup in tuples:
+                    process(tup)
         self.executed += batch.num_rows
+        self._send_acks()
+
+    def _process_auto_acked(self, tuples: list) -> None:
+        process = self.component.process
+        try:
+            for tup in tuples:
+                self._current, self._settled = tup, False
+                process(tup)
+                if not self._settled:
+                    self.acks.ack(tup)
+        finally:
+            self._current = None
+
+    def _send_acks(self) -> None:
+        """Send buffered acks and fails, after the emits they may anchor (order matters)."""
+        if not self.acks:
+            return
+        self.collector.flush_all()
+        roots, edge_ids, failed = self.acks.take()
+        if roots:
+            self._control(stmgr_pb2.InstanceToStmgr(
+                acks=stmgr_pb2.XorBatch(roots=roots, values=edge_ids)))
+        if failed:
+            self._control(stmgr_pb2.InstanceToStmgr(fails=stmgr_pb2.FailBatch(roots=failed)))
 
     def _housekeeping(self) -> None:
+        self._send_acks()
         self.collector.flush_due(time.monotonic())
         self._publish_metrics()
 
@@ -252,7 +369,10 @@ class InstanceRuntime:
         return item
 
     def _handle_control(self, message: stmgr_pb2.StmgrToInstance) -> None:
-        if message.WhichOneof("body") == "shutdown":
+        body = message.WhichOneof("body")
+        if body == "trees":
+            self._close_trees(message.trees)
+        elif body == "shutdown":
             reason = tmaster_pb2.ShutdownReason.Name(message.shutdown.reason)
             self.logger.info("shutdown (%s) %s", reason, message.shutdown.detail)
             self.collector.flush_all()
@@ -306,6 +426,16 @@ class InstanceRuntime:
             for stream, count in self.collector.emitted().items():
                 publish.metrics.add(name=f"__emit-count/{stream}", value=count)
         publish.metrics.add(name="__execute-count", value=self.executed)
+        if self.trees is not None:
+            trees = self.trees
+            publish.metrics.add(name="__ack-count", value=trees.acked)
+            publish.metrics.add(name="__fail-count", value=trees.failed)
+            publish.metrics.add(name="__timeout-count", value=trees.timed_out)
+            publish.metrics.add(name="__pending-trees", value=len(trees))
+            publish.metrics.add(name="__complete-latency-ms-total", value=trees.latency_ms_total)
+        elif self.reliable:
+            publish.metrics.add(name="__ack-count", value=self.acks.acked)
+            publish.metrics.add(name="__fail-count", value=self.acks.failed)
         for name, metric, bucket in self.context.metrics:
             if force or now >= self._metric_due.get(name, 0.0):
                 self._metric_due[name] = now + bucket
@@ -319,3 +449,37 @@ class InstanceRuntime:
             self.metrics_conn.send(frames.control_frame(publish), timeout=0)
         except (TimeoutError, ConnectionClosed):
             self.metrics_dropped += 1
+
+
+def _roots_of(anchors) -> tuple[int, ...]:
+    """Return the union of the trees of ``anchors`` (tuples received by this bolt)."""
+    if not isinstance(anchors, (list, tuple)) or isinstance(anchors, HeronTuple):
+        anchors = (anchors,)
+    if len(anchors) == 1:
+        return getattr(anchors[0], "roots", None) or ()
+    return tuple(dict.fromkeys(r for a in anchors for r in (getattr(a, "roots", None) or ())))
+
+
+class SpoutStateStore:
+    """One spout task's saved state (JSON) in the state manager; opened on first use."""
+
+    def __init__(self, statemgr_url: str, topology: str, key: str) -> None:
+        self._url = statemgr_url
+        self._topology = topology
+        self._key = key
+        self._manager = None
+
+    def _open(self):
+        if self._manager is None:
+            from heron_spark.statemgr import open_state_manager
+
+            self._manager = open_state_manager(self._url)
+        return self._manager
+
+    def load(self) -> dict | None:
+        """Return the last saved state, or None."""
+        return self._open().get_spout_state(self._topology, self._key)
+
+    def save(self, state: dict) -> None:
+        """Replace the saved state."""
+        self._open().set_spout_state(self._topology, self._key, state)

@@ -22,7 +22,8 @@ SYSTEM_COMPONENT = "__system"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _MODES = (keys.TopologyReliabilityMode.ATMOST_ONCE, keys.TopologyReliabilityMode.ATLEAST_ONCE,
           keys.TopologyReliabilityMode.EFFECTIVELY_ONCE)
-SUPPORTED_MODES = (keys.TopologyReliabilityMode.ATMOST_ONCE,)
+SUPPORTED_MODES = (keys.TopologyReliabilityMode.ATMOST_ONCE,
+                   keys.TopologyReliabilityMode.ATLEAST_ONCE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,7 +132,7 @@ def _check_topology_config(config: dict) -> None:
     if mode not in SUPPORTED_MODES:
         raise TopologyValueError(f"reliability mode {mode} is not available in this version",
                                  value=mode, kind="unsupported",
-                                 fix=f"use {keys.TopologyReliabilityMode.ATMOST_ONCE}")
+                                 fix=f"use one of {SUPPORTED_MODES}")
 
 
 def _check_name(spec: HeronComponentSpec, seen: dict) -> None:

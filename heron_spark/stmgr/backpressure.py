@@ -22,6 +22,8 @@ class Backpressure:
         self._since: float | None = None
         self.total_secs = 0.0
         self.episodes = 0
+        self.component_secs: dict[str, float] = {}  # time each local component held it up
+        self._last_tick: float | None = None
 
     @property
     def spouts_paused(self) -> bool:
@@ -46,9 +48,15 @@ class Backpressure:
         else:
             self.remote.discard(container)
 
-    def tick(self, now: float | None = None) -> None:
-        """Accumulate time spent with spouts paused."""
+    def tick(self, now: float | None = None, culprits: tuple[str, ...] = ()) -> None:
+        """Accumulate time spent with spouts paused; while this stmgr is congested, charge it
+        to ``culprits`` (the components whose queues are above the low water mark)."""
         now = time.monotonic() if now is None else now
+        if self.congested and self._last_tick is not None:
+            for component in culprits:
+                self.component_secs[component] = (self.component_secs.get(component, 0.0)
+                                                  + now - self._last_tick)
+        self._last_tick = now
         if self.spouts_paused:
             if self._since is None:
                 self._since = now

@@ -15,13 +15,17 @@ import queue
 import threading
 import time
 
+import numpy as np
+
 from heron_spark import _process
+from heron_spark.api import api_constants as keys
 from heron_spark.container.files import ContainerFiles
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
+from heron_spark.stmgr import acking
 from heron_spark.stmgr.backpressure import Backpressure
 from heron_spark.stmgr.routing import Router
-from heron_spark.wire import frames, tuple_batch
+from heron_spark.wire import frames, tree_ids, tuple_batch
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener, dial_with_retry
 
 log = logging.getLogger(__name__)
@@ -52,6 +56,18 @@ class StreamManager:
         self.peers: dict[int, Connection] = {}     # outbound, one per other container
         self.inbound_peers: list[Connection] = []
         self.router = Router(self.plan)
+        timeout = float(self.plan.logical.config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30) or 30)
+        self.ledger = acking.XorLedger(expiry_secs=2 * timeout)
+        self._rng = np.random.default_rng()
+        self._owner = np.full(max(self.plan.task_component) + 1, -1, dtype=np.int64)
+        for task, container in self.plan.task_container.items():
+            self._owner[task] = container
+        self.trees_acked = self.trees_failed = self.trees_expired = 0
+        self.tuples_dropped = 0         # tuples for a local instance that was not connected
+        self.instances_lost = 0         # instance connections closed while running
+        self.instance_registrations = 0  # restarted instances that registered again
+        self.peer_addresses: dict[int, tuple[str, int]] = {}
+        self._failure_reported: set[int] = set()
         self.backpressure = Backpressure(self.config.backpressure_high_water_bytes,
                                          self.config.backpressure_low_water_bytes)
         self._registered = threading.Event()
@@ -127,6 +143,7 @@ class StreamManager:
                 if now >= next_metrics:
                     next_metrics = now + self.config.metrics_interval_ms / 1000.0
                     self._publish_metrics()
+                    self.trees_expired += self.ledger.expire()
         finally:
             self._close_all()
 
@@ -149,14 +166,17 @@ class StreamManager:
                 self._on_instance_control(ident, message)
         elif source == FROM_PEER:
             if kind == frames.DATA:
-                header, _ = frames.split_data(payload)
-                self._deliver_local(header.dest_task, frames.frame(frames.DATA, payload))
+                header, body = frames.split_data(payload)
+                conn = self.instances.get(header.dest_task)
+                if conn is not None and not conn.closed:
+                    conn_frame = frames.frame(frames.DATA, payload)
+                    self._send(conn, conn_frame)
+                elif header.kind == stmgr_pb2.TUPLES:
+                    self.tuples_dropped += tuple_batch.decode(body).num_rows
             else:
                 message = stmgr_pb2.StmgrToStmgr()
                 message.ParseFromString(payload)
-                signal = message.backpressure
-                self.backpressure.set_remote(signal.container_index, signal.active)
-                self._apply_spout_gate()
+                self._on_peer_control(message)
         elif source == FROM_TMASTER:
             message = tmaster_pb2.TmasterToStmgr()
             message.ParseFromString(payload)
@@ -165,12 +185,28 @@ class StreamManager:
             return self._on_closed(*ident)
         return None
 
+    def _on_peer_control(self, message: stmgr_pb2.StmgrToStmgr) -> None:
+        body = message.WhichOneof("body")
+        if body == "backpressure":
+            signal = message.backpressure
+            self.backpressure.set_remote(signal.container_index, signal.active)
+            self._apply_spout_gate()
+        elif body == "xor":
+            done = self.ledger.apply(tree_ids.unpack(message.xor.roots),
+                                     tree_ids.unpack(message.xor.values))
+            self._trees_done(done, [])
+        elif body == "fail":
+            self._trees_done([], self.ledger.fail(tree_ids.unpack(message.fail.roots)))
+
     def _route(self, payload: bytes) -> None:
         header, body = frames.split_data(payload)
         batch = tuple_batch.decode(body)
         destinations = self.router.route(header.src_task, header.stream, batch)
         self.tuples_routed += batch.num_rows
-        plain = batch.schema.names[-1] not in (tuple_batch.DESTS_COLUMN, tuple_batch.ROUTED_COLUMN)
+        if tuple_batch.ROOTS_COLUMN in batch.schema.names:
+            self._route_tracked(header, batch, destinations)
+            return
+        plain = batch.schema.names[-1] not in tuple_batch.ROUTING_COLUMNS
         stripped = None
         for task, rows in destinations.items():
             out_header = stmgr_pb2.DataHeader(kind=stmgr_pb2.TUPLES, src_task=header.src_task,
@@ -182,19 +218,86 @@ class StreamManager:
                     stripped = _strip_routing(batch)
                 part = stripped if rows is None else stripped.take(rows)
                 frame = frames.data_frame(out_header, tuple_batch.encode_batch(part))
-            self._send_to_task(task, frame)
+            self._send_to_task(task, frame, batch.num_rows if rows is None else len(rows))
 
-    def _send_to_task(self, task: int, frame: bytes) -> None:
+    def _route_tracked(self, header: stmgr_pb2.DataHeader, batch, destinations: dict) -> None:
+        """Route a batch of tree members: a fresh edge id per copy, XORed into its roots."""
+        stripped = _strip_routing(batch)
+        update_roots, update_values = [], []
+        for task, rows in destinations.items():
+            part = stripped if rows is None else stripped.take(rows)
+            keys = self._rng.integers(1, np.iinfo(np.uint64).max, size=part.num_rows,
+                                      dtype=np.uint64, endpoint=True)
+            flat, counts = tuple_batch.root_lists(part.column(tuple_batch.ROOTS_COLUMN))
+            update_roots.append(flat)
+            update_values.append(np.repeat(keys, counts))
+            out_header = stmgr_pb2.DataHeader(kind=stmgr_pb2.TUPLES, src_task=header.src_task,
+                                              stream=header.stream, dest_task=task)
+            self._send_to_task(task, frames.data_frame(
+                out_header, tuple_batch.encode_batch(tuple_batch.with_keys(part, keys))),
+                part.num_rows)
+        roots = np.concatenate(update_roots) if update_roots else np.empty(0, np.uint64)
+        values = np.concatenate(update_values) if update_values else np.empty(0, np.uint64)
+        if header.src_task in self.spout_tasks:
+            new, _ = tuple_batch.root_lists(stripped.column(tuple_batch.ROOTS_COLUMN))
+            self._trees_done(self.ledger.start(new, roots, values), [])
+        else:
+            self._xor_into_trees(roots, values)
+
+    def _xor_into_trees(self, roots: np.ndarray, values: np.ndarray) -> None:
+        """Apply (root, value) XOR updates here, or forward them to the trees' stmgrs."""
+        if roots.size == 0:
+            return
+        owners = self._owner[tree_ids.root_task(roots)]
+        for container in np.unique(owners).tolist():
+            chosen = owners == container
+            if container == self.index:
+                self._trees_done(self.ledger.apply(roots[chosen], values[chosen]), [])
+            elif container in self.peers:
+                self._send(self.peers[container], frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                    xor=stmgr_pb2.XorBatch(roots=tree_ids.pack(roots[chosen]),
+                                           values=tree_ids.pack(values[chosen])))))
+
+    def _fail_trees(self, roots: np.ndarray) -> None:
+        """Fail trees here, or forward the fail to the trees' stmgrs."""
+        owners = self._owner[tree_ids.root_task(roots)]
+        for container in np.unique(owners).tolist():
+            chosen = roots[owners == container]
+            if container == self.index:
+                self._trees_done([], self.ledger.fail(chosen))
+            elif container in self.peers:
+                self._send(self.peers[container], frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                    fail=stmgr_pb2.FailBatch(roots=tree_ids.pack(chosen)))))
+
+    def _trees_done(self, acked: list[int], failed: list[int]) -> None:
+        """Tell each local spout task which of its trees completed or failed."""
+        if not acked and not failed:
+            return
+        self.trees_acked += len(acked)
+        self.trees_failed += len(failed)
+        by_task: dict[int, tuple[list, list]] = {}
+        for root in acked:
+            by_task.setdefault(root >> tree_ids.ROOT_TASK_SHIFT, ([], []))[0].append(root)
+        for root in failed:
+            by_task.setdefault(root >> tree_ids.ROOT_TASK_SHIFT, ([], []))[1].append(root)
+        for task, (done, lost) in by_task.items():
+            conn = self.instances.get(task)
+            if conn is None or conn.closed:
+                continue  # the spout restarted: it forgot these trees and replays by itself
+            self._send(conn, frames.control_frame(stmgr_pb2.StmgrToInstance(
+                trees=stmgr_pb2.TreesDone(acked=tree_ids.pack(done), failed=tree_ids.pack(lost)))))
+
+    def _send_to_task(self, task: int, frame: bytes, rows: int = 0) -> None:
         container = self.plan.task_container[task]
         if container == self.index:
-            self._deliver_local(task, frame)
+            self._deliver_local(task, frame, rows)
         else:
             self._send(self.peers[container], frame)
 
-    def _deliver_local(self, task: int, frame: bytes) -> None:
+    def _deliver_local(self, task: int, frame: bytes, rows: int = 0) -> None:
         conn = self.instances.get(task)
-        if conn is None:
-            log.error("dropping frame for task %d: not connected", task)
+        if conn is None or conn.closed:
+            self.tuples_dropped += rows  # at-least-once replays them; at-most-once loses them
             return
         self._send(conn, frame)
 
@@ -207,7 +310,14 @@ class StreamManager:
     def _on_instance_control(self, task: int, message: stmgr_pb2.InstanceToStmgr) -> None:
         body = message.WhichOneof("body")
         if body == "register":
+            restarted = task in self.instance_pids
             self.instance_pids[task] = message.register.pid
+            if restarted:
+                self.instance_registrations += 1
+                log.info("task %d re-registered (pid %d)", task, message.register.pid)
+            if self._started:  # a restarted instance joins a running topology
+                self._send(self.instances[task], frames.control_frame(stmgr_pb2.StmgrToInstance(
+                    start=stmgr_pb2.StartProcessing(generation=self.plan.physical.generation))))
         elif body == "exhausted":
             header = stmgr_pb2.DataHeader(kind=stmgr_pb2.END_OF_STREAM, src_task=task)
             for dest in self.plan.downstream_tasks(task):
@@ -216,7 +326,13 @@ class StreamManager:
             self._to_tmaster(tmaster_pb2.StmgrToTmaster(
                 drained=tmaster_pb2.TaskDrained(task_ids=[task])))
         elif body == "failed":
+            self._failure_reported.add(task)  # its disconnect is the same failure
             self._to_tmaster(tmaster_pb2.StmgrToTmaster(instance_failed=message.failed))
+        elif body == "acks":
+            self._xor_into_trees(tree_ids.unpack(message.acks.roots),
+                                 tree_ids.unpack(message.acks.values))
+        elif body == "fails":
+            self._fail_trees(tree_ids.unpack(message.fails.roots))
 
     def _on_tmaster(self, message: tmaster_pb2.TmasterToStmgr) -> int | None:
         body = message.WhichOneof("body")
@@ -242,8 +358,13 @@ class StreamManager:
             if container == self.index:
                 continue
             current = self.peers.get(container)
-            if current is not None and not current.closed:
+            if current is not None and not current.closed \
+                    and self.peer_addresses.get(container) == (host, port):
                 continue
+            if current is not None:
+                current.close()  # the peer stmgr restarted elsewhere
+                log.info("peer stmgr %d moved to %s:%d; reconnecting", container, host, port)
+            self.peer_addresses[container] = (host, port)
             sock = dial_with_retry(host, port, self.secret, self.topology, "stmgr", self.index,
                                    self.config.startup_timeout_secs)
             self.peers[container] = Connection(
@@ -265,6 +386,10 @@ class StreamManager:
         if kind_source == FROM_INSTANCE:
             if ident in self.instances and self.instances[ident].closed:
                 log.error("instance task %d disconnected", ident)
+                self.instances_lost += 1
+                if ident in self._failure_reported:
+                    self._failure_reported.discard(ident)
+                    return None
                 failed = tmaster_pb2.InstanceFailed(
                     task_id=ident, component=self.plan.task_component[ident],
                     error="instance process exited or closed its connection",
@@ -289,7 +414,11 @@ class StreamManager:
             for conn in self.peers.values():
                 self._send(conn, frame)
             self._apply_spout_gate()
-        self.backpressure.tick()
+        culprits = ()
+        if self.backpressure.congested:
+            culprits = tuple({self.plan.task_component[task] for task, conn in self.instances.items()
+                              if conn.queued_bytes > self.backpressure.low})
+        self.backpressure.tick(culprits=culprits)
 
     def _apply_spout_gate(self) -> None:
         paused = self.backpressure.spouts_paused
@@ -341,6 +470,15 @@ class StreamManager:
         publish.metrics.add(name="__tuples-routed", value=self.tuples_routed)
         publish.metrics.add(name="__backpressure-secs", value=self.backpressure.total_secs)
         publish.metrics.add(name="__backpressure-episodes", value=self.backpressure.episodes)
+        for component, secs in self.backpressure.component_secs.items():
+            publish.metrics.add(name=f"__backpressure-secs/{component}", value=secs)
+        publish.metrics.add(name="__tuples-dropped", value=self.tuples_dropped)
+        publish.metrics.add(name="__instances-lost", value=self.instances_lost)
+        publish.metrics.add(name="__instances-reregistered", value=self.instance_registrations)
+        publish.metrics.add(name="__trees-open", value=len(self.ledger))
+        publish.metrics.add(name="__trees-acked", value=self.trees_acked)
+        publish.metrics.add(name="__trees-failed", value=self.trees_failed)
+        publish.metrics.add(name="__trees-expired", value=self.trees_expired)
         try:
             self.metrics.send(frames.control_frame(publish), timeout=0)
         except (TimeoutError, ConnectionClosed):
@@ -360,6 +498,5 @@ class StreamManager:
 
 def _strip_routing(batch):
     names = batch.schema.names
-    keep = [i for i, n in enumerate(names)
-            if n not in (tuple_batch.DESTS_COLUMN, tuple_batch.ROUTED_COLUMN)]
+    keep = [i for i, n in enumerate(names) if n not in tuple_batch.ROUTING_COLUMNS]
     return batch.select(keep) if len(keep) != len(names) else batch

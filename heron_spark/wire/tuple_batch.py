@@ -8,6 +8,12 @@ columns follow the fields, named with the reserved prefix:
 - ``__hs_dests`` (list<int32>): task ids chosen by the emitter (direct and custom groupings,
   or every destination when ``__hs_routed`` is true for that row).
 - ``__hs_routed`` (bool): the emitter already chose every destination of the row.
+
+At-least-once adds two acking columns (absent otherwise):
+
+- ``__hs_roots`` (list<uint64>): the root ids of the tuple trees the row belongs to; set by the
+  emitter (a spout's new root, or the union of a bolt's anchors' roots).
+- ``__hs_key`` (uint64): the row's edge id, drawn by the stmgr for each destination copy.
 """
 
 from __future__ import annotations
@@ -23,11 +29,15 @@ PICKLED_KEY = b"heron_spark.pickled"
 _PICKLED_META = {PICKLED_KEY: b"1"}
 DESTS_COLUMN = "__hs_dests"
 ROUTED_COLUMN = "__hs_routed"
+ROOTS_COLUMN = "__hs_roots"
+KEY_COLUMN = "__hs_key"
+ROUTING_COLUMNS = (DESTS_COLUMN, ROUTED_COLUMN)
 EMPTY_COLUMN = "__hs_rows"  # placeholder so a stream with no fields still has a row count
 _NATIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
            bytes: pa.binary()}
 _NONE = type(None)
 _DESTS_TYPE = pa.list_(pa.int32())
+_ROOTS_TYPE = pa.list_(pa.uint64())
 
 
 def column_array(values: Sequence) -> tuple[pa.Array, bool]:
@@ -48,8 +58,11 @@ def column_array(values: Sequence) -> tuple[pa.Array, bool]:
 
 
 def encode(fields: Sequence[str], rows: Sequence[Sequence], dests: list | None = None,
-           routed: list | None = None) -> bytes:
-    """Encode ``rows`` (each a sequence of values in field order) as one Arrow IPC stream."""
+           routed: list | None = None, roots: tuple[list, list] | None = None) -> bytes:
+    """Encode ``rows`` (each a sequence of values in field order) as one Arrow IPC stream.
+
+    ``roots`` is ``(flat root ids, root count per row)`` when rows belong to tuple trees.
+    """
     count = len(rows)
     arrays, schema = [], []
     columns = list(zip(*rows)) if count else [()] * len(fields)
@@ -66,6 +79,13 @@ def encode(fields: Sequence[str], rows: Sequence[Sequence], dests: list | None =
     if routed is not None:
         arrays.append(pa.array(routed, type=pa.bool_()))
         schema.append(pa.field(ROUTED_COLUMN, pa.bool_()))
+    if roots is not None:
+        flat, counts = roots
+        offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+        np.cumsum(counts, out=offsets[1:])
+        arrays.append(pa.ListArray.from_arrays(pa.array(offsets),
+                                               pa.array(np.asarray(flat, dtype=np.uint64))))
+        schema.append(pa.field(ROOTS_COLUMN, _ROOTS_TYPE))
     return encode_batch(pa.RecordBatch.from_arrays(arrays, schema=pa.schema(schema)))
 
 
@@ -80,6 +100,35 @@ def encode_batch(batch: pa.RecordBatch) -> bytes:
 def decode(payload) -> pa.RecordBatch:
     """Return the record batch in Arrow IPC stream bytes."""
     return pa.ipc.open_stream(payload).read_next_batch()
+
+
+def with_keys(batch: pa.RecordBatch, keys: np.ndarray) -> pa.RecordBatch:
+    """Return ``batch`` with its edge-id column set to ``keys`` (uint64, one per row)."""
+    if KEY_COLUMN in batch.schema.names:
+        batch = batch.drop_columns([KEY_COLUMN])
+    return batch.append_column(pa.field(KEY_COLUMN, pa.uint64()), pa.array(keys, pa.uint64()))
+
+
+def root_lists(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Return a roots column as (flat uint64 root ids, root count per row)."""
+    offsets = column.offsets.to_numpy()
+    flat = column.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+    return flat, np.diff(offsets)
+
+
+def row_roots(batch: pa.RecordBatch) -> list[tuple[int, ...]] | None:
+    """Return each row's root ids as a tuple of ints, or None when the batch has no trees."""
+    if ROOTS_COLUMN not in batch.schema.names:
+        return None
+    flat, counts = root_lists(batch.column(ROOTS_COLUMN))
+    values = flat.tolist()
+    if counts.size and (counts == 1).all():
+        return [(v,) for v in values]
+    out, start = [], 0
+    for count in counts.tolist():
+        out.append(tuple(values[start:start + count]))
+        start += count
+    return out
 
 
 def is_pickled(field: pa.Field) -> bool:

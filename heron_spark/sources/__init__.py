@@ -1,0 +1,5 @@
+"""Built-in spouts."""
+
+from heron_spark.sources.file_spout import FileSpout
+
+__all__ = ["FileSpout"]

@@ -1,0 +1,98 @@
+"""At-least-once: XOR tuple trees, tracked by the stmgr of each tree's spout task.
+
+A spout tuple emitted with a message id roots a tree (root ids: ``wire.tree_ids``). Every
+copy of a tuple the stmgr routes gets a random 64-bit edge id, XORed into each of its roots'
+checksum once when routed and once when acked, so a checksum of zero means every edge of the
+tree was created and acked. All updates are vectorised per batch with NumPy; only the per-root
+dictionary step is a Python loop.
+
+Ordering keeps this sound: an instance's emits and acks travel the same connection in order,
+and its stmgr forwards the XOR updates of one tree owner over one peer connection in order,
+so a child's creation always reaches the owner before its parent's ack.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import numpy as np
+
+
+def xor_by_root(roots: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Combine (root, value) pairs: return unique roots and the XOR of each root's values."""
+    if roots.size == 0:
+        return roots, values
+    order = np.argsort(roots, kind="stable")
+    roots, values = roots[order], values[order]
+    starts = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1])))
+    return roots[starts], np.bitwise_xor.reduceat(values, starts)
+
+
+class XorLedger:
+    """Checksums of the open trees of this stmgr's spout tasks. Routing thread only.
+
+    Entries older than ``expiry_secs`` are forgotten (their spout has failed them by timeout
+    by then), so the ledger stays bounded even when acks are lost with a dead process.
+    """
+
+    def __init__(self, expiry_secs: float, clock=time.monotonic) -> None:
+        self._open: dict[int, int] = {}
+        self._expiry = expiry_secs
+        self._clock = clock
+        self._born: collections.deque = collections.deque()  # (time, root ids), oldest first
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def start(self, roots: np.ndarray, update_roots: np.ndarray,
+              update_values: np.ndarray) -> list[int]:
+        """Open trees ``roots`` with their first edges; return those already complete."""
+        new = roots.tolist()
+        opened = self._open
+        for root in new:
+            opened[root] = 0
+        self._born.append((self._clock(), new))
+        done = self.apply(update_roots, update_values)
+        unrouted = [root for root in new if opened.get(root) == 0]  # no subscriber took it
+        for root in unrouted:
+            del opened[root]
+        return done + unrouted
+
+    def apply(self, roots: np.ndarray, values: np.ndarray) -> list[int]:
+        """XOR ``values`` into the trees ``roots``; return the trees that completed.
+
+        Updates for unknown roots (trees already completed, failed or expired) are ignored.
+        """
+        done = []
+        unique, combined = xor_by_root(roots, values)
+        opened = self._open
+        for root, value in zip(unique.tolist(), combined.tolist()):
+            current = opened.get(root)
+            if current is None:
+                continue
+            current ^= value
+            if current == 0:
+                del opened[root]
+                done.append(root)
+            else:
+                opened[root] = current
+        return done
+
+    def fail(self, roots: np.ndarray) -> list[int]:
+        """Close trees ``roots`` as failed; return those that were open."""
+        failed = []
+        for root in np.unique(roots).tolist():
+            if self._open.pop(root, None) is not None:
+                failed.append(root)
+        return failed
+
+    def expire(self) -> int:
+        """Forget trees older than the expiry; return how many were still open."""
+        limit = self._clock() - self._expiry
+        dropped = 0
+        while self._born and self._born[0][0] < limit:
+            for root in self._born.popleft()[1]:
+                if self._open.pop(root, None) is not None:
+                    dropped += 1
+        return dropped

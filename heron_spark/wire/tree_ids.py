@@ -1,0 +1,29 @@
+"""Root ids of at-least-once tuple trees, and how arrays of them travel in protobuf messages.
+
+A root id is 64 bits: the spout task id in the top 16 bits (``ROOT_TASK_SHIFT``), a sequence
+number below. Any process can therefore tell which spout task, and so which stmgr, owns a
+tree. Arrays of root and edge ids travel as little-endian uint64 ``bytes`` fields.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+ROOT_TASK_SHIFT = 48
+ROOT_SEQUENCE_MASK = (1 << ROOT_TASK_SHIFT) - 1
+_U64 = np.dtype("<u8")
+
+
+def root_task(roots: np.ndarray) -> np.ndarray:
+    """Return the spout task id of each root id."""
+    return (roots >> np.uint64(ROOT_TASK_SHIFT)).astype(np.int64)
+
+
+def pack(values) -> bytes:
+    """Return uint64 ``values`` as the little-endian bytes protobuf messages carry."""
+    return np.asarray(values, dtype=_U64).tobytes()
+
+
+def unpack(raw: bytes) -> np.ndarray:
+    """Return the uint64 array in little-endian ``raw`` bytes."""
+    return np.frombuffer(raw, dtype=_U64).astype(np.uint64)

@@ -1,0 +1,128 @@
+"""At-least-once: the XOR ledger and spout trees in isolation, then real topologies.
+
+The end-to-end tests run ``reliable_word_count`` on Spark ``local[4]`` (two containers) and
+check the recorded output against counts computed here: exact after de-duplication, every
+line acked exactly once, and replays where a bolt failed or dropped tuples.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reliable_word_count as rwc
+from heron_spark.instance.acking import AckBuffer, SpoutTrees
+from heron_spark.scheduler.submit import submit
+from heron_spark.stmgr.acking import XorLedger, xor_by_root
+from heron_spark.wire import tree_ids
+
+TIMEOUT = 180
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _u64(values) -> np.ndarray:
+    return np.asarray(values, dtype=np.uint64)
+
+
+def test_xor_by_root_combines_values_per_root():
+    roots, values = xor_by_root(_u64([5, 3, 5, 3, 9]), _u64([1, 2, 4, 2, 8]))
+    assert dict(zip(roots.tolist(), values.tolist())) == {3: 0, 5: 5, 9: 8}
+
+
+def test_ledger_completes_a_tree_only_when_every_edge_is_acked():
+    ledger = XorLedger(expiry_secs=60)
+    root = (7 << tree_ids.ROOT_TASK_SHIFT) | 1
+    # the spout tuple goes to two tasks: edges a and b
+    assert ledger.start(_u64([root]), _u64([root, root]), _u64([0xA, 0xB])) == []
+    # the first bolt emits a child (edge c) anchored to the root, then acks a
+    assert ledger.apply(_u64([root]), _u64([0xC])) == []
+    assert ledger.apply(_u64([root]), _u64([0xA])) == []
+    # the child's ack arrives before b's
+    assert ledger.apply(_u64([root]), _u64([0xC])) == []
+    assert ledger.apply(_u64([root]), _u64([0xB])) == [root]
+    assert len(ledger) == 0
+    assert ledger.apply(_u64([root]), _u64([0xB])) == []  # late updates are ignored
+
+
+def test_ledger_completes_unrouted_trees_at_once_and_fails_and_expires():
+    clock = Clock()
+    ledger = XorLedger(expiry_secs=10, clock=clock)
+    assert ledger.start(_u64([1, 2]), _u64([2]), _u64([0xF])) == [1]  # root 1: no subscriber
+    assert ledger.fail(_u64([2, 2, 3])) == [2]
+    ledger.start(_u64([4]), _u64([4]), _u64([0xE]))
+    clock.now += 11
+    assert ledger.expire() == 1 and len(ledger) == 0
+
+
+def test_spout_trees_close_time_out_and_cap_pending():
+    clock = Clock()
+    trees = SpoutTrees(task_id=3, timeout_secs=5, max_pending=2, clock=clock)
+    first, second = trees.open("a"), trees.open("b")
+    assert tree_ids.root_task(_u64([first, second])).tolist() == [3, 3]
+    assert trees.full
+    assert trees.close(tree_ids.pack([first]), tree_ids.pack([])) == (["a"], [])
+    assert not trees.full
+    clock.now += 6
+    assert trees.expired() == ["b"]
+    assert trees.close(tree_ids.pack([second]), tree_ids.pack([])) == ([], [])  # too late
+    assert (trees.acked, trees.timed_out) == (1, 1)
+
+
+def test_ack_buffer_packs_one_pair_per_root():
+    from heron_spark.api.tuple import HeronTuple
+
+    buffer = AckBuffer()
+    buffer.ack(HeronTuple(0xAB, "c", "default", 1, (), 0.0, (10, 11)))
+    buffer.fail(HeronTuple(0xCD, "c", "default", 1, (), 0.0, (12,)))
+    buffer.ack(HeronTuple(None, "c", "default", 1, (), 0.0, ()))  # not in any tree
+    roots, keys, failed = buffer.take()
+    assert tree_ids.unpack(roots).tolist() == [10, 11]
+    assert tree_ids.unpack(keys).tolist() == [0xAB, 0xAB]
+    assert tree_ids.unpack(failed).tolist() == [12]
+    assert not buffer
+
+
+def _run(spark, tmp_path, name, lines=1500, **config):
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = rwc.write_corpus(corpus, lines)
+    topology = rwc.build(name, corpus, out, config=config)
+    handle = submit(topology, spark=spark.session, master="local[4]")
+    assert handle.wait(timeout=TIMEOUT) == "FINISHED"
+    return text, out, handle.metrics()
+
+
+def _check_exact(text, out):
+    raw, unique, _ = rwc.read_counts(out)
+    expected = rwc.expected_counts(text)
+    assert all(raw[word] >= count for word, count in expected.items())
+    assert unique == expected
+    acks, fails = rwc.read_spout_log(out)
+    positions = {f"corpus.txt:{i}" for i in range(len(text))}
+    assert set(acks) == positions and set(acks.values()) == {1}
+    return raw, fails
+
+
+@pytest.mark.parametrize("misbehave", ["", "fail", "drop"])
+def test_at_least_once_word_count_replays_failed_and_timed_out_lines(spark, tmp_path, misbehave):
+    text, out, metrics = _run(spark, tmp_path, f"alo-{misbehave or 'clean'}",
+                              **{rwc.MISBEHAVE: misbehave, "topology.message.timeout.secs": 3})
+    raw, fails = _check_exact(text, out)
+    every_7th = {f"corpus.txt:{i}" for i in range(0, len(text), 7)}
+    spout = metrics["lines"]
+    assert spout["__ack-count"] == len(text)
+    if misbehave == "":
+        assert not fails and spout["__fail-count"] == 0 and spout["__timeout-count"] == 0
+        assert raw == rwc.expected_counts(text)  # nothing replayed
+    elif misbehave == "fail":
+        assert set(fails) == every_7th  # each failed line was failed, and only those
+        assert spout["__fail-count"] >= len(every_7th) and spout["__timeout-count"] == 0
+    else:
+        assert set(fails) == every_7th  # replayed after the 3 s message timeout
+        assert spout["__timeout-count"] >= len(every_7th) and spout["__fail-count"] == 0
