@@ -39,6 +39,11 @@ FRAME_MAX_BYTES = "heron.frame.max.bytes"
 TRACKER_PORT = "heron.tracker.port"
 SPARK_SLOTS_WAIT_SECS = "heron.spark.slots.wait.secs"
 SPARK_JVM_BRIDGE = "heron.spark.jvm.bridge"
+INSTANCE_RESTART_MAX = "heron.instance.restart.max"
+STMGR_RESTART_MAX = "heron.stmgr.restart.max"
+RESTART_WINDOW_SECS = "heron.restart.window.secs"
+STAGE_RESUBMIT_MAX = "heron.stage.resubmit.max"
+STAGE_RESUBMIT_BACKOFF_SECS = "heron.stage.resubmit.backoff.secs"
 
 CONF_FILE_NAME = "heron_spark.yaml"
 CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
@@ -70,6 +75,15 @@ class SystemConfig:
     tracker_port: int = 0           # 0: any free port; -1: no tracker HTTP server
     spark_slots_wait_secs: float = 60.0
     spark_jvm_bridge: bool = False  # load jvm_bridge/ into a session submit() creates
+    # Failure recovery: a task failing more than instance_restart_max times (a stmgr dying more
+    # than stmgr_restart_max times) within restart_window_secs fails the topology (the Spark
+    # stage). A failed stage is resubmitted up to stage_resubmit_max times in a row, waiting
+    # stage_resubmit_backoff_secs, doubled on each attempt.
+    instance_restart_max: int = 5
+    stmgr_restart_max: int = 3
+    restart_window_secs: float = 60.0
+    stage_resubmit_max: int = 3
+    stage_resubmit_backoff_secs: float = 1.0
 
     def validate(self) -> "SystemConfig":
         """Return self, or raise ConfigError naming the first unusable value."""

@@ -46,6 +46,11 @@ class TopologyHandle:
         """Wall-clock time the topology ended."""
         return self._tmaster.ended_at
 
+    def status_detail(self) -> dict:
+        """The TMaster's view: state, detail, generation (stage resubmissions), registered
+        containers, heartbeats, drained tasks and failures per task id."""
+        return self._tmaster.status()
+
     def metrics(self) -> dict[str, dict[str, float]]:
         """Latest metrics summed per component (``__emit-count/<stream>``, ``__execute-count``,
         user metrics)."""

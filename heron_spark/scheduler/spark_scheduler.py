@@ -57,17 +57,25 @@ def check_slots(spark, needed: int, wait_secs: float) -> None:
 
 
 class BarrierStage:
-    """One run of the container stage in a background thread."""
+    """The container stage, run (and re-run after failures) in a background thread.
+
+    When a run fails, ``retry(error, task)`` decides: it returns the ``ContainerTask`` of the
+    next attempt (a new generation), or None to stop and report ``error`` to ``on_exit``.
+    """
 
     def __init__(self, spark, task: ContainerTask, containers: int,
-                 on_exit: Callable[[list | None, BaseException | None], None]) -> None:
+                 on_exit: Callable[[list | None, BaseException | None], None],
+                 retry: Callable[[BaseException, ContainerTask], ContainerTask | None]
+                 | None = None) -> None:
         self.spark = spark
         self.task = task
         self.containers = containers
         self.group = job_group(task.topology)
         self.result: list | None = None
         self.error: BaseException | None = None
+        self.attempts = 0
         self._on_exit = on_exit
+        self._retry = retry
         self.thread = threading.Thread(target=self._run, name=f"barrier-{task.topology}",
                                        daemon=True)
 
@@ -80,12 +88,22 @@ class BarrierStage:
         try:
             sc.setJobGroup(self.group, f"heron_spark topology {self.task.topology}",
                            interruptOnCancel=True)
-            rdd = sc.parallelize(range(self.containers), self.containers)
-            self.result = rdd.barrier().mapPartitions(self.task).collect()
+            while True:
+                self.attempts += 1
+                try:
+                    rdd = sc.parallelize(range(self.containers), self.containers)
+                    self.result = rdd.barrier().mapPartitions(self.task).collect()
+                    return
+                except Exception as exc:  # noqa: BLE001 - retried, or reported to the handle
+                    log.error("barrier stage of %s (generation %d) failed: %s",
+                              self.task.topology, self.task.generation,
+                              str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                    following = self._retry(exc, self.task) if self._retry is not None else None
+                    if following is None:
+                        raise
+                    self.task = following
         except BaseException as exc:  # noqa: BLE001 - reported to the handle, not swallowed
             self.error = exc
-            log.error("barrier stage of %s ended with an error: %s", self.task.topology,
-                      str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
         finally:
             self._on_exit(self.result, self.error)
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 import uuid
 import weakref
 from typing import Any
@@ -64,30 +67,54 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     packing = pack(plan, system.packing_algorithm)
     view = PlanView(plan, packing)
     statemgr = open_state_manager(system.statemgr)
-    _refuse_if_running(statemgr, plan.name)
-    spark = _spark_session(spark, master, system)
-    check_slots(spark, view.container_count, system.spark_slots_wait_secs)
+    try:
+        _refuse_if_running(statemgr, plan.name)  # fast path; the TMaster claim below decides
+        prior = statemgr.get_execution_state(plan.name) or {}
+        spark = _spark_session(spark, master, system)
+        check_slots(spark, view.container_count, system.spark_slots_wait_secs)
+    except BaseException:
+        statemgr.close()
+        raise
 
     definition = _pickling.dumps(plan)
-    topology_id = f"{plan.name}-{uuid.uuid4().hex[:12]}"
-    statemgr.set_topology(_topology_proto(plan, topology_id, definition))
-    statemgr.set_packing_plan(plan.name, packing)
+    resume = prior.get("state") in _LIVE_STATES  # its driver died without ending it
+    topology_id = prior.get("id") if resume else None
+    topology_id = topology_id or f"{plan.name}-{uuid.uuid4().hex[:12]}"
+    generation = int(prior.get("generation", 0)) + 1 if resume else 0
     secret = new_secret()
     local = is_local_master(spark.sparkContext.master)
     host = system.tmaster_host or ("127.0.0.1" if local else
                                    spark.sparkContext.getConf().get("spark.driver.host",
                                                                     "127.0.0.1"))
-    tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes).start()
-    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs)
+    tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
+                      generation, system.instance_restart_max, system.restart_window_secs)
     tracker = None
     if system.tracker_port >= 0:
         tracker = start_tracker(tmaster, host, system.tracker_port, secret)
+    try:
+        statemgr.claim_tmaster(plan.name, {
+            "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": secret,
+            "tracker_port": tracker.server_address[1] if tracker else -1})
+    except BaseException:
+        tmaster.close()
+        if tracker is not None:
+            tracker.shutdown()
+        statemgr.close()
+        raise
+    if resume:
+        log.warning("resuming topology %s (%s) from %s as generation %d: its last driver "
+                    "stopped while it was %s", plan.name, topology_id, statemgr.location,
+                    generation, prior.get("state"))
+    else:
+        statemgr.clear_spout_states(plan.name)  # a new run reads its sources from the start
+    statemgr.set_topology(_topology_proto(plan, topology_id, definition))
+    statemgr.set_packing_plan(plan.name, packing)
+    tmaster.start()
+    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs)
+    if tracker is not None:
         handle.tracker_url = f"http://{host}:{tracker.server_address[1]}"
-    statemgr.set_tmaster_location(plan.name, host, tmaster.port,
-                                  tracker.server_address[1] if tracker else -1, os.getpid(),
-                                  secret)
     task = ContainerTask(plan.name, definition, packing.SerializeToString(),
-                         _config_fields(system), secret, host, tmaster.port, 0, local)
+                         _config_fields(system), secret, host, tmaster.port, generation, local)
 
     def on_stage_exit(result, error) -> None:
         if error is not None and _is_cancellation(error):
@@ -99,12 +126,14 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         tmaster.close()
         if tracker is not None:
             tracker.shutdown()
-        statemgr.put(plan.name, "tmaster", b"{}")
+        statemgr.release_tmaster(plan.name)
+        statemgr.close()
 
     if system.spark_jvm_bridge and _bridge_loaded(spark):
         threading.Thread(target=_publish_gauges, args=(spark, tmaster, system), daemon=True,
                          name=f"gauges-{plan.name}").start()
-    stage = BarrierStage(spark, task, view.container_count, on_stage_exit)
+    stage = BarrierStage(spark, task, view.container_count, on_stage_exit,
+                         _resubmission_policy(tmaster, system))
     handle._attach(stage)
     stage.start()
     _install_sigterm(handle)
@@ -113,6 +142,35 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     log.info("submitted %s: %d containers, %d tasks; tracker %s", plan.name,
              view.container_count, len(view.task_component), handle.tracker_url)
     return handle
+
+
+def _resubmission_policy(tmaster: TMaster, system: SystemConfig):
+    """Return the ``retry`` callback of the barrier stage: resubmit a failed stage as a new
+    generation, at most ``heron.stage.resubmit.max`` times within ``heron.restart.window.secs``,
+    after a backoff that doubles each time."""
+    failures: collections.deque = collections.deque()
+
+    def retry(error: BaseException, task: ContainerTask) -> ContainerTask | None:
+        if _is_cancellation(error) or tmaster.state.ended:
+            return None
+        now = time.monotonic()
+        failures.append(now)
+        while failures and failures[0] < now - system.restart_window_secs:
+            failures.popleft()
+        if len(failures) > system.stage_resubmit_max:
+            log.error("topology %s: the barrier stage failed %d times within %g s; giving up",
+                      tmaster.name, len(failures), system.restart_window_secs)
+            return None
+        delay = system.stage_resubmit_backoff_secs * 2 ** (len(failures) - 1)
+        log.warning("topology %s: resubmitting the barrier stage in %.1f s (%d of %d)",
+                    tmaster.name, delay, len(failures), system.stage_resubmit_max)
+        if tmaster.done.wait(delay):
+            return None  # killed meanwhile
+        generation = tmaster.generation + 1
+        tmaster.begin_generation(generation)
+        return dataclasses.replace(task, generation=generation)
+
+    return retry
 
 
 def submit_from_builder(topology: type):
@@ -162,7 +220,7 @@ def _spark_error_summary(error: BaseException) -> str:
 def _refuse_if_running(statemgr, name: str) -> None:
     state = statemgr.get_execution_state(name) or {}
     location = statemgr.get_tmaster_location(name) or {}
-    if state.get("state") in ("STARTING", "RUNNING") and location.get("port"):
+    if state.get("state") in _LIVE_STATES and location.get("port"):
         from heron_spark.tmaster.client import tmaster_status
 
         if tmaster_status(statemgr, name) is not None:
@@ -212,8 +270,6 @@ def _topology_proto(plan: LogicalPlan, topology_id: str, definition: bytes):
 
 
 def _config_fields(system: SystemConfig) -> dict:
-    import dataclasses
-
     return dataclasses.asdict(system)
 
 
@@ -226,6 +282,7 @@ def _check_driver() -> None:
         raise WrongPlaceError("submit() runs on the Spark driver, not inside a Spark task")
 
 
+_LIVE_STATES = ("STARTING", "RUNNING")
 _LIVE_HANDLES: "weakref.WeakSet[TopologyHandle]" = weakref.WeakSet()
 _SIGTERM_INSTALLED = False
 
@@ -240,7 +297,7 @@ def _install_sigterm(handle: TopologyHandle) -> None:
 
     def on_sigterm(signum, frame) -> None:
         for live in list(_LIVE_HANDLES):
-            if live.status in ("STARTING", "RUNNING"):
+            if live.status in _LIVE_STATES:
                 live.kill()
         if callable(previous):
             previous(signum, frame)

@@ -9,6 +9,7 @@ topology has ended.
 
 from __future__ import annotations
 
+import collections
 import enum
 import logging
 import threading
@@ -45,7 +46,8 @@ class TMaster:
     """See the module docstring."""
 
     def __init__(self, plan: PlanView, statemgr: StateManager, secret: str, host: str,
-                 topology_id: str, frame_max_bytes: int, generation: int = 0) -> None:
+                 topology_id: str, frame_max_bytes: int, generation: int = 0,
+                 restart_max: int = 5, restart_window_secs: float = 60.0) -> None:
         self.plan = plan
         self.name = plan.logical.name
         self.topology_id = topology_id
@@ -63,6 +65,10 @@ class TMaster:
         self.drained: set[int] = set()
         self.all_tasks = set(plan.task_component)
         self.metrics: dict[tuple[str, int], dict[str, float]] = {}
+        self.restart_max = restart_max
+        self.restart_window_secs = restart_window_secs
+        self.failures: collections.Counter = collections.Counter()  # task id -> failures
+        self._recent_failures: dict[int, collections.deque] = {}
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self.done = threading.Event()
@@ -100,14 +106,18 @@ class TMaster:
         with self._lock:
             if conn.peer_role == "stmgr" and self.stmgrs.get(conn.peer_id) is conn \
                     and not self.state.ended:
-                self._end(TopologyState.FAILED,
-                          f"stmgr of container {conn.peer_id} disconnected before the end")
+                # Its container restarts it (it registers again), or the Spark stage fails and
+                # the driver resubmits it: either way the topology goes on.
+                log.warning("stmgr of container %d disconnected; waiting for it to register "
+                            "again", conn.peer_id)
 
     def _on_stmgr_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         message = tmaster_pb2.StmgrToTmaster()
         message.ParseFromString(payload)
         body = message.WhichOneof("body")
         with self._lock:
+            if self.stmgrs.get(conn.peer_id) is not conn:
+                return  # a stmgr of an earlier generation, or one replaced since
             if body == "heartbeat":
                 self.heartbeats[message.heartbeat.container_index] = time.time()
             elif body == "register":
@@ -117,15 +127,45 @@ class TMaster:
                 if self.drained >= self.all_tasks and not self.state.ended:
                     self._end(TopologyState.FINISHED, "every spout exhausted, every task drained")
             elif body == "instance_failed":
-                failed = message.instance_failed
-                log.error("task %d of %s failed: %s", failed.task_id, failed.component,
-                          failed.error.strip().splitlines()[-1:] or "")
-                if not self.state.ended:
-                    self.failure = failed
-                    self._end(TopologyState.FAILED, f"task {failed.task_id} of component "
-                                                    f"{failed.component!r} failed")
+                self._on_instance_failed(message.instance_failed)
+
+    def _on_instance_failed(self, failed: tmaster_pb2.InstanceFailed) -> None:
+        """Count a task's failure; fail the topology once it fails too often (its container
+        restarts it otherwise)."""
+        self.failures[failed.task_id] += 1
+        log.error("task %d of %s failed (%d so far): %s", failed.task_id, failed.component,
+                  self.failures[failed.task_id], failed.error.strip().splitlines()[-1:] or "")
+        self.failure = failed
+        now = time.monotonic()
+        recent = self._recent_failures.setdefault(failed.task_id, collections.deque())
+        recent.append(now)
+        while recent and recent[0] < now - self.restart_window_secs:
+            recent.popleft()
+        if len(recent) > self.restart_max and not self.state.ended:
+            self._end(TopologyState.FAILED,
+                      f"task {failed.task_id} of component {failed.component!r} failed "
+                      f"{len(recent)} times within {self.restart_window_secs:g} s")
+
+    def begin_generation(self, generation: int) -> None:
+        """Forget the containers of the failed stage: a new one (``generation``) starts now."""
+        with self._lock:
+            self.generation = generation
+            old = list(self.stmgrs.values())
+            self.stmgrs.clear()
+            self.registrations.clear()
+            self.heartbeats.clear()
+            self.drained.clear()  # every task runs again: bounded spouts replay, bolts re-drain
+            self.physical_plan = None
+            self._save_state()
+        for conn in old:
+            conn.close()  # any stmgr of the old stage still alive exits on its own
+        log.info("topology %s: containers resubmitted as generation %d", self.name, generation)
 
     def _on_register(self, register: tmaster_pb2.RegisterStmgr) -> None:
+        if register.generation != self.generation:
+            log.warning("ignoring stmgr %d of generation %d (current %d)",
+                        register.container_index, register.generation, self.generation)
+            return
         previous = self.registrations.get(register.container_index)
         self.registrations[register.container_index] = register
         self.heartbeats[register.container_index] = time.time()
@@ -139,6 +179,8 @@ class TMaster:
             self._broadcast_plan()
 
     def _broadcast_plan(self) -> None:
+        if self.state.ended:
+            return
         plan = physical_plan_pb2.PhysicalPlan(topology_name=self.name,
                                               topology_id=self.topology_id,
                                               generation=self.generation)
@@ -221,6 +263,9 @@ class TMaster:
                 totals = out.setdefault(component, {})
                 for name, value in values.items():
                     totals[name] = totals.get(name, 0.0) + value
+            for task, count in self.failures.items():
+                totals = out.setdefault(self.plan.task_component[task], {})
+                totals["__instance-failures"] = totals.get("__instance-failures", 0.0) + count
             return out
 
     def status(self) -> dict:
@@ -231,7 +276,9 @@ class TMaster:
                     "ended_at": self.ended_at, "containers": self.plan.container_count,
                     "registered": sorted(self.registrations),
                     "heartbeats": {str(k): v for k, v in self.heartbeats.items()},
-                    "drained_tasks": len(self.drained), "tasks": len(self.all_tasks)}
+                    "drained_tasks": len(self.drained), "tasks": len(self.all_tasks),
+                    "generation": self.generation,
+                    "instance_failures": {str(k): v for k, v in self.failures.items()}}
 
     def _save_state(self) -> None:
         self.statemgr.set_execution_state(self.name, self.status())
