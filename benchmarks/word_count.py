@@ -1,4 +1,7 @@
-"""Word-count benchmark, at-most-once, Spark local[*], 2 containers.
+"""Word-count benchmark, at-most-once and at-least-once, Spark local[*], 2 containers.
+
+Under ATLEAST_ONCE every sentence is emitted with a message id, every word is anchored to its
+sentence, and both bolts ack: each sentence's tuple tree is tracked by the stmgrs.
 
 Prints (median of --runs runs):
 - throughput: words counted per second by the count bolts, from the first to the last word
@@ -8,6 +11,7 @@ Prints (median of --runs runs):
   same machine), with the spouts paced to --rate words/s in total.
 
 Run: python benchmarks/word_count.py [--runs 3] [--sentences 100000] [--rate 50000]
+                                    [--modes ATMOST_ONCE,ATLEAST_ONCE] [--max-pending N]
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ class TimedSentenceSpout(Spout):
             now = time.time()
             if self.interval and now < self.next_at:
                 return
-            self.emit([CORPUS[self.position % len(CORPUS)], now])
+            self.emit([CORPUS[self.position % len(CORPUS)], now], tup_id=self.position)
             self.position += 1
             self.left -= 1
             self.next_at += self.interval
@@ -67,7 +71,8 @@ class TimedSplitBolt(Bolt):
     def process(self, tup):
         sentence, ts = tup.values
         for word in sentence.split():
-            self.emit([word, ts])
+            self.emit([word, ts], anchors=[tup])
+        self.ack(tup)
 
 
 class TimedCountBolt(Bolt):
@@ -91,6 +96,7 @@ class TimedCountBolt(Bolt):
         self.n += 1
         if self.n % 16 == 0:
             self.samples.append((ts, now - ts))
+        self.ack(tup)
 
     def end_of_input(self):
         self.out.write_text(json.dumps({"first": self.first, "last": self.last,
@@ -98,19 +104,24 @@ class TimedCountBolt(Bolt):
                                         "samples": self.samples}))
 
 
-def build(sentences: int, rate_per_task: float, out_dir: str) -> type:
+def build(sentences: int, rate_per_task: float, out_dir: str, mode: str,
+          max_pending: int) -> type:
     builder = TopologyBuilder("bench_word_count")
     spout = builder.add_spout("sentence", TimedSentenceSpout, par=2)
     split = builder.add_bolt("split", TimedSplitBolt, par=2, inputs={spout: Grouping.SHUFFLE})
     builder.add_bolt("count", TimedCountBolt, par=2, inputs={split: Grouping.fields("word")})
-    builder.set_config({"topology.stmgrs": 2, SENTENCES: sentences, RATE: rate_per_task,
-                        OUT_DIR: out_dir})
+    config = {"topology.stmgrs": 2, SENTENCES: sentences, RATE: rate_per_task,
+              OUT_DIR: out_dir, "topology.reliability.mode": mode}
+    if max_pending:
+        config["topology.max.spout.pending"] = max_pending
+    builder.set_config(config)
     return builder.build()
 
 
-def run_once(sentences: int, rate: float, conf: dict | None = None) -> dict:
+def run_once(sentences: int, rate: float, conf: dict, mode: str, max_pending: int) -> dict:
     out_dir = tempfile.mkdtemp(prefix="bench_wc_")
-    handle = submit(build(sentences, rate / 2, out_dir), master="local[*]", conf=conf)
+    handle = submit(build(sentences, rate / 2, out_dir, mode, max_pending), master="local[*]",
+                    conf=conf)
     status = handle.wait(timeout=900)
     results = [json.loads(p.read_text()) for p in Path(out_dir).glob("count-*.json")]
     words = sum(r["words"] for r in results)
@@ -122,7 +133,8 @@ def run_once(sentences: int, rate: float, conf: dict | None = None) -> dict:
     per_second = {}
     for emitted, lat in pairs:
         per_second.setdefault(int(emitted - start), []).append(lat)
-    return {"status": status, "words": words,
+    acked = handle.metrics().get("sentence", {}).get("__ack-count", 0)
+    return {"status": status, "words": words, "acked": acked,
             "steady_words_per_s": words / max(last - first, 1e-9),
             "whole_run_words_per_s": words / max(handle.ended_at - handle.started_at, 1e-9),
             "p50_ms": 1000 * samples[len(samples) // 2] if samples else float("nan"),
@@ -144,27 +156,38 @@ def main(argv=None) -> int:
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--flush-ms", type=float, default=None,
                         help="heron.batch.flush.interval.ms (default: the configured one)")
+    parser.add_argument("--modes", default="ATMOST_ONCE,ATLEAST_ONCE")
+    parser.add_argument("--max-pending", type=int, default=0,
+                        help="topology.max.spout.pending under ATLEAST_ONCE (0: unbounded)")
     args = parser.parse_args(argv)
     conf = {} if args.flush_ms is None else {"heron.batch.flush.interval.ms": args.flush_ms}
-    fast = [run_once(args.sentences, 0, conf) for _ in range(args.runs)]
+    for mode in args.modes.split(","):
+        bench_mode(args, conf, mode)
+    return 0
+
+
+def bench_mode(args, conf: dict, mode: str) -> None:
+    pending = args.max_pending if mode == "ATLEAST_ONCE" else 0
+    fast = [run_once(args.sentences, 0, conf, mode, pending) for _ in range(args.runs)]
     for r in fast:
-        print(f"  max-speed run: {r['status']} {r['words']} words, "
+        print(f"  {mode} max-speed run: {r['status']} {r['words']} words, "
+              f"{r['acked']:.0f} sentences acked, "
               f"{r['steady_words_per_s']:,.0f} words/s steady, "
               f"{r['whole_run_words_per_s']:,.0f} words/s whole run", flush=True)
     paced_sentences = int(args.rate * args.latency_seconds / WORDS_PER_SENTENCE / 2)
-    paced = [run_once(paced_sentences, args.rate, conf) for _ in range(args.runs)]
+    paced = [run_once(paced_sentences, args.rate, conf, mode, pending) for _ in range(args.runs)]
     for r in paced:
-        print(f"  paced run at {args.rate:,.0f} words/s: {r['status']} "
+        print(f"  {mode} paced run at {args.rate:,.0f} words/s: {r['status']} "
               f"{r['steady_words_per_s']:,.0f} words/s, p50 {r['p50_ms']:.2f} ms, "
               f"p99 {r['p99_ms']:.2f} ms", flush=True)
-    print("word count, ATMOST_ONCE, local[*], 2 containers, 2 spouts / 2 split / 2 count tasks")
+    print(f"word count, {mode}, local[*], 2 containers, 2 spouts / 2 split / 2 count tasks"
+          + (f", max spout pending {pending}" if pending else ""))
     print(f"throughput (median of {args.runs}): "
           f"{statistics.median(r['steady_words_per_s'] for r in fast):,.0f} words/s steady, "
           f"{statistics.median(r['whole_run_words_per_s'] for r in fast):,.0f} words/s whole run")
     print(f"latency at {args.rate:,.0f} words/s (median of {args.runs}): "
           f"p50 {statistics.median(r['p50_ms'] for r in paced):.2f} ms, "
-          f"p99 {statistics.median(r['p99_ms'] for r in paced):.2f} ms")
-    return 0
+          f"p99 {statistics.median(r['p99_ms'] for r in paced):.2f} ms", flush=True)
 
 
 if __name__ == "__main__":

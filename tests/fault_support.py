@@ -1,0 +1,113 @@
+"""Finding and killing a topology's real processes (for the fault tests), and waiting.
+
+Processes are found through ``/proc/<pid>/cmdline``: every heron_spark child runs
+``python -m heron_spark.<role> --workdir <work dir>/<topology>/gen-<g>/container-<i> ...``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Callable
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def find(work_dir: Path, role: str, *, component: str | None = None,
+         container: int | None = None) -> list[int]:
+    """Return the pids of live ``heron_spark.<role>`` processes under ``work_dir``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        args = _cmdline(int(entry.name))
+        if f"heron_spark.{role}" not in args or "--workdir" not in args:
+            continue
+        folder = args[args.index("--workdir") + 1]
+        if not folder.startswith(str(work_dir)):
+            continue
+        if component is not None and _option(args, "--component") != component:
+            continue
+        if container is not None and not folder.endswith(f"container-{container}"):
+            continue
+        if _state(int(entry.name)) not in ("Z", "X", ""):
+            found.append(int(entry.name))
+    return sorted(found)
+
+
+def _option(args: list[str], name: str) -> str | None:
+    return args[args.index(name) + 1] if name in args else None
+
+
+def _state(pid: int) -> str:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("State:"):
+                return line.split()[1]
+    except OSError:
+        pass
+    return ""
+
+
+def task_of(pid: int) -> int | None:
+    """Return the ``--task-id`` of an instance process."""
+    value = _option(_cmdline(pid), "--task-id")
+    return None if value is None else int(value)
+
+
+def parent_of(pid: int) -> int:
+    """Return the parent pid of ``pid``."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return int(fields[1])
+
+
+def kill9(pid: int) -> None:
+    """``kill -9 pid``."""
+    os.kill(pid, signal.SIGKILL)
+
+
+def wait_for(predicate: Callable[[], object], timeout: float, what: str, poll: float = 0.05):
+    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(poll)
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """Return the peak resident set size (VmHWM) of a live process, or 0."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def import_baseline_rss() -> int:
+    """Return the peak RSS of a fresh Python that imported what stmgrs and instances import."""
+    import subprocess
+    import sys
+
+    code = ("import heron_spark.stmgr.server, heron_spark.instance.runtime\n"
+            "from heron_spark.wire import tuple_batch\n"
+            "tuple_batch.decode(tuple_batch.encode(['a'], [(1,)]))\n"
+            "import os\n"
+            "print(open(f'/proc/{os.getpid()}/status').read())")
+    status = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            check=True).stdout
+    return next(int(line.split()[1]) * 1024 for line in status.splitlines()
+                if line.startswith("VmHWM:"))
