@@ -79,6 +79,8 @@ class InstanceRuntime:
         self.auto_ack = False
         self._current: HeronTuple | None = None  # auto-ack: the tuple in process()
         self._settled = False                     # auto-ack: process() acked or failed it
+        self._acks_since: float | None = None     # oldest buffered ack waiting for a flush
+        self._flush_secs = self.config.batch_flush_interval_ms / 1000.0
         self.executed = 0
         self.metrics_dropped = 0
         self._stmgr_gone = False
@@ -284,6 +286,7 @@ class InstanceRuntime:
             if not upstream:
                 self.component.end_of_input()
                 self.collector.flush_all()
+                self._send_acks(force=True)
                 self._control(stmgr_pb2.InstanceToStmgr(
                     exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
                 self.logger.info("bolt task %d drained", self.task_id)
@@ -321,11 +324,23 @@ class InstanceRuntime:
         finally:
             self._current = None
 
-    def _send_acks(self) -> None:
-        """Send buffered acks and fails, after the emits they may anchor (order matters)."""
+    def _send_acks(self, force: bool = False) -> None:
+        """Send buffered acks and fails once the emits they may anchor have left.
+
+        Order matters (a child's creation must reach the stmgr before its parent's ack), so
+        acks wait while emits are buffered, riding behind the next flush; a bolt that keeps
+        emitting flushes everything after at most one flush interval (or when ``force``).
+        """
         if not self.acks:
             return
-        self.collector.flush_all()
+        if self.collector.pending:
+            now = time.monotonic()
+            if self._acks_since is None:
+                self._acks_since = now
+            if not force and now - self._acks_since < self._flush_secs:
+                return
+            self.collector.flush_all()
+        self._acks_since = None
         roots, edge_ids, failed = self.acks.take()
         if roots:
             self._control(stmgr_pb2.InstanceToStmgr(
@@ -334,8 +349,8 @@ class InstanceRuntime:
             self._control(stmgr_pb2.InstanceToStmgr(fails=stmgr_pb2.FailBatch(roots=failed)))
 
     def _housekeeping(self) -> None:
-        self._send_acks()
         self.collector.flush_due(time.monotonic())
+        self._send_acks()
         self._publish_metrics()
 
     def _drain_control(self) -> None:
@@ -376,6 +391,7 @@ class InstanceRuntime:
             reason = tmaster_pb2.ShutdownReason.Name(message.shutdown.reason)
             self.logger.info("shutdown (%s) %s", reason, message.shutdown.detail)
             self.collector.flush_all()
+            self._send_acks(force=True)
             raise _Stop(0)
 
     def _close_component(self) -> None:
