@@ -91,6 +91,18 @@ class SplitBolt(Bolt):
         self.ack(tup)
 
 
+class AutoAckSplitBolt(Bolt):
+    """The same split without anchoring or acking: the runtime does both (``auto_ack``)."""
+
+    outputs = [Stream(fields=["word", "position", "index"])]
+    auto_ack = True
+
+    def process(self, tup):
+        line, position = tup.values
+        for index, word in enumerate(line.split()):
+            self.emit([word, position, index])
+
+
 class RecordingCountBolt(Bolt):
     """Records each word occurrence it acks."""
 
@@ -106,13 +118,14 @@ class RecordingCountBolt(Bolt):
 
 
 def build(name: str, corpus: Path, out: Path, *, spouts: int = 2, splits: int = 2,
-          counts: int = 2, containers: int = 2, config: dict | None = None):
+          counts: int = 2, containers: int = 2, config: dict | None = None,
+          auto_ack: bool = False):
     """Return the at-least-once word-count topology class."""
     builder = TopologyBuilder(name)
     spout = builder.add_spout("lines", LoggingFileSpout, par=spouts,
                               config={**LoggingFileSpout.settings(str(corpus)), OUT: str(out)})
-    split = builder.add_bolt("split", SplitBolt, par=splits, inputs={spout: Grouping.SHUFFLE},
-                             config={OUT: str(out)})
+    split = builder.add_bolt("split", AutoAckSplitBolt if auto_ack else SplitBolt, par=splits,
+                             inputs={spout: Grouping.SHUFFLE}, config={OUT: str(out)})
     builder.add_bolt("count", RecordingCountBolt, par=counts,
                      inputs={split: Grouping.fields("word")}, config={OUT: str(out)})
     builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE", "topology.stmgrs": containers,

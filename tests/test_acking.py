@@ -89,10 +89,10 @@ def test_ack_buffer_packs_one_pair_per_root():
     assert not buffer
 
 
-def _run(spark, tmp_path, name, lines=1500, **config):
+def _run(spark, tmp_path, name, lines=1500, auto_ack=False, **config):
     corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
     text = rwc.write_corpus(corpus, lines)
-    topology = rwc.build(name, corpus, out, config=config)
+    topology = rwc.build(name, corpus, out, config=config, auto_ack=auto_ack)
     handle = submit(topology, spark=spark.session, master="local[4]")
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
     return text, out, handle.metrics()
@@ -126,3 +126,11 @@ def test_at_least_once_word_count_replays_failed_and_timed_out_lines(spark, tmp_
     else:
         assert set(fails) == every_7th  # replayed after the 3 s message timeout
         assert spout["__timeout-count"] >= len(every_7th) and spout["__fail-count"] == 0
+
+
+def test_auto_ack_bolt_anchors_and_acks_for_its_user(spark, tmp_path):
+    text, out, metrics = _run(spark, tmp_path, "alo-auto", auto_ack=True)
+    raw, fails = _check_exact(text, out)
+    assert not fails and raw == rwc.expected_counts(text)
+    assert metrics["split"]["__ack-count"] == len(text)  # acked by the runtime
+    assert metrics["lines"]["__ack-count"] == len(text)

@@ -14,6 +14,10 @@ class Bolt(BaseComponent):
     ``process_tick`` every ``topology.tick.tuple.freq.secs`` seconds when that key is set.
     """
 
+    auto_ack = False
+    """At-least-once: ack every input after ``process`` returns (unless it acked or failed it
+    itself) and anchor emits to it. Also set by the component config ``topology.bolt.auto.ack``."""
+
     def process(self, tup) -> None:
         """Handle one input tuple; may emit, ack or fail."""
         raise NotImplementedError(f"{type(self).__name__} must implement process()")

@@ -47,5 +47,10 @@ class Spout(BaseComponent):
         return self.delegate.emit(tup, stream, tup_id, None, direct_task, need_task_ids)
 
     def declare_exhausted(self) -> None:
-        """Tell the runtime this spout will emit nothing more (bounded sources only)."""
+        """Tell the runtime this spout will emit nothing more (bounded sources only).
+
+        Under at-least-once the spout ends only once all its tuple trees are closed; a
+        ``fail`` meanwhile makes ``next_tuple`` run again (to replay), so declare exhaustion
+        again once the replays are out.
+        """
         self.delegate.declare_exhausted()
