@@ -1,6 +1,6 @@
 """Backpressure: a bolt sleeping 10 ms per tuple behind a spout that could emit far faster.
 
-The spout emits 256 KiB tuples (200 MiB in all) to a slow bolt with one task in each of
+The spout emits 256 KiB tuples (300 MiB in all) to a slow bolt with one task in each of
 two containers, so both the local stmgr and the remote one must hold the spout back. The run
 must end with exactly the emitted tuples processed, report time spent in backpressure (per
 stmgr and for the slow component), and keep the peak RSS of every process under a bound set
@@ -18,10 +18,10 @@ from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 from heron_spark.scheduler.submit import submit
 
 MiB = 1024 * 1024
-TUPLES = 800
+TUPLES = 1200
 PAYLOAD_BYTES = 256 * 1024
 OUT = "test.out.dir"
-ALLOWANCE = 64 * MiB
+ALLOWANCE = 96 * MiB
 HIGH, LOW = 2 * MiB, 1 * MiB
 CONF = {"heron.stmgr.backpressure.high.water.bytes": HIGH,
         "heron.stmgr.backpressure.low.water.bytes": LOW,
