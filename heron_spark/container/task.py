@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 from heron_spark import _process
+from heron_spark._failure_window import FailureWindow
 from heron_spark.config import SystemConfig
 from heron_spark.container.files import ContainerFiles
 from heron_spark.errors import WrongPlaceError
@@ -115,7 +116,7 @@ class _Supervisor:
         self.instances: dict[int, subprocess.Popen] = {}
         self.instance_restarts: collections.Counter = collections.Counter()
         self.stmgr_restarts = 0
-        self._stmgr_deaths: collections.deque = collections.deque()
+        self._stmgr_deaths = FailureWindow(config.restart_window_secs)
 
     def run(self) -> int:
         """Start everything; return the stmgr's exit code once it ends for good."""
@@ -169,12 +170,9 @@ class _Supervisor:
         self._spawn_instance(task_id)
 
     def _restart_stmgr(self, code: int) -> None:
-        now = time.monotonic()
-        self._stmgr_deaths.append(now)
-        while self._stmgr_deaths and self._stmgr_deaths[0] < now - self.config.restart_window_secs:
-            self._stmgr_deaths.popleft()
-        if len(self._stmgr_deaths) > self.config.stmgr_restart_max:
-            raise RuntimeError(f"container {self.index}: the stmgr died {len(self._stmgr_deaths)} "
+        deaths = self._stmgr_deaths.record()
+        if deaths > self.config.stmgr_restart_max:
+            raise RuntimeError(f"container {self.index}: the stmgr died {deaths} "
                                f"times within {self.config.restart_window_secs} s (last exit "
                                f"code {code}); see {self.files.logs / 'stmgr.log'}")
         self.stmgr_restarts += 1

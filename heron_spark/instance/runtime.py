@@ -21,6 +21,7 @@ from heron_spark.container.files import ContainerFiles
 from heron_spark.instance.acking import AckBuffer, SpoutTrees
 from heron_spark.instance.collector import OutputCollector
 from heron_spark.instance.context import InstanceContext
+from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.proto import metrics_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.wire import frames, tuple_batch
 from heron_spark.wire.connection import Connection, ConnectionClosed, dial_with_retry
@@ -108,21 +109,22 @@ class InstanceRuntime:
 
     def ack(self, tup) -> None:
         """Record ``tup`` processed (at-least-once; nothing to do at-most-once)."""
-        if tup is self._current:
-            if self._settled:
-                return
-            self._settled = True
-        if self.reliable:
+        if self.reliable and self._settle(tup):
             self.acks.ack(tup)
 
     def fail(self, tup) -> None:
         """Record ``tup`` failed: its spouts replay their trees (at-least-once)."""
-        if tup is self._current:
-            if self._settled:
-                return
-            self._settled = True
-        if self.reliable:
+        if self.reliable and self._settle(tup):
             self.acks.fail(tup)
+
+    def _settle(self, tup) -> bool:
+        """Return False when ``tup`` is auto-ack's current input and was already settled."""
+        if tup is not self._current:
+            return True
+        if self._settled:
+            return False
+        self._settled = True
+        return True
 
     def declare_exhausted(self) -> None:
         self.exhausted = True
@@ -178,7 +180,7 @@ class InstanceRuntime:
         if not self.reliable:
             return
         if self.decl.is_spout:
-            timeout = float(config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30) or 30)
+            timeout = message_timeout_secs(config)
             if str(config.get(keys.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True)).lower() == "false":
                 timeout = None
             pending = config.get(keys.TOPOLOGY_MAX_SPOUT_PENDING)

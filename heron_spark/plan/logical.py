@@ -95,6 +95,14 @@ def reliability_mode(config: dict) -> str:
     return mode or keys.TopologyReliabilityMode.ATMOST_ONCE
 
 
+DEFAULT_MESSAGE_TIMEOUT_SECS = 30.0
+
+
+def message_timeout_secs(config: dict) -> float:
+    """Read ``topology.message.timeout.secs`` (heronpy's default: 30 s)."""
+    return float(config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or DEFAULT_MESSAGE_TIMEOUT_SECS)
+
+
 def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
     """Validate ``topology`` (a ``Topology`` subclass) and return its logical plan."""
     specs: list[HeronComponentSpec] = list(getattr(topology, "_heron_specs", None) or [])

@@ -2,19 +2,18 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import logging
 import os
 import signal
 import sys
 import threading
-import time
 import uuid
 import weakref
 from typing import Any
 
 from heron_spark import _pickling
+from heron_spark._failure_window import FailureWindow
 from heron_spark.config import (SystemConfig, build_system_config, read_conf_file)
 from heron_spark.container.task import ContainerTask
 from heron_spark.errors import TopologyStateError, TopologyTypeError, WrongPlaceError
@@ -148,22 +147,19 @@ def _resubmission_policy(tmaster: TMaster, system: SystemConfig):
     """Return the ``retry`` callback of the barrier stage: resubmit a failed stage as a new
     generation, at most ``heron.stage.resubmit.max`` times within ``heron.restart.window.secs``,
     after a backoff that doubles each time."""
-    failures: collections.deque = collections.deque()
+    failures = FailureWindow(system.restart_window_secs)
 
     def retry(error: BaseException, task: ContainerTask) -> ContainerTask | None:
         if _is_cancellation(error) or tmaster.state.ended:
             return None
-        now = time.monotonic()
-        failures.append(now)
-        while failures and failures[0] < now - system.restart_window_secs:
-            failures.popleft()
-        if len(failures) > system.stage_resubmit_max:
+        recent = failures.record()
+        if recent > system.stage_resubmit_max:
             log.error("topology %s: the barrier stage failed %d times within %g s; giving up",
-                      tmaster.name, len(failures), system.restart_window_secs)
+                      tmaster.name, recent, system.restart_window_secs)
             return None
-        delay = system.stage_resubmit_backoff_secs * 2 ** (len(failures) - 1)
+        delay = system.stage_resubmit_backoff_secs * 2 ** (recent - 1)
         log.warning("topology %s: resubmitting the barrier stage in %.1f s (%d of %d)",
-                    tmaster.name, delay, len(failures), system.stage_resubmit_max)
+                    tmaster.name, delay, recent, system.stage_resubmit_max)
         if tmaster.done.wait(delay):
             return None  # killed meanwhile
         generation = tmaster.generation + 1

@@ -194,11 +194,6 @@ class FileSpout(Spout):
         for file in self._files:
             file.close()
 
-    @property
-    def acked_total(self) -> int:
-        """Lines acked over every run of this task (as committed, plus since the last commit)."""
-        return self._acked_total
-
     def _maybe_commit(self) -> None:
         if self._dirty and time.monotonic() - self._committed_at >= self._interval:
             self._commit()

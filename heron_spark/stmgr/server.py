@@ -18,8 +18,8 @@ import time
 import numpy as np
 
 from heron_spark import _process
-from heron_spark.api import api_constants as keys
 from heron_spark.container.files import ContainerFiles
+from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.stmgr import acking
@@ -56,8 +56,8 @@ class StreamManager:
         self.peers: dict[int, Connection] = {}     # outbound, one per other container
         self.inbound_peers: list[Connection] = []
         self.router = Router(self.plan)
-        timeout = float(self.plan.logical.config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS, 30) or 30)
-        self.ledger = acking.XorLedger(expiry_secs=2 * timeout)
+        self.ledger = acking.XorLedger(
+            expiry_secs=2 * message_timeout_secs(self.plan.logical.config))
         self._rng = np.random.default_rng()
         self._owner = np.full(max(self.plan.task_component) + 1, -1, dtype=np.int64)
         for task, container in self.plan.task_container.items():
@@ -167,12 +167,9 @@ class StreamManager:
         elif source == FROM_PEER:
             if kind == frames.DATA:
                 header, body = frames.split_data(payload)
-                conn = self.instances.get(header.dest_task)
-                if conn is not None and not conn.closed:
-                    conn_frame = frames.frame(frames.DATA, payload)
-                    self._send(conn, conn_frame)
-                elif header.kind == stmgr_pb2.TUPLES:
-                    self.tuples_dropped += tuple_batch.decode(body).num_rows
+                if not self._deliver_local(header.dest_task, frames.frame(frames.DATA, payload)) \
+                        and header.kind == stmgr_pb2.TUPLES:
+                    self.tuples_dropped += tuple_batch.decode(body).num_rows  # counted lazily
             else:
                 message = stmgr_pb2.StmgrToStmgr()
                 message.ParseFromString(payload)
@@ -246,11 +243,7 @@ class StreamManager:
 
     def _xor_into_trees(self, roots: np.ndarray, values: np.ndarray) -> None:
         """Apply (root, value) XOR updates here, or forward them to the trees' stmgrs."""
-        if roots.size == 0:
-            return
-        owners = self._owner[tree_ids.root_task(roots)]
-        for container in np.unique(owners).tolist():
-            chosen = owners == container
+        for container, chosen in self._by_owner(roots):
             if container == self.index:
                 self._trees_done(self.ledger.apply(roots[chosen], values[chosen]), [])
             elif container in self.peers:
@@ -260,14 +253,20 @@ class StreamManager:
 
     def _fail_trees(self, roots: np.ndarray) -> None:
         """Fail trees here, or forward the fail to the trees' stmgrs."""
-        owners = self._owner[tree_ids.root_task(roots)]
-        for container in np.unique(owners).tolist():
-            chosen = roots[owners == container]
+        for container, chosen in self._by_owner(roots):
             if container == self.index:
-                self._trees_done([], self.ledger.fail(chosen))
+                self._trees_done([], self.ledger.fail(roots[chosen]))
             elif container in self.peers:
                 self._send(self.peers[container], frames.control_frame(stmgr_pb2.StmgrToStmgr(
-                    fail=stmgr_pb2.FailBatch(roots=tree_ids.pack(chosen)))))
+                    fail=stmgr_pb2.FailBatch(roots=tree_ids.pack(roots[chosen])))))
+
+    def _by_owner(self, roots: np.ndarray):
+        """Yield (container owning the trees, mask of ``roots``) for each owner present."""
+        if roots.size == 0:
+            return
+        owners = self._owner[tree_ids.root_task(roots)]
+        for container in np.unique(owners).tolist():
+            yield container, owners == container
 
     def _trees_done(self, acked: list[int], failed: list[int]) -> None:
         """Tell each local spout task which of its trees completed or failed."""
@@ -289,17 +288,18 @@ class StreamManager:
 
     def _send_to_task(self, task: int, frame: bytes, rows: int = 0) -> None:
         container = self.plan.task_container[task]
-        if container == self.index:
-            self._deliver_local(task, frame, rows)
-        else:
+        if container != self.index:
             self._send(self.peers[container], frame)
+        elif not self._deliver_local(task, frame):
+            self.tuples_dropped += rows  # at-least-once replays them; at-most-once loses them
 
-    def _deliver_local(self, task: int, frame: bytes, rows: int = 0) -> None:
+    def _deliver_local(self, task: int, frame: bytes) -> bool:
+        """Send ``frame`` to a local instance; False when it is not connected (restarting)."""
         conn = self.instances.get(task)
         if conn is None or conn.closed:
-            self.tuples_dropped += rows  # at-least-once replays them; at-most-once loses them
-            return
+            return False
         self._send(conn, frame)
+        return True
 
     def _send(self, conn: Connection, frame: bytes) -> None:
         try:

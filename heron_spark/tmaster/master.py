@@ -15,6 +15,7 @@ import logging
 import threading
 import time
 
+from heron_spark._failure_window import FailureWindow
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
@@ -68,7 +69,7 @@ class TMaster:
         self.restart_max = restart_max
         self.restart_window_secs = restart_window_secs
         self.failures: collections.Counter = collections.Counter()  # task id -> failures
-        self._recent_failures: dict[int, collections.deque] = {}
+        self._recent_failures: dict[int, FailureWindow] = {}
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self.done = threading.Event()
@@ -136,15 +137,13 @@ class TMaster:
         log.error("task %d of %s failed (%d so far): %s", failed.task_id, failed.component,
                   self.failures[failed.task_id], failed.error.strip().splitlines()[-1:] or "")
         self.failure = failed
-        now = time.monotonic()
-        recent = self._recent_failures.setdefault(failed.task_id, collections.deque())
-        recent.append(now)
-        while recent and recent[0] < now - self.restart_window_secs:
-            recent.popleft()
-        if len(recent) > self.restart_max and not self.state.ended:
+        window = self._recent_failures.setdefault(failed.task_id,
+                                                  FailureWindow(self.restart_window_secs))
+        recent = window.record()
+        if recent > self.restart_max and not self.state.ended:
             self._end(TopologyState.FAILED,
                       f"task {failed.task_id} of component {failed.component!r} failed "
-                      f"{len(recent)} times within {self.restart_window_secs:g} s")
+                      f"{recent} times within {self.restart_window_secs:g} s")
 
     def begin_generation(self, generation: int) -> None:
         """Forget the containers of the failed stage: a new one (``generation``) starts now."""
