@@ -44,6 +44,14 @@ STMGR_RESTART_MAX = "heron.stmgr.restart.max"
 RESTART_WINDOW_SECS = "heron.restart.window.secs"
 STAGE_RESUBMIT_MAX = "heron.stage.resubmit.max"
 STAGE_RESUBMIT_BACKOFF_SECS = "heron.stage.resubmit.backoff.secs"
+RESTART_BACKOFF_SECS = "heron.restart.backoff.secs"
+RESTART_BACKOFF_MAX_SECS = "heron.restart.backoff.max.secs"
+STALL_TIMEOUT_SECS = "heron.stall.timeout.secs"
+USER_CODE_TIMEOUT_SECS = "heron.instance.user.code.timeout.secs"
+BACKPRESSURE_HIGH_WATER_TUPLES = "heron.stmgr.backpressure.high.water.tuples"
+BACKPRESSURE_LOW_WATER_TUPLES = "heron.stmgr.backpressure.low.water.tuples"
+TRACKER_MAX_CONNECTIONS = "heron.tracker.max.connections"
+TRACKER_IDLE_TIMEOUT_SECS = "heron.tracker.idle.timeout.secs"
 
 CONF_FILE_NAME = "heron_spark.yaml"
 CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
@@ -84,6 +92,22 @@ class SystemConfig:
     restart_window_secs: float = 60.0
     stage_resubmit_max: int = 3
     stage_resubmit_backoff_secs: float = 1.0
+    # A child of a container (stmgr, metrics manager, instance) that dies is restarted after
+    # restart_backoff_secs, doubled per consecutive death up to restart_backoff_max_secs.
+    restart_backoff_secs: float = 0.1
+    restart_backoff_max_secs: float = 5.0
+    # Stall detection: a child whose heartbeat is older than stall_timeout_secs (stopped,
+    # deadlocked) is killed and restarted like a dead one; so is an instance whose task thread
+    # has been inside one user-code call for longer than user_code_timeout_secs (0: no limit).
+    stall_timeout_secs: float = 10.0
+    user_code_timeout_secs: float = 300.0
+    # Backpressure in tuples: tuples a stmgr handed to a local instance that it has not yet
+    # executed. Above the high mark the stmgr starts backpressure; below the low mark it may end.
+    backpressure_high_water_tuples: int = 65536
+    backpressure_low_water_tuples: int = 32768
+    # The tracker HTTP server: at most this many open connections; idle ones close after this.
+    tracker_max_connections: int = 64
+    tracker_idle_timeout_secs: float = 10.0
 
     def validate(self) -> "SystemConfig":
         """Return self, or raise ConfigError naming the first unusable value."""
@@ -95,6 +119,19 @@ class SystemConfig:
                     HEARTBEAT_INTERVAL_MS, METRICS_INTERVAL_MS):
             if getattr(self, _field_of(key)) < 1:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 1")
+        for key in (BACKPRESSURE_HIGH_WATER_TUPLES, TRACKER_MAX_CONNECTIONS):
+            if getattr(self, _field_of(key)) < 1:
+                raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 1")
+        if not 0 <= self.backpressure_low_water_tuples < self.backpressure_high_water_tuples:
+            raise ConfigError(BACKPRESSURE_LOW_WATER_TUPLES, self.backpressure_low_water_tuples,
+                              f"use a value below {BACKPRESSURE_HIGH_WATER_TUPLES} "
+                              f"({self.backpressure_high_water_tuples})")
+        for key in (RESTART_BACKOFF_SECS, RESTART_BACKOFF_MAX_SECS, STALL_TIMEOUT_SECS,
+                    USER_CODE_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS):
+            if getattr(self, _field_of(key)) < 0:
+                raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 0")
+        if self.stall_timeout_secs == 0:
+            raise ConfigError(STALL_TIMEOUT_SECS, 0, "use a positive number of seconds")
         if not 0 <= self.backpressure_low_water_bytes < self.backpressure_high_water_bytes:
             raise ConfigError(BACKPRESSURE_LOW_WATER_BYTES, self.backpressure_low_water_bytes,
                               f"use a value below {BACKPRESSURE_HIGH_WATER_BYTES} "
