@@ -1,7 +1,15 @@
-"""Helpers every heron_spark child process uses: die with the parent, a clear name, a log file.
+"""Helpers every heron_spark child process uses: die with the parent, a clear name, a log file,
+and a heartbeat.
 
 Spark SIGKILLs a cancelled task's Python worker, so ``finally`` blocks never run there; a
 child must notice on its own: ``PR_SET_PDEATHSIG`` (Linux) plus a parent-alive watchdog.
+
+Stalls are found by heartbeats, not sockets: every child's watchdog thread touches its
+heartbeat file (``HERON_SPARK_HEARTBEAT``) while the child is healthy. A stopped process
+(SIGSTOP), or one whose health check fails (a routing thread wedged, user code stuck too long),
+stops touching it, and its container kills and restarts it. The other way round, a child
+whose parent's heartbeat (``HERON_SPARK_PARENT_HEARTBEAT``) is older than the stall limit
+kills the parent, so Spark sees the barrier task die and the driver resubmits the stage.
 """
 
 from __future__ import annotations
@@ -18,6 +26,10 @@ import time
 from pathlib import Path
 
 PARENT_PID_ENV = "HERON_SPARK_PARENT_PID"
+HEARTBEAT_ENV = "HERON_SPARK_HEARTBEAT"
+PARENT_HEARTBEAT_ENV = "HERON_SPARK_PARENT_HEARTBEAT"
+STALL_SECS_ENV = "HERON_SPARK_STALL_SECS"
+HEARTBEAT_INTERVAL_SECS = 0.25
 _PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
 GIL_SWITCH_INTERVAL_SECS = 0.0005
@@ -32,8 +44,68 @@ def _prctl(option: int, value) -> None:
         pass  # not Linux: the watchdog below still applies
 
 
-def become_child(short_name: str, watchdog_interval_secs: float = 0.5) -> None:
-    """Tie this process's life to its parent's, and name it ``short_name`` in ``ps -o comm``."""
+_health: dict = {"check": None, "on_unhealthy": None}
+log = logging.getLogger(__name__)
+
+
+def set_health_check(check, on_unhealthy=None) -> None:
+    """Have the watchdog call ``check()`` before each heartbeat; a non-empty string it returns
+    (why this process is unhealthy) stops the heartbeat for good and, if given, calls
+    ``on_unhealthy(reason)`` once on the watchdog thread."""
+    _health["check"], _health["on_unhealthy"] = check, on_unhealthy
+
+
+def touch(path: Path) -> None:
+    """Mark ``path`` as fresh now (create it if needed)."""
+    try:
+        os.utime(path)
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+
+
+def heartbeat_age_secs(path: Path, since: float) -> float:
+    """Seconds since ``path`` was last touched, or since ``since`` (wall clock) if it was not
+    touched after that."""
+    try:
+        last = max(path.stat().st_mtime, since)
+    except OSError:
+        last = since
+    return time.time() - last
+
+
+def _watch(expected_parent: int, interval: float) -> None:
+    beat = os.environ.get(HEARTBEAT_ENV)
+    parent_beat = os.environ.get(PARENT_HEARTBEAT_ENV)
+    stall_secs = float(os.environ.get(STALL_SECS_ENV) or 0)
+    started = time.time()
+    healthy = True
+    while True:
+        time.sleep(interval)
+        if os.getppid() != expected_parent:
+            os._exit(3)
+        if healthy and _health["check"] is not None:
+            reason = _health["check"]()
+            if reason:
+                healthy = False
+                log.error("unhealthy, heartbeat stopped: %s", reason)
+                if _health["on_unhealthy"] is not None:
+                    _health["on_unhealthy"](reason)
+        if healthy and beat:
+            touch(Path(beat))
+        if parent_beat and stall_secs and \
+                heartbeat_age_secs(Path(parent_beat), started) > stall_secs:
+            log.error("parent process %d stalled (no heartbeat for %.1f s): killing it so Spark "
+                      "restarts the container", expected_parent, stall_secs)
+            try:
+                os.kill(expected_parent, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def become_child(short_name: str, watchdog_interval_secs: float = HEARTBEAT_INTERVAL_SECS) -> None:
+    """Tie this process's life to its parent's, name it ``short_name`` in ``ps -o comm``, and
+    start its heartbeat (see the module docstring)."""
     # The gateway threads must get the GIL soon after the task thread emits: the default 5 ms
     # switch interval would add up to 5 ms per hop to every tuple's latency.
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECS)
@@ -43,13 +115,8 @@ def become_child(short_name: str, watchdog_interval_secs: float = 0.5) -> None:
     if os.getppid() != expected:
         os._exit(3)  # the parent died before the death signal was armed
 
-    def watch() -> None:
-        while True:
-            time.sleep(watchdog_interval_secs)
-            if os.getppid() != expected:
-                os._exit(3)
-
-    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+    threading.Thread(target=_watch, args=(expected, watchdog_interval_secs),
+                     name="parent-watchdog", daemon=True).start()
 
 
 def setup_logging(path: Path, level: int = logging.INFO) -> None:
@@ -69,22 +136,33 @@ def write_json_atomic(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-def child_env() -> dict[str, str]:
-    """Environment for a child: our ``sys.path`` (so ``--py-files`` reach it) and our pid."""
+def child_env(heartbeat: Path | None = None, parent_heartbeat: Path | None = None,
+              stall_secs: float = 0.0) -> dict[str, str]:
+    """Environment for a child: our ``sys.path`` (so ``--py-files`` reach it), our pid, and its
+    heartbeat files."""
     env = dict(os.environ)
     # Spark puts --py-files on the worker's sys.path as relative paths ('./deps.zip', '' = cwd);
     # children start in another folder, so make every entry absolute.
     cwd = os.getcwd()
     env["PYTHONPATH"] = os.pathsep.join(os.path.join(cwd, p) if p else cwd for p in sys.path)
     env[PARENT_PID_ENV] = str(os.getpid())
+    for key, value in ((HEARTBEAT_ENV, heartbeat), (PARENT_HEARTBEAT_ENV, parent_heartbeat)):
+        if value is not None:
+            env[key] = str(value)
+        else:
+            env.pop(key, None)
+    env[STALL_SECS_ENV] = str(stall_secs)
     return env
 
 
-def spawn(module: str, args: list[str], log_path: Path, cwd: Path) -> subprocess.Popen:
+def spawn(module: str, args: list[str], log_path: Path, cwd: Path, *,
+          heartbeat: Path | None = None, parent_heartbeat: Path | None = None,
+          stall_secs: float = 0.0) -> subprocess.Popen:
     """Start ``python -m module args`` as a child that dies with us; stdout/stderr to a file."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = child_env(heartbeat, parent_heartbeat, stall_secs)
     with open(log_path.with_suffix(".out"), "ab") as out:
-        return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=child_env(),
+        return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=False)
 
@@ -117,11 +195,14 @@ def wait_all(procs: list[subprocess.Popen], timeout_secs: float) -> None:
 
 
 def terminate(procs: list[subprocess.Popen], grace_secs: float) -> None:
-    """SIGTERM every live process, then SIGKILL whatever is left after ``grace_secs``."""
+    """SIGTERM every live process, then SIGKILL whatever is left after ``grace_secs``.
+
+    A stopped process (SIGSTOP) is continued after the SIGTERM so that it can act on it."""
     for proc in procs:
         if proc.poll() is None:
             try:
                 proc.terminate()
+                proc.send_signal(signal.SIGCONT)
             except ProcessLookupError:
                 pass
     deadline = time.monotonic() + grace_secs

@@ -48,6 +48,15 @@ class ContainerFiles:
         """Ready file of a child: ``stmgr``, ``metricsmgr``."""
         return self.root / f"{role}.ready.json"
 
+    def heartbeat(self, child: str) -> Path:
+        """Heartbeat file of ``container``, ``stmgr``, ``metricsmgr`` or ``task-<id>``."""
+        return self.root / "heartbeats" / child
+
+    def stall_note(self, child: str) -> Path:
+        """Why the container killed ``child`` as stalled (read by the stmgr when it reports the
+        lost instance to the TMaster)."""
+        return self.root / "heartbeats" / f"{child}.stalled"
+
     def instance_log(self, component: str, task_id: int) -> Path:
         return self.logs / f"instance-{component}-{task_id}.log"
 
@@ -55,6 +64,7 @@ class ContainerFiles:
               config: SystemConfig, secret: str) -> None:
         """Write everything the children need (called by the container)."""
         self.logs.mkdir(parents=True, exist_ok=True)
+        (self.root / "heartbeats").mkdir(exist_ok=True)
         self.definition.write_bytes(definition)
         self.packing_plan.write_bytes(packing.SerializeToString())
         self.system_config.write_text(json.dumps(dataclasses.asdict(config)))

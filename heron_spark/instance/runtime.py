@@ -1,10 +1,16 @@
 """The Heron Instance: one spout or bolt task in its own process.
 
 Threads: the gateway (a ``Connection``'s reader and writer threads, talking to the local
-stmgr) and the task-execution thread (this module's loops, running user code). They share
-only the bounded ``in_queue`` (frames from the stmgr) and the connection's bounded send queue
-(batches to the stmgr): a slow bolt fills ``in_queue``, the reader stops reading, and TCP
-flow control carries the pressure back to the stmgr.
+stmgr over loopback, whatever address the stmgr advertises to its peers), the metrics client
+(publishes counters on its own thread, so metrics never freeze with user code), the watchdog
+(heartbeat; kills the process when one user-code call outlasts
+``heron.instance.user.code.timeout.secs``) and the task-execution thread (this module's
+loops, running user code). The task thread and the gateway share only the bounded
+``in_queue`` (frames from the stmgr) and the connection's bounded send queue (batches to the
+stmgr): a slow bolt fills ``in_queue``, the reader stops reading, and TCP flow control carries
+the pressure back to the stmgr. A bolt reports how many tuples it executed (``progress``) so
+the stmgr bounds queued tuples; a spout stops calling ``next_tuple`` while its stmgr says the
+topology is congested (``gate``).
 """
 
 from __future__ import annotations
@@ -12,15 +18,19 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import sys
+import threading
 import time
 import traceback
 
+from heron_spark import _process
 from heron_spark.api import api_constants as keys
 from heron_spark.api.tuple import HeronTuple, TupleHelper
 from heron_spark.container.files import ContainerFiles
 from heron_spark.instance.acking import AckBuffer, SpoutTrees
 from heron_spark.instance.collector import OutputCollector
 from heron_spark.instance.context import InstanceContext
+from heron_spark.metrics.client import MetricsClient
 from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.proto import metrics_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.wire import frames, tuple_batch
@@ -45,8 +55,7 @@ class _Stop(Exception):
 class InstanceRuntime:
     """Runs one task; the delegate behind the user's ``Spout``/``Bolt`` methods."""
 
-    def __init__(self, files: ContainerFiles, task_id: int, stmgr_port: int,
-                 metrics_port: int) -> None:
+    def __init__(self, files: ContainerFiles, task_id: int, stmgr_port: int) -> None:
         self.files = files
         self.config = files.load_config()
         self.plan = files.load_plan()
@@ -64,11 +73,6 @@ class InstanceRuntime:
         self.conn = Connection(sock, f"instance-{task_id}", self._on_frame, self._on_close,
                                max_frame_bytes=self.config.frame_max_bytes,
                                send_capacity_bytes=self.config.instance_out_queue_bytes).start()
-        metrics_sock = dial_with_retry(host, metrics_port, secret, topology, "metrics-client",
-                                       task_id, self.config.startup_timeout_secs)
-        self.metrics_conn = Connection(metrics_sock, f"metrics-{task_id}", lambda *a: None,
-                                       max_frame_bytes=self.config.frame_max_bytes,
-                                       send_capacity_bytes=1 << 20).start()
         self.context = InstanceContext(self.plan, task_id)
         self.collector: OutputCollector | None = None
         self.component = None
@@ -83,10 +87,20 @@ class InstanceRuntime:
         self._acks_since: float | None = None     # oldest buffered ack waiting for a flush
         self._flush_secs = self.config.batch_flush_interval_ms / 1000.0
         self.executed = 0
-        self.metrics_dropped = 0
         self._stmgr_gone = False
         self._next_metrics = 0.0
         self._metric_due: dict[str, float] = {}
+        self._user_metrics: dict[str, float] = {}  # latest values, gathered on the task thread
+        self._gated = False                   # spout: the stmgr said the topology is congested
+        self._busy_since: float | None = time.monotonic()  # task thread in user code since
+        self._reported_executed = 0
+        self._next_progress = 0.0
+        self._task_thread = threading.get_ident()
+        self.metrics = MetricsClient(files, secret, topology, task_id,
+                                     self.config.metrics_interval_ms / 1000.0,
+                                     self.config.frame_max_bytes, self._metrics_snapshot).start()
+        if self.config.user_code_timeout_secs > 0:
+            _process.set_health_check(self._user_code_health, self._on_stuck)
         self._control(stmgr_pb2.InstanceToStmgr(
             register=stmgr_pb2.RegisterInstance(task_id=task_id, pid=os.getpid())))
 
@@ -165,9 +179,9 @@ class InstanceRuntime:
                 self._run_bolt(held)
         except _Stop as stop:
             self._close_component()
-            self._publish_metrics(force=True)
+            self._gather_user_metrics(force=True)
             self.conn.flush(self.config.kill_grace_secs)
-            self.metrics_conn.flush(1.0)
+            self.metrics.close()
             return stop.code
         except Exception as exc:  # noqa: BLE001 - user code failed: report, then exit non-zero
             self.logger.exception("user code of %s task %d failed", self.component_name,
@@ -205,9 +219,13 @@ class InstanceRuntime:
         trees = self.trees
         announced = False
         while True:
+            self._busy_since = time.monotonic()  # each slice of next_tuple calls is timed anew
             self._drain_control()
             self._expire_trees()
-            if not self.exhausted and not (trees is not None and trees.full):
+            if self._gated:
+                collector.flush_all()
+                self._wait_control(_IDLE_WAIT_SECS * 10)
+            elif not self.exhausted and not (trees is not None and trees.full):
                 slice_end = time.monotonic() + _SPOUT_SLICE_SECS
                 before = collector.pending + sum(collector.emitted().values())
                 while not self.exhausted and time.monotonic() < slice_end:
@@ -274,6 +292,7 @@ class InstanceRuntime:
                 kind, payload = self._next_frame(timeout)
             except queue.Empty:
                 self._housekeeping()
+                self._report_progress(force=True)
                 continue
             self._handle_bolt_frame(kind, payload, upstream)
             self._housekeeping()
@@ -284,6 +303,8 @@ class InstanceRuntime:
             return
         header, body = frames.split_data(payload)
         if header.kind == stmgr_pb2.END_OF_STREAM:
+            if header.src_task not in upstream:
+                return  # replayed after a restart, or already seen
             upstream.discard(header.src_task)
             if not upstream:
                 self.component.end_of_input()
@@ -314,6 +335,7 @@ class InstanceRuntime:
                     process(tup)
         self.executed += batch.num_rows
         self._send_acks()
+        self._report_progress()
 
     def _process_auto_acked(self, tuples: list) -> None:
         process = self.component.process
@@ -350,10 +372,24 @@ class InstanceRuntime:
         if failed:
             self._control(stmgr_pb2.InstanceToStmgr(fails=stmgr_pb2.FailBatch(roots=failed)))
 
+    def _report_progress(self, force: bool = False) -> None:
+        """Tell the stmgr how many tuples this bolt executed (at most once per flush interval,
+        or now when ``force``): it bounds the tuples waiting for this bolt."""
+        if self.executed == self._reported_executed:
+            return
+        now = time.monotonic()
+        if not force and now < self._next_progress:
+            return
+        self._next_progress = now + self._flush_secs
+        self._reported_executed = self.executed
+        self._control(stmgr_pb2.InstanceToStmgr(
+            progress=stmgr_pb2.InstanceProgress(executed=self.executed)))
+
     def _housekeeping(self) -> None:
         self.collector.flush_due(time.monotonic())
         self._send_acks()
-        self._publish_metrics()
+        self._report_progress()
+        self._gather_user_metrics()
 
     def _drain_control(self) -> None:
         while True:
@@ -367,6 +403,7 @@ class InstanceRuntime:
         try:
             kind, payload = self._next_frame(timeout)
         except queue.Empty:
+            self._busy_since = time.monotonic()
             return
         self._dispatch_spout_frame(kind, payload)
 
@@ -379,7 +416,9 @@ class InstanceRuntime:
     def _next_frame(self, timeout: float | None):
         if self._stmgr_gone and self.in_queue.empty():
             raise _Stop(2)
+        self._busy_since = None  # waiting for input is not user code
         item = self.in_queue.get(timeout=timeout)
+        self._busy_since = time.monotonic()
         if item == _CLOSED:
             self.logger.warning("stmgr connection closed; exiting")
             raise _Stop(2)
@@ -389,6 +428,8 @@ class InstanceRuntime:
         body = message.WhichOneof("body")
         if body == "trees":
             self._close_trees(message.trees)
+        elif body == "gate":
+            self._gated = message.gate.paused
         elif body == "shutdown":
             reason = tmaster_pb2.ShutdownReason.Name(message.shutdown.reason)
             self.logger.info("shutdown (%s) %s", reason, message.shutdown.detail)
@@ -410,10 +451,14 @@ class InstanceRuntime:
         return message
 
     def _send_batch(self, frame: bytes) -> None:
+        busy, self._busy_since = self._busy_since, None  # blocked by backpressure: not user code
         try:
             self.conn.send(frame)
         except ConnectionClosed as exc:
             raise _Stop(2) from exc
+        finally:
+            if busy is not None:
+                self._busy_since = time.monotonic()
 
     def _control(self, message) -> None:
         try:
@@ -421,8 +466,9 @@ class InstanceRuntime:
         except ConnectionClosed as exc:
             raise _Stop(2) from exc
 
-    def _report_failure(self, exc: BaseException) -> None:
-        error = "".join(traceback.format_exception(exc))
+    def _report_failure(self, exc: BaseException | None, error: str = "") -> None:
+        if exc is not None:
+            error = "".join(traceback.format_exception(exc))
         failed = tmaster_pb2.InstanceFailed(task_id=self.task_id, component=self.component_name,
                                             error=error[-8000:], log_path=self.log_path,
                                             exit_code=1)
@@ -433,27 +479,32 @@ class InstanceRuntime:
         except (ConnectionClosed, TimeoutError):
             pass
 
-    def _publish_metrics(self, force: bool = False) -> None:
+    # ---- health (watchdog thread) -----------------------------------------------------------
+    def _user_code_health(self) -> str | None:
+        busy = self._busy_since
+        limit = self.config.user_code_timeout_secs
+        if busy is None or time.monotonic() - busy <= limit:
+            return None
+        frame = sys._current_frames().get(self._task_thread)
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else ""
+        return (f"{self.component_name} task {self.task_id} has been inside one call of user "
+                f"code for more than {limit:g} s (heron.instance.user.code.timeout.secs); "
+                f"killed and restarted. Its stack:\n{stack}")
+
+    def _on_stuck(self, reason: str) -> None:
+        self.logger.error("%s", reason)
+        self._report_failure(None, reason)
+        logging.shutdown()
+        os._exit(1)
+
+    # ---- metrics ---------------------------------------------------------------------------
+    def _gather_user_metrics(self, force: bool = False) -> None:
+        """Read the user's registered metrics (task thread: they are not thread-safe)."""
         now = time.monotonic()
         if not force and now < self._next_metrics:
             return
         self._next_metrics = now + self.config.metrics_interval_ms / 1000.0
-        publish = metrics_pb2.MetricsPublish(component=self.component_name, task_id=self.task_id,
-                                             timestamp_ms=int(time.time() * 1000))
-        if self.collector is not None:
-            for stream, count in self.collector.emitted().items():
-                publish.metrics.add(name=f"__emit-count/{stream}", value=count)
-        publish.metrics.add(name="__execute-count", value=self.executed)
-        if self.trees is not None:
-            trees = self.trees
-            publish.metrics.add(name="__ack-count", value=trees.acked)
-            publish.metrics.add(name="__fail-count", value=trees.failed)
-            publish.metrics.add(name="__timeout-count", value=trees.timed_out)
-            publish.metrics.add(name="__pending-trees", value=len(trees))
-            publish.metrics.add(name="__complete-latency-ms-total", value=trees.latency_ms_total)
-        elif self.reliable:
-            publish.metrics.add(name="__ack-count", value=self.acks.acked)
-            publish.metrics.add(name="__fail-count", value=self.acks.failed)
+        values = dict(self._user_metrics)
         for name, metric, bucket in self.context.metrics:
             if force or now >= self._metric_due.get(name, 0.0):
                 self._metric_due[name] = now + bucket
@@ -461,12 +512,32 @@ class InstanceRuntime:
                 items = value.items() if isinstance(value, dict) else [(None, value)]
                 for key, number in items:
                     if isinstance(number, (int, float)):
-                        full = name if key is None else f"{name}/{key}"
-                        publish.metrics.add(name=full, value=float(number))
-        try:
-            self.metrics_conn.send(frames.control_frame(publish), timeout=0)
-        except (TimeoutError, ConnectionClosed):
-            self.metrics_dropped += 1
+                        values[name if key is None else f"{name}/{key}"] = float(number)
+        self._user_metrics = values
+
+    def _metrics_snapshot(self) -> metrics_pb2.MetricsPublish:
+        """Build this task's metrics (metrics-client thread: reads counters only)."""
+        publish = metrics_pb2.MetricsPublish(component=self.component_name, task_id=self.task_id,
+                                             timestamp_ms=int(time.time() * 1000))
+        add = publish.metrics.add
+        if self.collector is not None:
+            for stream, count in list(self.collector.emitted().items()):
+                add(name=f"__emit-count/{stream}", value=count)
+        add(name="__execute-count", value=self.executed)
+        trees = self.trees
+        if trees is not None:
+            add(name="__ack-count", value=trees.acked)
+            add(name="__fail-count", value=trees.failed)
+            add(name="__timeout-count", value=trees.timed_out)
+            add(name="__pending-trees", value=len(trees))
+            add(name="__complete-latency-ms-total", value=trees.latency_ms_total)
+        elif self.reliable:
+            add(name="__ack-count", value=self.acks.acked)
+            add(name="__fail-count", value=self.acks.failed)
+        add(name="__metrics-dropped", value=self.metrics.dropped)
+        for name, value in self._user_metrics.items():
+            add(name=name, value=value)
+        return publish
 
 
 def _roots_of(anchors) -> tuple[int, ...]:

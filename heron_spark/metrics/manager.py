@@ -43,11 +43,16 @@ class MetricsManager:
         if response.role != "metrics-client":
             sock.close()
             return
-        conn = Connection(sock, f"metricsmgr<-{response.id}", self._on_frame, None,
+        conn = Connection(sock, f"metricsmgr<-{response.id}", self._on_frame, self._forget,
                           max_frame_bytes=self.config.frame_max_bytes)
         with self._lock:
             self._clients.append(conn)
         conn.start()
+
+    def _forget(self, conn: Connection) -> None:
+        with self._lock:
+            if conn in self._clients:
+                self._clients.remove(conn)
 
     def _on_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         publish = metrics_pb2.MetricsPublish()

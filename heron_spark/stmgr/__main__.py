@@ -16,7 +16,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topology", required=True)
     parser.add_argument("--container", required=True, type=int)
     parser.add_argument("--tmaster", required=True, help="host:port")
-    parser.add_argument("--metrics-port", required=True, type=int)
     parser.add_argument("--host", required=True)
     parser.add_argument("--generation", type=int, default=0)
     args = parser.parse_args(argv)
@@ -29,8 +28,8 @@ def main(argv: list[str] | None = None) -> int:
 
     host, _, port = args.tmaster.rpartition(":")
     try:
-        manager = StreamManager(files, args.container, host, int(port), args.metrics_port,
-                                args.host, args.generation)
+        manager = StreamManager(files, args.container, host, int(port), args.host,
+                                args.generation)
         return manager.run()
     except Exception:  # noqa: BLE001 - log the reason the stmgr died, then exit non-zero
         logging.getLogger(__name__).exception("stmgr failed")

@@ -1,9 +1,10 @@
 """Spout backpressure with hysteresis, and the time spent in it.
 
 A stmgr is *congested* when a send queue towards a local instance or a peer stmgr holds more
-than the high water mark; it stays congested until every such queue is below the low water
-mark. While any stmgr of the topology is congested, every stmgr stops reading from its local
-spouts. Used by the stmgr's routing thread only.
+bytes than the high water mark, or a local bolt has more tuples waiting for it (handed over,
+not yet executed) than the high water mark in tuples; it stays congested until every queue is
+below both low water marks. While any stmgr of the topology is congested, every stmgr stops
+reading from its local spouts and tells them to stop emitting. Used by the stmgr's routing thread only.
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ import time
 class Backpressure:
     """Tracks own congestion and peers' signals; reports when spouts must pause or resume."""
 
-    def __init__(self, high_water_bytes: int, low_water_bytes: int) -> None:
+    def __init__(self, high_water_bytes: int, low_water_bytes: int,
+                 high_water_tuples: int = 1 << 62, low_water_tuples: int = 1 << 61) -> None:
         self.high = high_water_bytes
         self.low = low_water_bytes
+        self.high_tuples = high_water_tuples
+        self.low_tuples = low_water_tuples
         self.congested = False
         self.remote: set[int] = set()  # containers that announced congestion
         self._since: float | None = None
@@ -30,16 +34,22 @@ class Backpressure:
         """True while local spouts must not be read."""
         return self.congested or bool(self.remote)
 
-    def observe(self, max_queued_bytes: int) -> bool | None:
-        """Update own congestion from the largest send queue; return the new state on change."""
-        if not self.congested and max_queued_bytes > self.high:
+    def observe(self, max_queued_bytes: int, max_queued_tuples: int = 0) -> bool | None:
+        """Update own congestion from the largest queue (in bytes and in tuples); return the new
+        state on change."""
+        if not self.congested and (max_queued_bytes > self.high
+                                   or max_queued_tuples > self.high_tuples):
             self.congested = True
             self.episodes += 1
             return True
-        if self.congested and max_queued_bytes < self.low:
+        if self.congested and not self.above_low(max_queued_bytes, max_queued_tuples):
             self.congested = False
             return False
         return None
+
+    def above_low(self, queued_bytes: int, queued_tuples: int = 0) -> bool:
+        """True when a queue is at or above either low water mark."""
+        return queued_bytes >= self.low or queued_tuples >= self.low_tuples
 
     def set_remote(self, container: int, active: bool) -> None:
         """Record a peer's congestion signal."""

@@ -176,6 +176,14 @@ class TMaster:
             (register.host, register.data_port)
         if self.physical_plan is None or moved:
             self._broadcast_plan()
+        elif self.physical_plan is not None:  # restarted at its old address: it needs the plan
+            self._send(self.stmgrs[register.container_index], frames.control_frame(
+                tmaster_pb2.TmasterToStmgr(plan=self.physical_plan)))
+        if self.drained and self.physical_plan is not None:
+            # Tasks that ended before this stmgr (re)started: it replays their end of stream.
+            self._send(self.stmgrs[register.container_index], frames.control_frame(
+                tmaster_pb2.TmasterToStmgr(drained=tmaster_pb2.TaskDrained(
+                    task_ids=sorted(self.drained)))))
 
     def _broadcast_plan(self) -> None:
         if self.state.ended:
@@ -255,13 +263,16 @@ class TMaster:
 
     # ---- views ---------------------------------------------------------------------------
     def metrics_by_component(self) -> dict[str, dict[str, float]]:
-        """Sum every metric over the tasks of each component."""
+        """Sum every metric over the tasks of each component (``*-max-*`` metrics: the maximum)."""
         with self._lock:
             out: dict[str, dict[str, float]] = {}
             for (component, _task), values in self.metrics.items():
                 totals = out.setdefault(component, {})
                 for name, value in values.items():
-                    totals[name] = totals.get(name, 0.0) + value
+                    if "-max-" in name:  # a maximum over tasks, not a total
+                        totals[name] = max(totals.get(name, 0.0), value)
+                    else:
+                        totals[name] = totals.get(name, 0.0) + value
             for task, count in self.failures.items():
                 totals = out.setdefault(self.plan.task_component[task], {})
                 totals["__instance-failures"] = totals.get("__instance-failures", 0.0) + count

@@ -1,0 +1,276 @@
+"""The container's supervisor: starts every child, restarts any that dies or stalls.
+
+Children: the metrics manager, the stmgr, and one process per instance. The supervisor never
+waits on a child: one poll loop looks at every child each ``_POLL_SECS`` and
+
+- restarts a child that exited, after a backoff (``heron.restart.backoff.secs``, doubled per
+  consecutive death up to ``heron.restart.backoff.max.secs``), whether it died before or after
+  it was ready;
+- kills (SIGKILL) a child whose heartbeat is older than ``heron.stall.timeout.secs`` (stopped,
+  wedged, or stuck in user code) and then restarts it like a dead one;
+- when the stmgr dies, kills its instances (they lost their connections) and restarts them
+  once the new stmgr is ready. More than ``heron.stmgr.restart.max`` stmgr deaths within
+  ``heron.restart.window.secs`` raise, failing the barrier task (the driver resubmits the
+  stage). The TMaster bounds instance restarts (the stmgr reports each failure).
+
+The supervisor's own heartbeat is touched by a separate thread; its children kill it if it
+stalls (see ``_process``). Runs on a Spark executor, in the barrier task's thread.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import logging
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+from heron_spark import _process
+from heron_spark._failure_window import FailureWindow
+from heron_spark.config import SystemConfig
+from heron_spark.container.files import ContainerFiles
+
+log = logging.getLogger(__name__)
+_POLL_SECS = 0.05
+STMGR_FINAL_CODES = (0, 2)  # shut down by the TMaster; TMaster gone
+INSTANCE_LOST_STMGR = 2
+METRICSMGR, STMGR = "metricsmgr", "stmgr"
+
+
+class _Child:
+    """One supervised process: what to run, the live process, and its restart state."""
+
+    def __init__(self, name: str, module: str, log_path: Path) -> None:
+        self.name = name
+        self.module = module
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+        self.started_wall = 0.0
+        self.started = 0.0
+        self.restart_at: float | None = None
+        self.consecutive = 0  # deaths in a row without a long run: drives the backoff
+        self.restarts = 0
+        self.ready: dict | None = None  # the ready file's content, once written
+
+    @property
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.returncode is None
+
+
+class Supervisor:
+    """See the module docstring. ``run`` returns the stmgr's final exit code."""
+
+    def __init__(self, files: ContainerFiles, config: SystemConfig, index: int, host: str,
+                 topology: str, tmaster: str, generation: int, instances: dict[int, str]) -> None:
+        self.files, self.config, self.index = files, config, index
+        self.host, self.generation = host, generation
+        self.common = ["--workdir", str(files.root), "--topology", topology]
+        self.tmaster = tmaster
+        self.children: dict[str, _Child] = {
+            METRICSMGR: _Child(METRICSMGR, "heron_spark.metrics", files.logs / "metricsmgr.log"),
+            STMGR: _Child(STMGR, "heron_spark.stmgr", files.logs / "stmgr.log")}
+        self.instance_components = instances  # task id -> component
+        for task, component in instances.items():
+            self.children[_task(task)] = _Child(_task(task), "heron_spark.instance",
+                                                files.instance_log(component, task))
+        self._stmgr_deaths = FailureWindow(config.restart_window_secs)
+        self._instances_started_for: int | None = None  # pid of the stmgr they dialled
+        self.stalls: collections.Counter = collections.Counter()
+        self._stop = threading.Event()
+
+    # ---- the loop ------------------------------------------------------------------------
+    def run(self) -> int:
+        """Supervise until the stmgr exits for good; return its exit code."""
+        beat = threading.Thread(target=self._beat, name="container-heartbeat", daemon=True)
+        beat.start()
+        try:
+            self._spawn(self.children[METRICSMGR])
+            self._spawn(self.children[STMGR])
+            while True:
+                code = self._tend()
+                if code is not None:
+                    return code
+                time.sleep(_POLL_SECS)
+        finally:
+            self._stop.set()
+
+    def _beat(self) -> None:
+        path = self.files.heartbeat("container")
+        while not self._stop.is_set():
+            _process.touch(path)
+            self._stop.wait(_process.HEARTBEAT_INTERVAL_SECS)
+
+    def _tend(self) -> int | None:
+        now = time.monotonic()
+        stmgr = self.children[STMGR]
+        for child in self.children.values():
+            if child.alive and child.proc.poll() is not None:
+                code = self._on_exit(child, child.proc.returncode, now)
+                if code is not None:
+                    return code
+            elif child.alive:
+                self._check_ready(child)
+                self._check_stall(child)
+            elif child.restart_at is not None and now >= child.restart_at:
+                if child.name == STMGR or not child.name.startswith("task-") or \
+                        self._stmgr_ready():
+                    self._spawn(child)
+        if stmgr.ready is not None and stmgr.alive \
+                and self._instances_started_for != stmgr.proc.pid:
+            self._instances_started_for = stmgr.proc.pid
+            for task in self.instance_components:
+                child = self.children[_task(task)]
+                if not child.alive:
+                    self._spawn(child)
+        return None
+
+    def _stmgr_ready(self) -> bool:
+        stmgr = self.children[STMGR]
+        return stmgr.alive and stmgr.ready is not None \
+            and self._instances_started_for == stmgr.proc.pid
+
+    # ---- children ------------------------------------------------------------------------
+    def _args(self, child: _Child) -> list[str]:
+        if child.name == METRICSMGR:
+            return [*self.common, "--container", str(self.index), "--tmaster", self.tmaster]
+        if child.name == STMGR:
+            return [*self.common, "--container", str(self.index), "--tmaster", self.tmaster,
+                    "--host", self.host, "--generation", str(self.generation)]
+        task = int(child.name.split("-", 1)[1])
+        port = self.children[STMGR].ready["local_port"]
+        return [*self.common, "--component", self.instance_components[task], "--task-id",
+                str(task), "--stmgr-port", str(port)]
+
+    def _spawn(self, child: _Child) -> None:
+        args = self._args(child)
+        self.files.ready(child.name).unlink(missing_ok=True)
+        self.files.stall_note(child.name).unlink(missing_ok=True)
+        child.ready = None
+        child.restart_at = None
+        child.started_wall = time.time()
+        child.started = time.monotonic()
+        child.proc = _process.spawn(child.module, args, child.log_path, self.files.root,
+                                    heartbeat=self.files.heartbeat(child.name),
+                                    parent_heartbeat=self.files.heartbeat("container"),
+                                    stall_secs=self.config.stall_timeout_secs)
+
+    def _check_ready(self, child: _Child) -> None:
+        if child.ready is not None or child.name.startswith("task-"):
+            return
+        path = self.files.ready(child.name)
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = None
+        if data is not None and data.get("pid") == child.proc.pid:
+            child.ready = data
+        elif time.monotonic() - child.started > self.config.startup_timeout_secs:
+            self._kill(child, f"not ready after {self.config.startup_timeout_secs:g} s")
+
+    def _check_stall(self, child: _Child) -> None:
+        # Until its first heartbeat a child is still starting Python: allow it more time.
+        beat = self.files.heartbeat(child.name)
+        touched = _touched_since(beat, child.started_wall)
+        limit = self.config.stall_timeout_secs + (0 if touched else 10.0)
+        if _process.heartbeat_age_secs(beat, child.started_wall) > limit:
+            reason = (f"{child.name} (pid {child.proc.pid}) stalled: no heartbeat for "
+                      f"{limit:g} s (heron.stall.timeout.secs)")
+            self.stalls[child.name] += 1
+            self._kill(child, reason)
+
+    def _kill(self, child: _Child, reason: str) -> None:
+        log.error("container %d: killing %s", self.index, reason)
+        self.files.stall_note(child.name).write_text(reason)
+        try:
+            child.proc.kill()
+        except ProcessLookupError:
+            pass
+
+    def _on_exit(self, child: _Child, code: int, now: float) -> int | None:
+        if child.name == STMGR and code in STMGR_FINAL_CODES:
+            _process.wait_all([c.proc for n, c in self.children.items()
+                               if n.startswith("task-") and c.alive], self.config.kill_grace_secs)
+            return code
+        if child.name.startswith("task-") and code == 0:
+            return None  # shut down with the topology; the stmgr's exit ends the container
+        if child.name == STMGR:
+            deaths = self._stmgr_deaths.record()
+            if deaths > self.config.stmgr_restart_max:
+                raise RuntimeError(
+                    f"container {self.index}: the stmgr died {deaths} times within "
+                    f"{self.config.restart_window_secs:g} s (last exit code {code}); see "
+                    f"{child.log_path}")
+            self._instances_started_for = None
+            for task in self.instance_components:  # their stmgr is gone: start them afresh
+                inst = self.children[_task(task)]
+                if inst.alive:
+                    _kill_now(inst.proc)
+                inst.restart_at = None
+        elif child.name.startswith("task-") and code == INSTANCE_LOST_STMGR \
+                and not self._stmgr_ready():
+            return None  # the stmgr restart starts it again
+        if child.name.startswith("task-") and self.children[STMGR].alive is False:
+            return None
+        self._schedule_restart(child, code, now)
+        return None
+
+    def _schedule_restart(self, child: _Child, code: int, now: float) -> None:
+        lived = now - child.started
+        child.consecutive = 1 if lived > 2 * self.config.restart_backoff_max_secs \
+            else child.consecutive + 1
+        delay = min(self.config.restart_backoff_secs * 2 ** (child.consecutive - 1),
+                    self.config.restart_backoff_max_secs)
+        child.restarts += 1
+        child.restart_at = now + delay
+        log.warning("container %d: %s exited with %s; restart %d in %.2f s", self.index,
+                    child.name, _describe(code), child.restarts, delay)
+
+    def summary(self) -> dict:
+        """Exit codes and restart counts, for the driver."""
+        tasks = {t: self.children[_task(t)] for t in self.instance_components}
+        return {"instance_exits": {t: c.proc.returncode if c.proc else None
+                                   for t, c in tasks.items()},
+                "instance_restarts": {t: c.restarts for t, c in tasks.items() if c.restarts},
+                "stmgr_restarts": self.children[STMGR].restarts,
+                "metricsmgr_restarts": self.children[METRICSMGR].restarts,
+                "stalls": dict(self.stalls)}
+
+    def stop_all(self) -> None:
+        """Stop every child still running: instances and stmgr first, metrics manager last."""
+        procs = [c.proc for name, c in self.children.items() if name != METRICSMGR and c.alive]
+        _process.terminate(procs, self.config.kill_grace_secs)
+        metrics = self.children[METRICSMGR]
+        if metrics.alive:
+            _process.terminate([metrics.proc], self.config.kill_grace_secs)
+
+
+def _task(task_id: int) -> str:
+    return f"task-{task_id}"
+
+
+def _touched_since(path: Path, since: float) -> bool:
+    try:
+        return path.stat().st_mtime > since
+    except OSError:
+        return False
+
+
+def _kill_now(proc: subprocess.Popen) -> None:
+    try:
+        proc.kill()
+    except ProcessLookupError:
+        pass
+    proc.wait()
+
+
+def _describe(code: int) -> str:
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"code {code}"
+
