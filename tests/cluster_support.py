@@ -108,11 +108,16 @@ def kill_tree(proc: subprocess.Popen, grace_secs: float = 10.0) -> None:
 
 
 class StandaloneCluster:
-    """A master and ``workers`` workers on 127.0.0.1, each worker with ``cores`` cores."""
+    """A master on 127.0.0.1 and ``workers`` workers, each with ``cores`` cores.
+
+    ``worker_hosts`` gives each worker its own address (other loopback addresses, say
+    127.0.0.2): its executors then advertise that address, as on a real multi-host cluster.
+    """
 
     def __init__(self, workers: int = 2, cores: int = 2, memory: str = "2g",
-                 ready_timeout_secs: float = 90.0) -> None:
+                 ready_timeout_secs: float = 90.0, worker_hosts: list[str] | None = None) -> None:
         self.workers, self.cores, self.memory = workers, cores, memory
+        self.worker_hosts = list(worker_hosts or [HOST] * workers)
         self.ready_timeout = ready_timeout_secs
         self.root = Path(tempfile.mkdtemp(prefix="heron_spark_cluster_"))
         self.port, self.webui_port = free_port(), free_port()
@@ -128,21 +133,21 @@ class StandaloneCluster:
         """Pids of the worker JVMs (spark-class execs java, so the pid is the JVM's)."""
         return [proc.pid for proc in self.procs[1:]]
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, host: str = HOST) -> dict[str, str]:
         env = dict(os.environ)
         # Like a separate machine: nothing of the test process's import path leaks into the
         # executors; user code reaches them only as shipped (addPyFile / --py-files).
         env.pop("PYTHONPATH", None)
         conf_dir = self.root / "conf"  # empty: no user spark-defaults / spark-env leak in
         conf_dir.mkdir(exist_ok=True)
-        env.update(SPARK_LOCAL_IP=HOST, SPARK_LOCAL_HOSTNAME=HOST, SPARK_CONF_DIR=str(conf_dir),
+        env.update(SPARK_LOCAL_IP=host, SPARK_LOCAL_HOSTNAME=host, SPARK_CONF_DIR=str(conf_dir),
                    SPARK_LOG_DIR=str(self.root / "logs"),
                    SPARK_WORKER_DIR=str(self.root / "work"))
         return env
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], host: str = HOST) -> subprocess.Popen:
         with open(self.root / f"{name}.out", "wb") as log:
-            proc = subprocess.Popen([str(PYSPARK_BIN / "spark-class"), *args], env=self._env(),
+            proc = subprocess.Popen([str(PYSPARK_BIN / "spark-class"), *args], env=self._env(host),
                                     stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append(proc)
@@ -158,10 +163,11 @@ class StandaloneCluster:
                 self.worker_webui_ports.append(webui)
                 work = self.root / f"worker-{i}"
                 work.mkdir()
+                host = self.worker_hosts[i]
                 self._spawn(f"worker-{i}", [
-                    "org.apache.spark.deploy.worker.Worker", "--host", HOST,
+                    "org.apache.spark.deploy.worker.Worker", "--host", host,
                     "--cores", str(self.cores), "--memory", self.memory,
-                    "--webui-port", str(webui), "--work-dir", str(work), self.url])
+                    "--webui-port", str(webui), "--work-dir", str(work), self.url], host)
             self._wait_ready()
         except BaseException:
             self.stop(keep_logs=True)
@@ -174,7 +180,7 @@ class StandaloneCluster:
 
     def worker_state(self, index: int) -> dict:
         """Worker ``index``'s JSON status page (lists its running ``executors``)."""
-        return http_json(f"http://{HOST}:{self.worker_webui_ports[index]}/json/")
+        return http_json(f"http://{self.worker_hosts[index]}:{self.worker_webui_ports[index]}/json/")
 
     def _wait_ready(self) -> None:
         deadline = time.monotonic() + self.ready_timeout

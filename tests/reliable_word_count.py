@@ -5,7 +5,7 @@
 - ``SplitBolt``: splits a line into ``(word, position, index)`` tuples anchored to the line,
   then acks it; ``test.split.sleep.ms`` slows it down. ``test.split.misbehave`` = ``fail`` or
   ``drop`` makes it fail (or ignore) the first sight of every 7th line, to test replay on fail
-  and on timeout.
+  and on timeout; ``stuck`` makes the first process that sees line 100 hang in ``process``.
 - ``RecordingCountBolt``: appends ``position<TAB>index<TAB>word`` to
   ``<out>/count-<task>-<pid>.log`` (an unbuffered write) before acking, so a killed process
   keeps what it acked.
@@ -73,6 +73,7 @@ class SplitBolt(Bolt):
 
     def initialize(self, config, context):
         self._misbehave = config.get(MISBEHAVE, "")
+        self._out = config[OUT]
         self._sleep = float(config.get(SLEEP_MS, 0) or 0) / 1000.0
         self._seen: set[str] = set()
 
@@ -80,7 +81,9 @@ class SplitBolt(Bolt):
         line, position = tup.values
         if self._sleep:
             time.sleep(self._sleep)
-        if self._misbehave and int(position.rsplit(":", 1)[1]) % 7 == 0 \
+        if self._misbehave == "stuck" and position.endswith(":100") and self._first_to_see(tup):
+            time.sleep(3600)  # user code that never returns
+        if self._misbehave in ("fail", "drop") and int(position.rsplit(":", 1)[1]) % 7 == 0 \
                 and position not in self._seen:
             self._seen.add(position)
             if self._misbehave == "fail":
@@ -89,6 +92,15 @@ class SplitBolt(Bolt):
         for index, word in enumerate(line.split()):
             self.emit([word, position, index], anchors=[tup])
         self.ack(tup)
+
+
+    def _first_to_see(self, tup) -> bool:
+        marker = Path(self._out) / "stuck-marker"
+        try:
+            os.close(os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            return False
+        return True
 
 
 class AutoAckSplitBolt(Bolt):

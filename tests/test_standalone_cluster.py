@@ -1,10 +1,14 @@
-"""Word count on a real two-worker Spark standalone cluster (127.0.0.1 only).
+"""Word count on a real two-worker Spark standalone cluster (loopback addresses only).
 
 Why: ``local[N]`` puts every barrier task in one executor JVM, so it never proves that the
 two containers of a topology can run in different executors on different workers and still
 find each other through the TMaster. Here each worker hosts one 1-core executor
 (``spark.cores.max=2``, spread out by the master), and the test checks, from the physical
 plan, that the two stmgrs really descend from different worker JVMs.
+
+The workers bind 127.0.0.2 and 127.0.0.3 (the master and driver 127.0.0.1), so executors
+advertise addresses other than 127.0.0.1, as on a cluster of several hosts: stmgrs must
+advertise those to each other while their own instances still reach them over loopback.
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from heron_spark.testing import COLLECT_DIR, read_collected  # noqa: E402
 
 SENTENCES = 5000
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
+WORKER_HOSTS = ["127.0.0.2", "127.0.0.3"]
 
 
 @pytest.fixture(scope="module")
 def cluster():
     """A master and two workers (2 cores each); killed, process trees and all, at the end."""
-    with StandaloneCluster(workers=2, cores=2) as running:
+    with StandaloneCluster(workers=2, cores=2, worker_hosts=WORKER_HOSTS) as running:
         yield running
 
 
@@ -97,6 +102,8 @@ def test_word_count_across_two_workers(cluster, session, tmp_path):
         raise
 
     assert len(stmgrs) == 2
+    assert {s.host for s in stmgrs} == set(WORKER_HOSTS), \
+        f"stmgrs did not advertise their executors' addresses: {[s.host for s in stmgrs]}"
     assert set(workers.values()) == set(cluster.worker_pids), \
         f"containers did not land on both workers: {workers}"
     assert status == "FINISHED"
