@@ -91,6 +91,7 @@ class OutputCollector:
                 subs.append(_Subscriber(sub.grouping, tasks, keys, chooser))
             self._streams[name] = _StreamOut(name, stream.fields, subs)
         self.pending = 0  # tuples buffered, all streams
+        self.sent = 0     # tuples handed to the stmgr connection, all streams
 
     def emit(self, values, stream: str, direct_task: int | None, need_task_ids: bool,
              roots: tuple[int, ...] = ()):
@@ -182,5 +183,6 @@ class OutputCollector:
         out.rows, out.dests, out.routed = [], None, None
         out.root_ids = out.root_counts = None
         self.pending -= count
+        self.sent += count
         out.emitted += count
         self._send(frames.data_frame(header, payload))

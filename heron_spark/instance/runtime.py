@@ -92,6 +92,8 @@ class InstanceRuntime:
         self._metric_due: dict[str, float] = {}
         self._user_metrics: dict[str, float] = {}  # latest values, gathered on the task thread
         self._gated = False                   # spout: the stmgr said the topology is congested
+        self._routed = 0                      # spout: its tuples the stmgr has taken in
+        self._unrouted_max = self.config.backpressure_high_water_tuples
         self._busy_since: float | None = time.monotonic()  # task thread in user code since
         self._reported_executed = 0
         self._next_progress = 0.0
@@ -222,18 +224,22 @@ class InstanceRuntime:
             self._busy_since = time.monotonic()  # each slice of next_tuple calls is timed anew
             self._drain_control()
             self._expire_trees()
-            if self._gated:
+            # Tuples of this spout not yet taken in by the stmgr stay under the tuple mark.
+            limit = self._routed + self._unrouted_max
+            if self._gated or collector.pending + collector.sent >= limit:
                 collector.flush_all()
                 self._wait_control(_IDLE_WAIT_SECS * 10)
             elif not self.exhausted and not (trees is not None and trees.full):
                 slice_end = time.monotonic() + _SPOUT_SLICE_SECS
-                before = collector.pending + sum(collector.emitted().values())
+                before = collector.pending + collector.sent
                 while not self.exhausted and time.monotonic() < slice_end:
                     self.component.next_tuple()
                     if trees is not None and trees.full:
                         collector.flush_all()  # nothing more until acks come back
                         break
-                if collector.pending + sum(collector.emitted().values()) == before:
+                    if collector.pending + collector.sent >= limit:
+                        break
+                if collector.pending + collector.sent == before:
                     self._wait_control(_IDLE_WAIT_SECS)
             elif self.exhausted and not announced and not trees:
                 collector.flush_all()
@@ -430,6 +436,7 @@ class InstanceRuntime:
             self._close_trees(message.trees)
         elif body == "gate":
             self._gated = message.gate.paused
+            self._routed = message.gate.routed
         elif body == "shutdown":
             reason = tmaster_pb2.ShutdownReason.Name(message.shutdown.reason)
             self.logger.info("shutdown (%s) %s", reason, message.shutdown.detail)

@@ -90,6 +90,9 @@ class StreamManager:
         self._sent_marks: dict[int, collections.deque] = {
             t: collections.deque() for t in self.local_tasks}
         self._gate_paused = False
+        self.routed_from: collections.Counter = collections.Counter()  # local spouts' tuples
+        self._routed_reported: collections.Counter = collections.Counter()
+        self._routed_step = max(1, self.config.backpressure_high_water_tuples // 4)
         self._loop_tick: float | None = None
         self._registered = threading.Event()
         self._lock = threading.Lock()
@@ -246,6 +249,8 @@ class StreamManager:
         batch = tuple_batch.decode(body)
         destinations = self.router.route(header.src_task, header.stream, batch)
         self.tuples_routed += batch.num_rows
+        if header.src_task in self.spout_tasks:
+            self._count_routed(header.src_task, batch.num_rows)
         if tuple_batch.ROOTS_COLUMN in batch.schema.names:
             self._route_tracked(header, batch, destinations)
             return
@@ -404,15 +409,31 @@ class StreamManager:
     def _reset_queue(self, task: int) -> None:
         """A (re)started instance holds nothing yet: what was queued for the old one is gone."""
         self.sent_tuples[task] = self.executed_tuples[task] = 0
+        self.routed_from[task] = self._routed_reported[task] = 0
         self._sent_marks[task].clear()
+
+    def _count_routed(self, spout: int, rows: int) -> None:
+        """Count a local spout's routed tuples; tell it every quarter of the tuple high mark,
+        so it never has more than the mark on its way here."""
+        self.routed_from[spout] += rows
+        if self.routed_from[spout] - self._routed_reported[spout] >= self._routed_step:
+            self._send_gate(spout)
+
+    def _send_gate(self, spout: int) -> None:
+        conn = self.instances.get(spout)
+        if conn is not None:
+            self._routed_reported[spout] = self.routed_from[spout]
+            self._send(conn, frames.control_frame(stmgr_pb2.StmgrToInstance(
+                gate=stmgr_pb2.SpoutGate(paused=self._gate_paused,
+                                         routed=self.routed_from[spout]))))
 
     def _start_instance(self, task: int) -> None:
         """Start a (re)registered instance: processing, the spout gate, ended upstreams."""
         conn = self.instances[task]
         self._send(conn, frames.control_frame(stmgr_pb2.StmgrToInstance(
             start=stmgr_pb2.StartProcessing(generation=self.plan.physical.generation))))
-        if task in self.spout_tasks and self._gate_paused:
-            self._send(conn, _gate_frame(True))
+        if task in self.spout_tasks:
+            self._send_gate(task)
         self._replay_ends([task], self.ended_sources)
 
     def _replay_ends(self, tasks, sources) -> None:
@@ -527,7 +548,7 @@ class StreamManager:
             if conn is not None:
                 (conn.pause_reading if paused else conn.resume_reading)()
                 if changed:
-                    self._send(conn, _gate_frame(paused))
+                    self._send_gate(task)
 
     # ---- TMaster and metrics ---------------------------------------------------------------
     def _connect_tmaster(self) -> None:
@@ -601,10 +622,6 @@ class StreamManager:
         for conn in [*self.instances.values(), *list(self.inbound_peers), self.tmaster]:
             if conn is not None:
                 conn.close()
-
-
-def _gate_frame(paused: bool) -> bytes:
-    return frames.control_frame(stmgr_pb2.StmgrToInstance(gate=stmgr_pb2.SpoutGate(paused=paused)))
 
 
 def _strip_routing(batch):
