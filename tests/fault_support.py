@@ -111,3 +111,58 @@ def import_baseline_rss() -> int:
                             check=True).stdout
     return next(int(line.split()[1]) * 1024 for line in status.splitlines()
                 if line.startswith("VmHWM:"))
+
+
+def cmdline(pid: int) -> list[str]:
+    """Return the command line of ``pid`` as a list ([] if it is gone or a zombie)."""
+    return _cmdline(pid)
+
+
+def state_of(pid: int) -> str:
+    """Return the one-letter state of ``pid`` (``R``, ``S``, ``T`` stopped, ``Z``...), or ""."""
+    return _state(pid)
+
+
+def start_ticks(pid: int) -> int | None:
+    """Return the start time of ``pid`` in clock ticks since boot: with the pid, it names one
+    process even after the pid is reused. None if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[19])
+
+
+def is_under(folder: str, work_dir: Path) -> bool:
+    """True when the path ``folder`` is ``work_dir`` or inside it (not a sibling sharing its
+    prefix, like ``wc-1`` and ``wc-10``)."""
+    root = str(work_dir).rstrip("/")
+    return folder == root or folder.startswith(root + "/")
+
+
+def processes_under(work_dir: Path) -> list[tuple[int, str, list[str]]]:
+    """Return ``(pid, state, args)`` of every process whose command line names ``heron_spark``
+    and a path under ``work_dir``, stopped ones included (zombies have no command line)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        args = _cmdline(int(entry.name))
+        if not any("heron_spark" in arg for arg in args):
+            continue
+        if any(is_under(arg, work_dir) for arg in args):
+            found.append((int(entry.name), _state(int(entry.name)), args))
+    return sorted(found)
+
+
+def kill9_all(work_dir: Path) -> list[int]:
+    """SIGKILL every process ``processes_under(work_dir)`` finds (stopped ones die too);
+    return their pids. For tear-down after a test that may have left some behind."""
+    killed = []
+    for pid, _, _ in processes_under(work_dir):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except ProcessLookupError:
+            pass
+    return killed
