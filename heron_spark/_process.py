@@ -36,12 +36,26 @@ GIL_SWITCH_INTERVAL_SECS = 0.0005
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 
 
-def _prctl(option: int, value) -> None:
+def _libc():
     try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(option, value, 0, 0, 0)
+        return ctypes.CDLL("libc.so.6", use_errno=True)
     except OSError:
-        pass  # not Linux: the watchdog below still applies
+        return None  # not Linux: the watchdog below still applies
+
+
+_LIBC = _libc()
+
+
+def _prctl(option: int, value) -> None:
+    if _LIBC is not None:
+        _LIBC.prctl(option, value, 0, 0, 0)
+
+
+def _die_with_parent() -> None:
+    """``preexec_fn`` of every child: arm the parent-death signal before ``exec``, so a child
+    stopped (SIGSTOP) before its own start-up code ran still dies with its parent."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 _health: dict = {"check": None, "on_unhealthy": None}
@@ -164,7 +178,7 @@ def spawn(module: str, args: list[str], log_path: Path, cwd: Path, *,
     with open(log_path.with_suffix(".out"), "ab") as out:
         return subprocess.Popen([sys.executable, "-m", module, *args], cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=False)
+                                start_new_session=False, preexec_fn=_die_with_parent)
 
 
 def wait_json(path: Path, proc: subprocess.Popen, timeout_secs: float, what: str) -> dict:

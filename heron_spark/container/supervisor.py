@@ -83,19 +83,16 @@ class Supervisor:
 
     # ---- the loop ------------------------------------------------------------------------
     def run(self) -> int:
-        """Supervise until the stmgr exits for good; return its exit code."""
-        beat = threading.Thread(target=self._beat, name="container-heartbeat", daemon=True)
-        beat.start()
-        try:
-            self._spawn(self.children[METRICSMGR])
-            self._spawn(self.children[STMGR])
-            while True:
-                code = self._tend()
-                if code is not None:
-                    return code
-                time.sleep(_POLL_SECS)
-        finally:
-            self._stop.set()
+        """Supervise until the stmgr exits for good; return its exit code. The container's
+        heartbeat goes on until ``stop_all`` has stopped every child."""
+        threading.Thread(target=self._beat, name="container-heartbeat", daemon=True).start()
+        self._spawn(self.children[METRICSMGR])
+        self._spawn(self.children[STMGR])
+        while True:
+            code = self._tend()
+            if code is not None:
+                return code
+            time.sleep(_POLL_SECS)
 
     def _beat(self) -> None:
         path = self.files.heartbeat("container")
@@ -210,8 +207,8 @@ class Supervisor:
                     _kill_now(inst.proc)
                 inst.restart_at = None
         elif child.name.startswith("task-") and code == INSTANCE_LOST_STMGR \
-                and not self._stmgr_ready():
-            return None  # the stmgr restart starts it again
+                and (self.children[STMGR].proc.poll() is not None or not self._stmgr_ready()):
+            return None  # its stmgr is gone too: the stmgr's restart (or exit) decides
         if child.name.startswith("task-") and self.children[STMGR].alive is False:
             return None
         self._schedule_restart(child, code, now)
@@ -239,12 +236,17 @@ class Supervisor:
                 "stalls": dict(self.stalls)}
 
     def stop_all(self) -> None:
-        """Stop every child still running: instances and stmgr first, metrics manager last."""
-        procs = [c.proc for name, c in self.children.items() if name != METRICSMGR and c.alive]
-        _process.terminate(procs, self.config.kill_grace_secs)
-        metrics = self.children[METRICSMGR]
-        if metrics.alive:
-            _process.terminate([metrics.proc], self.config.kill_grace_secs)
+        """Stop every child still running: instances and stmgr first, metrics manager last;
+        then stop the container's heartbeat."""
+        try:
+            procs = [c.proc for name, c in self.children.items()
+                     if name != METRICSMGR and c.alive]
+            _process.terminate(procs, self.config.kill_grace_secs)
+            metrics = self.children[METRICSMGR]
+            if metrics.alive:
+                _process.terminate([metrics.proc], self.config.kill_grace_secs)
+        finally:
+            self._stop.set()
 
 
 def _task(task_id: int) -> str:
