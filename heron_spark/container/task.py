@@ -58,6 +58,12 @@ class ContainerTask:
             return configured
         if self.local_mode:
             return "127.0.0.1"
+        # The executor's own address: Spark's SPARK_LOCAL_IP when the worker sets it (the
+        # executor inherits the worker's environment), else the address the driver sees the
+        # executor at (for executors that share a host's loopback, that is always 127.0.0.1).
+        local_ip = os.environ.get("SPARK_LOCAL_IP", "").strip()
+        if local_ip:
+            return local_ip
         address = context.getTaskInfos()[index].address
         return address.rsplit(":", 1)[0] or "127.0.0.1"
 
