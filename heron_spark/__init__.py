@@ -12,7 +12,7 @@ from heron_spark.api import (AssignableMetric, Bolt, CountMetric, GlobalStreamId
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
                                 HeronSparkError, TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
-                                WrongPlaceError)
+                                WorkerEnvironmentError, WrongPlaceError)
 from heron_spark.heronpy_alias import install as install_heronpy_alias
 
 __version__ = "0.1.0"
@@ -34,6 +34,7 @@ __all__ = [
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
     "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
-    "TopologyValueError", "Tuple", "TupleHelper", "WrongPlaceError", "__version__",
+    "TopologyValueError", "Tuple", "TupleHelper", "WorkerEnvironmentError", "WrongPlaceError",
+    "__version__",
     "api_constants", "install_heronpy_alias", "submit",
 ]

@@ -112,3 +112,29 @@ class AuthenticationError(HeronSparkError, ConnectionError):
 
 class WrongPlaceError(HeronSparkError, RuntimeError):
     """An API was called where it cannot run (driver-only called on an executor, ...)."""
+
+
+class WorkerEnvironmentError(HeronSparkError, RuntimeError):
+    """Spark's executors run a Python that cannot run the topology (heron_spark, a dependency
+    or one of the user's modules does not import there). Found before anything is launched."""
+
+    def __init__(self, problem: str, *, python: str, host: str | None,
+                 missing: str | None) -> None:
+        import sys
+
+        self.problem = problem
+        self.python = python
+        self.host = host
+        self.missing = missing
+        where = f" on {host}" if host else ""
+        if problem.startswith("loading the topology"):
+            fix = (f"make module {missing or '(see above)'!r} importable on the executors: ship "
+                   f"it with spark-submit --py-files or spark.sparkContext.addPyFile(path), or "
+                   f"install it into {python}")
+        else:
+            fix = (f"run the executors with a Python that has heron_spark installed: set "
+                   f"PYSPARK_PYTHON={sys.executable} (or spark.pyspark.python) before the "
+                   f"SparkSession starts, or install heron_spark and its dependencies into "
+                   f"{python} on every worker")
+        super().__init__(f"Spark's executors run Python {python!r}{where}, which cannot run "
+                         f"this topology: {problem}. Fix: {fix}")

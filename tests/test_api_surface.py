@@ -11,7 +11,8 @@ EXPECTED = {
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
     "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
-    "TopologyValueError", "Tuple", "TupleHelper", "WrongPlaceError", "__version__",
+    "TopologyValueError", "Tuple", "TupleHelper", "WorkerEnvironmentError", "WrongPlaceError",
+    "__version__",
     "api_constants", "install_heronpy_alias", "submit",
 }
 

@@ -56,6 +56,28 @@ def check_slots(spark, needed: int, wait_secs: float) -> None:
         time.sleep(0.5)  # executors of a standalone cluster register after the driver starts
 
 
+def is_cancellation(error: BaseException) -> bool:
+    """True when Spark ended the stage on purpose: its job group or every job was cancelled,
+    or the SparkContext is shutting down (Ctrl-C reaches the JVM too)."""
+    text = str(error)
+    return any(marker in text for marker in (
+        "SPARK_JOB_CANCELLED", "cancelled job group", "cancellation of all jobs",
+        "SparkContext was shut down", "cancelled because SparkContext was shut down"))
+
+
+_DETERMINISTIC = ("ModuleNotFoundError", "ImportError", "PYTHON_VERSION_MISMATCH",
+                  "Python in worker has different version")
+
+
+def deterministic_failure(error: BaseException) -> str | None:
+    """The line of a stage failure that would recur on every attempt (a module the executors
+    cannot import), or None for failures worth resubmitting."""
+    for line in str(error).splitlines():
+        if any(marker in line for marker in _DETERMINISTIC):
+            return line.strip()
+    return None
+
+
 class BarrierStage:
     """The container stage, run (and re-run after failures) in a background thread.
 
@@ -66,7 +88,8 @@ class BarrierStage:
     def __init__(self, spark, task: ContainerTask, containers: int,
                  on_exit: Callable[[list | None, BaseException | None], None],
                  retry: Callable[[BaseException, ContainerTask], ContainerTask | None]
-                 | None = None) -> None:
+                 | None = None,
+                 planned: Callable[[BaseException], bool] = is_cancellation) -> None:
         self.spark = spark
         self.task = task
         self.containers = containers
@@ -76,6 +99,7 @@ class BarrierStage:
         self.attempts = 0
         self._on_exit = on_exit
         self._retry = retry
+        self._planned = planned
         self.thread = threading.Thread(target=self._run, name=f"barrier-{task.topology}",
                                        daemon=True)
 
@@ -95,6 +119,10 @@ class BarrierStage:
                     self.result = rdd.barrier().mapPartitions(self.task).collect()
                     return
                 except Exception as exc:  # noqa: BLE001 - retried, or reported to the handle
+                    if self._planned(exc):  # a kill or Ctrl-C: the end asked for, not a fault
+                        log.info("barrier stage of %s (generation %d) stopped as asked",
+                                 self.task.topology, self.task.generation)
+                        raise
                     log.error("barrier stage of %s (generation %d) failed: %s",
                               self.task.topology, self.task.generation,
                               str(exc).splitlines()[0] if str(exc) else type(exc).__name__)

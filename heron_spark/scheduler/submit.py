@@ -22,7 +22,10 @@ from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import topology_pb2
 from heron_spark.scheduler.handle import TopologyHandle
-from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots, is_local_master)
+from heron_spark.scheduler.preflight import check_workers
+from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
+                                                   deterministic_failure, is_cancellation,
+                                                   is_local_master)
 from heron_spark.statemgr import open_state_manager
 from heron_spark.tmaster.master import TMaster
 from heron_spark.tmaster.tracker import start_tracker
@@ -71,11 +74,12 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         prior = statemgr.get_execution_state(plan.name) or {}
         spark = _spark_session(spark, master, system)
         check_slots(spark, view.container_count, system.spark_slots_wait_secs)
+        definition = _pickling.dumps(plan)
+        check_workers(spark, definition, view.container_count)
     except BaseException:
         statemgr.close()
         raise
 
-    definition = _pickling.dumps(plan)
     resume = prior.get("state") in _LIVE_STATES  # its driver died without ending it
     topology_id = prior.get("id") if resume else None
     topology_id = topology_id or f"{plan.name}-{uuid.uuid4().hex[:12]}"
@@ -89,7 +93,9 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                       generation, system.instance_restart_max, system.restart_window_secs)
     tracker = None
     if system.tracker_port >= 0:
-        tracker = start_tracker(tmaster, host, system.tracker_port, secret)
+        tracker = start_tracker(tmaster, host, system.tracker_port, secret,
+                                max_connections=system.tracker_max_connections,
+                                idle_timeout_secs=system.tracker_idle_timeout_secs)
     try:
         statemgr.claim_tmaster(plan.name, {
             "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": secret,
@@ -116,7 +122,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                          _config_fields(system), secret, host, tmaster.port, generation, local)
 
     def on_stage_exit(result, error) -> None:
-        if error is not None and _is_cancellation(error):
+        if error is not None and is_cancellation(error):
             tmaster.kill("the Spark job group was cancelled")
         elif error is not None:
             tmaster.fail(f"the Spark barrier stage failed: {_spark_error_summary(error)}")
@@ -132,7 +138,8 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         threading.Thread(target=_publish_gauges, args=(spark, tmaster, system), daemon=True,
                          name=f"gauges-{plan.name}").start()
     stage = BarrierStage(spark, task, view.container_count, on_stage_exit,
-                         _resubmission_policy(tmaster, system))
+                         _resubmission_policy(tmaster, system),
+                         planned=lambda error: tmaster.state.ended or is_cancellation(error))
     handle._attach(stage)
     stage.start()
     _install_sigterm(handle)
@@ -150,7 +157,12 @@ def _resubmission_policy(tmaster: TMaster, system: SystemConfig):
     failures = FailureWindow(system.restart_window_secs)
 
     def retry(error: BaseException, task: ContainerTask) -> ContainerTask | None:
-        if _is_cancellation(error) or tmaster.state.ended:
+        if is_cancellation(error) or tmaster.state.ended:
+            return None
+        deterministic = deterministic_failure(error)
+        if deterministic is not None:  # the same again on every attempt: do not retry
+            log.error("topology %s: not resubmitting the barrier stage, its failure is not "
+                      "transient: %s", tmaster.name, deterministic)
             return None
         recent = failures.record()
         if recent > system.stage_resubmit_max:
@@ -201,16 +213,12 @@ def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
             return
 
 
-def _is_cancellation(error: BaseException) -> bool:
-    text = str(error)
-    return "SPARK_JOB_CANCELLED" in text or "cancelled job group" in text
-
-
 def _spark_error_summary(error: BaseException) -> str:
     """The Spark exception's own lines, without the Java stack trace."""
     lines = [line for line in str(error).splitlines() if line.strip()
              and not line.lstrip().startswith("at ")]
-    return "\n".join(lines[:12])
+    cause = deterministic_failure(error)
+    return "\n".join(([cause] if cause else []) + lines[:12])
 
 
 def _refuse_if_running(statemgr, name: str) -> None:

@@ -1,0 +1,105 @@
+"""Preflight: check, with one short Spark job, that executors can run the topology at all.
+
+A worker Python that cannot import heron_spark, its dependencies or the user's modules fails
+the same way every time; found inside the barrier stage it would be resubmitted until the
+budget runs out and surface as pages of Java traces. Found here, before the TMaster starts, it
+is one ``WorkerEnvironmentError`` naming the executors' Python and the fix. Driver only.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from heron_spark.errors import WorkerEnvironmentError
+
+log = logging.getLogger(__name__)
+
+# The probe runs on executors that may not be able to import heron_spark, so it must travel by
+# value: it is compiled into a namespace that is no importable module, which makes cloudpickle
+# ship its code instead of a reference to this module.
+_PROBE_SOURCE = '''
+def probe(_partition, modules=MODULES, definition=DEFINITION):
+    import importlib
+    import pickle
+    import socket
+    import sys
+
+    found = {"python": sys.executable, "version": sys.version.split()[0],
+             "host": socket.gethostname(), "problem": None, "missing": None,
+             "heron_spark": None}
+    for name in modules:
+        try:
+            module = importlib.import_module(name)
+        except Exception as exc:
+            found["problem"] = f"import {name}: {type(exc).__name__}: {exc}"
+            found["missing"] = getattr(exc, "name", None) or name
+            return [found]
+        if name == "heron_spark":
+            found["heron_spark"] = getattr(module, "__version__", "?")
+    try:
+        pickle.loads(definition)
+    except Exception as exc:
+        found["problem"] = f"loading the topology: {type(exc).__name__}: {exc}"
+        found["missing"] = getattr(exc, "name", None)
+    return [found]
+'''
+
+# What a container imports: the package, its runtime roles, and through them pyarrow and
+# protobuf.
+_MODULES = ("heron_spark", "heron_spark.container.task", "heron_spark.stmgr.server",
+            "heron_spark.instance.runtime", "heron_spark.metrics.manager")
+
+
+def _probe(definition: bytes):
+    namespace = {"__name__": "heron_spark_preflight_probe", "MODULES": _MODULES,
+                 "DEFINITION": definition}
+    exec(compile(_PROBE_SOURCE, "<heron_spark preflight>", "exec"), namespace)  # noqa: S102
+    return namespace["probe"]
+
+
+def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
+    """Run the probe in ``tasks`` tasks; raise WorkerEnvironmentError if any cannot run a
+    container. Return what each task found (its Python, version and host)."""
+    from heron_spark import __version__
+
+    sc = spark.sparkContext
+    previous = sc.getLocalProperty("spark.job.description")
+    sc.setJobDescription("heron_spark preflight: can the executors' Python run the topology?")
+    try:
+        found = sc.parallelize(range(tasks), tasks).mapPartitions(_probe(definition)).collect()
+    except Exception as exc:  # noqa: BLE001 - classified below; anything else re-raised
+        problem = _python_failure(str(exc))
+        if problem is None:
+            raise
+        raise WorkerEnvironmentError(problem, python=_executor_python(sc), host=None,
+                                     missing=None) from None
+    finally:
+        sc.setJobDescription(previous)
+    for result in found:
+        if result["problem"] is not None:
+            raise WorkerEnvironmentError(result["problem"], python=result["python"],
+                                         host=result["host"], missing=result["missing"])
+        if result["heron_spark"] != __version__:
+            raise WorkerEnvironmentError(
+                f"the executors import heron_spark {result['heron_spark']}, the driver "
+                f"{__version__}", python=result["python"], host=result["host"],
+                missing=None)
+    log.debug("preflight: executors run %s", sorted({r["python"] for r in found}))
+    return found
+
+
+def _executor_python(sc) -> str:
+    """The Python Spark starts for this context's workers, as Spark chooses it."""
+    return getattr(sc, "pythonExec", None) or "python3"
+
+
+def _python_failure(text: str) -> str | None:
+    """The first Python-level error of a failed probe job, if it is one the environment
+    causes (the probe itself could not be loaded or run there)."""
+    markers = ("ModuleNotFoundError", "ImportError", "Python in worker has different version",
+               "PYTHON_VERSION_MISMATCH", "Cannot run program")
+    for line in text.splitlines():
+        stripped = line.strip()
+        if any(marker in stripped for marker in markers):
+            return stripped
+    return None
