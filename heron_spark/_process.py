@@ -53,7 +53,10 @@ def _prctl(option: int, value) -> None:
 
 def _die_with_parent() -> None:
     """``preexec_fn`` of every child: arm the parent-death signal before ``exec``, so a child
-    stopped (SIGSTOP) before its own start-up code ran still dies with its parent."""
+    stopped (SIGSTOP) before its own start-up code ran still dies with its parent; ignore
+    SIGINT (a terminal's Ctrl-C reaches the whole process group, but stopping a container's
+    children is its supervisor's job, in order)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 

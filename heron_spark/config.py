@@ -130,8 +130,9 @@ class SystemConfig:
                     USER_CODE_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS):
             if getattr(self, _field_of(key)) < 0:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 0")
-        if self.stall_timeout_secs == 0:
-            raise ConfigError(STALL_TIMEOUT_SECS, 0, "use a positive number of seconds")
+        for key in (STALL_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS):
+            if getattr(self, _field_of(key)) == 0:
+                raise ConfigError(key, 0, "use a positive number of seconds")
         if not 0 <= self.backpressure_low_water_bytes < self.backpressure_high_water_bytes:
             raise ConfigError(BACKPRESSURE_LOW_WATER_BYTES, self.backpressure_low_water_bytes,
                               f"use a value below {BACKPRESSURE_HIGH_WATER_BYTES} "

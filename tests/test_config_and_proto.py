@@ -27,7 +27,10 @@ def test_layers_override_in_order_and_coerce_types():
 @pytest.mark.parametrize("layer", [{"heron.no.such.key": 1},
                                    {"heron.batch.max.tuples": "many"},
                                    {"heron.stmgr.backpressure.low.water.bytes": 10 ** 12},
-                                   {"heron.packing.algorithm": "best_fit"}])
+                                   {"heron.packing.algorithm": "best_fit"},
+                                   {"heron.tracker.idle.timeout.secs": 0},
+                                   {"heron.tracker.max.connections": 0},
+                                   {"heron.stall.timeout.secs": 0}])
 def test_bad_values_are_config_errors(layer):
     with pytest.raises(ConfigError) as info:
         build_system_config(layer)

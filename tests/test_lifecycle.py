@@ -1,6 +1,7 @@
 """Kill a running topology (handle, CLI, Spark job cancel) and find no process left behind."""
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -50,7 +51,7 @@ def _wait_gone(folder, timeout=30.0) -> list[str]:
 @pytest.fixture
 def conf(tmp_path):
     return {"heron.statemgr": f"file://{tmp_path}/state", "heron.work.dir": f"{tmp_path}/work",
-            "heron.kill.grace.secs": 5}
+            "heron.kill.grace.secs": 5, "heron.tracker.idle.timeout.secs": 2}
 
 
 @pytest.fixture
@@ -120,6 +121,15 @@ def _check_tracker(handle, conf):
     with urllib.request.urlopen(request, timeout=10) as response:
         status = json.loads(response.read())
     assert status["state"] == "RUNNING" and status["containers"] == 2
+    # heron.tracker.idle.timeout.secs (2 here, 10 by default) reaches the submitted tracker.
+    import socket
+    from urllib.parse import urlsplit
+
+    address = urlsplit(handle.tracker_url)
+    with socket.create_connection((address.hostname, address.port), timeout=30) as idle:
+        opened = time.monotonic()
+        assert idle.recv(1) == b""  # closed by the server, not by our timeout
+        assert time.monotonic() - opened < 8
 
 
 def test_cancelling_the_spark_job_group_kills_every_process(running, tmp_path):
@@ -161,3 +171,67 @@ def test_sigterm_to_the_driver_kills_every_topology(tmp_path):
     finally:
         if driver.poll() is None:
             driver.kill()
+
+
+CTRL_C_TOPOLOGY = """
+from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
+
+class Forever(Spout):
+    outputs = ["n"]
+    def initialize(self, config, context):
+        self.n = 0
+    def next_tuple(self):
+        self.n += 1
+        self.emit([self.n])
+
+class Sink(Bolt):
+    def process(self, tup):
+        pass
+
+builder = TopologyBuilder("ctrlc")
+numbers = builder.add_spout("numbers", Forever, par=2)
+builder.add_bolt("sink", Sink, par=2, inputs={numbers: Grouping.SHUFFLE})
+builder.set_config({"topology.stmgrs": 2})
+builder.build_and_submit()
+"""
+
+
+def test_ctrl_c_of_the_cli_is_a_planned_stop(tmp_path):
+    """Fault 9 of issue 7: Ctrl-C reaches the terminal's whole process group (the CLI, Spark's
+    JVM, its Python workers, the containers' children); the topology ends KILLED, nothing is
+    logged as an error, no child is restarted, and no process is left."""
+    from heron_spark.statemgr import open_state_manager
+
+    topology_file = tmp_path / "ctrlc_topology.py"
+    topology_file.write_text(CTRL_C_TOPOLOGY)
+    state = f"file://{tmp_path}/state"
+    err_path = tmp_path / "submit.err"
+    with open(err_path, "w") as err:
+        cli = subprocess.Popen([sys.executable, "-m", "heron_spark.cli", "submit",
+                                "--master", "local[2]", "--conf", f"heron.statemgr={state}",
+                                "--conf", f"heron.work.dir={tmp_path}/work",
+                                str(topology_file)],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=err, text=True,
+                               start_new_session=True)  # its own group, as at a terminal
+    try:
+        statemgr = open_state_manager(state)
+        deadline = time.monotonic() + 120
+        while (statemgr.get_execution_state("ctrlc") or {}).get("state") != "RUNNING" \
+                or len(_processes_under(tmp_path)) < 8:
+            assert cli.poll() is None, err_path.read_text()[-4000:]
+            assert time.monotonic() < deadline, "never RUNNING\n" + err_path.read_text()[-4000:]
+            time.sleep(0.2)
+        os.killpg(cli.pid, signal.SIGINT)  # what Ctrl-C at the terminal does
+        code = cli.wait(120)
+    finally:
+        if cli.poll() is None:
+            os.killpg(cli.pid, signal.SIGKILL)
+    stderr = err_path.read_text()
+    assert code == 130, stderr[-4000:]
+    assert "interrupted; topology killed" in stderr
+    ours = [line for line in stderr.splitlines() if "heron_spark" in line or "container" in line]
+    assert not [line for line in ours if line.startswith("ERROR")], "\n".join(ours)
+    assert "Traceback" not in stderr, stderr[-4000:]
+    assert "restart" not in stderr, "\n".join(ours)
+    assert statemgr.get_execution_state("ctrlc")["state"] == "KILLED"
+    assert _wait_gone(tmp_path) == []

@@ -48,6 +48,12 @@ class ContainerFiles:
         """Ready file of a child: ``stmgr``, ``metricsmgr``."""
         return self.root / f"{role}.ready.json"
 
+    @property
+    def stmgr_stopping(self) -> Path:
+        """Written by a stmgr (its pid) before it shuts down for good: from then on, children
+        that exit are part of the shutdown, not faults to restart."""
+        return self.root / "stmgr.stopping"
+
     def heartbeat(self, child: str) -> Path:
         """Heartbeat file of ``container``, ``stmgr``, ``metricsmgr`` or ``task-<id>``."""
         return self.root / "heartbeats" / child

@@ -110,8 +110,10 @@ class Supervisor:
                     return code
             elif child.alive:
                 self._check_ready(child)
-                self._check_stall(child)
-            elif child.restart_at is not None and now >= child.restart_at:
+                if not self._stmgr_stopping():
+                    self._check_stall(child)
+            elif child.restart_at is not None and now >= child.restart_at \
+                    and not self._stmgr_stopping():
                 if child.name == STMGR or not child.name.startswith("task-") or \
                         self._stmgr_ready():
                     self._spawn(child)
@@ -123,6 +125,17 @@ class Supervisor:
                 if not child.alive:
                     self._spawn(child)
         return None
+
+    def _stmgr_stopping(self) -> bool:
+        """True once the live stmgr has announced it is shutting down for good."""
+        stmgr = self.children[STMGR]
+        if stmgr.proc is None:
+            return False
+        try:
+            data = json.loads(self.files.stmgr_stopping.read_text())
+        except (OSError, ValueError):
+            return False
+        return data.get("pid") == stmgr.proc.pid
 
     def _stmgr_ready(self) -> bool:
         stmgr = self.children[STMGR]
@@ -193,6 +206,10 @@ class Supervisor:
             return code
         if child.name.startswith("task-") and code == 0:
             return None  # shut down with the topology; the stmgr's exit ends the container
+        if child.name != STMGR and self._stmgr_stopping():
+            log.info("container %d: %s exited with %s while the stmgr shuts down", self.index,
+                     child.name, _describe(code))
+            return None
         if child.name == STMGR:
             deaths = self._stmgr_deaths.record()
             if deaths > self.config.stmgr_restart_max:

@@ -16,7 +16,7 @@ from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
 from heron_spark.proto import metrics_pb2
 from heron_spark.wire import frames
-from heron_spark.wire.connection import Connection, ConnectionClosed, Listener, dial_with_retry
+from heron_spark.wire.connection import Connection, ConnectionClosed, Listener, dial
 
 log = logging.getLogger(__name__)
 
@@ -61,26 +61,42 @@ class MetricsManager:
             self._latest[(publish.component, publish.task_id)] = publish
 
     def run(self) -> int:
-        """Forward snapshots until the TMaster goes away; return the exit code."""
+        """Forward snapshots each interval until SIGTERM (the container stops the metrics
+        manager last); return the exit code. A lost TMaster connection is dialled again each
+        interval: the metrics manager outlives its TMaster's restarts and the topology's end,
+        so its exit is never mistaken for a fault."""
         self.listener.start()
         _process.write_json_atomic(self.files.ready("metricsmgr"),
                                    {"port": self.listener.port, "pid": os.getpid()})
-        host, port = self.tmaster_address
-        sock = dial_with_retry(host, port, self.secret, self.topology, "metricsmgr", self.index,
-                               self.config.startup_timeout_secs)
-        tmaster = Connection(sock, "metricsmgr->tmaster", lambda *a: None,
-                             lambda c: self._stop.set(),
-                             max_frame_bytes=self.config.frame_max_bytes,
-                             send_capacity_bytes=4 << 20).start()
-        # The container SIGTERMs us last: forward the final values before exiting.
         signal.signal(signal.SIGTERM, lambda signum, frame: self._stop.set())
         interval = self.config.metrics_interval_ms / 1000.0
-        while not self._stop.wait(interval):
-            self._forward(tmaster, interval)
-        self._forward(tmaster, interval)
-        tmaster.flush(interval)
+        tmaster = None
+        while True:
+            stopping = self._stop.wait(interval)
+            if tmaster is None or tmaster.closed:
+                tmaster = self._dial_tmaster(interval)
+            if tmaster is not None:
+                self._forward(tmaster, interval)
+                if stopping:  # the final values, before exiting
+                    tmaster.flush(interval)
+            if stopping:
+                break
+        if tmaster is not None:
+            tmaster.close()
         self.listener.close()
         return 0
+
+    def _dial_tmaster(self, timeout: float) -> Connection | None:
+        host, port = self.tmaster_address
+        try:
+            sock = dial(host, port, self.secret, self.topology, "metricsmgr", self.index,
+                        timeout=max(timeout, 1.0))
+        except OSError as exc:
+            log.debug("TMaster %s:%d not reachable: %s", host, port, exc)
+            return None
+        return Connection(sock, "metricsmgr->tmaster", lambda *a: None, lambda c: None,
+                          max_frame_bytes=self.config.frame_max_bytes,
+                          send_capacity_bytes=4 << 20).start()
 
     def _forward(self, tmaster: Connection, timeout: float) -> None:
         with self._lock:

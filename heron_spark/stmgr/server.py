@@ -460,6 +460,7 @@ class StreamManager:
                      tmaster_pb2.ShutdownReason.Name(message.shutdown.reason),
                      message.shutdown.detail)
             self._stopping = True
+            self._announce_stop()
             frame = frames.control_frame(stmgr_pb2.StmgrToInstance(shutdown=message.shutdown))
             for conn in self.instances.values():
                 self._send(conn, frame)
@@ -468,6 +469,11 @@ class StreamManager:
                 conn.flush(max(0.0, deadline - time.monotonic()))
             return 0
         return None
+
+    def _announce_stop(self) -> None:
+        """Tell the container's supervisor this stmgr is ending for good, before any instance
+        can notice (so their exits are not restarted)."""
+        _process.write_json_atomic(self.files.stmgr_stopping, {"pid": os.getpid()})
 
     def _apply_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
         """Take a new physical plan: (re)target peer links (dialled in the background) and, the
@@ -514,6 +520,7 @@ class StreamManager:
             return None
         if kind_source == FROM_TMASTER:
             log.error("TMaster connection lost; shutting down")
+            self._announce_stop()
             return 2
         return None
 
