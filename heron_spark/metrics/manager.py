@@ -70,7 +70,7 @@ class MetricsManager:
                                    {"port": self.listener.port, "pid": os.getpid()})
         signal.signal(signal.SIGTERM, lambda signum, frame: self._stop.set())
         interval = self.config.metrics_interval_ms / 1000.0
-        tmaster = None
+        tmaster = self._dial_tmaster(interval)
         while True:
             stopping = self._stop.wait(interval)
             if tmaster is None or tmaster.closed:

@@ -121,6 +121,8 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     task = ContainerTask(plan.name, definition, packing.SerializeToString(),
                          _config_fields(system), secret, host, tmaster.port, generation, local)
 
+    bridge = system.spark_jvm_bridge and _bridge_loaded(spark)
+
     def on_stage_exit(result, error) -> None:
         if error is not None and is_cancellation(error):
             tmaster.kill("the Spark job group was cancelled")
@@ -128,13 +130,15 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
             tmaster.fail(f"the Spark barrier stage failed: {_spark_error_summary(error)}")
         else:
             tmaster.fail("every container exited before the topology ended")
+        if bridge:  # the final values, before wait() returns
+            _copy_gauges(spark, tmaster)
         tmaster.close()
         if tracker is not None:
             tracker.shutdown()
         statemgr.release_tmaster(plan.name)
         statemgr.close()
 
-    if system.spark_jvm_bridge and _bridge_loaded(spark):
+    if bridge:
         threading.Thread(target=_publish_gauges, args=(spark, tmaster, system), daemon=True,
                          name=f"gauges-{plan.name}").start()
     stage = BarrierStage(spark, task, view.container_count, on_stage_exit,
@@ -203,14 +207,20 @@ def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
     interval = system.metrics_interval_ms / 1000.0
     while True:
         ended = tmaster.closed.wait(interval)
-        for component, values in tmaster.metrics_by_component().items():
-            for metric, value in values.items():
-                jvm_bridge.set_gauge(spark, f"{tmaster.name}.{component}.{metric.strip('_')}",
-                                     value)
+        if not ended:  # the final copy is on_stage_exit's, before wait() returns
+            _copy_gauges(spark, tmaster)
         for event in jvm_bridge.drain_events(spark):
             log.warning("Spark event during topology %s: %s", tmaster.name, event)
         if ended:
             return
+
+
+def _copy_gauges(spark, tmaster: TMaster) -> None:
+    from heron_spark.scheduler import jvm_bridge
+
+    for component, values in tmaster.metrics_by_component().items():
+        for metric, value in values.items():
+            jvm_bridge.set_gauge(spark, f"{tmaster.name}.{component}.{metric.strip('_')}", value)
 
 
 def _spark_error_summary(error: BaseException) -> str:
