@@ -1,0 +1,137 @@
+"""A sampling profiler for heron_spark's own processes: where does a stmgr's CPU go?
+
+Off unless ``HERON_SPARK_PROFILE_DIR`` is set in the environment Spark's workers inherit (set
+it before the SparkSession starts). Then every stmgr, instance and metrics manager samples
+the Python stacks of all its threads every ``HERON_SPARK_PROFILE_INTERVAL_MS`` (default 10)
+and rewrites ``<dir>/<process name>-<pid>.folded`` every 2 s: one line per distinct stack,
+``thread;outer frame;...;inner frame seconds`` (the "folded" format flame-graph tools read).
+Each stack is weighted by the CPU seconds its thread used since the previous sample (from
+the thread's CPU clock), so threads that only wait weigh nothing. The first line,
+``# cpu <thread>=<seconds> ...``, gives each thread's total CPU seconds (``/proc/self/task``).
+
+``python -m heron_spark._profiling DIR`` prints, per process role, each thread's CPU seconds
+and the innermost Python functions that CPU was spent in (C calls count in their caller).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+
+PROFILE_DIR_ENV = "HERON_SPARK_PROFILE_DIR"
+PROFILE_INTERVAL_ENV = "HERON_SPARK_PROFILE_INTERVAL_MS"
+_WRITE_EVERY_SECS = 2.0
+
+
+def start_if_asked(name: str) -> bool:
+    """Start the sampler thread when ``HERON_SPARK_PROFILE_DIR`` is set; return whether it did."""
+    folder = os.environ.get(PROFILE_DIR_ENV)
+    if not folder:
+        return False
+    interval = float(os.environ.get(PROFILE_INTERVAL_ENV, "10")) / 1000.0
+    path = Path(folder) / f"{name}-{os.getpid()}.folded"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    threading.Thread(target=_sample, args=(path, interval), name="profiler",
+                     daemon=True).start()
+    return True
+
+
+def _sample(path: Path, interval: float) -> None:
+    """Each interval, charge every thread's CPU time since the last sample to its current
+    stack: stacks of threads that only wait get (almost) nothing."""
+    me = threading.get_ident()
+    weights: collections.Counter = collections.Counter()
+    labels: dict = {}  # code object -> "name (file:line)"
+    last_cpu: dict[int, float] = {}
+    next_write = time.monotonic() + _WRITE_EVERY_SECS
+    while True:
+        time.sleep(interval)
+        names = {t.ident: t.name for t in threading.enumerate()}
+        for ident, frame in sys._current_frames().items():
+            if ident == me:
+                continue
+            try:
+                cpu = time.clock_gettime(time.pthread_getcpuclockid(ident))
+            except (OSError, OverflowError):
+                continue
+            spent, last_cpu[ident] = cpu - last_cpu.get(ident, cpu), cpu
+            if spent <= 0.0:
+                continue
+            stack = []
+            while frame is not None:
+                code = frame.f_code
+                label = labels.get(code)
+                if label is None:
+                    label = labels[code] = (f"{code.co_name} "
+                                            f"({Path(code.co_filename).name}:{code.co_firstlineno})")
+                stack.append(label)
+                frame = frame.f_back
+            weights[";".join([names.get(ident, str(ident)), *reversed(stack)])] += spent
+        if time.monotonic() >= next_write:
+            _write(path, weights)
+            next_write = time.monotonic() + _WRITE_EVERY_SECS
+
+
+def _thread_cpu() -> dict[str, float]:
+    """CPU seconds of each thread of this process, by thread name."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    by_tid = {t.native_id: t.name for t in threading.enumerate()}
+    cpu: dict[str, float] = collections.defaultdict(float)
+    for task in Path("/proc/self/task").iterdir():
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        name = by_tid.get(int(task.name), f"tid-{task.name}")
+        cpu[name] += (int(fields[11]) + int(fields[12])) / ticks
+    return cpu
+
+
+def _write(path: Path, counts: collections.Counter) -> None:
+    cpu = " ".join(f"{name.replace(' ', '_')}={secs:.2f}" for name, secs in
+                   sorted(_thread_cpu().items()))
+    lines = [f"# cpu {cpu}"] + [f"{stack} {secs:.6f}" for stack, secs in counts.most_common()]
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
+def report(folder: Path, top: int = 12) -> str:
+    """Summarise the folded files of ``folder`` per process role (see the module docstring)."""
+    roles: dict[str, dict] = {}
+    for path in sorted(folder.glob("*.folded")):
+        role = path.stem.rsplit("-", 1)[0]
+        role = role.rsplit("-", 1)[0] if role.startswith("hs-") and role[-1].isdigit() else role
+        data = roles.setdefault(role, {"procs": 0, "cpu": collections.Counter(),
+                                       "self": collections.Counter(), "samples": 0})
+        data["procs"] += 1
+        for line in path.read_text().splitlines():
+            if line.startswith("# cpu "):
+                for item in line[6:].split():
+                    name, _, secs = item.rpartition("=")
+                    data["cpu"][name] += float(secs)
+                continue
+            stack, _, secs = line.rpartition(" ")
+            if not stack:
+                continue
+            frames = stack.split(";")
+            data["samples"] += float(secs)
+            data["self"][f"{frames[0]}: {frames[-1]}"] += float(secs)
+    out = []
+    for role, data in sorted(roles.items()):
+        total = sum(data["cpu"].values())
+        out.append(f"== {role} ({data['procs']} processes): {total:.1f} CPU s; by thread: "
+                   + ", ".join(f"{name} {secs:.1f}" for name, secs in data["cpu"].most_common(6)))
+        for where, secs in data["self"].most_common(top):
+            out.append(f"  {100.0 * secs / max(data['samples'], 1e-9):5.1f}%  {where}")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit("usage: python -m heron_spark._profiling DIR")
+    print(report(Path(sys.argv[1])))
