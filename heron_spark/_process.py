@@ -134,6 +134,9 @@ def become_child(short_name: str, watchdog_interval_secs: float = HEARTBEAT_INTE
 
     threading.Thread(target=_watch, args=(expected, watchdog_interval_secs),
                      name="parent-watchdog", daemon=True).start()
+    from heron_spark import _profiling
+
+    _profiling.start_if_asked(short_name)  # only with HERON_SPARK_PROFILE_DIR set
 
 
 def setup_logging(path: Path, level: int = logging.INFO) -> None:
@@ -161,7 +164,8 @@ def child_env(heartbeat: Path | None = None, parent_heartbeat: Path | None = Non
     # Spark puts --py-files on the worker's sys.path as relative paths ('./deps.zip', '' = cwd);
     # children start in another folder, so make every entry absolute.
     cwd = os.getcwd()
-    env["PYTHONPATH"] = os.pathsep.join(os.path.join(cwd, p) if p else cwd for p in sys.path)
+    absolute = [os.path.join(cwd, p) if p else cwd for p in sys.path]
+    env["PYTHONPATH"] = os.pathsep.join(_without_redundant_spark_zips(absolute))
     env[PARENT_PID_ENV] = str(os.getpid())
     for key, value in ((HEARTBEAT_ENV, heartbeat), (PARENT_HEARTBEAT_ENV, parent_heartbeat)):
         if value is not None:
@@ -170,6 +174,32 @@ def child_env(heartbeat: Path | None = None, parent_heartbeat: Path | None = Non
             env.pop(key, None)
     env[STALL_SECS_ENV] = str(stall_secs)
     return env
+
+
+def _without_redundant_spark_zips(path: list[str]) -> list[str]:
+    """``path`` minus Spark's zips of a package (``pyspark.zip``, ``py4j-*-src.zip``) that a
+    plain folder later on ``path`` also provides, from the same Spark installation.
+
+    Spark puts those zips first on its Python workers' path; Python cannot cache bytecode
+    for modules imported from a zip, so every child would compile pyspark and py4j from
+    source at start-up (about 0.8 s of CPU per process). When pyspark is pip-installed, the
+    zips sit inside the installed package, and the installed package is the same code.
+    """
+    folders = [p for p in path if os.path.isdir(p)]
+    installed = next((os.path.realpath(os.path.join(folder, "pyspark")) for folder in folders
+                      if os.path.isfile(os.path.join(folder, "pyspark", "__init__.py"))), None)
+    kept = []
+    for entry in path:
+        name = os.path.basename(entry)
+        package = "pyspark" if name == "pyspark.zip" else \
+            "py4j" if name.startswith("py4j-") and name.endswith(".zip") else None
+        if package is not None and installed is not None \
+                and os.path.realpath(entry).startswith(installed + os.sep) \
+                and any(os.path.isfile(os.path.join(folder, package, "__init__.py"))
+                        for folder in folders):
+            continue
+        kept.append(entry)
+    return kept
 
 
 def spawn(module: str, args: list[str], log_path: Path, cwd: Path, *,

@@ -110,3 +110,32 @@ def test_word_count_with_plain_spark_submit(tmp_path):
     run_dir.mkdir()
     result = spark_submit([str(WORD_COUNT), "--sentences", "2000"], env, run_dir)
     assert_word_count_ok(result)
+
+
+def _package(folder: Path, name: str) -> None:
+    (folder / name).mkdir(parents=True)
+    (folder / name / "__init__.py").write_text("")
+
+
+def test_children_skip_spark_zips_of_the_installed_pyspark(tmp_path):
+    """Spark's workers put pyspark.zip and py4j-*.zip first on sys.path; modules imported from
+    a zip are compiled from source in every process. Children leave out the zips that ship
+    inside the pip-installed pyspark (the same code, with cached bytecode) and keep any other
+    Spark's zips and the user's --py-files."""
+    from heron_spark._process import _without_redundant_spark_zips
+
+    site = tmp_path / "site-packages"
+    _package(site, "pyspark")
+    _package(site, "py4j")
+    lib = site / "pyspark" / "python" / "lib"
+    lib.mkdir(parents=True)
+    own = [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
+    shipped = str(tmp_path / "deps.zip")
+    assert _without_redundant_spark_zips([*own, shipped, str(site)]) == [shipped, str(site)]
+
+    other_spark = [str(tmp_path / "opt-spark" / "python" / "lib" / "pyspark.zip")]
+    assert _without_redundant_spark_zips([*other_spark, str(site)]) == [*other_spark, str(site)]
+
+    bare = tmp_path / "no-pyspark-here"
+    bare.mkdir()
+    assert _without_redundant_spark_zips([*own, str(bare)]) == [*own, str(bare)]
