@@ -27,8 +27,6 @@ PACKING_ALGORITHM = "heron.packing.algorithm"
 BATCH_MAX_TUPLES = "heron.batch.max.tuples"
 BATCH_FLUSH_INTERVAL_MS = "heron.batch.flush.interval.ms"
 INSTANCE_OUT_QUEUE_BYTES = "heron.instance.out.queue.bytes"
-INSTANCE_IN_QUEUE_BATCHES = "heron.instance.in.queue.batches"
-STMGR_IN_QUEUE_FRAMES = "heron.stmgr.in.queue.frames"
 BACKPRESSURE_HIGH_WATER_BYTES = "heron.stmgr.backpressure.high.water.bytes"
 BACKPRESSURE_LOW_WATER_BYTES = "heron.stmgr.backpressure.low.water.bytes"
 HEARTBEAT_INTERVAL_MS = "heron.heartbeat.interval.ms"
@@ -71,8 +69,6 @@ class SystemConfig:
     batch_max_tuples: int = 1024
     batch_flush_interval_ms: float = 5.0
     instance_out_queue_bytes: int = 8 * MiB
-    instance_in_queue_batches: int = 64
-    stmgr_in_queue_frames: int = 512
     backpressure_high_water_bytes: int = 32 * MiB
     backpressure_low_water_bytes: int = 16 * MiB
     heartbeat_interval_ms: int = 1000
@@ -114,8 +110,7 @@ class SystemConfig:
         if self.packing_algorithm not in ("round_robin", "first_fit_decreasing"):
             raise ConfigError(PACKING_ALGORITHM, self.packing_algorithm,
                               "use round_robin or first_fit_decreasing")
-        for key in (BATCH_MAX_TUPLES, INSTANCE_OUT_QUEUE_BYTES, INSTANCE_IN_QUEUE_BATCHES,
-                    STMGR_IN_QUEUE_FRAMES, BACKPRESSURE_HIGH_WATER_BYTES,
+        for key in (BATCH_MAX_TUPLES, INSTANCE_OUT_QUEUE_BYTES, BACKPRESSURE_HIGH_WATER_BYTES,
                     HEARTBEAT_INTERVAL_MS, METRICS_INTERVAL_MS):
             if getattr(self, _field_of(key)) < 1:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 1")

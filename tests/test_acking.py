@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import reliable_word_count as rwc
+from heron_spark.errors import TopologyValueError
 from heron_spark.instance.acking import AckBuffer, SpoutTrees
 from heron_spark.scheduler.submit import submit
 from heron_spark.stmgr.acking import XorLedger, xor_by_root
@@ -83,10 +84,14 @@ def test_ack_buffer_packs_one_pair_per_root():
     buffer.fail(HeronTuple(0xCD, "c", "default", 1, (), 0.0, (12,)))
     buffer.ack(HeronTuple(None, "c", "default", 1, (), 0.0, ()))  # not in any tree
     roots, keys, failed = buffer.take()
-    assert tree_ids.unpack(roots).tolist() == [10, 11]
-    assert tree_ids.unpack(keys).tolist() == [0xAB, 0xAB]
-    assert tree_ids.unpack(failed).tolist() == [12]
-    assert not buffer
+    assert roots.tolist() == [10, 11]
+    assert keys.tolist() == [0xAB, 0xAB]
+    assert failed.tolist() == [12]
+    assert not buffer and (buffer.acked_count, buffer.failed_count) == (2, 1)
+    buffer.ack(("not", "a", "received", "tuple"))
+    with pytest.raises(TopologyValueError) as caught:
+        buffer.take()
+    assert caught.value.kind == "ack"
 
 
 def _run(spark, tmp_path, name, lines=1500, auto_ack=False, **config):

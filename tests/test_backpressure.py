@@ -25,7 +25,7 @@ ALLOWANCE = 96 * MiB
 HIGH, LOW = 2 * MiB, 1 * MiB
 CONF = {"heron.stmgr.backpressure.high.water.bytes": HIGH,
         "heron.stmgr.backpressure.low.water.bytes": LOW,
-        "heron.instance.in.queue.batches": 4, "heron.batch.max.tuples": 4,
+        "heron.batch.max.tuples": 4,
         "heron.instance.out.queue.bytes": 1 * MiB}
 
 

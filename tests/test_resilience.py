@@ -25,7 +25,8 @@ import reliable_word_count as rwc
 import resilience_topologies as topo
 from heron_spark.scheduler.submit import submit
 from heron_spark.stmgr.peers import PeerLink
-from heron_spark.wire.connection import Connection, Listener
+from heron_spark.wire.connection import Listener
+from heron_spark.wire.loop import Channel, Loop
 
 TIMEOUT = 180
 FAST_STALL = {"heron.stall.timeout.secs": 3, "heron.restart.backoff.secs": 0.05}
@@ -80,39 +81,44 @@ def test_stmgrs_advertising_another_loopback_address(spark, tmp_path, hconf):
 
 # ---- 1: a peer that is down never blocks routing ------------------------------------------------
 def test_peer_link_buffers_while_the_peer_is_down_and_never_blocks():
+    loop = Loop()
     received: list[bytes] = []
-    got = threading.Event()
+
+    def adopt(sock):
+        Channel(loop, sock, "test-peer", lambda c, kind, frame: received.append(frame[5:]),
+                max_frame_bytes=1 << 20)
 
     def on_peer(sock, response):
-        def on_frame(conn, kind, payload):
-            received.append(payload)
-            if len(received) == 3:
-                got.set()
-        Connection(sock, "test-peer", on_frame, max_frame_bytes=1 << 20).start()
+        loop.call_soon_threadsafe(adopt, sock)
 
     from heron_spark.wire import frames
     dead = Listener("127.0.0.1", 0, "s3cret", "topo", on_peer, name="dead")
     dead_port = dead.port
     dead.close()  # a peer that has just died: nothing listens there
-    link = PeerLink("link", "s3cret", "topo", 0, 1 << 20, pending_limit_bytes=64)
+    link = PeerLink(loop, "link", "s3cret", "topo", 0, 1 << 20, pending_limit_bytes=64)
     try:
         link.retarget("127.0.0.1", dead_port)
         started = time.monotonic()
         for payload in (b"one", b"two", b"three"):
             link.send(frames.frame(frames.CONTROL, payload))
         assert time.monotonic() - started < 0.1  # routing did not wait for the peer
+        loop.poll(0.2)  # the dialler fails in the background; the loop goes on
         assert not link.connected and link.queued_bytes > 0
         link.send(frames.frame(frames.CONTROL, b"x" * 100))  # over the bound: dropped, counted
         assert link.dropped_frames == 1
         alive = Listener("127.0.0.1", 0, "s3cret", "topo", on_peer, name="alive").start()
         try:
             link.retarget("127.0.0.1", alive.port)  # the TMaster's next plan
-            assert got.wait(10), received
+            deadline = time.monotonic() + 10
+            while len(received) < 3 and time.monotonic() < deadline:
+                loop.poll(0.05)
             assert received == [b"one", b"two", b"three"]
+            assert link.connected and link.connects == 1
         finally:
             alive.close()
     finally:
         link.close()
+        loop.close()
 
 
 def test_stmgr_dialling_a_stopped_peer_keeps_routing(spark, tmp_path, hconf):

@@ -1,15 +1,19 @@
 """The wire contract: framing (including partial reads), the secret handshake, tuple batches."""
 
 import io
+import os
 import socket
+import subprocess
+import sys
 import threading
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from heron_spark.errors import AuthenticationError
 from heron_spark.proto import stmgr_pb2
-from heron_spark.wire import frames, tuple_batch
+from heron_spark.wire import frames, hashing, tuple_batch
 from heron_spark.wire.connection import Listener, dial
 
 
@@ -30,13 +34,15 @@ class Trickle(io.RawIOBase):
 
 
 def test_frames_survive_one_byte_reads():
-    header = stmgr_pb2.DataHeader(kind=stmgr_pb2.TUPLES, src_task=7, stream="s", dest_task=3)
     payload = tuple_batch.encode(["w"], [("a",), ("b",)])
-    stream = Trickle(frames.data_frame(header, payload) +
-                     frames.control_frame(stmgr_pb2.InstanceExhausted(task_id=7)))
+    data = frames.data_frame(frames.TUPLES, 7, 3, 2, "strëam".encode(), payload)
+    stream = Trickle(data + frames.control_frame(stmgr_pb2.InstanceExhausted(task_id=7)))
     kind, body = frames.read_frame(stream, 1 << 20)
-    got_header, arrow = frames.split_data(body)
-    assert kind == frames.DATA and got_header == header
+    assert kind == frames.DATA and frames.frame(kind, body) == data
+    kind_, src, dest, rows, length = frames.data_head(data)
+    assert (kind_, src, dest, rows) == (frames.TUPLES, 7, 3, 2)
+    assert frames.data_stream(data, length) == "strëam"
+    arrow = memoryview(data)[frames.data_body_offset(length):]
     assert tuple_batch.rows(tuple_batch.decode(arrow), 1) == [("a",), ("b",)]
     kind, body = frames.read_frame(stream, 1 << 20)
     assert kind == frames.CONTROL
@@ -104,3 +110,33 @@ def test_key_hash_is_the_same_whatever_the_column_type():
     c = tuple_batch.key_hash([tuple_batch.canonical_keys([1, 2])])
     assert a[0] == b[0] == c[0] and a[1] == c[1]
     assert isinstance(a, np.ndarray) and a.dtype == np.uint64
+
+
+def test_string_hash_is_stable_and_independent_of_layout():
+    values = ["", "a", "w1", "w10000", "é", "x" * 1000, "a"]
+    whole = hashing.string_hash(pa.array(values))
+    assert whole[1] == whole[6] and len(set(whole.tolist())) == 6
+    sliced = hashing.string_hash(pa.array(["pad", *values]).slice(1))
+    large = hashing.string_hash(pa.array(values, type=pa.large_string()))
+    binary = hashing.string_hash(pa.array([v.encode() for v in values], type=pa.binary()))
+    assert whole.tolist() == sliced.tolist() == large.tolist() == binary.tolist()
+    one_by_one = [hashing.string_hash(pa.array([v]))[0] for v in values]
+    assert whole.tolist() == one_by_one
+    # the same in another process, whatever Python's own hash seed
+    code = ("import pyarrow as pa; from heron_spark.wire import hashing; "
+            f"print(hashing.string_hash(pa.array({values!r})).tolist())")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "PYTHONHASHSEED": "12345"}).stdout
+    assert out.strip() == str(whole.tolist())
+
+
+def test_string_hash_spreads_keys_evenly_over_tasks():
+    keys = pa.array([f"w{i}" for i in range(1, 10001)])
+    for tasks in (2, 3, 7):
+        counts = np.bincount((hashing.string_hash(keys) % np.uint64(tasks)).astype(np.int64))
+        assert counts.min() > 0.9 * 10000 / tasks, counts
+
+
+def test_keys_with_lone_surrogates_still_hash():
+    keys = tuple_batch.canonical_keys(["ok", "\ud800bad"])
+    assert len(tuple_batch.key_hash([keys])) == 2

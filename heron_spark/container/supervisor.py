@@ -150,9 +150,9 @@ class Supervisor:
             return [*self.common, "--container", str(self.index), "--tmaster", self.tmaster,
                     "--host", self.host, "--generation", str(self.generation)]
         task = int(child.name.split("-", 1)[1])
-        port = self.children[STMGR].ready["local_port"]
+        address = self.children[STMGR].ready["local_address"]
         return [*self.common, "--component", self.instance_components[task], "--task-id",
-                str(task), "--stmgr-port", str(port)]
+                str(task), "--stmgr-address", address]
 
     def _spawn(self, child: _Child) -> None:
         args = self._args(child)

@@ -16,7 +16,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topology", required=True)
     parser.add_argument("--component", required=True)
     parser.add_argument("--task-id", required=True, type=int)
-    parser.add_argument("--stmgr-port", required=True, type=int)
+    parser.add_argument("--stmgr-address", required=True,
+                        help="the stmgr's local listener (unix:@name or 127.0.0.1:port)")
     args = parser.parse_args(argv)
     _process.become_child(f"hs-{args.component}-{args.task_id}")
     from heron_spark import heronpy_alias
@@ -28,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     from heron_spark.instance.runtime import InstanceRuntime
 
     try:
-        runtime = InstanceRuntime(files, args.task_id, args.stmgr_port)
+        runtime = InstanceRuntime(files, args.task_id, args.stmgr_address)
     except Exception:  # noqa: BLE001 - log why start-up failed, then exit non-zero
         logging.getLogger(__name__).exception("instance start-up failed")
         return 1

@@ -2,10 +2,10 @@
 
 A spout names each reliable tuple's tree with a fresh root id (its task id in the top bits,
 see ``wire.tree_ids``) and remembers root -> message id until its stmgr reports the tree done or
-failed, or until ``topology.message.timeout.secs`` passes. A bolt buffers (root, edge id) pairs
-of the tuples it acks and the roots of those it fails; the runtime sends them after flushing
-the bolt's emits, so the stmgr always sees a child's creation before its parent's ack.
-Used by the task-execution thread only.
+failed, or until ``topology.message.timeout.secs`` passes. A bolt buffers the tuples it acks
+and fails; once per turn they become (root, edge id) pairs that travel in one XOR update with
+the edges of the turn's anchored emits (``collector.flush_all``), so the stmgr never sees a
+parent's ack without its children's creation. Used by the instance's loop thread only.
 """
 
 from __future__ import annotations
@@ -13,9 +13,14 @@ from __future__ import annotations
 import collections
 import random
 import time
+from itertools import chain
 from typing import Any
 
-from heron_spark.wire.tree_ids import ROOT_SEQUENCE_MASK, ROOT_TASK_SHIFT, pack, unpack
+import numpy as np
+
+from heron_spark.api.tuple import HeronTuple
+from heron_spark.errors import TopologyValueError
+from heron_spark.wire.tree_ids import ROOT_SEQUENCE_MASK, ROOT_TASK_SHIFT, unpack
 
 
 class SpoutTrees:
@@ -81,33 +86,78 @@ class SpoutTrees:
 
 
 class AckBuffer:
-    """A bolt's acks and fails since the last send."""
+    """A bolt's acked and failed input tuples since the last ``take``.
 
-    def __init__(self) -> None:
-        self.roots: list[int] = []
-        self.keys: list[int] = []
-        self.failed_roots: list[int] = []
-        self.acked = self.failed = 0
+    ``acked`` and ``failed`` are plain lists whose ``append`` the executor binds as the bolt's
+    ``ack`` and ``fail`` when the bolt does not override them: an ack costs one C-level call.
+    ``take`` turns them into packed arrays once per turn (and checks what was acked).
+    """
+
+    def __init__(self, component: str = "") -> None:
+        self.component = component
+        self.acked: list = []
+        self.failed: list = []
+        self.acked_arrays: list = []   # (roots, edge ids) of whole batches (the batch API)
+        self.failed_arrays: list = []  # roots of whole failed batches
+        self.acked_count = self.failed_count = 0
 
     def __bool__(self) -> bool:
-        return bool(self.roots or self.failed_roots)
+        return bool(self.acked or self.failed or self.acked_arrays or self.failed_arrays)
+
+    def ack_rows(self, roots: np.ndarray, keys: np.ndarray, rows: int) -> None:
+        """Record ``rows`` rows of a batch as processed: their (root, edge id) pairs."""
+        self.acked_arrays.append((roots, keys))
+        self.acked_count += rows
+
+    def fail_rows(self, roots: np.ndarray, rows: int) -> None:
+        """Record ``rows`` rows of a batch as failed: their trees fail at once."""
+        self.failed_arrays.append(roots)
+        self.failed_count += rows
 
     def ack(self, tup) -> None:
         """Record ``tup`` (a ``HeronTuple``) as processed."""
-        roots = tup.roots
-        if roots:
-            self.roots.extend(roots)
-            self.keys.extend([tup.id] * len(roots))
-        self.acked += 1
+        self.acked.append(tup)
 
     def fail(self, tup) -> None:
         """Record ``tup`` as failed: its trees fail at once."""
-        if tup.roots:
-            self.failed_roots.extend(tup.roots)
-        self.failed += 1
+        self.failed.append(tup)
 
-    def take(self) -> tuple[bytes, bytes, bytes]:
-        """Return and forget (ack roots, ack edge ids, failed roots) as packed uint64 bytes."""
-        out = pack(self.roots), pack(self.keys), pack(self.failed_roots)
-        self.roots, self.keys, self.failed_roots = [], [], []
-        return out
+    def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Return and forget (ack roots, ack edge ids, failed roots) as uint64 arrays: one
+        (root, edge id) pair per root of each acked tuple."""
+        acked, failed = self.acked, self.failed
+        self.acked_count += len(acked)
+        self.failed_count += len(failed)
+        roots, counts = self._roots(acked)
+        if counts.size and counts.min() > 0:
+            ids = np.array([t[0] for t in acked], dtype=np.uint64)
+        else:
+            ids = np.array([t[0] for t, n in zip(acked, counts.tolist()) if n], dtype=np.uint64)
+            counts = counts[counts > 0]
+        keys = ids if roots.size == ids.size else np.repeat(ids, counts)
+        failed_roots, _ = self._roots(failed)
+        acked.clear()  # in place: the bolt's bound ``ack`` keeps appending to these lists
+        failed.clear()
+        if self.acked_arrays:
+            roots = np.concatenate([roots, *(r for r, _ in self.acked_arrays)])
+            keys = np.concatenate([keys, *(k for _, k in self.acked_arrays)])
+            self.acked_arrays = []
+        if self.failed_arrays:
+            failed_roots = np.concatenate([failed_roots, *self.failed_arrays])
+            self.failed_arrays = []
+        return roots, keys, failed_roots
+
+    def _roots(self, tuples: list) -> tuple[np.ndarray, np.ndarray]:
+        """Return the flat root ids of ``tuples`` and how many each has."""
+        try:
+            per_tuple = [t[6] for t in tuples]
+            counts = np.fromiter(map(len, per_tuple), dtype=np.int64, count=len(per_tuple))
+            flat = np.fromiter(chain.from_iterable(per_tuple), dtype=np.uint64,
+                               count=int(counts.sum()))
+        except (TypeError, IndexError, ValueError, OverflowError) as exc:
+            bad = next((t for t in tuples if not isinstance(t, HeronTuple)), None)
+            raise TopologyValueError(
+                "ack() and fail() take a tuple this bolt received in process()",
+                component=self.component, value=bad, kind="ack",
+                fix="pass the tuple object process() got (anchors likewise)") from exc
+        return flat, counts

@@ -1,97 +1,108 @@
-"""Output collector: ``emit`` appends to a per-stream buffer; batches leave on size or timer.
+"""Output collector: ``emit`` appends to a per-stream buffer; the instance's loop sends it.
 
-Runs on the task-execution thread only. Per tuple, ``emit`` does a length check and one list
-append (plus a destination list when the stream has direct/custom subscribers, or when the
-caller asks for task ids); Arrow encoding and the send happen once per batch.
+Runs on the instance's loop thread only. Per tuple, ``emit`` does a length check and one list
+append (plus the tuple's roots under at-least-once, and a destination list when the stream has
+direct/custom subscribers or the caller asks for task ids). The emitted values object is kept
+as is until the batch leaves, as Storm does: do not change it after ``emit``. The loop flushes
+a stream's buffer when the task has nothing more to add for now (the end of a turn), or at
+``heron.batch.max.tuples``: the collector then builds one Arrow batch, partitions it per
+destination task (``plan.grouping``) and sends one DATA frame per destination, which the stmgrs
+relay without decoding. At-least-once, it draws each copy's edge id here and sends the XOR
+updates (``edges``, or ``opened`` for a spout's new trees) ahead of the frames that carry them.
+Whole record batches (the batch API) take the same way without a Python object per row.
 """
 
 from __future__ import annotations
 
-import random
-import time
+from itertools import chain
 from typing import Callable
 
+import numpy as np
+import pyarrow as pa
+
+from heron_spark.api.tuple import HeronTuple
 from heron_spark.errors import TopologyValueError
+from heron_spark.plan import grouping
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import stmgr_pb2
 from heron_spark.proto.topology_pb2 import GroupingType
-from heron_spark.wire import frames, tuple_batch
+from heron_spark.wire import frames, tree_ids, tuple_batch
+
+_U64_MAX = np.iinfo(np.uint64).max
+_STRING = pa.string()
+_DEFAULT = "default"
 
 
-class _Subscriber:
-    """One subscribing bolt of a stream, as the emitter needs it (for chosen destinations)."""
-
-    def __init__(self, grouping: int, tasks: list[int], key_indices: list[int], chooser) -> None:
-        self.grouping = grouping
-        self.tasks = tasks
-        self.task_set = frozenset(tasks)
-        self.key_indices = key_indices
-        self.chooser = chooser
-
-    def destinations(self, values, direct_task: int | None) -> list[int]:
-        """Return this subscriber's targets for one tuple (used when the emitter routes)."""
-        if self.grouping == GroupingType.DIRECT:
-            return [direct_task] if direct_task in self.task_set else []
-        if self.grouping == GroupingType.CUSTOM:
-            return list(self.chooser.choose_tasks(values))
-        if self.grouping == GroupingType.ALL:
-            return list(self.tasks)
-        if self.grouping == GroupingType.LOWEST:
-            return [self.tasks[0]]
-        if self.grouping == GroupingType.FIELDS:
-            digest = tuple_batch.key_hash(
-                [tuple_batch.canonical_keys([values[i]]) for i in self.key_indices])[0]
-            return [self.tasks[int(digest % len(self.tasks))]]
-        return [random.choice(self.tasks)]  # SHUFFLE, NONE
+def _nothing() -> None:
+    """No-op ``push`` (a collector whose ``send`` writes at once)."""
 
 
 class _StreamOut:
-    """Buffer and routing facts of one output stream."""
+    """Buffer and routing of one output stream."""
 
-    def __init__(self, name: str, fields: tuple[str, ...], subscribers: list[_Subscriber]) -> None:
+    __slots__ = ("name", "name_bytes", "fields", "width", "routing", "per_tuple",
+                 "direct_tasks", "rows", "roots", "dests", "routed", "emitted")
+
+    def __init__(self, name: str, fields: tuple[str, ...], routing: grouping.StreamRouting) -> None:
         self.name = name
+        self.name_bytes = name.encode()
         self.fields = fields
         self.width = len(fields)
-        self.subscribers = subscribers
-        self.chosen = [s for s in subscribers if s.grouping in (GroupingType.DIRECT, GroupingType.CUSTOM)]
-        self.direct_tasks = frozenset(t for s in subscribers if s.grouping == GroupingType.DIRECT
-                                      for t in s.tasks)
+        self.routing = routing
+        self.per_tuple = bool(routing.per_tuple)
+        self.direct_tasks = routing.direct_tasks
         self.rows: list = []
-        self.dests: list | None = None
-        self.routed: list | None = None
-        self.root_ids: list | None = None     # flat root ids of the buffered rows
-        self.root_counts: list | None = None  # how many of them each row has
-        self.first_at = 0.0
+        self.roots: list | None = None   # at-least-once: each buffered row's root ids
+        self.dests: list | None = None   # destinations chosen per tuple (None: by the batch)
+        self.routed: list | None = None  # True: those are all of the row's destinations
         self.emitted = 0
 
 
 class OutputCollector:
-    """Collects emitted tuples of one task and sends them to the stmgr as Arrow batches."""
+    """Collects the emitted tuples of one task and sends them to the stmgr as Arrow batches."""
 
     def __init__(self, plan: PlanView, task_id: int, context, send: Callable[[bytes], None],
-                 batch_max_tuples: int, flush_interval_secs: float) -> None:
+                 batch_max_tuples: int, push: Callable[[], None] | None = None) -> None:
         self.task_id = task_id
         self.component = plan.task_component[task_id]
+        self._is_spout = plan.logical.components[self.component].is_spout
         self._send = send
+        self._push = push or _nothing  # write what ``send`` queued now (a full batch leaves)
         self._max = batch_max_tuples
-        self._interval = flush_interval_secs
-        self._streams: dict[str, _StreamOut] = {}
+        self._rng = np.random.default_rng()
         decl = plan.logical.components[self.component]
-        for name, stream in decl.outputs.items():
-            subs = []
-            for bolt, sub in plan.logical.subscribers(self.component, name):
-                tasks = plan.component_tasks[bolt]
-                chooser = None
-                if sub.grouping == GroupingType.CUSTOM:
-                    from heron_spark import _pickling
+        routing = grouping.stream_routing(plan, self.component, context)
+        self._streams = {name: _StreamOut(name, stream.fields, routing[name])
+                         for name, stream in decl.outputs.items()}
+        # Streams whose rows are routed by the batch alone: the fast emit path's lookup.
+        self._plain = {name: out for name, out in self._streams.items() if not out.per_tuple}
+        self._outs = list(self._streams.values())
+        self.delegate_emit = None  # the executor's general ``emit`` (the fast paths' fallback)
+        self.open_tree = None      # a reliable spout's ``SpoutTrees.open``
+        self.sent = 0     # tuple copies handed to the stmgr connection (what it counts in)
 
-                    chooser = _pickling.loads(sub.custom)
-                    chooser.prepare(context, self.component, name, list(tasks))
-                keys = [stream.fields.index(f) for f in sub.fields]
-                subs.append(_Subscriber(sub.grouping, tasks, keys, chooser))
-            self._streams[name] = _StreamOut(name, stream.fields, subs)
-        self.pending = 0  # tuples buffered, all streams
-        self.sent = 0     # tuples handed to the stmgr connection, all streams
+    # ---- emitting --------------------------------------------------------------------------
+    def emit_plain(self, values, stream: str = _DEFAULT, anchors=None,
+                   direct_task: int | None = None, need_task_ids: bool = False):
+        """At-most-once ``Bolt.emit`` (same signature; anchors mean nothing without trees):
+        the instance binds it as the bolt's ``emit``. The common case is one dict lookup, a
+        length check and one append."""
+        out = self._plain.get(stream)
+        if out is None or direct_task is not None or need_task_ids or len(values) != out.width \
+                or out.dests is not None or out.roots is not None:
+            return self.emit(values, stream, direct_task, need_task_ids)
+        rows = out.rows
+        rows.append(values)
+        if len(rows) >= self._max:
+            self._flush(out)
+            self._push()
+        return None
+
+    def spout_emit_plain(self, values, tup_id=None, stream: str = _DEFAULT,
+                         direct_task: int | None = None, need_task_ids: bool = False):
+        """At-most-once ``Spout.emit`` (same signature; a message id means nothing without
+        trees): the instance binds it as the spout's ``emit``."""
+        return self.emit_plain(values, stream, None, direct_task, need_task_ids)
 
     def emit(self, values, stream: str, direct_task: int | None, need_task_ids: bool,
              roots: tuple[int, ...] = ()):
@@ -112,12 +123,12 @@ class OutputCollector:
                 component=self.component, value=direct_task, kind="direct",
                 fix=f"use one of {sorted(out.direct_tasks)} (context.get_component_tasks)")
         result = None
-        if out.chosen or need_task_ids:
-            subs = out.subscribers if need_task_ids else out.chosen
-            chosen = self._choose(out, subs, values, direct_task)
+        rows = out.rows
+        if out.per_tuple or need_task_ids:
+            chosen = self._choose(out, values, direct_task, need_task_ids)
             if out.dests is None:
-                out.dests = [None] * len(out.rows)
-                out.routed = [False] * len(out.rows)
+                out.dests = [None] * len(rows)
+                out.routed = [False] * len(rows)
             out.dests.append(chosen)
             out.routed.append(need_task_ids)
             result = chosen if need_task_ids else None
@@ -125,64 +136,193 @@ class OutputCollector:
             out.dests.append(None)
             out.routed.append(False)
         if roots:
-            if out.root_counts is None:
-                out.root_ids, out.root_counts = [], [0] * len(out.rows)
-            out.root_ids.extend(roots)
-            out.root_counts.append(len(roots))
-        elif out.root_counts is not None:
-            out.root_counts.append(0)
-        if not out.rows:
-            out.first_at = time.monotonic()
-        out.rows.append(values)
-        self.pending += 1
-        if len(out.rows) >= self._max:
+            if out.roots is None:
+                out.roots = [()] * len(rows)
+            out.roots.append(roots)
+        elif out.roots is not None:
+            out.roots.append(())
+        rows.append(values)
+        if len(rows) >= self._max:
             self._flush(out)
+            self._push()
         return result
 
-    def _choose(self, out: _StreamOut, subs: list[_Subscriber], values, direct_task) -> list[int]:
+    def emit_anchored(self, values, stream: str = _DEFAULT, anchors=None,
+                      direct_task: int | None = None, need_task_ids: bool = False):
+        """At-least-once ``Bolt.emit`` (same signature), bound as the bolt's ``emit`` unless
+        it auto-acks: the common case (one anchor, a stream routed by the batch alone) is
+        one call; anything else goes through the executor's ``emit``."""
+        out = self._plain.get(stream)
+        if out is None or anchors.__class__ is not list or len(anchors) != 1 \
+                or direct_task is not None or need_task_ids or len(values) != out.width \
+                or out.dests is not None or anchors[0].__class__ is not HeronTuple:
+            return self.delegate_emit(values, stream, None, anchors, direct_task, need_task_ids)
+        rows = out.rows
+        roots = out.roots
+        if roots is None:
+            roots = out.roots = [()] * len(rows)
+        roots.append(anchors[0][6])
+        rows.append(values)
+        if len(rows) >= self._max:
+            self._flush(out)
+            self._push()
+        return None
+
+    def spout_emit_tracked(self, values, tup_id=None, stream: str = _DEFAULT,
+                           direct_task: int | None = None, need_task_ids: bool = False):
+        """At-least-once ``Spout.emit`` (same signature), bound as the spout's ``emit``: a
+        message id opens a tree (``open_tree``, the spout's ``SpoutTrees.open``)."""
+        out = self._plain.get(stream)
+        if tup_id is None or out is None or direct_task is not None or need_task_ids \
+                or len(values) != out.width or out.dests is not None:
+            return self.delegate_emit(values, stream, tup_id, None, direct_task, need_task_ids)
+        rows = out.rows
+        roots = out.roots
+        if roots is None:
+            roots = out.roots = [()] * len(rows)
+        roots.append((self.open_tree(tup_id),))
+        rows.append(values)
+        if len(rows) >= self._max:
+            self._flush(out)
+            self._push()
+        return None
+
+    def stream_fields(self, stream: str) -> tuple[str, ...]:
+        """Return the declared fields of ``stream`` (raise if this task has no such stream)."""
+        out = self._streams.get(stream)
+        if out is None:
+            raise TopologyValueError(f"emit on undeclared stream {stream!r}",
+                                     component=self.component, value=stream, kind="stream",
+                                     fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
+        return out.fields
+
+    def emit_batch(self, batch: pa.RecordBatch, stream: str, roots=None) -> None:
+        """Send a whole record batch now (the batch API), after the stream's buffered rows;
+        ``roots``: each row's root ids as ``(flat uint64 array, count per row)``, or None
+        outside tuple trees."""
+        out = self._streams.get(stream)
+        if out is None:
+            raise TopologyValueError(f"emit on undeclared stream {stream!r}",
+                                     component=self.component, value=stream, kind="stream",
+                                     fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
+        if out.per_tuple:
+            raise TopologyValueError(
+                f"stream {stream!r} has direct or custom subscribers, which choose per tuple",
+                component=self.component, value=stream, kind="batch",
+                fix="emit its tuples one by one with emit(), or use another grouping")
+        if out.rows:
+            self._flush(out)
+        if batch.num_rows:
+            self._send_batch(out, batch, None, None, roots)
+
+    def _choose(self, out: _StreamOut, values, direct_task, every: bool) -> list[int]:
+        """Return one tuple's destinations: under every subscription when ``every`` (the caller
+        asked for task ids), else under the per-tuple ones (direct, custom)."""
         chosen: list[int] = []
-        for sub in subs:
-            targets = sub.destinations(values, direct_task)
-            if sub.grouping == GroupingType.CUSTOM:
-                bad = [t for t in targets if t not in sub.task_set]
+        for target in (out.routing.targets if every else out.routing.per_tuple):
+            targets = target.choose(values, direct_task)
+            if target.grouping == GroupingType.CUSTOM:
+                bad = [t for t in targets if t not in target.task_set]
                 if bad:
                     raise TopologyValueError(
                         f"custom grouping on stream {out.name!r} chose unknown task(s)",
                         component=self.component, value=bad, kind="custom",
-                        fix=f"choose_tasks must return tasks from {sorted(sub.task_set)}")
+                        fix=f"choose_tasks must return tasks from {sorted(target.task_set)}")
             chosen.extend(targets)
         return chosen
 
-    def flush_due(self, now: float) -> float | None:
-        """Flush streams whose oldest tuple waited the flush interval; return next deadline."""
-        deadline = None
-        for out in self._streams.values():
-            if out.rows:
-                due = out.first_at + self._interval
-                if due <= now:
-                    self._flush(out)
-                elif deadline is None or due < deadline:
-                    deadline = due
-        return deadline
+    # ---- flushing --------------------------------------------------------------------------
+    @property
+    def buffered(self) -> int:
+        """Tuples waiting in the buffers, all streams."""
+        return sum(len(out.rows) for out in self._outs)
 
-    def flush_all(self) -> None:
-        """Send every buffered tuple now."""
-        for out in self._streams.values():
+    def flush_all(self, acks: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """Send every buffered tuple now.
+
+        A bolt passes ``acks``, the (root, edge id) pairs of the inputs it acked this turn:
+        they go in one XOR update with the edges of the anchored tuples flushed here, ahead of
+        the frames carrying those tuples, so no tree ever sees an input's ack without the
+        creation of the children emitted before it (its checksum cannot reach zero early).
+        """
+        if acks is None:
+            for out in self._outs:
+                if out.rows:
+                    self._flush(out)
+            return
+        gathered: tuple[list, list, list] = ([acks[0]], [acks[1]], [])
+        for out in self._outs:
             if out.rows:
-                self._flush(out)
+                self._flush(out, gathered)
+        edge_roots, edge_values, frames_out = gathered
+        roots = np.concatenate(edge_roots)
+        if roots.size:
+            self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(edges=stmgr_pb2.XorBatch(
+                roots=tree_ids.pack(roots), values=tree_ids.pack(np.concatenate(edge_values))))))
+        for frame in frames_out:
+            self._send(frame)
 
     def emitted(self) -> dict[str, int]:
         """Tuples emitted so far, per stream."""
         return {name: out.emitted for name, out in self._streams.items()}
 
-    def _flush(self, out: _StreamOut) -> None:
-        roots = None if out.root_counts is None else (out.root_ids, out.root_counts)
-        payload = tuple_batch.encode(out.fields, out.rows, out.dests, out.routed, roots)
-        header = stmgr_pb2.DataHeader(kind=stmgr_pb2.TUPLES, src_task=self.task_id, stream=out.name)
-        count = len(out.rows)
-        out.rows, out.dests, out.routed = [], None, None
-        out.root_ids = out.root_counts = None
-        self.pending -= count
-        self.sent += count
+    def _flush(self, out: _StreamOut, gathered: tuple | None = None) -> None:
+        rows, dests, routed, roots = out.rows, out.dests, out.routed, out.roots
+        out.rows, out.dests, out.routed, out.roots = [], None, None, None
+        batch, columns = tuple_batch.build_columns(out.fields, rows)
+        lone = out.routing.lone_key
+        keys = columns[lone] if lone is not None and dests is None \
+            and batch.column(lone).type == _STRING else None
+        if roots is not None:
+            roots = (np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
+                     np.fromiter(map(len, roots), dtype=np.int32, count=len(roots)))
+        self._send_batch(out, batch, dests, routed, roots, gathered, keys)
+
+    def _send_batch(self, out: _StreamOut, batch: pa.RecordBatch, dests, routed, roots,
+                    gathered: tuple | None = None, keys: list | None = None) -> None:
+        count = batch.num_rows
         out.emitted += count
-        self._send(frames.data_frame(header, payload))
+        if roots is not None:  # the roots column goes first: partitioning may reorder rows
+            batch = tuple_batch.with_roots(batch, *roots)
+        batch, parts = out.routing.partition(batch, dests, routed, keys)
+        stream, task_id = out.name_bytes, self.task_id
+        if roots is None:
+            encoded_whole = None
+            for task, rows in parts.items():
+                if rows is None:  # all and lowest groupings: encode once for every task
+                    if encoded_whole is None:
+                        encoded_whole = tuple_batch.encode_batch(batch)
+                    payload, size = encoded_whole, count
+                else:
+                    part = grouping.take(batch, rows)
+                    payload, size = tuple_batch.encode_batch(part), part.num_rows
+                self.sent += size
+                self._send(frames.data_frame(frames.TUPLES, task_id, task, size, stream, payload))
+            return
+        frames_out, edge_roots, edge_values = [], [], []
+        for task, rows in parts.items():  # tree members: a fresh edge id per copy
+            part = grouping.take(batch, rows)
+            size = part.num_rows
+            keys = self._rng.integers(1, _U64_MAX, size=size, dtype=np.uint64, endpoint=True)
+            flat, counts = tuple_batch.root_lists(part)
+            edge_roots.append(flat)
+            edge_values.append(keys if counts is None else np.repeat(keys, counts))
+            self.sent += size
+            frames_out.append(frames.data_frame(
+                frames.TUPLES, task_id, task, size, stream,
+                tuple_batch.encode_batch(tuple_batch.with_keys(part, keys))))
+        if gathered is not None and not self._is_spout:  # sent by flush_all, with the acks
+            gathered[0].extend(edge_roots)
+            gathered[1].extend(edge_values)
+            gathered[2].extend(frames_out)
+            return
+        edges = stmgr_pb2.XorBatch(
+            roots=tree_ids.pack(np.concatenate(edge_roots) if edge_roots else ()),
+            values=tree_ids.pack(np.concatenate(edge_values) if edge_values else ()))
+        if self._is_spout:  # the edges of new trees: announced before the copies leave
+            opened = stmgr_pb2.TreesOpened(roots=tree_ids.pack(np.unique(roots[0])), edges=edges)
+            self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(opened=opened)))
+        elif edge_roots:
+            self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(edges=edges)))
+        for frame in frames_out:
+            self._send(frame)

@@ -1,14 +1,15 @@
 """At-least-once: XOR tuple trees, tracked by the stmgr of each tree's spout task.
 
 A spout tuple emitted with a message id roots a tree (root ids: ``wire.tree_ids``). Every
-copy of a tuple the stmgr routes gets a random 64-bit edge id, XORed into each of its roots'
-checksum once when routed and once when acked, so a checksum of zero means every edge of the
-tree was created and acked. All updates are vectorised per batch with NumPy; only the per-root
-dictionary step is a Python loop.
+copy of a tuple sent to a task gets a random 64-bit edge id, drawn by the emitting instance
+and XORed into each of its roots' checksum once when created and once when acked, so a
+checksum of zero means every edge of the tree was created and acked. All updates are
+vectorised per batch with NumPy; only the per-root dictionary step is a Python loop.
 
-Ordering keeps this sound: an instance's emits and acks travel the same connection in order,
-and its stmgr forwards the XOR updates of one tree owner over one peer connection in order,
-so a child's creation always reaches the owner before its parent's ack.
+Ordering keeps this sound: an instance's edge creations, emits and acks travel the same
+connection in order (creations ahead of the frames that carry the copies), and its stmgr
+forwards the XOR updates of one tree owner over one peer connection in order, so a child's
+creation always reaches the owner before its parent's ack.
 """
 
 from __future__ import annotations
@@ -47,17 +48,14 @@ class XorLedger:
 
     def start(self, roots: np.ndarray, update_roots: np.ndarray,
               update_values: np.ndarray) -> list[int]:
-        """Open trees ``roots`` with their first edges; return those already complete."""
-        new = roots.tolist()
-        opened = self._open
-        for root in new:
-            opened[root] = 0
-        self._born.append((self._clock(), new))
-        done = self.apply(update_roots, update_values)
-        unrouted = [root for root in new if opened.get(root) == 0]  # no subscriber took it
-        for root in unrouted:
-            del opened[root]
-        return done + unrouted
+        """Open trees ``roots`` with their first edges (each edge of a new tree belongs to
+        these updates); return the trees already complete: those no subscriber took."""
+        unique, combined = xor_by_root(update_roots, update_values)
+        self._open.update(zip(unique.tolist(), combined.tolist()))
+        self._born.append((self._clock(), unique.tolist()))
+        if unique.size == roots.size:
+            return []
+        return np.setdiff1d(roots, unique).tolist()
 
     def apply(self, roots: np.ndarray, values: np.ndarray) -> list[int]:
         """XOR ``values`` into the trees ``roots``; return the trees that completed.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import os
 import socket
 import threading
 import time
@@ -166,7 +167,23 @@ class Connection:
 def dial(host: str, port: int, secret: str, topology: str, role: str, peer_id: int,
          timeout: float = 10.0) -> socket.socket:
     """Connect to a heron_spark listener and prove the secret; return the ready socket."""
-    sock = socket.create_connection((host, port), timeout=timeout)
+    return dial_address(f"{host}:{port}", secret, topology, role, peer_id, timeout)
+
+
+def dial_address(address: str, secret: str, topology: str, role: str, peer_id: int,
+                 timeout: float = 10.0) -> socket.socket:
+    """``dial`` an address as ``Listener.address`` gives it (``host:port`` or ``unix:...``)."""
+    family, sockaddr = socket_address(address)
+    if family == socket.AF_UNIX:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            sock.settimeout(timeout)
+            sock.connect(sockaddr)
+        except BaseException:
+            sock.close()
+            raise
+    else:
+        sock = socket.create_connection(sockaddr, timeout=timeout)
     try:
         auth.prove_secret(sock, secret, topology, role, peer_id)
     except BaseException:
@@ -175,14 +192,14 @@ def dial(host: str, port: int, secret: str, topology: str, role: str, peer_id: i
     return sock
 
 
-def dial_with_retry(host: str, port: int, secret: str, topology: str, role: str, peer_id: int,
+def dial_with_retry(address: str, secret: str, topology: str, role: str, peer_id: int,
                     deadline_secs: float) -> socket.socket:
-    """``dial`` until it works or ``deadline_secs`` pass (peers start in any order)."""
+    """``dial_address`` until it works or ``deadline_secs`` pass (peers start in any order)."""
     deadline = time.monotonic() + deadline_secs
     delay = 0.05
     while True:
         try:
-            return dial(host, port, secret, topology, role, peer_id)
+            return dial_address(address, secret, topology, role, peer_id)
         except OSError:
             if time.monotonic() + delay > deadline:
                 raise
@@ -191,10 +208,11 @@ def dial_with_retry(host: str, port: int, secret: str, topology: str, role: str,
 
 
 class Listener:
-    """Accept peers on ``host:port`` (0 = any free port) and hand authenticated ones over.
+    """Accept peers on ``host:port`` (0 = any free port; ``host`` may instead be a
+    ``unix:...`` address, see ``socket_address``) and hand authenticated ones over.
 
     ``on_peer(sock, response)`` runs on a short-lived handshake thread per peer; peers that fail
-    the secret check are logged and dropped.
+    the secret check are logged and dropped. ``address`` is what ``dial_address`` takes.
     """
 
     def __init__(self, host: str, port: int, secret: str, topology: str,
@@ -203,9 +221,17 @@ class Listener:
         self._topology = topology
         self._on_peer = on_peer
         self.name = name
-        self._sock = socket.create_server((host, port), backlog=128)
         self.host = host
-        self.port = self._sock.getsockname()[1]
+        if host.startswith("unix:"):
+            self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            self._sock.bind(socket_address(host)[1])
+            self._sock.listen(128)
+            self.port = 0
+            self.address = host
+        else:
+            self._sock = socket.create_server((host, port), backlog=128)
+            self.port = self._sock.getsockname()[1]
+            self.address = f"{host}:{self.port}"
         self._closed = False
         self.rejected = 0
         self._thread = threading.Thread(target=self._accept_loop, name=f"{name}-accept",
@@ -244,3 +270,22 @@ class Listener:
             sock.close()
             return
         self._on_peer(sock, response)
+
+
+def socket_address(address: str) -> tuple[int, object]:
+    """Return ``(family, sockaddr)`` for ``host:port`` or ``unix:<path>`` (``unix:@name`` is
+    a Linux abstract socket)."""
+    if address.startswith("unix:"):
+        path = address[len("unix:"):]
+        return socket.AF_UNIX, ("\0" + path[1:]) if path.startswith("@") else path
+    host, _, port = address.rpartition(":")
+    return socket.AF_INET, (host, int(port))
+
+
+def local_socket_address(tag: str) -> str:
+    """Return a fresh address for a listener that only processes of this machine dial: an
+    abstract Unix socket on Linux (no file to clean up, no path length to exceed), loopback
+    TCP (any free port) elsewhere."""
+    if hasattr(socket, "AF_UNIX") and os.uname().sysname == "Linux":
+        return f"unix:@heron_spark-{tag}-{os.getpid()}-{os.urandom(6).hex()}"
+    return "127.0.0.1:0"

@@ -1,7 +1,13 @@
 """Length-prefixed frames: ``u32 length | u8 kind | payload`` (big-endian length of payload).
 
 A CONTROL payload is one protobuf envelope of the connection's conversation. A DATA payload is
-``u32 header length | DataHeader | Arrow IPC stream`` (see ``tuple_batch``).
+a fixed routing head, the stream's name, then one Arrow batch (``tuple_batch.encode_batch``):
+
+    u8 data kind (stmgr.proto's DataKind) | i32 source task | i32 destination task |
+    u32 rows | u8 stream name length | stream name (UTF-8) | Arrow batch
+
+The head is a fixed struct, not a protobuf message, because stmgrs read it for every batch
+they relay: ``data_head`` is one ``struct.unpack_from`` on the frame as received.
 """
 
 from __future__ import annotations
@@ -13,9 +19,14 @@ from heron_spark.proto import stmgr_pb2
 
 CONTROL = 1
 DATA = 2
-_PREFIX = struct.Struct(">IB")
-_U32 = struct.Struct(">I")
-PREFIX_BYTES = _PREFIX.size
+PREFIX = struct.Struct(">IB")
+PREFIX_BYTES = PREFIX.size
+DATA_HEAD = struct.Struct(">BiiIB")
+STREAM_OFFSET = PREFIX_BYTES + DATA_HEAD.size
+TUPLES = stmgr_pb2.TUPLES
+END_OF_STREAM = stmgr_pb2.END_OF_STREAM
+_HEAD_PACK = DATA_HEAD.pack
+_PREFIX_PACK = PREFIX.pack
 
 
 class FrameError(ConnectionError):
@@ -24,38 +35,42 @@ class FrameError(ConnectionError):
 
 def frame(kind: int, payload: bytes) -> bytes:
     """Return a frame of ``kind`` around an already encoded ``payload``."""
-    return _PREFIX.pack(len(payload), kind) + payload
+    return _PREFIX_PACK(len(payload), kind) + payload
 
 
 def control_frame(message) -> bytes:
     """Return a CONTROL frame carrying the protobuf ``message``."""
     body = message.SerializeToString()
-    return _PREFIX.pack(len(body), CONTROL) + body
+    return _PREFIX_PACK(len(body), CONTROL) + body
 
 
-def data_frame(header: stmgr_pb2.DataHeader, arrow_payload: bytes = b"") -> bytes:
-    """Return a DATA frame: the routing header, then the Arrow IPC bytes (may be empty)."""
-    head = header.SerializeToString()
-    size = _U32.size + len(head) + len(arrow_payload)
-    return b"".join((_PREFIX.pack(size, DATA), _U32.pack(len(head)), head, arrow_payload))
+def data_frame(kind: int, src_task: int, dest_task: int, rows: int, stream: bytes,
+               body=b"") -> bytes:
+    """Return a DATA frame: the routing head, ``stream`` (UTF-8 bytes) and the Arrow
+    ``body`` (bytes-like; empty for END_OF_STREAM)."""
+    size = DATA_HEAD.size + len(stream) + len(body)
+    return b"".join((_PREFIX_PACK(size, DATA),
+                     _HEAD_PACK(kind, src_task, dest_task, rows, len(stream)), stream, body))
 
 
-def split_data(payload: bytes) -> tuple[stmgr_pb2.DataHeader, memoryview]:
-    """Return the header and the Arrow bytes of a DATA payload."""
-    (head_len,) = _U32.unpack_from(payload, 0)
-    header = stmgr_pb2.DataHeader()
-    header.ParseFromString(payload[_U32.size:_U32.size + head_len])
-    return header, memoryview(payload)[_U32.size + head_len:]
+def data_head(frame: bytes) -> tuple[int, int, int, int, int]:
+    """Return ``(data kind, source task, destination task, rows, stream name length)`` of a
+    DATA frame (prefix included)."""
+    return DATA_HEAD.unpack_from(frame, PREFIX_BYTES)
 
 
-def rehead(payload: bytes, header: stmgr_pb2.DataHeader) -> bytes:
-    """Return a DATA frame with ``payload``'s Arrow bytes under a new header (no re-encoding)."""
-    (head_len,) = _U32.unpack_from(payload, 0)
-    return data_frame(header, payload[_U32.size + head_len:])
+def data_stream(frame: bytes, stream_length: int) -> str:
+    """Return the stream name of a DATA frame whose head gave ``stream_length``."""
+    return frame[STREAM_OFFSET:STREAM_OFFSET + stream_length].decode()
+
+
+def data_body_offset(stream_length: int) -> int:
+    """Return where the Arrow batch of a DATA frame starts (prefix included)."""
+    return STREAM_OFFSET + stream_length
 
 
 def read_frame(stream: BinaryIO, max_bytes: int) -> tuple[int, bytes]:
-    """Read one frame from a buffered binary stream; return (kind, payload).
+    """Read one frame from a blocking binary stream; return (kind, payload).
 
     Raises EOFError on a clean end between frames, FrameError on a torn or oversized frame.
     """
@@ -64,7 +79,7 @@ def read_frame(stream: BinaryIO, max_bytes: int) -> tuple[int, bytes]:
         raise EOFError("peer closed the connection")
     if len(prefix) < PREFIX_BYTES:
         raise FrameError("connection closed inside a frame prefix")
-    size, kind = _PREFIX.unpack(prefix)
+    size, kind = PREFIX.unpack(prefix)
     if size > max_bytes:
         raise FrameError(f"frame of {size} bytes exceeds the limit of {max_bytes} bytes "
                          f"(heron.frame.max.bytes)")

@@ -1,43 +1,47 @@
 """The one Arrow schema of a tuple batch, and its encoding.
 
-A batch holds tuples of one stream from one source task. Column ``i`` is declared field ``i``;
-a column whose values are all ``str``/``int``/``float``/``bool``/``bytes`` (or None) is native
-Arrow, any other column is ``binary`` of pickled values, flagged in the field metadata. Routing
-columns follow the fields, named with the reserved prefix:
+A batch holds tuples of one stream from one source task, for one destination task (the
+emitter partitions; see ``plan.grouping``). Column ``i`` is declared field ``i``; a column whose
+values are all ``str``/``int``/``float``/``bool``/``bytes`` (or None) is native Arrow, any
+other column is ``binary`` of pickled values, flagged in the field metadata.
 
-- ``__hs_dests`` (list<int32>): task ids chosen by the emitter (direct and custom groupings,
-  or every destination when ``__hs_routed`` is true for that row).
-- ``__hs_routed`` (bool): the emitter already chose every destination of the row.
+At-least-once adds two acking columns after the fields (absent otherwise), named with the
+reserved prefix:
 
-At-least-once adds two acking columns (absent otherwise):
-
-- ``__hs_roots`` (list<uint64>): the root ids of the tuple trees the row belongs to; set by the
-  emitter (a spout's new root, or the union of a bolt's anchors' roots).
-- ``__hs_key`` (uint64): the row's edge id, drawn by the stmgr for each destination copy.
+- the root ids of the tuple trees each row belongs to (a spout's new root, or the union of a
+  bolt's anchors' roots): ``__hs_root`` (uint64) when every row of the batch has exactly one,
+  as is usual, else ``__hs_roots`` (list<uint64>);
+- ``__hs_key`` (uint64): the row's edge id, drawn by the emitter for this destination's copy.
 """
 
 from __future__ import annotations
 
 import pickle
+import struct
 from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
-from pandas.util import hash_array  # imported at start-up, not on the first routed batch
+
+from heron_spark.wire import hashing
 
 PICKLED_KEY = b"heron_spark.pickled"
 _PICKLED_META = {PICKLED_KEY: b"1"}
-DESTS_COLUMN = "__hs_dests"
-ROUTED_COLUMN = "__hs_routed"
+ROOT_COLUMN = "__hs_root"
 ROOTS_COLUMN = "__hs_roots"
 KEY_COLUMN = "__hs_key"
-ROUTING_COLUMNS = (DESTS_COLUMN, ROUTED_COLUMN)
+_ROOT_FIELD = pa.field(ROOT_COLUMN, pa.uint64())
+_KEY_FIELD = pa.field(KEY_COLUMN, pa.uint64())
 EMPTY_COLUMN = "__hs_rows"  # placeholder so a stream with no fields still has a row count
 _NATIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
            bytes: pa.binary()}
 _NONE = type(None)
-_DESTS_TYPE = pa.list_(pa.int32())
 _ROOTS_TYPE = pa.list_(pa.uint64())
+_U32 = struct.Struct(">I")
+_SCHEMA_CACHE_MAX = 256
+_SCHEMAS: dict[bytes, pa.Schema] = {}  # schema message -> schema (decoding side)
+_BUILT_SCHEMAS: dict[tuple, pa.Schema] = {}  # (fields, column kinds) -> schema (building side)
+_EMPTY_SCHEMA = pa.schema([pa.field(EMPTY_COLUMN, pa.null())])
 
 
 def column_array(values: Sequence) -> tuple[pa.Array, bool]:
@@ -57,73 +61,94 @@ def column_array(values: Sequence) -> tuple[pa.Array, bool]:
                     type=pa.binary()), True
 
 
-def encode(fields: Sequence[str], rows: Sequence[Sequence], dests: list | None = None,
-           routed: list | None = None, roots: tuple[list, list] | None = None) -> bytes:
-    """Encode ``rows`` (each a sequence of values in field order) as one Arrow IPC stream.
+def build(fields: Sequence[str], rows: Sequence[Sequence]) -> pa.RecordBatch:
+    """Return ``rows`` (each a sequence of values in field order) as one record batch."""
+    return build_columns(fields, rows)[0]
 
-    ``roots`` is ``(flat root ids, root count per row)`` when rows belong to tuple trees.
-    """
-    count = len(rows)
-    arrays, schema = [], []
-    columns = list(zip(*rows)) if count else [()] * len(fields)
-    for name, values in zip(fields, columns):
-        array, pickled = column_array(values)
-        arrays.append(array)
-        schema.append(pa.field(name, array.type, metadata=_PICKLED_META if pickled else None))
+
+def build_columns(fields: Sequence[str], rows: Sequence[Sequence]) -> tuple[pa.RecordBatch, list]:
+    """``build``, also returning each column's Python values (lists)."""
     if not fields:
-        arrays.append(pa.nulls(count))
-        schema.append(pa.field(EMPTY_COLUMN, pa.null()))
-    if dests is not None:
-        arrays.append(pa.array(dests, type=_DESTS_TYPE))
-        schema.append(pa.field(DESTS_COLUMN, _DESTS_TYPE))
-    if routed is not None:
-        arrays.append(pa.array(routed, type=pa.bool_()))
-        schema.append(pa.field(ROUTED_COLUMN, pa.bool_()))
-    if roots is not None:
-        flat, counts = roots
-        offsets = np.zeros(len(counts) + 1, dtype=np.int32)
-        np.cumsum(counts, out=offsets[1:])
-        arrays.append(pa.ListArray.from_arrays(pa.array(offsets),
-                                               pa.array(np.asarray(flat, dtype=np.uint64))))
-        schema.append(pa.field(ROOTS_COLUMN, _ROOTS_TYPE))
-    return encode_batch(pa.RecordBatch.from_arrays(arrays, schema=pa.schema(schema)))
+        return pa.RecordBatch.from_arrays([pa.nulls(len(rows))], schema=_EMPTY_SCHEMA), []
+    arrays, kinds, columns = [], [], []
+    for i in range(len(fields)):
+        column = [row[i] for row in rows]
+        array, pickled = column_array(column)
+        columns.append(column)
+        arrays.append(array)
+        kinds.append((array.type, pickled))
+    key = (tuple(fields), tuple(kinds))
+    schema = _BUILT_SCHEMAS.get(key)
+    if schema is None:
+        if len(_BUILT_SCHEMAS) >= _SCHEMA_CACHE_MAX:
+            _BUILT_SCHEMAS.clear()
+        schema = _BUILT_SCHEMAS[key] = pa.schema(
+            [pa.field(name, arrow_type, metadata=_PICKLED_META if pickled else None)
+             for name, (arrow_type, pickled) in zip(fields, kinds)])
+    return pa.RecordBatch.from_arrays(arrays, schema=schema), columns
 
 
-def encode_batch(batch: pa.RecordBatch) -> bytes:
-    """Return ``batch`` as Arrow IPC stream bytes."""
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as writer:
-        writer.write_batch(batch)
-    return sink.getvalue().to_pybytes()
-
-
-def decode(payload) -> pa.RecordBatch:
-    """Return the record batch in Arrow IPC stream bytes."""
-    return pa.ipc.open_stream(payload).read_next_batch()
+def with_roots(batch: pa.RecordBatch, flat: np.ndarray, counts: np.ndarray) -> pa.RecordBatch:
+    """Return ``batch`` with its roots column: row i belongs to ``counts[i]`` trees, whose
+    root ids follow each other in ``flat`` (uint64)."""
+    if counts.size == flat.size and (counts.size == 0 or counts.min() == 1):
+        return batch.append_column(_ROOT_FIELD, pa.array(flat, type=pa.uint64()))
+    offsets = np.zeros(len(counts) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    roots = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, type=pa.uint64()))
+    return batch.append_column(pa.field(ROOTS_COLUMN, _ROOTS_TYPE), roots)
 
 
 def with_keys(batch: pa.RecordBatch, keys: np.ndarray) -> pa.RecordBatch:
-    """Return ``batch`` with its edge-id column set to ``keys`` (uint64, one per row)."""
-    if KEY_COLUMN in batch.schema.names:
-        batch = batch.drop_columns([KEY_COLUMN])
-    return batch.append_column(pa.field(KEY_COLUMN, pa.uint64()), pa.array(keys, pa.uint64()))
+    """Return ``batch`` with its edge-id column ``keys`` (uint64, one per row)."""
+    return batch.append_column(_KEY_FIELD, pa.array(keys, type=pa.uint64()))
 
 
-def root_lists(column: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """Return a roots column as (flat uint64 root ids, root count per row)."""
-    offsets = column.offsets.to_numpy()
+def encode(fields: Sequence[str], rows: Sequence[Sequence]) -> bytes:
+    """Return ``rows`` encoded as ``encode_batch`` does (see ``build``)."""
+    return encode_batch(build(fields, rows))
+
+
+def encode_batch(batch: pa.RecordBatch) -> bytes:
+    """Return ``batch`` as ``u32 schema length | Arrow IPC schema message | Arrow IPC record
+    batch message``: the two messages an IPC stream would hold, without the stream's framing,
+    so both ends skip the stream writer and reader (the reader caches schemas by their bytes)."""
+    schema = batch.schema.serialize()
+    return b"".join((_U32.pack(len(schema)), schema, batch.serialize()))
+
+
+def decode(payload) -> pa.RecordBatch:
+    """Return the record batch ``encode_batch`` wrote (``payload``: bytes or memoryview)."""
+    (size,) = _U32.unpack_from(payload, 0)
+    key = bytes(payload[_U32.size:_U32.size + size])
+    schema = _SCHEMAS.get(key)
+    if schema is None:
+        if len(_SCHEMAS) >= _SCHEMA_CACHE_MAX:
+            _SCHEMAS.clear()
+        schema = _SCHEMAS[key] = pa.ipc.read_schema(pa.py_buffer(key))
+    return pa.ipc.read_record_batch(pa.py_buffer(payload[_U32.size + size:]), schema)
+
+
+def root_lists(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray | None]:
+    """Return the roots of ``batch`` as (flat uint64 root ids, root count per row, or None
+    when every row has exactly one)."""
+    index = batch.schema.get_field_index(ROOT_COLUMN)
+    if index >= 0:
+        return batch.column(index).to_numpy(), None
+    column = batch.column(ROOTS_COLUMN)
     flat = column.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-    return flat, np.diff(offsets)
+    return flat, np.diff(column.offsets.to_numpy())
 
 
 def row_roots(batch: pa.RecordBatch) -> list[tuple[int, ...]] | None:
     """Return each row's root ids as a tuple of ints, or None when the batch has no trees."""
-    if ROOTS_COLUMN not in batch.schema.names:
+    names = batch.schema.names
+    if ROOT_COLUMN not in names and ROOTS_COLUMN not in names:
         return None
-    flat, counts = root_lists(batch.column(ROOTS_COLUMN))
+    flat, counts = root_lists(batch)
     values = flat.tolist()
-    if counts.size and (counts == 1).all():
-        return [(v,) for v in values]
+    if counts is None:
+        return list(zip(values))
     out, start = [], 0
     for count in counts.tolist():
         out.append(tuple(values[start:start + count]))
@@ -151,39 +176,47 @@ def rows(batch: pa.RecordBatch, field_count: int) -> list[tuple]:
     return list(zip(*(column_values(batch, i) for i in range(field_count))))
 
 
-def key_hash(columns: Sequence[np.ndarray]) -> np.ndarray:
+def key_hash(columns: Sequence[pa.Array]) -> np.ndarray:
     """Hash fields-grouping key columns (from ``key_columns``/``canonical_keys``) to uint64.
 
     Every key value is hashed through its ``str`` form (``str`` values as they are), so equal
     values hash equal whatever batch, column type or process they travel in.
     """
-    combined = None
-    for values in columns:
-        hashed = hash_array(values)
-        combined = hashed if combined is None else (combined * np.uint64(1000003)) ^ hashed
-    return combined
+    return hashing.combine([hashing.string_hash(column) for column in columns])
 
 
-def canonical_keys(values: Sequence) -> np.ndarray:
-    """Return Python key values as the object array of ``str`` that ``key_hash`` takes."""
-    return object_array([v if type(v) is str else str(v) for v in values])
+def canonical_keys(values: Sequence) -> pa.Array:
+    """Return Python key values as the Arrow strings ``key_hash`` takes."""
+    texts = [v if type(v) is str else str(v) for v in values]
+    try:
+        return pa.array(texts, type=pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, UnicodeEncodeError):  # lone surrogates
+        return pa.array([t.encode("utf-8", "surrogatepass") for t in texts], type=pa.binary())
 
 
-def key_columns(batch: pa.RecordBatch, indices: Sequence[int]) -> list[np.ndarray]:
-    """Return the key columns of ``batch`` as the object arrays of ``str`` ``key_hash`` takes."""
+def key_columns(batch: pa.RecordBatch, indices: Sequence[int]) -> list[pa.Array]:
+    """Return the key columns of ``batch`` as the Arrow strings ``key_hash`` takes."""
     out = []
     for index in indices:
         column = batch.column(index)
-        if pa.types.is_string(column.type) and column.null_count == 0:
-            out.append(column.to_numpy(zero_copy_only=False))
+        if (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) \
+                and column.null_count == 0:
+            out.append(column)
         else:
             out.append(canonical_keys(column_values(batch, index)))
     return out
 
 
-def object_array(values: Sequence) -> np.ndarray:
-    """Return a 1-D object array of ``values`` (lists and tuples stay single elements)."""
-    array = np.empty(len(values), dtype=object)
-    for i, value in enumerate(values):
-        array[i] = value
-    return array
+def warm_up() -> None:
+    """Run every step a batch takes once, on a tiny batch, so that the first real batch does
+    not pay for first use (Arrow's IPC reader and compute kernels, NumPy's ufunc set-up): an
+    instance calls this before it registers, so spouts start into warm processes."""
+    batch = build(("word", "n", "x"), [("a", 1, 0.5), ("b", 2, 1.5), ("a", 3, None)])
+    batch = with_roots(batch, np.array([1, 2, 3], dtype=np.uint64), np.array([1, 1, 1]))
+    with_roots(batch, np.array([1, 2], dtype=np.uint64), np.array([2, 0, 0]))
+    batch = with_keys(batch, np.array([4, 5, 6], dtype=np.uint64))
+    decoded = decode(encode_batch(batch.take(pa.array([2, 0, 1]))).__getitem__(slice(None)))
+    rows(decoded, 3)
+    row_roots(decoded)
+    key_hash(key_columns(decoded, [0, 1]))
+    decoded.slice(1, 2)

@@ -1,0 +1,557 @@
+"""One task's logic, without sockets: frames from the stmgr in, user code, frames out.
+
+``SpoutExecutor`` and ``BoltExecutor`` run a task's user code on the instance's loop thread.
+The shell (``runtime.InstanceRuntime``) hands them every frame from the stmgr (``on_frame``),
+asks a spout for a slice of ``next_tuple`` calls (``run_slice``) whenever it may emit, and
+calls ``end_turn`` when the loop has handled what it had: that is when emitted tuples leave
+("batch when busy, send when idle": a busy task fills big batches, an idle one sends each
+tuple at the end of the turn that produced it), followed by the acks and fails of that turn
+and, now and then, the bolt's progress. The executor answers only through ``send(frame)``
+and reads time only from ``clock``, so it is tested without processes or sockets.
+
+The executor is also the delegate behind the user's ``Spout``/``Bolt`` methods. When a
+component does not override ``emit``, the executor binds the collector's fast path as the
+component's ``emit``: per tuple, one Python call and one list append.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from itertools import repeat
+from typing import Callable
+
+import numpy as np
+
+from heron_spark.api import api_constants as keys
+from heron_spark.api.batch import BatchBolt
+from heron_spark.api.bolt import Bolt
+from heron_spark.api.spout import Spout
+from heron_spark.api.tuple import HeronTuple, TupleHelper
+from heron_spark.config import SystemConfig
+from heron_spark.instance import batches
+from heron_spark.instance.acking import AckBuffer, SpoutTrees
+from heron_spark.instance.collector import OutputCollector
+from heron_spark.instance.context import InstanceContext
+from heron_spark.plan.logical import message_timeout_secs
+from heron_spark.plan.view import PlanView
+from heron_spark.proto import stmgr_pb2, tmaster_pb2
+from heron_spark.wire import frames, tree_ids, tuple_batch
+
+_LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
+           "warn": logging.WARNING, "warning": logging.WARNING, "error": logging.ERROR}
+_new_tuple = tuple.__new__
+_data_head = frames.DATA_HEAD.unpack_from
+_PREFIX_BYTES = frames.PREFIX_BYTES
+_PROGRESS_SECS = 0.002   # a bolt reports its progress at most this often
+_IDLE_SPOUT_WAIT_SECS = 0.001
+
+
+class Stop(Exception):
+    """Leave the task: the stmgr said shut down (code 0) or went away (code 2)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+class TaskExecutor:
+    """What spout and bolt executors share: the delegate API, control frames, metrics."""
+
+    def __init__(self, plan: PlanView, task_id: int, config: SystemConfig,
+                 send: Callable[[bytes], None], logger: logging.Logger,
+                 clock: Callable[[], float] = time.monotonic,
+                 push: Callable[[], None] | None = None) -> None:
+        self.plan = plan
+        self.task_id = task_id
+        self.config = config
+        self.send = send
+        self.push = push
+        self.logger = logger
+        self.clock = clock
+        self.component_name = plan.task_component[task_id]
+        self.decl = plan.logical.components[self.component_name]
+        self.context = InstanceContext(plan, task_id)
+        self.reliable = plan.logical.reliability_mode == keys.TopologyReliabilityMode.ATLEAST_ONCE
+        self.collector: OutputCollector | None = None
+        self.component = None
+        self.started = False
+        self.executed = 0
+        self._next_metrics = 0.0
+        self._metric_due: dict[str, float] = {}
+        self.user_metrics: dict[str, float] = {}  # latest values, gathered on the loop thread
+        self.statemgr_url = config.statemgr
+
+    # ---- delegate API (user code calls these) ----------------------------------------------
+    def log(self, message: str, level: str | None = None) -> None:
+        self.logger.log(_LEVELS.get((level or "info").lower(), logging.INFO), message)
+
+    def spout_state_store(self):
+        """Return where this task keeps its source offsets (the topology's state manager)."""
+        from heron_spark.instance.state_store import SpoutStateStore
+
+        return SpoutStateStore(self.statemgr_url, self.plan.logical.name,
+                               f"{self.component_name}.{self.context.get_task_index()}")
+
+    # ---- life cycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        """Create the user's component and initialize it (after StartProcessing)."""
+        self.started = True
+        self.component = self.decl.component_class(self)
+        self.collector = OutputCollector(self.plan, self.task_id, self.context, self.send,
+                                         self.config.batch_max_tuples, self.push)
+        self.collector.delegate_emit = self.emit
+        config = self.context.get_cluster_config()
+        self.component.initialize(config, self.context)
+        self._configure(config)
+        self.logger.info("task %d of %s started", self.task_id, self.component_name)
+
+    def _configure(self, config: dict) -> None:
+        """Set up acking and bind the fast ``emit`` (subclasses)."""
+
+    def _bind(self, base: type, name: str, fast) -> None:
+        """Make ``fast`` the component's method ``name`` unless its class overrides it."""
+        if getattr(type(self.component), name, None) is getattr(base, name):
+            setattr(self.component, name, fast)
+
+    def on_control(self, message: stmgr_pb2.StmgrToInstance) -> None:
+        """Handle a control message from the stmgr: start, shutdown."""
+        body = message.WhichOneof("body")
+        if body == "start":
+            if not self.started:
+                self.start()
+        elif body == "shutdown":
+            reason = tmaster_pb2.ShutdownReason.Name(message.shutdown.reason)
+            self.logger.info("shutdown (%s) %s", reason, message.shutdown.detail)
+            if self.started:
+                self.end_turn(self.clock(), force=True)
+            raise Stop(0)
+
+    def end_turn(self, now: float, force: bool = False) -> None:
+        """The loop handled everything it had: send what was emitted, then acks."""
+        self.collector.flush_all()
+
+    def next_deadline(self, now: float) -> float:
+        """When the loop must come back at the latest even with no input."""
+        return self._next_metrics
+
+    def on_time(self, now: float) -> None:
+        """Run what is due: user metrics (subclasses add ticks and timeouts)."""
+        if now >= self._next_metrics:
+            self.gather_user_metrics(now)
+
+    def close(self) -> None:
+        """The task ends cleanly: last metrics (spouts also call ``close``)."""
+        if self.started:
+            self.gather_user_metrics(self.clock(), force=True)
+
+    def control_message(self, message) -> None:
+        self.send(frames.control_frame(message))
+
+    # ---- metrics ---------------------------------------------------------------------------
+    def gather_user_metrics(self, now: float, force: bool = False) -> None:
+        """Read the user's registered metrics (loop thread: they are not thread-safe)."""
+        self._next_metrics = now + self.config.metrics_interval_ms / 1000.0
+        values = dict(self.user_metrics)
+        for name, metric, bucket in self.context.metrics:
+            if force or now >= self._metric_due.get(name, 0.0):
+                self._metric_due[name] = now + bucket
+                value = metric.get_value_and_reset()
+                items = value.items() if isinstance(value, dict) else [(None, value)]
+                for key, number in items:
+                    if isinstance(number, (int, float)):
+                        values[name if key is None else f"{name}/{key}"] = float(number)
+        self.user_metrics = values
+
+    def add_metrics(self, add) -> None:
+        """Add this task's counters to a metrics publish (metrics thread: reads only)."""
+        if self.collector is not None:
+            for stream, count in list(self.collector.emitted().items()):
+                add(name=f"__emit-count/{stream}", value=count)
+        add(name="__execute-count", value=self.executed)
+        for name, value in list(self.user_metrics.items()):
+            add(name=name, value=value)
+
+
+class SpoutExecutor(TaskExecutor):
+    """Runs a spout: ``next_tuple`` in slices while the stmgr lets it emit."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.trees: SpoutTrees | None = None  # a reliable spout's open trees
+        self.exhausted = False
+        self.announced = False                # the stmgr knows this spout is exhausted
+        self.gated = False                    # the stmgr says the topology is congested
+        self.routed = 0                       # this spout's tuples the stmgr has taken in
+        self._unrouted_max = self.config.backpressure_high_water_tuples
+        self._slice_secs = self.config.batch_flush_interval_ms / 1000.0
+
+    # delegate API
+    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
+        roots = (self.trees.open(tup_id),) if self.trees is not None and tup_id is not None \
+            else ()
+        return self.collector.emit(values, stream, direct_task, need_task_ids, roots)
+
+    def declare_exhausted(self) -> None:
+        self.exhausted = True
+
+    def emit_batch(self, data, stream: str, parents, tup_id) -> None:
+        """``BatchSpout.emit_batch``: with a message id (at-least-once) all rows are one tree."""
+        fields = self.collector.stream_fields(stream)
+        root = self.trees.open(tup_id) if self.trees is not None and tup_id is not None else None
+        for batch in batches.as_batches(data, fields, self.component_name, stream):
+            roots = None
+            if root is not None:
+                rows = batch.num_rows
+                roots = (np.full(rows, root, dtype=np.uint64), np.ones(rows, dtype=np.int64))
+            self.collector.emit_batch(batch, stream, roots)
+
+    def _configure(self, config: dict) -> None:
+        if self.reliable:
+            timeout = message_timeout_secs(config)
+            if str(config.get(keys.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True)).lower() == "false":
+                timeout = None
+            pending = config.get(keys.TOPOLOGY_MAX_SPOUT_PENDING)
+            self.trees = SpoutTrees(self.task_id, timeout, int(pending) if pending else None,
+                                    clock=self.clock)
+            self.collector.open_tree = self.trees.open
+            self._bind(Spout, "emit", self.collector.spout_emit_tracked)
+        else:
+            self._bind(Spout, "emit", self.collector.spout_emit_plain)
+        self.component.activate()
+
+    # the loop
+    def may_emit(self) -> bool:
+        """True when ``next_tuple`` may run now."""
+        if self.gated or self.exhausted:
+            return False
+        if self.trees is not None and self.trees.full:
+            return False
+        return self.collector.sent + self.collector.buffered < self.routed + self._unrouted_max
+
+    def run_slice(self, now: float) -> bool:
+        """Call ``next_tuple`` until it emits nothing, the spout may not emit more, or the
+        slice (``heron.batch.flush.interval.ms``) is over; return whether it emitted."""
+        collector = self.collector
+        next_tuple = self.component.next_tuple
+        clock = self.clock
+        end = now + self._slice_secs
+        limit = self.routed + self._unrouted_max
+        trees = self.trees
+        emitted_any = False
+        while True:
+            before = collector.sent + collector.buffered
+            next_tuple()
+            after = collector.sent + collector.buffered
+            if after == before:
+                break
+            emitted_any = True
+            if self.exhausted or self.gated or after >= limit or \
+                    (trees is not None and trees.full) or clock() >= end:
+                break
+        return emitted_any
+
+    def end_turn(self, now: float, force: bool = False) -> None:
+        self.collector.flush_all()
+        if self.exhausted and not self.announced and not self.trees:
+            self.control_message(stmgr_pb2.InstanceToStmgr(
+                exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
+            self.announced = True
+            self.logger.info("spout task %d exhausted", self.task_id)
+
+    def wait_secs(self, now: float) -> float:
+        """How long the loop may wait for input when ``next_tuple`` did not emit."""
+        if self.may_emit():
+            return _IDLE_SPOUT_WAIT_SECS
+        if self.trees is not None and len(self.trees) and not self.announced:
+            return 0.01  # trees open: wake for their timeouts
+        return max(0.0, self.next_deadline(now) - now)
+
+    def on_frame(self, kind: int, frame: bytes) -> None:
+        if kind != frames.CONTROL:
+            return
+        message = stmgr_pb2.StmgrToInstance()
+        message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
+        body = message.WhichOneof("body")
+        if body == "trees":
+            self._close_trees(message.trees)
+        elif body == "gate":
+            self.gated = message.gate.paused
+            self.routed = message.gate.routed
+        else:
+            self.on_control(message)
+
+    def on_time(self, now: float) -> None:
+        super().on_time(now)
+        if self.trees is not None:
+            for message_id in self.trees.expired():
+                self.exhausted = False  # a bounded spout replays, then declares exhaustion again
+                self.component.fail(message_id)
+
+    def _close_trees(self, done: stmgr_pb2.TreesDone) -> None:
+        if self.trees is None:
+            return
+        acked, failed = self.trees.close(done.acked, done.failed)
+        component = self.component
+        for message_id in acked:
+            component.ack(message_id)
+        for message_id in failed:
+            self.exhausted = False
+            component.fail(message_id)
+
+    def close(self) -> None:
+        if not self.started:
+            return
+        try:
+            self.component.close()
+        except Exception:  # noqa: BLE001 - we are exiting anyway; keep the trace in the log
+            self.logger.exception("spout close() failed")
+        super().close()
+
+    def add_metrics(self, add) -> None:
+        super().add_metrics(add)
+        trees = self.trees
+        if trees is not None:
+            add(name="__ack-count", value=trees.acked)
+            add(name="__fail-count", value=trees.failed)
+            add(name="__timeout-count", value=trees.timed_out)
+            add(name="__pending-trees", value=len(trees))
+            add(name="__complete-latency-ms-total", value=trees.latency_ms_total)
+
+
+class BoltExecutor(TaskExecutor):
+    """Runs a bolt: ``process`` for every tuple of every batch the stmgr delivers."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.acks = AckBuffer()
+        self.auto_ack = False
+        self._current: HeronTuple | None = None  # auto-ack: the tuple in process()
+        self._settled = False                     # auto-ack: process() acked or failed it
+        self.upstream = set(self.plan.upstream_tasks(self.task_id))
+        self.drained = False
+        self._tick_secs = 0.0
+        self._next_tick: float | None = None
+        self._reported = 0
+        self._next_progress = 0.0
+        self._held: list = []                     # data that came before start
+        self.batch_mode = False                   # a BatchBolt: process_batch per batch
+        self._input_roots = None                  # batch mode: the input batch's roots
+        self._input_failed = False
+        self._sources: dict[tuple, tuple[str, int]] = {}  # (task, stream) -> (component, width)
+
+    # delegate API
+    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
+        roots = ()
+        if self.reliable:
+            if anchors is None and self._current is not None:
+                anchors = (self._current,)  # auto-ack bolts anchor to their input
+            if anchors:
+                roots = _roots_of(anchors)
+        return self.collector.emit(values, stream, direct_task, need_task_ids, roots)
+
+    def ack(self, tup) -> None:
+        """Record ``tup`` processed (at-least-once; nothing to do at-most-once)."""
+        if self.reliable and self._settle(tup):
+            self.acks.ack(tup)
+
+    def fail(self, tup) -> None:
+        """Record ``tup`` failed: its spouts replay their trees (at-least-once)."""
+        if self.reliable and self._settle(tup):
+            self.acks.fail(tup)
+
+    def _settle(self, tup) -> bool:
+        """Return False when ``tup`` is auto-ack's current input and was already settled."""
+        if tup is not self._current:
+            return True
+        if self._settled:
+            return False
+        self._settled = True
+        return True
+
+    def declare_exhausted(self) -> None:
+        """Bolts end when their inputs end; nothing to declare."""
+
+    def emit_batch(self, data, stream: str, parents, tup_id) -> None:
+        """``BatchBolt.emit_batch``: rows anchored to the input rows ``parents`` names."""
+        fields = self.collector.stream_fields(stream)
+        for batch in batches.as_batches(data, fields, self.component_name, stream):
+            roots = None
+            if self._input_roots is not None:
+                roots = batches.anchored_roots(*self._input_roots, parents, batch.num_rows,
+                                               self.component_name)
+            self.collector.emit_batch(batch, stream, roots)
+
+    def fail_batch(self) -> None:
+        """``BatchBolt.fail_batch``: the current input batch fails when process_batch returns."""
+        self._input_failed = True
+
+    def _configure(self, config: dict) -> None:
+        self.acks.component = self.component_name
+        self.batch_mode = isinstance(self.component, BatchBolt)
+        if self.reliable:
+            self.auto_ack = bool(getattr(self.component, "auto_ack", False)) or \
+                str(config.get(keys.TOPOLOGY_BOLT_AUTO_ACK, False)).lower() == "true"
+            if not self.auto_ack:  # auto-ack anchors to, and settles, the current input
+                self._bind(Bolt, "emit", self.collector.emit_anchored)
+                self._bind(Bolt, "ack", self.acks.acked.append)
+                self._bind(Bolt, "fail", self.acks.failed.append)
+        else:
+            self._bind(Bolt, "emit", self.collector.emit_plain)
+            self._bind(Bolt, "ack", _ignore)
+            self._bind(Bolt, "fail", _ignore)
+        self._tick_secs = float(config.get("topology.tick.tuple.freq.secs", 0) or 0)
+        if self._tick_secs > 0:
+            self._next_tick = self.clock() + self._tick_secs
+        held, self._held = self._held, []
+        for frame in held:
+            self._on_data(frame)
+
+    # the loop
+    def on_frame(self, kind: int, frame: bytes) -> None:
+        if kind == frames.DATA:
+            if self.started:
+                self._on_data(frame)
+            else:
+                self._held.append(frame)
+            return
+        message = stmgr_pb2.StmgrToInstance()
+        message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
+        self.on_control(message)
+
+    def _on_data(self, frame: bytes) -> None:
+        data_kind, src, _, rows, stream_length = _data_head(frame, _PREFIX_BYTES)
+        if data_kind == frames.END_OF_STREAM:
+            self._on_end_of_stream(src)
+            return
+        stream = frames.data_stream(frame, stream_length)
+        source = self._sources.get((src, stream))
+        if source is None:
+            component = self.plan.task_component[src]
+            width = len(self.plan.logical.components[component].outputs[stream].fields)
+            source = self._sources[(src, stream)] = (component, width)
+        component, width = source
+        batch = tuple_batch.decode(memoryview(frame)[frames.data_body_offset(stream_length):])
+        if self.batch_mode:
+            self._process_batch(batch, component, stream, src, width)
+            self.executed += rows
+            return
+        values = tuple_batch.rows(batch, width)
+        process = self.component.process
+        now = time.time()
+        roots = tuple_batch.row_roots(batch) if self.reliable else None
+        if roots is None:
+            # tuples built by C-level iteration: no Python frame per tuple before process()
+            for tup in map(_new_tuple, repeat(HeronTuple), zip(
+                    repeat(None), repeat(component), repeat(stream), repeat(src),
+                    values, repeat(now), repeat(()))):
+                process(tup)
+        else:
+            edge_ids = batch.column(tuple_batch.KEY_COLUMN).to_numpy().tolist()
+            tuples = map(_new_tuple, repeat(HeronTuple), zip(
+                edge_ids, repeat(component), repeat(stream), repeat(src), values, repeat(now),
+                roots))
+            if self.auto_ack:
+                self._process_auto_acked(tuples)
+            else:
+                for tup in tuples:
+                    process(tup)
+        self.executed += rows
+
+    def _process_batch(self, batch, component: str, stream: str, src: int, width: int) -> None:
+        view = batches.input_view(batch, width, component, stream, src)
+        tracked = self.reliable and tuple_batch.KEY_COLUMN in batch.schema.names
+        self._input_roots = tuple_batch.root_lists(batch) if tracked else None
+        self._input_failed = False
+        try:
+            self.component.process_batch(view)
+        finally:
+            roots, self._input_roots = self._input_roots, None
+        if roots is not None:
+            flat, counts = roots
+            if self._input_failed:
+                self.acks.fail_rows(flat, batch.num_rows)
+            else:
+                keys = batch.column(tuple_batch.KEY_COLUMN).to_numpy()
+                self.acks.ack_rows(flat, keys if counts is None else np.repeat(keys, counts),
+                                   batch.num_rows)
+
+    def _process_auto_acked(self, tuples) -> None:
+        process = self.component.process
+        ack = self.acks.ack
+        try:
+            for tup in tuples:
+                self._current, self._settled = tup, False
+                process(tup)
+                if not self._settled:
+                    ack(tup)
+        finally:
+            self._current = None
+
+    def _on_end_of_stream(self, src: int) -> None:
+        if src not in self.upstream:
+            return  # replayed after a restart, or already seen
+        self.upstream.discard(src)
+        if not self.upstream:
+            self.component.end_of_input()
+            self._flush_with_acks()
+            self.control_message(stmgr_pb2.InstanceToStmgr(
+                exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
+            self.drained = True
+            self.logger.info("bolt task %d drained", self.task_id)
+
+    def end_turn(self, now: float, force: bool = False) -> None:
+        """Send this turn's emits with its acks (``collector.flush_all``), its fails, then
+        the progress when due."""
+        self._flush_with_acks()
+        if self.executed != self._reported and (force or now >= self._next_progress):
+            self._next_progress = now + _PROGRESS_SECS
+            self._reported = self.executed
+            self.control_message(stmgr_pb2.InstanceToStmgr(
+                progress=stmgr_pb2.InstanceProgress(executed=self.executed)))
+
+    def _flush_with_acks(self) -> None:
+        if not self.acks:
+            self.collector.flush_all()
+            return
+        roots, edge_ids, failed = self.acks.take()
+        self.collector.flush_all((roots, edge_ids))
+        if failed.size:
+            self.control_message(stmgr_pb2.InstanceToStmgr(
+                fails=stmgr_pb2.FailBatch(roots=tree_ids.pack(failed))))
+
+    def next_deadline(self, now: float) -> float:
+        deadline = super().next_deadline(now)
+        if self.executed != self._reported:
+            deadline = min(deadline, self._next_progress)
+        if self._next_tick is not None:
+            deadline = min(deadline, self._next_tick)
+        return deadline
+
+    def on_time(self, now: float) -> None:
+        super().on_time(now)
+        if self._next_tick is not None and now >= self._next_tick:
+            self.component.process_tick(HeronTuple(
+                None, TupleHelper.TICK_SOURCE_COMPONENT, TupleHelper.TICK_TUPLE_ID, -1,
+                (), time.time(), ()))
+            ticks = self._tick_secs
+            self._next_tick += ticks * max(1, int((now - self._next_tick) / ticks) + 1)
+
+    def add_metrics(self, add) -> None:
+        super().add_metrics(add)
+        if self.reliable:
+            add(name="__ack-count", value=self.acks.acked_count + len(self.acks.acked))
+            add(name="__fail-count", value=self.acks.failed_count + len(self.acks.failed))
+
+
+def _ignore(tup) -> None:
+    """``ack``/``fail`` at-most-once: there are no trees to settle."""
+
+
+def _roots_of(anchors) -> tuple[int, ...]:
+    """Return the union of the trees of ``anchors`` (tuples received by this bolt)."""
+    if not isinstance(anchors, (list, tuple)) or isinstance(anchors, HeronTuple):
+        anchors = (anchors,)
+    if len(anchors) == 1:
+        return getattr(anchors[0], "roots", None) or ()
+    return tuple(dict.fromkeys(r for a in anchors for r in (getattr(a, "roots", None) or ())))

@@ -1,0 +1,244 @@
+"""Stream groupings: which task(s) each emitted tuple goes to. The only place these rules live.
+
+Routing happens where a tuple is created: the emitting instance partitions each output batch
+per destination task, and its stmgr relays the resulting frames without decoding them. Two
+entry points share the rules:
+
+- ``Target.choose(values, direct_task)``: one tuple's destinations under one subscription,
+  for what must be decided per tuple (direct and custom groupings, ``need_task_ids``);
+- ``StreamRouting.partition(batch, chosen, routed)``: a whole Arrow batch at once, with NumPy.
+  Shuffle splits the batch into contiguous slices, one per task in turn (balanced to one row
+  per batch, zero-copy); fields grouping hashes the key columns (``tuple_batch.key_hash``,
+  through each value's ``str`` form, so equal keys meet in one task whatever process or column
+  type they travel in); all and lowest are constant; rows whose destinations were chosen per
+  tuple go exactly there. A fields grouping on one string field remembers each key's task
+  (``KeySlots``), so a key seen before costs one dict lookup instead of hashing its bytes.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from heron_spark.plan.view import PlanView
+from heron_spark.proto.topology_pb2 import GroupingType
+from heron_spark.wire import tuple_batch
+
+CHOSEN_PER_TUPLE = (GroupingType.DIRECT, GroupingType.CUSTOM)
+_KEY_SLOTS_MAX = 1 << 16  # keys remembered per fields grouping (then forgotten at once)
+
+
+class KeySlots:
+    """The task slot (index into a target's tasks) of each key of a one-field fields grouping,
+    remembered: the same answer as hashing (``tuple_batch.key_hash``), without the hashing
+    for keys seen before. One thread only."""
+
+    def __init__(self, task_count: int) -> None:
+        self._count = np.uint64(task_count)
+        self._known: dict = {}
+
+    def slots(self, keys: list) -> np.ndarray:
+        """Return the slot of each of ``keys`` (the Python values of a string column)."""
+        get = self._known.get
+        slots = [get(key) for key in keys]
+        if None in slots:
+            missing = list(dict.fromkeys(k for k, slot in zip(keys, slots) if slot is None))
+            digest = tuple_batch.key_hash([tuple_batch.canonical_keys(missing)])
+            if len(self._known) + len(missing) > _KEY_SLOTS_MAX:
+                self._known.clear()
+            self._known.update(zip(missing, (digest % self._count).tolist()))
+            known = self._known
+            slots = [known[key] for key in keys]
+        return np.array(slots, dtype=np.int64)
+
+
+class Target:
+    """One subscribing bolt of one stream: its grouping and tasks."""
+
+    def __init__(self, grouping: int, tasks: Sequence[int], key_indices: Sequence[int],
+                 chooser=None) -> None:
+        self.grouping = grouping
+        self.task_list = list(tasks)
+        self.tasks = np.asarray(tasks, dtype=np.int64)
+        self.task_set = frozenset(tasks)
+        self.key_indices = list(key_indices)
+        self.chooser = chooser  # custom grouping: the user's CustomGrouping, prepared
+        self.offset = 0         # shuffle: which task gets the next slice
+        self.key_slots = KeySlots(len(self.task_list)) \
+            if grouping == GroupingType.FIELDS and len(self.key_indices) == 1 else None
+
+    def choose(self, values, direct_task: int | None) -> list[int]:
+        """Return this subscription's destinations for one tuple of ``values``."""
+        if self.grouping == GroupingType.DIRECT:
+            return [direct_task] if direct_task in self.task_set else []
+        if self.grouping == GroupingType.CUSTOM:
+            return list(self.chooser.choose_tasks(values))
+        if self.grouping == GroupingType.ALL:
+            return list(self.task_list)
+        if self.grouping == GroupingType.LOWEST:
+            return [self.task_list[0]]
+        if self.grouping == GroupingType.FIELDS:
+            digest = tuple_batch.key_hash(
+                [tuple_batch.canonical_keys([values[i]]) for i in self.key_indices])[0]
+            return [self.task_list[int(digest % np.uint64(len(self.task_list)))]]
+        return [random.choice(self.task_list)]  # SHUFFLE, NONE
+
+    def partition(self, batch: pa.RecordBatch, selected: np.ndarray | None) -> dict:
+        """Return {task: rows} for the rows ``selected`` (None: all) of ``batch``."""
+        if self.grouping == GroupingType.ALL:
+            return {task: selected for task in self.task_list}
+        if self.grouping == GroupingType.LOWEST:
+            return {self.task_list[0]: selected}
+        if self.grouping == GroupingType.FIELDS:
+            digest = tuple_batch.key_hash(tuple_batch.key_columns(batch, self.key_indices))
+            if selected is not None:
+                digest = digest[selected]
+            chosen = self.tasks[(digest % np.uint64(self.tasks.size)).astype(np.int64)]
+            rows = np.arange(batch.num_rows) if selected is None else selected
+            return split_by_task(chosen, rows)
+        return self._shuffle(batch.num_rows if selected is None else selected.size, selected)
+
+    def sorted_partition(self, batch: pa.RecordBatch,
+                         keys: list | None = None) -> tuple[pa.RecordBatch, dict]:
+        """Fields grouping of a whole batch: reorder it by destination (one ``take``, stable
+        so each task's rows keep their order) and give each task a zero-copy slice. ``keys``:
+        the Python values of the key column when it is a string column (``KeySlots``)."""
+        if keys is not None and self.key_slots is not None:
+            slot = self.key_slots.slots(keys)
+        else:
+            digest = tuple_batch.key_hash(tuple_batch.key_columns(batch, self.key_indices))
+            slot = (digest % np.uint64(self.tasks.size)).astype(np.int64)
+        counts = np.bincount(slot, minlength=self.tasks.size)
+        used = np.flatnonzero(counts)
+        if used.size == 1:
+            return batch, {self.task_list[int(used[0])]: None}
+        order = np.argsort(slot, kind="stable")
+        ends = np.cumsum(counts)
+        parts = {self.task_list[int(i)]: slice(int(ends[i] - counts[i]), int(ends[i]))
+                 for i in used}
+        return batch.take(pa.array(order)), parts
+
+    def _shuffle(self, count: int, selected: np.ndarray | None) -> dict:
+        k = len(self.task_list)
+        out: dict = {}
+        base, extra = divmod(count, k)
+        start = 0
+        for i in range(k):
+            size = base + (1 if i < extra else 0)
+            if size == 0:
+                break
+            task = self.task_list[(self.offset + i) % k]
+            out[task] = (slice(start, start + size) if selected is None
+                         else selected[start:start + size])
+            start += size
+        self.offset = (self.offset + extra) % k  # the tasks short this time go first next
+        return out
+
+
+class StreamRouting:
+    """How one output stream of one component is routed. Used by one thread only."""
+
+    def __init__(self, targets: list[Target]) -> None:
+        self.targets = targets
+        self.per_tuple = [t for t in targets if t.grouping in CHOSEN_PER_TUPLE]
+        self.batched = [t for t in targets if t.grouping not in CHOSEN_PER_TUPLE]
+        self.direct_tasks = frozenset(task for t in targets if t.grouping == GroupingType.DIRECT
+                                      for task in t.task_list)
+        lone = self.batched[0] if len(targets) == 1 and self.batched else None
+        # The key field of a lone one-field fields grouping: its string values may be passed
+        # to ``partition`` as ``keys``.
+        self.lone_key = lone.key_indices[0] if lone is not None and lone.key_slots else None
+
+    def partition(self, batch: pa.RecordBatch, chosen: list | None = None,
+                  routed: list | None = None,
+                  keys: list | None = None) -> tuple[pa.RecordBatch, dict]:
+        """Return ``(batch', {destination task: rows of batch'})``.
+
+        ``chosen[i]`` lists row i's destinations picked per tuple (or None); ``routed[i]`` is
+        True when they are all of row i's destinations (the emitter asked for task ids), so the
+        batched groupings skip that row. Rows come back in emission order for every task.
+        ``batch'`` is ``batch``, or (one fields grouping, nothing chosen per tuple) ``batch``
+        reordered by destination so that every task's rows are one zero-copy slice. ``keys``
+        may give that grouping's key column as Python strings (see ``KeySlots``).
+        """
+        rows = batch.num_rows
+        if rows == 0 or not self.targets:
+            return batch, {}
+        if chosen is None and len(self.batched) == 1 \
+                and self.batched[0].grouping == GroupingType.FIELDS:
+            return self.batched[0].sorted_partition(batch, keys)
+        selected = None
+        if routed is not None and any(routed):
+            selected = np.flatnonzero(~np.asarray(routed, dtype=bool))
+        parts: dict = {}
+        for target in self.batched:
+            if selected is None or selected.size:
+                parts.update(target.partition(batch, selected))
+        if chosen is None:
+            return batch, parts
+        flat, row_of = [], []
+        for row, dests in enumerate(chosen):
+            if dests:
+                flat.extend(dests)
+                row_of.extend([row] * len(dests))
+        if not flat:
+            return batch, parts
+        extra = split_by_task(np.asarray(flat, dtype=np.int64), np.asarray(row_of, dtype=np.int64))
+        for task, more in extra.items():
+            if task not in parts:
+                parts[task] = more
+            else:
+                parts[task] = np.union1d(as_indices(parts[task], rows), more)  # sorted
+        return batch, parts
+
+
+def split_by_task(dests: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
+    """Group row indices by destination task, keeping each task's rows in order."""
+    if dests.size == 0:
+        return {}
+    order = np.argsort(dests, kind="stable")
+    dests, rows = dests[order], rows[order]
+    bounds = np.flatnonzero(np.diff(dests)) + 1
+    return {int(d[0]): r for d, r in zip(np.split(dests, bounds), np.split(rows, bounds))}
+
+
+def as_indices(rows, count: int) -> np.ndarray:
+    """Return a partition's ``rows`` (None, slice or indices) as an index array."""
+    if rows is None:
+        return np.arange(count, dtype=np.int64)
+    if isinstance(rows, slice):
+        return np.arange(rows.start, rows.stop, dtype=np.int64)
+    return rows
+
+
+def take(batch: pa.RecordBatch, rows) -> pa.RecordBatch:
+    """Return the rows of ``batch`` a partition names (zero-copy for None and slices)."""
+    if rows is None:
+        return batch
+    if isinstance(rows, slice):
+        return batch.slice(rows.start, rows.stop - rows.start)
+    return batch.take(pa.array(rows))
+
+
+def stream_routing(plan: PlanView, component: str, context=None) -> dict[str, StreamRouting]:
+    """Return the routing of every output stream of ``component`` (custom groupings are
+    unpickled and prepared with ``context``, as Heron does in the emitting task)."""
+    out = {}
+    decl = plan.logical.components[component]
+    for name, stream in decl.outputs.items():
+        targets = []
+        for bolt, sub in plan.logical.subscribers(component, name):
+            tasks = plan.component_tasks[bolt]
+            chooser = None
+            if sub.grouping == GroupingType.CUSTOM:
+                from heron_spark import _pickling
+
+                chooser = _pickling.loads(sub.custom)
+                chooser.prepare(context, component, name, list(tasks))
+            targets.append(Target(sub.grouping, tasks,
+                                  [stream.fields.index(f) for f in sub.fields], chooser))
+        out[name] = StreamRouting(targets)
+    return out

@@ -1,0 +1,515 @@
+"""The Stream Manager's logic, without sockets: frames and clock ticks in, frames out.
+
+``StmgrCore`` is a single-threaded state machine. Its shell (``server.StreamManager``) feeds
+it every frame from local instances, peer stmgrs and the TMaster, tells it when connections
+come and go, and calls ``tick`` once per loop turn; the core answers through a
+``StmgrTransport`` (send a frame to a local task, a peer stmgr or the TMaster; stop or resume
+reading a spout). It never blocks and never touches a socket, so it is tested with a
+recording transport and a fake clock.
+
+What it does:
+- relay: instances partition their output per destination task (``plan.grouping``); the
+  core reads a DATA frame's head and passes the frame on, untouched, to the local instance or
+  the peer stmgr of the destination;
+- at-least-once: applies the XOR updates instances send ahead of their frames to the ledger
+  of each tree's owner (``acking.XorLedger``, here or on a peer) and reports finished trees to
+  their spouts;
+- backpressure: watches queues (bytes queued towards instances and peers, tuples handed to
+  each local bolt minus its reported progress); over a high mark it stops reading its local
+  spouts, gates them, and tells every peer to do the same (``backpressure``);
+- end of input: sends END_OF_STREAM downstream when a spout is exhausted, and replays the
+  END_OF_STREAM of ended tasks to a local instance that restarts.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Callable, Protocol
+
+import numpy as np
+
+from heron_spark.config import SystemConfig
+from heron_spark.plan.logical import message_timeout_secs
+from heron_spark.plan.view import PlanView
+from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
+from heron_spark.stmgr import acking
+from heron_spark.stmgr.backpressure import Backpressure
+from heron_spark.wire import frames, tree_ids
+
+log = logging.getLogger(__name__)
+_EOS = frames.END_OF_STREAM
+_data_head = frames.DATA_HEAD.unpack_from
+_PREFIX_BYTES = frames.PREFIX_BYTES
+
+
+class StmgrTransport(Protocol):
+    """What the core asks of its shell. Every call returns at once."""
+
+    def to_instance(self, task: int, frame: bytes) -> bool:
+        """Queue ``frame`` for local ``task``; False when it is not connected."""
+
+    def to_peer(self, container: int, frame: bytes) -> None:
+        """Queue ``frame`` for the stmgr of ``container`` (buffered while it is down)."""
+
+    def to_tmaster(self, frame: bytes) -> None:
+        """Queue ``frame`` for the TMaster."""
+
+    def set_reading(self, task: int, reading: bool) -> None:
+        """Stop or resume taking frames from local ``task``."""
+
+    def instance_queued_bytes(self, task: int) -> int:
+        """Bytes queued towards local ``task``."""
+
+    def peer_queued_bytes(self) -> int:
+        """Bytes queued towards the most loaded peer stmgr."""
+
+    def retarget_peers(self, addresses: dict[int, tuple[str, int]]) -> None:
+        """Point the link to each peer container at its (host, port)."""
+
+    def announce_stop(self) -> None:
+        """Tell the container this stmgr is ending for good (before instances notice)."""
+
+    def failure_note(self, task: int) -> str | None:
+        """Why the container killed ``task``, if it did."""
+
+    def instance_log(self, task: int) -> str:
+        """The log file of ``task``."""
+
+
+class StmgrCore:
+    """See the module docstring. One thread only (the stmgr's loop)."""
+
+    def __init__(self, plan: PlanView, config: SystemConfig, index: int,
+                 transport: StmgrTransport, clock: Callable[[], float]) -> None:
+        self.plan = plan
+        self.config = config
+        self.index = index
+        self.io = transport
+        self.clock = clock
+        self.local_tasks = frozenset(plan.tasks_in(index))
+        components = plan.logical.components
+        self.spout_tasks = frozenset(t for t in self.local_tasks
+                                     if components[plan.task_component[t]].is_spout)
+        self._task_container = dict(plan.task_container)
+        self.connected: set[int] = set()          # local tasks with a live connection
+        self.instance_pids: dict[int, int] = {}   # local tasks that registered, with their pid
+        self.ledger = acking.XorLedger(expiry_secs=2 * message_timeout_secs(plan.logical.config),
+                                       clock=clock)
+        self._owner = np.full(max(plan.task_component) + 1, -1, dtype=np.int64)
+        for task, container in plan.task_container.items():
+            self._owner[task] = container
+        self.backpressure = Backpressure(config.backpressure_high_water_bytes,
+                                         config.backpressure_low_water_bytes,
+                                         config.backpressure_high_water_tuples,
+                                         config.backpressure_low_water_tuples)
+        self.ended_sources: set[int] = set()  # tasks whose END_OF_STREAM went out
+        # Tuples handed to each local bolt, and how many it executed: their difference is
+        # what waits in queues for it; marks (tuples sent so far, when) date the oldest.
+        self.sent_tuples: collections.Counter = collections.Counter()
+        self.executed_tuples: collections.Counter = collections.Counter()
+        self._sent_marks: dict[int, collections.deque] = {
+            t: collections.deque() for t in self.local_tasks}
+        self._gate_paused = False
+        self.routed_from: collections.Counter = collections.Counter()  # local spouts' tuples
+        self._routed_reported: collections.Counter = collections.Counter()
+        self._routed_step = max(1, config.backpressure_high_water_tuples // 4)
+        self._failure_reported: set[int] = set()
+        self._next_expiry = 0.0
+        # At-least-once updates of this turn, applied (or forwarded) together by ``tick``: one
+        # XOR pass, one message per owner and one TreesDone per spout per turn.
+        self._xor_roots: list[np.ndarray] = []
+        self._xor_values: list[np.ndarray] = []
+        self._done: dict[int, tuple[list, list]] = {}
+        self.started = False
+        self.stopping = False
+        self.tuples_routed = 0
+        self.tuples_dropped = 0          # tuples for a local instance that was not connected
+        self.instances_lost = 0          # instance connections closed while running
+        self.instance_registrations = 0  # restarted instances that registered again
+        self.trees_acked = self.trees_failed = self.trees_expired = 0
+
+    @property
+    def all_registered(self) -> bool:
+        """True once every local task has registered (it sent its pid)."""
+        return len(self.instance_pids) == len(self.local_tasks)
+
+    # ---- local instances -----------------------------------------------------------------
+    def instance_connected(self, task: int) -> None:
+        """A local task dialled in (it registers with its first frame)."""
+        self.connected.add(task)
+        if task in self.spout_tasks and self.backpressure.spouts_paused:
+            self.io.set_reading(task, False)
+
+    def on_instance_frame(self, task: int, kind: int, frame: bytes) -> None:
+        """Handle one frame from local ``task`` (prefix included)."""
+        if kind == frames.DATA:
+            self._relay(frame)
+            return
+        message = stmgr_pb2.InstanceToStmgr()
+        message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
+        body = message.WhichOneof("body")
+        if body == "progress":
+            executed = self.executed_tuples[task] = message.progress.executed
+            marks = self._sent_marks[task]
+            while marks and marks[0][0] <= executed:
+                marks.popleft()
+        elif body in ("acks", "edges"):
+            xor = getattr(message, body)
+            self._xor_roots.append(tree_ids.unpack(xor.roots))
+            self._xor_values.append(tree_ids.unpack(xor.values))
+        elif body == "opened":
+            edges = message.opened.edges
+            self._trees_done(self.ledger.start(tree_ids.unpack(message.opened.roots),
+                                               tree_ids.unpack(edges.roots),
+                                               tree_ids.unpack(edges.values)), [])
+        elif body == "fails":
+            self._fail_trees(tree_ids.unpack(message.fails.roots))
+        elif body == "register":
+            self._on_register(task, message.register.pid)
+        elif body == "exhausted":
+            self._on_exhausted(task)
+        elif body == "failed":
+            self._failure_reported.add(task)  # its disconnect is the same failure
+            self._to_tmaster(tmaster_pb2.StmgrToTmaster(instance_failed=message.failed))
+
+    def _on_register(self, task: int, pid: int) -> None:
+        restarted = task in self.instance_pids
+        self.instance_pids[task] = pid
+        self._reset_queue(task)
+        if restarted:
+            self.instance_registrations += 1
+            log.info("task %d re-registered (pid %d)", task, pid)
+        if self.started:  # a restarted instance joins a running topology
+            self._start_instance(task)
+
+    def _on_exhausted(self, task: int) -> None:
+        self.ended_sources.add(task)
+        for dest in self.plan.downstream_tasks(task):
+            self._send_to_task(dest, frames.data_frame(_EOS, task, dest, 0, b""))
+        self._to_tmaster(tmaster_pb2.StmgrToTmaster(
+            drained=tmaster_pb2.TaskDrained(task_ids=[task])))
+
+    def instance_closed(self, task: int) -> None:
+        """Local ``task``'s connection ended: report the failure (unless stopping)."""
+        self.connected.discard(task)
+        self._reset_queue(task)
+        if self.stopping:
+            return
+        log.error("instance task %d disconnected", task)
+        self.instances_lost += 1
+        if task in self._failure_reported:
+            self._failure_reported.discard(task)
+            return
+        component = self.plan.task_component[task]
+        error = self.io.failure_note(task) or "instance process exited or closed its connection"
+        self._to_tmaster(tmaster_pb2.StmgrToTmaster(instance_failed=tmaster_pb2.InstanceFailed(
+            task_id=task, component=component, error=error, log_path=self.io.instance_log(task))))
+
+    def _reset_queue(self, task: int) -> None:
+        """A (re)started instance holds nothing yet: what was queued for the old one is gone."""
+        self.sent_tuples[task] = self.executed_tuples[task] = 0
+        self.routed_from[task] = self._routed_reported[task] = 0
+        self._sent_marks[task].clear()
+
+    def _start_instance(self, task: int) -> None:
+        """Start a (re)registered instance: processing, the spout gate, ended upstreams."""
+        self.io.to_instance(task, frames.control_frame(stmgr_pb2.StmgrToInstance(
+            start=stmgr_pb2.StartProcessing(generation=self.plan.physical.generation))))
+        if task in self.spout_tasks:
+            self._send_gate(task)
+        self._replay_ends([task], self.ended_sources)
+
+    def _replay_ends(self, tasks, sources) -> None:
+        """Send local ``tasks`` the END_OF_STREAM of each of their ``sources`` that ended."""
+        for task in tasks:
+            for source in sorted(set(self.plan.upstream_tasks(task)) & set(sources)):
+                self.io.to_instance(task, frames.data_frame(_EOS, source, task, 0, b""))
+
+    # ---- data ----------------------------------------------------------------------------
+    def _relay(self, frame: bytes) -> None:
+        """Pass a local instance's batch on to its destination task, without decoding it."""
+        kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
+        if dest not in self._task_container:
+            log.error("task %d sent a batch for unknown task %d; dropped", src, dest)
+            self.tuples_dropped += rows
+            return
+        self.tuples_routed += rows
+        if src in self.spout_tasks:
+            self._count_routed(src, rows)
+        self._send_to_task(dest, frame, rows)
+
+    def on_peer_frame(self, kind: int, frame: bytes) -> None:
+        """Handle one frame from a peer stmgr (prefix included)."""
+        if kind == frames.DATA:
+            data_kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
+            if data_kind == _EOS:
+                self.ended_sources.add(src)
+            if not self._deliver_local(dest, frame, rows):
+                self.tuples_dropped += rows
+            return
+        message = stmgr_pb2.StmgrToStmgr()
+        message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
+        body = message.WhichOneof("body")
+        if body == "xor":
+            self._xor_roots.append(tree_ids.unpack(message.xor.roots))
+            self._xor_values.append(tree_ids.unpack(message.xor.values))
+        elif body == "fail":
+            self._trees_done([], self.ledger.fail(tree_ids.unpack(message.fail.roots)))
+        elif body == "backpressure":
+            signal = message.backpressure
+            self.backpressure.set_remote(signal.container_index, signal.active)
+            self._apply_spout_gate()
+
+    def _send_to_task(self, task: int, frame: bytes, rows: int = 0) -> None:
+        container = self._task_container[task]
+        if container != self.index:
+            self.io.to_peer(container, frame)
+        elif not self._deliver_local(task, frame, rows):
+            self.tuples_dropped += rows  # at-least-once replays them; at-most-once loses them
+
+    def _deliver_local(self, task: int, frame: bytes, rows: int = 0) -> bool:
+        """Send ``frame`` (``rows`` tuples) to a local instance; False when it is not connected
+        (restarting)."""
+        if task not in self.connected or not self.io.to_instance(task, frame):
+            return False
+        if rows:
+            sent = self.sent_tuples[task] = self.sent_tuples[task] + rows
+            self._sent_marks[task].append((sent, self.clock()))
+        return True
+
+    def queued_tuples(self, task: int) -> int:
+        """Tuples handed to local ``task`` that it has not executed yet."""
+        return self.sent_tuples[task] - self.executed_tuples[task]
+
+    def _queue_age_secs(self, task: int, now: float) -> float:
+        """How long the oldest tuple waiting for local ``task`` has waited."""
+        marks = self._sent_marks[task]
+        return now - marks[0][1] if marks else 0.0
+
+    # ---- at-least-once ---------------------------------------------------------------------
+    def _apply_turn_updates(self) -> None:
+        """Apply this turn's XOR updates here, or forward them to the trees' stmgrs.
+
+        Combining a turn's updates is safe: each instance sends an input's ack in the same
+        update as the creation of the children it emitted before it, and a checksum can only
+        reach zero early if an ack is applied without those creations; applying more updates
+        at once only removes intermediate states.
+        """
+        if not self._xor_roots:
+            return
+        roots = np.concatenate(self._xor_roots) if len(self._xor_roots) > 1 else self._xor_roots[0]
+        values = np.concatenate(self._xor_values) if len(self._xor_values) > 1 \
+            else self._xor_values[0]
+        self._xor_roots, self._xor_values = [], []
+        self._xor_into_trees(roots, values)
+
+    def _xor_into_trees(self, roots: np.ndarray, values: np.ndarray) -> None:
+        """Apply (root, value) XOR updates here, or forward them to the trees' stmgrs."""
+        for container, chosen in self._by_owner(roots):
+            if container == self.index:
+                self._trees_done(self.ledger.apply(roots[chosen], values[chosen]), [])
+            else:
+                self.io.to_peer(container, frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                    xor=stmgr_pb2.XorBatch(roots=tree_ids.pack(roots[chosen]),
+                                           values=tree_ids.pack(values[chosen])))))
+
+    def _fail_trees(self, roots: np.ndarray) -> None:
+        """Fail trees here, or forward the fail to the trees' stmgrs."""
+        for container, chosen in self._by_owner(roots):
+            if container == self.index:
+                self._trees_done([], self.ledger.fail(roots[chosen]))
+            else:
+                self.io.to_peer(container, frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                    fail=stmgr_pb2.FailBatch(roots=tree_ids.pack(roots[chosen])))))
+
+    def _by_owner(self, roots: np.ndarray):
+        """Yield (container owning the trees, the trees' mask or slice of ``roots``)."""
+        if roots.size == 0:
+            return
+        owners = self._owner[tree_ids.root_task(roots)]
+        first = owners[0]
+        if (owners == first).all():
+            yield int(first), slice(None)
+            return
+        for container in np.unique(owners).tolist():
+            yield container, owners == container
+
+    def _trees_done(self, acked: list[int], failed: list[int]) -> None:
+        """Note which local spout trees completed or failed (sent by ``_send_trees_done``)."""
+        if not acked and not failed:
+            return
+        self.trees_acked += len(acked)
+        self.trees_failed += len(failed)
+        by_task = self._done
+        shift = tree_ids.ROOT_TASK_SHIFT
+        for root in acked:
+            by_task.setdefault(root >> shift, ([], []))[0].append(root)
+        for root in failed:
+            by_task.setdefault(root >> shift, ([], []))[1].append(root)
+
+    def _send_trees_done(self) -> None:
+        """Tell each local spout task which of its trees completed or failed this turn."""
+        by_task, self._done = self._done, {}
+        for task, (done, lost) in by_task.items():
+            if task in self.connected:  # else it restarted: it forgot these trees and replays
+                self.io.to_instance(task, frames.control_frame(stmgr_pb2.StmgrToInstance(
+                    trees=stmgr_pb2.TreesDone(acked=tree_ids.pack(done),
+                                              failed=tree_ids.pack(lost)))))
+
+    # ---- backpressure ----------------------------------------------------------------------
+    def _count_routed(self, spout: int, rows: int) -> None:
+        """Count a local spout's routed tuples; tell it every quarter of the tuple high mark,
+        so it never has more than the mark on its way here."""
+        routed = self.routed_from[spout] = self.routed_from[spout] + rows
+        if routed - self._routed_reported[spout] >= self._routed_step:
+            self._send_gate(spout)
+
+    def _send_gate(self, spout: int) -> None:
+        if spout in self.connected:
+            self._routed_reported[spout] = self.routed_from[spout]
+            self.io.to_instance(spout, frames.control_frame(stmgr_pb2.StmgrToInstance(
+                gate=stmgr_pb2.SpoutGate(paused=self._gate_paused,
+                                         routed=self.routed_from[spout]))))
+
+    def tick(self, now: float) -> None:
+        """Once per loop turn: apply the turn's tree updates and report finished trees, check
+        the water marks; now and then expire old trees."""
+        self._apply_turn_updates()
+        if self._done:
+            self._send_trees_done()
+        io = self.io
+        queued = io.peer_queued_bytes()
+        tuples = 0
+        for task in self.connected:
+            queued = max(queued, io.instance_queued_bytes(task))
+            tuples = max(tuples, self.sent_tuples[task] - self.executed_tuples[task])
+        backpressure = self.backpressure
+        change = backpressure.observe(queued, tuples)
+        if change is not None:
+            log.info("backpressure %s", "started" if change else "stopped")
+            frame = frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                backpressure=stmgr_pb2.BackpressureSignal(container_index=self.index,
+                                                          active=change)))
+            for container in self._peer_containers():
+                io.to_peer(container, frame)
+            self._apply_spout_gate()
+        culprits = ()
+        if backpressure.congested:
+            culprits = tuple({self.plan.task_component[task] for task in self.connected
+                              if backpressure.above_low(io.instance_queued_bytes(task),
+                                                        self.queued_tuples(task))})
+        backpressure.tick(now, culprits)
+        if now >= self._next_expiry:
+            self._next_expiry = now + self.config.metrics_interval_ms / 1000.0
+            self.trees_expired += self.ledger.expire()
+
+    def _peer_containers(self) -> list[int]:
+        return [c for c in self.plan.stmgr_address if c != self.index]
+
+    def _apply_spout_gate(self) -> None:
+        """Pause or resume local spouts: stop reading them, and tell them to stop emitting."""
+        paused = self.backpressure.spouts_paused
+        changed = paused != self._gate_paused
+        self._gate_paused = paused
+        for task in self.spout_tasks & self.connected:
+            self.io.set_reading(task, not paused)
+            if changed:
+                self._send_gate(task)
+
+    # ---- TMaster ---------------------------------------------------------------------------
+    def register_message(self, host: str, port: int, pid: int,
+                         generation: int) -> tmaster_pb2.StmgrToTmaster:
+        """Return the registration of this stmgr and its instances for the TMaster."""
+        register = tmaster_pb2.RegisterStmgr(container_index=self.index, host=host,
+                                             data_port=port, pid=pid, generation=generation)
+        for task in sorted(self.local_tasks):
+            register.instances.add(task_id=task, component=self.plan.task_component[task],
+                                   component_index=self.plan.task_index[task],
+                                   container_index=self.index,
+                                   pid=self.instance_pids.get(task, 0))
+        return tmaster_pb2.StmgrToTmaster(register=register)
+
+    def on_tmaster_frame(self, frame: bytes) -> int | None:
+        """Handle one TMaster frame; return the exit code when the stmgr must end."""
+        message = tmaster_pb2.TmasterToStmgr()
+        message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
+        body = message.WhichOneof("body")
+        if body == "plan":
+            self._apply_plan(message.plan)
+        elif body == "drained":
+            ended = set(message.drained.task_ids) - self.ended_sources
+            self.ended_sources |= ended
+            if self.started and ended:
+                log.info("tasks %s ended before this stmgr registered; replaying their end of "
+                         "stream", sorted(ended))
+                self._replay_ends(sorted(self.connected), ended)
+        elif body == "shutdown":
+            log.info("shutdown from TMaster: %s %s",
+                     tmaster_pb2.ShutdownReason.Name(message.shutdown.reason),
+                     message.shutdown.detail)
+            self.stopping = True
+            self.io.announce_stop()
+            frame = frames.control_frame(stmgr_pb2.StmgrToInstance(shutdown=message.shutdown))
+            for task in self.connected:
+                self.io.to_instance(task, frame)
+            return 0
+        return None
+
+    def tmaster_lost(self) -> int | None:
+        """The TMaster connection ended: return the exit code (None while stopping)."""
+        if self.stopping:
+            return None
+        log.error("TMaster connection lost; shutting down")
+        self.stopping = True
+        self.io.announce_stop()
+        return 2
+
+    def _apply_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
+        """Take a new physical plan: (re)target peer links and, the first time, start the
+        local instances."""
+        self.plan = PlanView(self.plan.logical, self.plan.packing, plan)
+        self.io.retarget_peers({c: a for c, a in self.plan.stmgr_address.items()
+                                if c != self.index})
+        if not self.started:
+            self.started = True
+            for task in sorted(self.connected & set(self.instance_pids)):
+                self._start_instance(task)
+            log.info("physical plan generation %d applied; %d local instances started",
+                     plan.generation, len(self.connected))
+
+    def _to_tmaster(self, message: tmaster_pb2.StmgrToTmaster) -> None:
+        self.io.to_tmaster(frames.control_frame(message))
+
+    # ---- metrics ---------------------------------------------------------------------------
+    def metrics_snapshot(self, peer_frames_dropped: int) -> metrics_pb2.MetricsPublish:
+        """Build the stmgr's metrics (any thread: reads counters only)."""
+        import time
+
+        publish = metrics_pb2.MetricsPublish(component="__stmgr__", task_id=-1 - self.index,
+                                             timestamp_ms=int(time.time() * 1000))
+        add = publish.metrics.add
+        add(name="__tuples-routed", value=self.tuples_routed)
+        add(name="__backpressure-secs", value=self.backpressure.total_secs)
+        add(name="__backpressure-episodes", value=self.backpressure.episodes)
+        for component, secs in list(self.backpressure.component_secs.items()):
+            add(name=f"__backpressure-secs/{component}", value=secs)
+        add(name="__tuples-dropped", value=self.tuples_dropped)
+        add(name="__instances-lost", value=self.instances_lost)
+        add(name="__instances-reregistered", value=self.instance_registrations)
+        add(name="__trees-open", value=len(self.ledger))
+        add(name="__trees-acked", value=self.trees_acked)
+        add(name="__trees-failed", value=self.trees_failed)
+        add(name="__trees-expired", value=self.trees_expired)
+        add(name="__peer-frames-dropped", value=peer_frames_dropped)
+        now = self.clock()
+        queued: dict[str, int] = {}
+        age: dict[str, float] = {}
+        for task in self.local_tasks - self.spout_tasks:
+            component = self.plan.task_component[task]
+            queued[component] = queued.get(component, 0) + self.queued_tuples(task)
+            age[component] = max(age.get(component, 0.0), self._queue_age_secs(task, now))
+        for component in sorted(queued):
+            add(name=f"__queued-tuples/{component}", value=queued[component])
+            add(name=f"__queue-age-max-ms/{component}", value=round(age[component] * 1000, 1))
+        return publish

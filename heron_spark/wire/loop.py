@@ -1,0 +1,367 @@
+"""A single-threaded I/O loop: non-blocking framed channels, timers, hand-offs from threads.
+
+The stmgr and every instance do all their socket I/O on one thread, the one that runs their
+logic (and, in an instance, the user's code), so no batch ever waits for another thread to
+get the GIL. ``Loop.poll`` waits for readiness (epoll), reads what each ready channel has,
+hands every complete frame to the channel's ``on_frame`` in order, runs due timers and the
+callbacks other threads queued with ``call_soon_threadsafe`` (an accepted and authenticated
+peer, a dialled socket), and finally writes what the handlers queued: output is coalesced per
+channel and written with one ``sendmsg`` per turn, so under load many frames share a system
+call and at rest a frame leaves at the end of the turn that produced it.
+
+``Channel.send`` never blocks: what the kernel does not take waits in the channel's queue
+(``queued_bytes``), which callers watch against their water marks. ``pause_reading`` stops
+taking frames from the peer, so the kernel's buffers fill and the peer's sends queue up in
+turn: the way pressure travels back between processes.
+
+Everything here belongs to the loop's thread except ``Loop.call_soon_threadsafe``.
+"""
+
+from __future__ import annotations
+
+import collections
+import errno
+import heapq
+import itertools
+import logging
+import select
+import selectors
+import socket
+import time
+from typing import Callable
+
+from heron_spark.wire.frames import CONTROL, DATA, PREFIX, PREFIX_BYTES, FrameError
+
+log = logging.getLogger(__name__)
+READ_CHUNK_BYTES = 1 << 18
+_SENDMSG_MAX_BUFFERS = 512
+_EVENT_READ, _EVENT_WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
+_AGAIN = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR)
+
+
+class Timer:
+    """A callback due at a monotonic time; ``cancel`` stops it (idempotent)."""
+
+    __slots__ = ("when", "callback", "cancelled")
+
+    def __init__(self, when: float, callback: Callable[[], None]) -> None:
+        self.when = when
+        self.callback = callback
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+
+class Loop:
+    """See the module docstring. Owned by one thread; only ``call_soon_threadsafe`` may be
+    called from others."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self.clock = clock
+        self._selector = selectors.DefaultSelector()
+        self._timers: list = []
+        self._sequence = itertools.count()
+        self._handoffs: collections.deque = collections.deque()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._selector.register(self._wake_r, _EVENT_READ, self._drain_wakeups)
+        self._dirty: list[Channel] = []
+        self.turns = 0
+        self.busy_since: float | None = clock()  # None while waiting in select
+
+    # ---- scheduling ----------------------------------------------------------------------
+    def call_at(self, when: float, callback: Callable[[], None]) -> Timer:
+        """Run ``callback`` on the loop once ``clock()`` reaches ``when``."""
+        timer = Timer(when, callback)
+        heapq.heappush(self._timers, (when, next(self._sequence), timer))
+        return timer
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> Timer:
+        """Run ``callback`` on the loop after ``delay`` seconds."""
+        return self.call_at(self.clock() + delay, callback)
+
+    def call_soon_threadsafe(self, callback: Callable, *args) -> None:
+        """Run ``callback(*args)`` on the loop's next turn (any thread may call this)."""
+        self._handoffs.append((callback, args))
+        try:
+            self._wake_w.send(b"\0")
+        except (BlockingIOError, OSError):
+            pass  # the wake-up pipe is full (a wake-up is pending anyway) or closed
+
+    def next_timer(self) -> float | None:
+        """Return when the earliest live timer is due, or None."""
+        timers = self._timers
+        while timers and timers[0][2].cancelled:
+            heapq.heappop(timers)
+        return timers[0][0] if timers else None
+
+    # ---- running -------------------------------------------------------------------------
+    def poll(self, timeout: float | None) -> None:
+        """Wait up to ``timeout`` seconds (None: until something happens) for I/O, handle
+        it, run due timers and hand-offs, then write queued output."""
+        if self._handoffs:
+            timeout = 0.0
+        due = self.next_timer()
+        if due is not None:
+            wait = max(0.0, due - self.clock())
+            timeout = wait if timeout is None else min(timeout, wait)
+        self.busy_since = None
+        events = self._selector.select(timeout)
+        self.busy_since = self.clock()
+        for key, mask in events:
+            key.data(mask)
+        self.turns += 1
+        self._run_handoffs()
+        self._run_timers()
+        self.flush()
+
+    def flush(self) -> None:
+        """Write what every channel has queued (as much as the kernel takes now)."""
+        dirty, self._dirty = self._dirty, []
+        for channel in dirty:
+            channel._write()
+
+    def _run_handoffs(self) -> None:
+        handoffs = self._handoffs
+        while handoffs:
+            callback, args = handoffs.popleft()
+            callback(*args)
+
+    def _run_timers(self) -> None:
+        timers = self._timers
+        now = self.clock()
+        while timers and timers[0][0] <= now:
+            _, _, timer = heapq.heappop(timers)
+            if not timer.cancelled:
+                timer.cancelled = True
+                timer.callback()
+
+    def _drain_wakeups(self, mask: int) -> None:
+        try:
+            while self._wake_r.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def close(self) -> None:
+        """Release the loop's own descriptors (channels close themselves)."""
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+
+class Channel:
+    """One framed, non-blocking connection served by a ``Loop``. Loop thread only.
+
+    ``on_frame(channel, kind, frame)`` gets each complete frame as ``bytes``, prefix
+    included (the payload starts at ``frames.PREFIX_BYTES``), so a relay can pass a frame on
+    untouched. ``on_close(channel)`` runs once, when the peer hangs up, a read or write fails,
+    a frame is malformed, or ``close`` is called.
+    """
+
+    def __init__(self, loop: Loop, sock: socket.socket, name: str,
+                 on_frame: Callable[["Channel", int, bytes], None],
+                 on_close: Callable[["Channel"], None] | None = None, *,
+                 max_frame_bytes: int) -> None:
+        sock.setblocking(False)
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.loop = loop
+        self.sock = sock
+        self.name = name
+        self.peer_id = 0
+        self._on_frame = on_frame
+        self._on_close = on_close
+        self._max_frame = max_frame_bytes
+        self._in = bytearray()
+        self._out: collections.deque = collections.deque()
+        self._queued = 0
+        self._reading = True
+        self._events = _EVENT_READ
+        self._closed = False
+        self.frames_received = 0
+        self.bytes_sent = 0
+        loop._selector.register(sock, _EVENT_READ, self._on_event)
+
+    @property
+    def closed(self) -> bool:
+        """True once the channel is closed (by either side)."""
+        return self._closed
+
+    @property
+    def queued_bytes(self) -> int:
+        """Bytes sent by the caller that the kernel has not taken yet."""
+        return self._queued
+
+    @property
+    def reading(self) -> bool:
+        """False while ``pause_reading`` is in effect."""
+        return self._reading
+
+    def send(self, frame) -> bool:
+        """Queue ``frame`` (bytes-like) for the end of the loop's turn; False if closed."""
+        if self._closed:
+            return False
+        if not self._out:
+            self.loop._dirty.append(self)
+        self._out.append(frame)
+        self._queued += len(frame)
+        return True
+
+    def pause_reading(self) -> None:
+        """Stop taking frames from the peer until ``resume_reading``."""
+        if self._reading:
+            self._reading = False
+            self._update_events()
+
+    def resume_reading(self) -> None:
+        """Take frames from the peer again."""
+        if not self._reading:
+            self._reading = True
+            self._update_events()
+
+    def write_now(self) -> None:
+        """Write queued output at once instead of at the end of the turn."""
+        self._write()
+
+    def flush_blocking(self, timeout: float) -> bool:
+        """Write everything queued, waiting up to ``timeout`` s (for shutdown); True if done."""
+        deadline = time.monotonic() + timeout
+        while self._out and not self._closed:
+            self._write()
+            remaining = deadline - time.monotonic()
+            if not self._out or remaining <= 0:
+                break
+            select.select([], [self.sock], [], min(remaining, 0.05))
+        return not self._out
+
+    def close(self, reason: str = "") -> None:
+        """Close the socket (idempotent); queued output is dropped."""
+        if self._closed:
+            return
+        self._closed = True
+        if reason:
+            log.info("%s: closed: %s", self.name, reason)
+        try:
+            self.loop._selector.unregister(self.sock)
+        except (KeyError, ValueError):
+            pass
+        try:
+            self.sock.close()
+        except OSError:
+            pass
+        self._out.clear()
+        self._queued = 0
+        if self._on_close is not None:
+            self._on_close(self)
+
+    # ---- loop side -----------------------------------------------------------------------
+    def _update_events(self) -> None:
+        if self._closed:
+            return
+        events = (_EVENT_READ if self._reading else 0) | (_EVENT_WRITE if self._out else 0)
+        if events == self._events:
+            return
+        self._events = events
+        try:
+            if events:
+                self.loop._selector.modify(self.sock, events, self._on_event)
+            else:
+                self.loop._selector.unregister(self.sock)
+        except KeyError:
+            self.loop._selector.register(self.sock, events, self._on_event)
+
+    def _on_event(self, mask: int) -> None:
+        if mask & _EVENT_WRITE:
+            self._write()
+        if mask & _EVENT_READ and self._reading and not self._closed:
+            self._read()
+
+    def _read(self) -> None:
+        try:
+            data = self.sock.recv(READ_CHUNK_BYTES)
+        except OSError as exc:
+            if exc.errno in _AGAIN:
+                return
+            self.close(f"read failed: {exc}")
+            return
+        if not data:
+            self.close("peer closed the connection" if not self._in
+                       else "connection closed inside a frame")
+            return
+        buffer = self._in
+        if buffer:
+            buffer += data
+            data = buffer
+        try:
+            used = self._deliver(data)
+        except FrameError as exc:
+            self.close(str(exc))
+            return
+        if data is buffer:
+            del buffer[:used]
+        elif used < len(data):
+            buffer += memoryview(data)[used:]
+
+    def _deliver(self, data) -> int:
+        """Hand every complete frame of ``data`` over; return how many bytes they used."""
+        start, end = 0, len(data)
+        on_frame = self._on_frame
+        unpack = PREFIX.unpack_from
+        whole = type(data) is bytes
+        while end - start >= PREFIX_BYTES and not self._closed:
+            size, kind = unpack(data, start)
+            if size > self._max_frame:
+                raise FrameError(f"frame of {size} bytes exceeds the limit of "
+                                 f"{self._max_frame} bytes (heron.frame.max.bytes)")
+            if kind != DATA and kind != CONTROL:
+                raise FrameError(f"unknown frame kind {kind}")
+            stop = start + PREFIX_BYTES + size
+            if stop > end:
+                break
+            if whole:
+                frame = data if start == 0 and stop == end else data[start:stop]
+            else:
+                with memoryview(data) as view:
+                    frame = bytes(view[start:stop])
+            start = stop
+            self.frames_received += 1
+            on_frame(self, kind, frame)
+        return start
+
+    def _write(self) -> None:
+        out = self._out
+        if self._closed or not out:
+            return
+        sock = self.sock
+        while out:
+            buffers = list(itertools.islice(out, _SENDMSG_MAX_BUFFERS)) if len(out) > 1 \
+                else [out[0]]
+            try:
+                sent = sock.sendmsg(buffers) if len(buffers) > 1 else sock.send(buffers[0])
+            except OSError as exc:
+                if exc.errno in _AGAIN:
+                    break
+                self.close(f"write failed: {exc}")
+                return
+            self._queued -= sent
+            self.bytes_sent += sent
+            while sent:
+                head = out[0]
+                size = len(head)
+                if sent >= size:
+                    out.popleft()
+                    sent -= size
+                else:
+                    out[0] = memoryview(head)[sent:]
+                    sent = 0
+                    break
+            else:
+                continue
+            break  # the kernel took part of a buffer: it is full for now
+        want_write = bool(out)
+        if want_write != bool(self._events & _EVENT_WRITE):
+            self._update_events()
+

@@ -1,0 +1,125 @@
+"""Groupings as the emitting instance applies them (``plan.grouping``), checked row by row
+against each grouping's definition, per batch and per tuple."""
+
+import collections
+
+from heron_spark import Bolt, Grouping, Spout, Stream, TopologyBuilder
+from heron_spark.plan.logical import build_logical_plan
+from heron_spark.plan.packing import pack
+from heron_spark.plan.view import PlanView
+from heron_spark.plan import grouping
+from heron_spark.wire import tuple_batch
+
+
+class S(Spout):
+    outputs = ["k", "v", Stream(["k"], name="d", direct=True)]
+
+    def next_tuple(self):
+        pass
+
+
+class B(Bolt):
+    def process(self, tup):
+        pass
+
+
+def _router():
+    builder = TopologyBuilder("r")
+    spout = builder.add_spout("s", S, par=1)
+    builder.add_bolt("shuffle", B, par=3, inputs={spout: Grouping.SHUFFLE})
+    builder.add_bolt("fields", B, par=4, inputs={spout: Grouping.fields("k")})
+    builder.add_bolt("all", B, par=2, inputs={spout: Grouping.ALL})
+    builder.add_bolt("lowest", B, par=3, inputs={spout: Grouping.LOWEST})
+    builder.add_bolt("direct", B, par=2, inputs={spout["d"]: Grouping.DIRECT})
+    view = PlanView(*(lambda p: (p, pack(p)))(build_logical_plan(builder.build())))
+    return grouping.stream_routing(view, "s"), view
+
+
+def _received(destinations, rows):
+    out = collections.defaultdict(list)
+    for task, indices in destinations.items():
+        out[task].extend(grouping.as_indices(indices, rows).tolist())
+    return out
+
+
+def test_every_grouping_routes_as_specified():
+    router, view = _router()
+    keys = [f"k{i % 7}" for i in range(100)]
+    batch = tuple_batch.build(["k", "v"], [(k, i) for i, k in enumerate(keys)])
+    got = _received(router["default"].partition(batch)[1], 100)
+    tasks = view.component_tasks
+    shuffle = [len(got[t]) for t in tasks["shuffle"]]
+    assert sum(shuffle) == 100 and max(shuffle) - min(shuffle) <= 1
+    owner = {}
+    for task in tasks["fields"]:
+        for row in got[task]:
+            assert owner.setdefault(keys[row], task) == task  # one key, one task
+    assert sum(len(got[t]) for t in tasks["fields"]) == 100
+    for task in tasks["all"]:
+        assert got[task] == list(range(100))
+    assert got[tasks["lowest"][0]] == list(range(100))
+    assert all(t not in got for t in tasks["lowest"][1:])
+
+
+def test_direct_rows_go_to_the_chosen_task():
+    router, view = _router()
+    targets = view.component_tasks["direct"]
+    chosen = [[targets[i % 2]] for i in range(10)]
+    batch = tuple_batch.build(["k"], [(str(i),) for i in range(10)])
+    got = _received(router["d"].partition(batch, chosen, [False] * 10)[1], 10)
+    assert got[targets[0]] == [0, 2, 4, 6, 8] and got[targets[1]] == [1, 3, 5, 7, 9]
+
+
+def test_shuffle_stays_balanced_over_many_small_batches():
+    router, view = _router()
+    totals = collections.Counter()
+    for size in [1, 2, 5, 1, 1, 7, 3, 1, 2, 4] * 30:
+        batch = tuple_batch.build(["k", "v"], [("a", i) for i in range(size)])
+        for task, rows in router["default"].partition(batch)[1].items():
+            if task in view.component_tasks["shuffle"]:
+                totals[task] += len(grouping.as_indices(rows, size))
+    counts = [totals[t] for t in view.component_tasks["shuffle"]]
+    assert max(counts) - min(counts) <= 1, counts
+
+
+def test_rows_routed_per_tuple_skip_the_batched_groupings():
+    router, view = _router()
+    routing = router["default"]
+    rows = [(f"k{i}", i) for i in range(6)]
+    batch = tuple_batch.build(["k", "v"], rows)
+    # rows 1 and 4 were emitted with need_task_ids: their destinations were chosen per tuple
+    chosen = [None] * 6
+    routed = [False] * 6
+    for row in (1, 4):
+        chosen[row] = [d for t in routing.targets for d in t.choose(rows[row], None)]
+        routed[row] = True
+    got = _received(routing.partition(batch, chosen, routed)[1], 6)
+    for task in view.component_tasks["all"]:
+        assert got[task] == list(range(6))  # chosen rows joined in emission order
+    fields_rows = sorted(r for t in view.component_tasks["fields"] for r in got[t])
+    assert fields_rows == list(range(6))
+    per_tuple = {r: t for t in view.component_tasks["fields"] for r in got[t]}
+    for row in range(6):  # per-tuple and batched fields hashing agree
+        expected = [d for d in routing.targets[1].choose(rows[row], None)]
+        assert [per_tuple[row]] == expected
+
+
+def test_a_lone_fields_grouping_reorders_the_batch_into_one_slice_per_task():
+    builder = TopologyBuilder("f")
+    spout = builder.add_spout("s", S, par=1)
+    builder.add_bolt("fields", B, par=3, inputs={spout: Grouping.fields("k")})
+    view = PlanView(*(lambda p: (p, pack(p)))(build_logical_plan(builder.build())))
+    routing = grouping.stream_routing(view, "s")["default"]
+    rows = [(f"k{i % 11}", i) for i in range(200)]
+    reordered, parts = routing.partition(tuple_batch.build(["k", "v"], rows))
+    owner = {}
+    seen = []
+    for task, part in parts.items():
+        assert isinstance(part, slice)
+        got = tuple_batch.rows(grouping.take(reordered, part), 2)
+        assert [v for _, v in got] == sorted(v for _, v in got)  # emission order kept
+        for key, value in got:
+            assert owner.setdefault(key, task) == task
+            assert [task] == routing.targets[0].choose((key, value), None)  # per tuple agrees
+        seen.extend(v for _, v in got)
+    assert sorted(seen) == list(range(200))
