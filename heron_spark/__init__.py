@@ -4,11 +4,12 @@ The user API (heronpy-compatible) plus ``submit``; everything else is internal. 
 this package starts nothing: no Spark, no processes.
 """
 
-from heron_spark.api import (AssignableMetric, Bolt, CountMetric, GlobalStreamId, Grouping,
+from heron_spark.api import (AssignableMetric, BatchBolt, BatchSpout, Bolt, CountMetric,
+                             GlobalStreamId, Grouping,
                              HeronComponentSpec, HeronTuple, ICustomGrouping, IMetric,
                              MeanReducedMetric, MultiCountMetric, Spout, Stream, Topology,
                              TopologyBuilder, TopologyContext, TopologyReliabilityMode, Tuple,
-                             TupleHelper, api_constants)
+                             TupleHelper, api_constants, batch_source)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
                                 HeronSparkError, TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
@@ -29,12 +30,13 @@ def submit(topology, spark=None, conf=None, name=None, master=None):
 
 
 __all__ = [
-    "AssignableMetric", "AuthenticationError", "Bolt", "ClusterCapacityError", "ConfigError",
+    "AssignableMetric", "AuthenticationError", "BatchBolt", "BatchSpout", "Bolt",
+    "ClusterCapacityError", "ConfigError",
     "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
     "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
     "TopologyValueError", "Tuple", "TupleHelper", "WorkerEnvironmentError", "WrongPlaceError",
     "__version__",
-    "api_constants", "install_heronpy_alias", "submit",
+    "api_constants", "batch_source", "install_heronpy_alias", "submit",
 ]

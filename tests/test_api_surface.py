@@ -6,14 +6,15 @@ import sys
 import heron_spark
 
 EXPECTED = {
-    "AssignableMetric", "AuthenticationError", "Bolt", "ClusterCapacityError", "ConfigError",
+    "AssignableMetric", "AuthenticationError", "BatchBolt", "BatchSpout", "Bolt",
+    "ClusterCapacityError", "ConfigError",
     "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
     "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
     "TopologyValueError", "Tuple", "TupleHelper", "WorkerEnvironmentError", "WrongPlaceError",
     "__version__",
-    "api_constants", "install_heronpy_alias", "submit",
+    "api_constants", "batch_source", "install_heronpy_alias", "submit",
 }
 
 

@@ -2,6 +2,7 @@
 
 from heron_spark.api import api_constants
 from heron_spark.api.api_constants import TopologyReliabilityMode
+from heron_spark.api.batch import BatchBolt, BatchSpout, batch_source
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.component import GlobalStreamId, HeronComponentSpec
 from heron_spark.api.context import TopologyContext
@@ -14,8 +15,9 @@ from heron_spark.api.topology import Topology, TopologyBuilder, TopologyType
 from heron_spark.api.tuple import HeronTuple, Tuple, TupleHelper
 
 __all__ = [
-    "AssignableMetric", "Bolt", "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec",
+    "AssignableMetric", "BatchBolt", "BatchSpout", "Bolt", "CountMetric", "GlobalStreamId",
+    "Grouping", "HeronComponentSpec",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyReliabilityMode",
-    "TopologyType", "Tuple", "TupleHelper", "api_constants",
+    "TopologyType", "Tuple", "TupleHelper", "api_constants", "batch_source",
 ]
