@@ -70,7 +70,12 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ["PYSPARK_PYTHON"] = sys.executable
 
-from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, submit  # noqa: E402
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+import pyarrow.compute as pc  # noqa: E402
+
+from heron_spark import (BatchBolt, BatchSpout, Bolt, Grouping, Spout,  # noqa: E402
+                         TopologyBuilder, submit)
 from heron_spark.errors import TopologyRuntimeError  # noqa: E402
 
 MODES = ("ATMOST_ONCE", "ATLEAST_ONCE", "BATCH")
@@ -212,6 +217,7 @@ class CountBolt(Bolt):
         self.n = 0
         self.every = int(config.get(SAMPLE_EVERY, 0) or 0)
         self.samples = array("d")
+        self.sampled_at = array("d")  # each sample's emit stamp: latency over time
         self.reliable = _reliable(config)
         self.out = Path(str(config[OUT_DIR])) / f"count-{context.get_task_id()}.json"
 
@@ -228,6 +234,7 @@ class CountBolt(Bolt):
         self.n += 1
         if self.every and self.n % self.every == 0:
             self.samples.append(now - ts)
+            self.sampled_at.append(ts)
         if self.reliable:
             self.ack(tup)
 
@@ -236,7 +243,7 @@ class CountBolt(Bolt):
         tmp.write_text(json.dumps({
             "pid": os.getpid(), "first": self.first, "last": self.last,
             "min_ts": self.min_ts if self.n else None, "words": self.n, "counts": self.counts,
-            "samples": self.samples.tolist()}))
+            "samples": self.samples.tolist(), "sampled_at": self.sampled_at.tolist()}))
         os.replace(tmp, self.out)
 
 
@@ -248,21 +255,164 @@ def build(mode: str, corpus: Path, out_dir: Path, quota: int, rate_per_task: flo
     builder.add_bolt("count", CountBolt, par=COUNTERS, inputs={split: Grouping.fields("word")})
     config = {"topology.stmgrs": CONTAINERS, RELIABILITY: mode, CORPUS_PATH: str(corpus),
               OUT_DIR: str(out_dir), QUOTA: quota, RATE: rate_per_task, SAMPLE_EVERY: sample_every}
-    if max_pending and mode == "ATLEAST_ONCE":
-        config["topology.max.spout.pending"] = max_pending
+    if mode == "ATLEAST_ONCE":  # 0: no limit (heronpy's default would be 100 per spout task)
+        config["topology.max.spout.pending"] = max_pending or None
     builder.set_config(config)
     return builder.build()
 
 
-def build_batch(corpus: Path, out_dir: Path, quota: int, rate_per_task: float, sample_every: int):
-    # ==== BATCH TOPOLOGY GOES HERE (issue 8 item 3) =========================================
-    # Same shape as build(): a spout reading the corpus lines i % 2 == index, a split bolt and
-    # a count bolt, but the bolts subclass heron_spark.api.BatchBolt and implement the Arrow
-    # ``process_batch``; the count bolt must write the same count-<task>.json files (counts,
-    # first/last process time, min emit stamp, latency samples) so that run_once() can verify
-    # and measure it like the other modes.
-    raise NotImplementedError("the batch word count topology is not written yet: fill in "
-                              "build_batch() in benchmarks/word_count.py")
+BATCH_ROWS = "bench.batch.rows"  # sentences per batch a batch spout emits at most
+BATCH_TUPLE_MARKS = {"heron.stmgr.backpressure.high.water.tuples": 4_000_000,
+                     "heron.stmgr.backpressure.low.water.tuples": 2_000_000}
+
+
+class CorpusBatchSpout(BatchSpout):
+    """The batch API's sentence spout: reads the corpus in 4 MiB blocks with Arrow, keeps the
+    lines ``i % tasks == index`` and emits them as (sentence, ts) batches of at most
+    ``bench.batch.rows`` sentences, stamped with the batch's emit time; paced like
+    ``CorpusSpout`` when a rate is set (each call emits the sentences due by then)."""
+
+    outputs = ["sentence", "ts"]
+
+    def initialize(self, config, context):
+        self.path = str(config[CORPUS_PATH])
+        self.index = context.get_task_index()
+        self.tasks = context.get_component_parallelism(context.get_component_id())
+        self.task_id = context.get_task_id()
+        self.out_dir = Path(str(config[OUT_DIR]))
+        quota = int(config.get(QUOTA, 0) or 0)
+        self.left = quota if quota > 0 else -1
+        self.cyclic = quota > 0
+        self.rate = float(config.get(RATE, 0) or 0) / WORDS_PER_SENTENCE  # sentences/s
+        self.max_rows = int(config.get(BATCH_ROWS, 8192))
+        self.started = None
+        self.sent = 0
+        self.lag = 0.0
+        self.emitted = 0
+        self.pending = None  # lines read, not emitted yet
+        self.blocks = self._blocks()
+        self.done = False
+
+    def _blocks(self):
+        """Yield this task's lines, a block at a time, as Arrow string arrays."""
+        while True:
+            line = 0
+            carry = b""
+            with open(self.path, "rb") as corpus:
+                while True:
+                    data = corpus.read(4 << 20)
+                    if not data:
+                        break
+                    data = carry + data
+                    end = data.rfind(b"\n")
+                    carry = data[end + 1:]
+                    lines = pc.list_flatten(pc.split_pattern(pa.array([data[:end].decode()]), "\n"))
+                    first = (self.index - line) % self.tasks
+                    yield lines.take(pa.array(np.arange(first, len(lines), self.tasks)))
+                    line += len(lines)
+            if not self.cyclic:
+                return
+
+    def next_batch(self):
+        now = time.time()
+        if self.started is None:
+            self.started = now
+        want = self.max_rows
+        if self.rate:
+            due = int((now - self.started) * self.rate) - self.sent
+            if due <= 0:
+                return
+            self.lag = max(self.lag, due / self.rate)
+            want = min(want, due)
+        if self.left >= 0:
+            want = min(want, self.left)
+        if self.pending is None or len(self.pending) == 0:
+            self.pending = next(self.blocks, None)
+        if self.pending is None or want == 0:
+            if not self.done:
+                self.done = True
+                self.declare_exhausted()
+                (self.out_dir / f"spout-{self.task_id}.json").write_text(json.dumps(
+                    {"emitted": self.emitted, "replayed": 0, "max_lag_s": self.lag}))
+            return
+        rows, self.pending = self.pending[:want], self.pending[want:]
+        count = len(rows)
+        self.emit_batch({"sentence": rows, "ts": pa.array(np.full(count, now))})
+        self.sent += count
+        self.emitted += count
+        if self.left >= 0:
+            self.left -= count
+
+
+class SplitBatchBolt(BatchBolt):
+    """Splits every sentence of a batch with ``pyarrow.compute``; each word keeps its
+    sentence's stamp."""
+
+    outputs = ["word", "ts"]
+
+    def process_batch(self, batch):
+        words = pc.split_pattern(batch.column(0), " ")
+        parents = pc.list_parent_indices(words)
+        self.emit_batch({"word": pc.list_flatten(words), "ts": batch.column(1).take(parents)},
+                        parents=parents)
+
+
+class CountBatchBolt(BatchBolt):
+    """Counts the words of each batch with ``pyarrow.compute.value_counts``; records the same
+    figures as ``CountBolt``, once per batch (the last count's time is the batch's)."""
+
+    def initialize(self, config, context):
+        self.counts = {}
+        self.first = None
+        self.last = 0.0
+        self.min_ts = math.inf
+        self.n = 0
+        self.every = int(config.get(SAMPLE_EVERY, 0) or 0)
+        self.samples = []
+        self.sampled_at = []
+        self.out = Path(str(config[OUT_DIR])) / f"count-{context.get_task_id()}.json"
+
+    def process_batch(self, batch):
+        now = time.time()
+        counted = pc.value_counts(batch.column(0))
+        counts = self.counts
+        for word, n in zip(counted.field(0).to_pylist(), counted.field(1).to_pylist()):
+            counts[word] = counts.get(word, 0) + n
+        ts = batch.column(1).to_numpy()
+        if self.first is None:
+            self.first = now
+        self.last = now
+        self.min_ts = min(self.min_ts, float(ts.min()))
+        if self.every:
+            start = (-self.n) % self.every  # every n-th word over the whole run
+            picked = ts[start::self.every]
+            self.samples.extend((now - picked).tolist())
+            self.sampled_at.extend(picked.tolist())
+        self.n += len(ts)
+
+    def end_of_input(self):
+        tmp = self.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps({
+            "pid": os.getpid(), "first": self.first, "last": self.last,
+            "min_ts": self.min_ts if self.n else None, "words": self.n, "counts": self.counts,
+            "samples": self.samples, "sampled_at": self.sampled_at}))
+        os.replace(tmp, self.out)
+
+
+def build_batch(corpus: Path, out_dir: Path, quota: int, rate_per_task: float, sample_every: int,
+                batch_rows: int = 8192):
+    """The batch API's word count: same shape, corpus, outputs and checks as ``build``."""
+    builder = TopologyBuilder("bench_word_count_batch")
+    spout = builder.add_spout("sentence", CorpusBatchSpout, par=SPOUTS)
+    split = builder.add_bolt("split", SplitBatchBolt, par=SPLITTERS,
+                             inputs={spout: Grouping.SHUFFLE})
+    builder.add_bolt("count", CountBatchBolt, par=COUNTERS,
+                     inputs={split: Grouping.fields("word")})
+    builder.set_config({"topology.stmgrs": CONTAINERS, CORPUS_PATH: str(corpus),
+                        OUT_DIR: str(out_dir), QUOTA: quota, RATE: rate_per_task,
+                        SAMPLE_EVERY: sample_every, BATCH_ROWS: batch_rows,
+                        **BATCH_TUPLE_MARKS})
+    return builder.build()
 
 
 # ---- the corpus ----------------------------------------------------------------------------
@@ -520,7 +670,8 @@ class Bench:
             quota = max(1, round(args.rate * args.latency_secs / WORDS_PER_SENTENCE / SPOUTS))
             rate_per_task, sample_every = args.rate / SPOUTS, args.sample_every
         if mode == "BATCH":
-            topology = build_batch(self.corpus, out_dir, quota, rate_per_task, sample_every)
+            topology = build_batch(self.corpus, out_dir, quota, rate_per_task, sample_every,
+                                   args.batch_rows)
         else:
             topology = build(mode, self.corpus, out_dir, quota, rate_per_task, sample_every,
                              args.max_pending)
@@ -750,7 +901,10 @@ def parse_args(argv):
     parser.add_argument("--sample-interval", type=float, default=0.2,
                         help="seconds between /proc samples of CPU and RSS (default 0.2)")
     parser.add_argument("--max-pending", type=int, default=0,
-                        help="topology.max.spout.pending under ATLEAST_ONCE (0: unbounded)")
+                        help="topology.max.spout.pending under ATLEAST_ONCE (default 0: no limit; "
+                             "the tuple water marks bound what is in flight)")
+    parser.add_argument("--batch-rows", type=int, default=8192,
+                        help="BATCH: sentences per batch the spouts emit at most (default 8192)")
     parser.add_argument("--flush-ms", type=float, default=None,
                         help="heron.batch.flush.interval.ms (default: the configured one)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run at most")
@@ -837,17 +991,6 @@ def main(argv=None) -> int:
 
 
 def bench_mode(bench: Bench, mode: str, args) -> dict:
-    if mode == "BATCH":
-        import heron_spark.api
-
-        if not hasattr(heron_spark.api, "BatchBolt"):
-            print("BATCH skipped: heron_spark has no batch API yet (issue 8 item 3)", flush=True)
-            return {"skipped": "heron_spark has no batch API yet (issue 8 item 3)"}
-        try:
-            build_batch(bench.corpus, bench.work_root, 0, 0.0, 0)
-        except NotImplementedError as exc:
-            print(f"BATCH skipped: heron_spark.api.BatchBolt exists but {exc}", flush=True)
-            return {"skipped": str(exc)}
     pending = f", max spout pending {args.max_pending}" if args.max_pending and \
         mode == "ATLEAST_ONCE" else ""
     print(f"\n== {mode}: {SPOUTS} sentence / {SPLITTERS} split / {COUNTERS} count tasks, "

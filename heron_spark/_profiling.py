@@ -11,6 +11,14 @@ the thread's CPU clock), so threads that only wait weigh nothing. The first line
 
 ``python -m heron_spark._profiling DIR`` prints, per process role, each thread's CPU seconds
 and the innermost Python functions that CPU was spent in (C calls count in their caller).
+The sampler charges the CPU a thread used between two samples to the stack it is in at the
+second one, so a thread that is mostly idle shows up "in" its wait.
+
+With ``HERON_SPARK_PROFILE_MODE=cprofile`` each process instead runs its main thread under
+``cProfile`` timed by the thread's CPU clock (exact call counts and per-function CPU time,
+several times slower) and writes
+``<dir>/<process name>-<pid>.prof`` when it exits cleanly; the report then lists, per role,
+the functions with the most own time.
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ from pathlib import Path
 
 PROFILE_DIR_ENV = "HERON_SPARK_PROFILE_DIR"
 PROFILE_INTERVAL_ENV = "HERON_SPARK_PROFILE_INTERVAL_MS"
+PROFILE_MODE_ENV = "HERON_SPARK_PROFILE_MODE"
 _WRITE_EVERY_SECS = 2.0
 
 
@@ -32,9 +41,17 @@ def start_if_asked(name: str) -> bool:
     folder = os.environ.get(PROFILE_DIR_ENV)
     if not folder:
         return False
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    if os.environ.get(PROFILE_MODE_ENV) == "cprofile":
+        import atexit
+        import cProfile
+
+        profiler = cProfile.Profile(time.thread_time)  # CPU time: waits cost nothing
+        atexit.register(lambda: profiler.dump_stats(Path(folder) / f"{name}-{os.getpid()}.prof"))
+        profiler.enable()
+        return True
     interval = float(os.environ.get(PROFILE_INTERVAL_ENV, "10")) / 1000.0
     path = Path(folder) / f"{name}-{os.getpid()}.folded"
-    path.parent.mkdir(parents=True, exist_ok=True)
     threading.Thread(target=_sample, args=(path, interval), name="profiler",
                      daemon=True).start()
     return True
@@ -121,7 +138,7 @@ def report(folder: Path, top: int = 12) -> str:
             frames = stack.split(";")
             data["samples"] += float(secs)
             data["self"][f"{frames[0]}: {frames[-1]}"] += float(secs)
-    out = []
+    out = _report_cprofile(folder, top)
     for role, data in sorted(roles.items()):
         total = sum(data["cpu"].values())
         out.append(f"== {role} ({data['procs']} processes): {total:.1f} CPU s; by thread: "
@@ -129,6 +146,25 @@ def report(folder: Path, top: int = 12) -> str:
         for where, secs in data["self"].most_common(top):
             out.append(f"  {100.0 * secs / max(data['samples'], 1e-9):5.1f}%  {where}")
     return "\n".join(out)
+
+
+def _report_cprofile(folder: Path, top: int) -> list[str]:
+    import pstats
+
+    roles: dict[str, list[Path]] = collections.defaultdict(list)
+    for path in sorted(folder.glob("*.prof")):
+        roles[path.stem.rsplit("-", 1)[0]].append(path)
+    out = []
+    for role, paths in sorted(roles.items()):
+        stats = pstats.Stats(*map(str, paths))
+        total = stats.total_tt
+        out.append(f"== {role} ({len(paths)} processes, cProfile): {total:.2f} s profiled")
+        rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:top]
+        for (file, line, func), (_, calls, own, cumulative, _) in rows:
+            out.append(f"  {100.0 * own / max(total, 1e-9):5.1f}%  own {own:6.2f} s  "
+                       f"cum {cumulative:6.2f} s  {calls:>9} calls  {func} "
+                       f"({Path(file).name}:{line})")
+    return out
 
 
 if __name__ == "__main__":
