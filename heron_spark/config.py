@@ -26,6 +26,7 @@ STMGR_HOST = "heron.stmgr.host"
 PACKING_ALGORITHM = "heron.packing.algorithm"
 BATCH_MAX_TUPLES = "heron.batch.max.tuples"
 BATCH_FLUSH_INTERVAL_MS = "heron.batch.flush.interval.ms"
+BATCH_LINGER_MS = "heron.batch.linger.ms"
 INSTANCE_OUT_QUEUE_BYTES = "heron.instance.out.queue.bytes"
 BACKPRESSURE_HIGH_WATER_BYTES = "heron.stmgr.backpressure.high.water.bytes"
 BACKPRESSURE_LOW_WATER_BYTES = "heron.stmgr.backpressure.low.water.bytes"
@@ -67,7 +68,11 @@ class SystemConfig:
     stmgr_host: str = ""            # empty: the executor's host as Spark reports it
     packing_algorithm: str = "round_robin"
     batch_max_tuples: int = 1024
-    batch_flush_interval_ms: float = 5.0
+    batch_flush_interval_ms: float = 5.0  # a spout's next_tuple calls between two looks at input
+    # A task's buffered tuples leave at the end of the turn that made them, unless a batch of
+    # that task left less than linger ago: then they wait up to that moment for more (a busy
+    # task sends fewer, bigger batches; one that was idle sends at once).
+    batch_linger_ms: float = 1.0
     instance_out_queue_bytes: int = 8 * MiB
     backpressure_high_water_bytes: int = 32 * MiB
     backpressure_low_water_bytes: int = 16 * MiB
@@ -121,7 +126,7 @@ class SystemConfig:
             raise ConfigError(BACKPRESSURE_LOW_WATER_TUPLES, self.backpressure_low_water_tuples,
                               f"use a value below {BACKPRESSURE_HIGH_WATER_TUPLES} "
                               f"({self.backpressure_high_water_tuples})")
-        for key in (RESTART_BACKOFF_SECS, RESTART_BACKOFF_MAX_SECS, STALL_TIMEOUT_SECS,
+        for key in (BATCH_LINGER_MS, RESTART_BACKOFF_SECS, RESTART_BACKOFF_MAX_SECS, STALL_TIMEOUT_SECS,
                     USER_CODE_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS):
             if getattr(self, _field_of(key)) < 0:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 0")

@@ -3,12 +3,14 @@ against each grouping's definition, per batch and per tuple."""
 
 import collections
 
+import numpy as np
+
 from heron_spark import Bolt, Grouping, Spout, Stream, TopologyBuilder
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
 from heron_spark.plan import grouping
-from heron_spark.wire import tuple_batch
+from heron_spark.wire import hashing, tuple_batch
 
 
 class S(Spout):
@@ -49,7 +51,7 @@ def test_every_grouping_routes_as_specified():
     got = _received(router["default"].partition(batch)[1], 100)
     tasks = view.component_tasks
     shuffle = [len(got[t]) for t in tasks["shuffle"]]
-    assert sum(shuffle) == 100 and max(shuffle) - min(shuffle) <= 1
+    assert sorted(shuffle) == [0, 0, 100]  # a small batch goes whole to one task
     owner = {}
     for task in tasks["fields"]:
         for row in got[task]:
@@ -70,16 +72,22 @@ def test_direct_rows_go_to_the_chosen_task():
     assert got[targets[0]] == [0, 2, 4, 6, 8] and got[targets[1]] == [1, 3, 5, 7, 9]
 
 
-def test_shuffle_stays_balanced_over_many_small_batches():
+def test_shuffle_stays_balanced_over_many_batches():
     router, view = _router()
     totals = collections.Counter()
-    for size in [1, 2, 5, 1, 1, 7, 3, 1, 2, 4] * 30:
+    sizes = [1, 2, 5, 1, 1, 7, 3, 1, 2, 4] * 30 + [800, 1000, 799] + [3] * 10
+    for size in sizes:
         batch = tuple_batch.build(["k", "v"], [("a", i) for i in range(size)])
-        for task, rows in router["default"].partition(batch)[1].items():
-            if task in view.component_tasks["shuffle"]:
-                totals[task] += len(grouping.as_indices(rows, size))
-    counts = [totals[t] for t in view.component_tasks["shuffle"]]
-    assert max(counts) - min(counts) <= 1, counts
+        parts = {task: len(grouping.as_indices(rows, size))
+                 for task, rows in router["default"].partition(batch)[1].items()
+                 if task in view.component_tasks["shuffle"]}
+        if size >= grouping.SHUFFLE_SLICE_ROWS * 3:  # big: sliced evenly over the 3 tasks
+            assert max(parts.values()) - min(parts.values()) <= 1 and len(parts) == 3
+        else:  # small: whole, to one task
+            assert list(parts.values()) == [size]
+        totals.update(parts)
+        counts = [totals[t] for t in view.component_tasks["shuffle"]]
+        assert max(counts) - min(counts) <= 7, counts  # within the biggest small batch
 
 
 def test_rows_routed_per_tuple_skip_the_batched_groupings():
@@ -123,3 +131,17 @@ def test_a_lone_fields_grouping_reorders_the_batch_into_one_slice_per_task():
             assert [task] == routing.targets[0].choose((key, value), None)  # per tuple agrees
         seen.extend(v for _, v in got)
     assert sorted(seen) == list(range(200))
+
+
+def test_remembered_key_slots_agree_with_the_hash():
+    """A one-field fields grouping remembers each key's task; new keys are hashed in plain
+    Python (a few) or with NumPy (many): every way gives the task the hash gives."""
+    keys = ["", "a", "w1", "ünïcode", "x" * 300, "\ud800", *[f"k{i}" for i in range(50)]]
+    expected = (tuple_batch.key_hash([tuple_batch.canonical_keys(keys)]) % np.uint64(7))
+    few, many = grouping.KeySlots(7), grouping.KeySlots(7)
+    by_few = [int(few.slots([key])[0]) for key in keys]  # one new key at a time
+    assert by_few == expected.tolist()
+    assert many.slots(keys).tolist() == expected.tolist()  # all new at once
+    assert many.slots(keys[::-1]).tolist() == expected.tolist()[::-1]  # all remembered
+    assert [hashing.text_hash(k.encode("utf-8", "surrogatepass")) for k in keys] == \
+        hashing.string_hash(tuple_batch.canonical_keys(keys)).tolist()

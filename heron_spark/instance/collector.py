@@ -14,6 +14,7 @@ Whole record batches (the batch API) take the same way without a Python object p
 
 from __future__ import annotations
 
+import time
 from itertools import chain
 from typing import Callable
 
@@ -62,13 +63,17 @@ class OutputCollector:
     """Collects the emitted tuples of one task and sends them to the stmgr as Arrow batches."""
 
     def __init__(self, plan: PlanView, task_id: int, context, send: Callable[[bytes], None],
-                 batch_max_tuples: int, push: Callable[[], None] | None = None) -> None:
+                 batch_max_tuples: int, push: Callable[[], None] | None = None,
+                 linger_secs: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.task_id = task_id
         self.component = plan.task_component[task_id]
         self._is_spout = plan.logical.components[self.component].is_spout
         self._send = send
         self._push = push or _nothing  # write what ``send`` queued now (a full batch leaves)
         self._max = batch_max_tuples
+        self.linger = linger_secs
+        self._clock = clock
+        self.last_flush = -1e18  # when buffered tuples last left (size or turn)
         self._rng = np.random.default_rng()
         decl = plan.logical.components[self.component]
         routing = grouping.stream_routing(plan, self.component, context)
@@ -232,6 +237,13 @@ class OutputCollector:
         return chosen
 
     # ---- flushing --------------------------------------------------------------------------
+    def due(self) -> float | None:
+        """When the buffered tuples must leave at the latest (None: nothing is buffered)."""
+        for out in self._outs:
+            if out.rows:
+                return self.last_flush + self.linger
+        return None
+
     @property
     def buffered(self) -> int:
         """Tuples waiting in the buffers, all streams."""
@@ -267,6 +279,7 @@ class OutputCollector:
         return {name: out.emitted for name, out in self._streams.items()}
 
     def _flush(self, out: _StreamOut, gathered: tuple | None = None) -> None:
+        self.last_flush = self._clock()
         rows, dests, routed, roots = out.rows, out.dests, out.routed, out.roots
         out.rows, out.dests, out.routed, out.roots = [], None, None, None
         batch, columns = tuple_batch.build_columns(out.fields, rows)

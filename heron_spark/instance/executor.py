@@ -43,7 +43,7 @@ _LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
 _new_tuple = tuple.__new__
 _data_head = frames.DATA_HEAD.unpack_from
 _PREFIX_BYTES = frames.PREFIX_BYTES
-_PROGRESS_SECS = 0.002   # a bolt reports its progress at most this often
+_PROGRESS_SECS = 0.01    # a bolt reports its progress at most this often
 _IDLE_SPOUT_WAIT_SECS = 0.001
 
 
@@ -99,7 +99,8 @@ class TaskExecutor:
         self.started = True
         self.component = self.decl.component_class(self)
         self.collector = OutputCollector(self.plan, self.task_id, self.context, self.send,
-                                         self.config.batch_max_tuples, self.push)
+                                         self.config.batch_max_tuples, self.push,
+                                         self.config.batch_linger_ms / 1000.0, self.clock)
         self.collector.delegate_emit = self.emit
         config = self.context.get_cluster_config()
         self.component.initialize(config, self.context)
@@ -128,12 +129,22 @@ class TaskExecutor:
             raise Stop(0)
 
     def end_turn(self, now: float, force: bool = False) -> None:
-        """The loop handled everything it had: send what was emitted, then acks."""
-        self.collector.flush_all()
+        """The loop handled everything it had: send what was emitted (unless it lingers)."""
+        if not self.lingers(now, force):
+            self.collector.flush_all()
+
+    def lingers(self, now: float, force: bool = False) -> bool:
+        """True when the buffered tuples wait for more: a batch of this task left less than
+        ``heron.batch.linger.ms`` ago (a busy task sends fewer, bigger batches)."""
+        if force:
+            return False
+        due = self.collector.due()
+        return due is not None and now < due
 
     def next_deadline(self, now: float) -> float:
         """When the loop must come back at the latest even with no input."""
-        return self._next_metrics
+        due = self.collector.due() if self.collector is not None else None
+        return self._next_metrics if due is None else min(self._next_metrics, due)
 
     def on_time(self, now: float) -> None:
         """Run what is due: user metrics (subclasses add ticks and timeouts)."""
@@ -252,8 +263,10 @@ class SpoutExecutor(TaskExecutor):
         return emitted_any
 
     def end_turn(self, now: float, force: bool = False) -> None:
-        self.collector.flush_all()
-        if self.exhausted and not self.announced and not self.trees:
+        done = self.exhausted and not self.announced and not self.trees
+        if not self.lingers(now, force or done):
+            self.collector.flush_all()
+        if done:
             self.control_message(stmgr_pb2.InstanceToStmgr(
                 exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
             self.announced = True
@@ -261,11 +274,12 @@ class SpoutExecutor(TaskExecutor):
 
     def wait_secs(self, now: float) -> float:
         """How long the loop may wait for input when ``next_tuple`` did not emit."""
+        wait = max(0.0, self.next_deadline(now) - now)
         if self.may_emit():
-            return _IDLE_SPOUT_WAIT_SECS
+            return min(wait, _IDLE_SPOUT_WAIT_SECS)
         if self.trees is not None and len(self.trees) and not self.announced:
-            return 0.01  # trees open: wake for their timeouts
-        return max(0.0, self.next_deadline(now) - now)
+            return min(wait, 0.01)  # trees open: wake for their timeouts
+        return wait
 
     def on_frame(self, kind: int, frame: bytes) -> None:
         if kind != frames.CONTROL:
@@ -334,6 +348,7 @@ class BoltExecutor(TaskExecutor):
         self._next_tick: float | None = None
         self._reported = 0
         self._next_progress = 0.0
+        self._acks_due = 0.0  # acks with no emits to ride with leave at most once per linger
         self._held: list = []                     # data that came before start
         self.batch_mode = False                   # a BatchBolt: process_batch per batch
         self._input_roots = None                  # batch mode: the input batch's roots
@@ -494,7 +509,7 @@ class BoltExecutor(TaskExecutor):
         self.upstream.discard(src)
         if not self.upstream:
             self.component.end_of_input()
-            self._flush_with_acks()
+            self._flush_with_acks(self.clock(), force=True)
             self.control_message(stmgr_pb2.InstanceToStmgr(
                 exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
             self.drained = True
@@ -503,17 +518,22 @@ class BoltExecutor(TaskExecutor):
     def end_turn(self, now: float, force: bool = False) -> None:
         """Send this turn's emits with its acks (``collector.flush_all``), its fails, then
         the progress when due."""
-        self._flush_with_acks()
+        self._flush_with_acks(now, force)
         if self.executed != self._reported and (force or now >= self._next_progress):
             self._next_progress = now + _PROGRESS_SECS
             self._reported = self.executed
             self.control_message(stmgr_pb2.InstanceToStmgr(
                 progress=stmgr_pb2.InstanceProgress(executed=self.executed)))
 
-    def _flush_with_acks(self) -> None:
+    def _flush_with_acks(self, now: float, force: bool) -> None:
+        if self.lingers(now, force):
+            return  # acks wait with the emits they may anchor
         if not self.acks:
             self.collector.flush_all()
             return
+        if not force and now < self._acks_due and not self.collector.buffered:
+            return  # acks alone: they wait for the linger, with any later emits and acks
+        self._acks_due = now + self.collector.linger
         roots, edge_ids, failed = self.acks.take()
         self.collector.flush_all((roots, edge_ids))
         if failed.size:
@@ -524,6 +544,8 @@ class BoltExecutor(TaskExecutor):
         deadline = super().next_deadline(now)
         if self.executed != self._reported:
             deadline = min(deadline, self._next_progress)
+        if self.acks:
+            deadline = min(deadline, self._acks_due)
         if self._next_tick is not None:
             deadline = min(deadline, self._next_tick)
         return deadline

@@ -7,11 +7,12 @@ entry points share the rules:
 - ``Target.choose(values, direct_task)``: one tuple's destinations under one subscription,
   for what must be decided per tuple (direct and custom groupings, ``need_task_ids``);
 - ``StreamRouting.partition(batch, chosen, routed)``: a whole Arrow batch at once, with NumPy.
-  Shuffle splits the batch into contiguous slices, one per task in turn (balanced to one row
-  per batch, zero-copy); fields grouping hashes the key columns (``tuple_batch.key_hash``,
-  through each value's ``str`` form, so equal keys meet in one task whatever process or column
-  type they travel in); all and lowest are constant; rows whose destinations were chosen per
-  tuple go exactly there. A fields grouping on one string field remembers each key's task
+  Shuffle sends a small batch whole to the task that got the fewest rows so far, and splits a
+  big one into contiguous slices, one per task (zero-copy): balanced to within one small
+  batch. Fields grouping hashes the key columns (``tuple_batch.key_hash``, through each
+  value's ``str`` form, so equal keys meet in one task whatever process or column type they
+  travel in); all and lowest are constant; rows whose destinations were chosen per tuple go
+  exactly there. A fields grouping on one string field remembers each key's task
   (``KeySlots``), so a key seen before costs one dict lookup instead of hashing its bytes.
 """
 
@@ -25,10 +26,18 @@ import pyarrow as pa
 
 from heron_spark.plan.view import PlanView
 from heron_spark.proto.topology_pb2 import GroupingType
-from heron_spark.wire import tuple_batch
+from heron_spark.wire import hashing, tuple_batch
 
 CHOSEN_PER_TUPLE = (GroupingType.DIRECT, GroupingType.CUSTOM)
 _KEY_SLOTS_MAX = 1 << 16  # keys remembered per fields grouping (then forgotten at once)
+_FEW_KEYS = 8             # new keys hashed in plain Python; more take one NumPy pass
+SHUFFLE_SLICE_ROWS = 256  # shuffle slices batches of at least this many rows per task
+
+
+def _key_bytes(key) -> bytes:
+    """The bytes the fields-grouping hash reads for one key value (``canonical_keys``)."""
+    text = key if type(key) is str else str(key)
+    return text.encode("utf-8", "surrogatepass")
 
 
 class KeySlots:
@@ -46,10 +55,15 @@ class KeySlots:
         slots = [get(key) for key in keys]
         if None in slots:
             missing = list(dict.fromkeys(k for k, slot in zip(keys, slots) if slot is None))
-            digest = tuple_batch.key_hash([tuple_batch.canonical_keys(missing)])
             if len(self._known) + len(missing) > _KEY_SLOTS_MAX:
                 self._known.clear()
-            self._known.update(zip(missing, (digest % self._count).tolist()))
+            if len(missing) <= _FEW_KEYS:
+                count = int(self._count)
+                self._known.update((key, hashing.text_hash(_key_bytes(key)) % count)
+                                   for key in missing)
+            else:
+                digest = tuple_batch.key_hash([tuple_batch.canonical_keys(missing)])
+                self._known.update(zip(missing, (digest % self._count).tolist()))
             known = self._known
             slots = [known[key] for key in keys]
         return np.array(slots, dtype=np.int64)
@@ -67,6 +81,7 @@ class Target:
         self.key_indices = list(key_indices)
         self.chooser = chooser  # custom grouping: the user's CustomGrouping, prepared
         self.offset = 0         # shuffle: which task gets the next slice
+        self.received = np.zeros(len(self.task_list), dtype=np.int64)  # shuffle: rows per task
         self.key_slots = KeySlots(len(self.task_list)) \
             if grouping == GroupingType.FIELDS and len(self.key_indices) == 1 else None
 
@@ -122,7 +137,14 @@ class Target:
         return batch.take(pa.array(order)), parts
 
     def _shuffle(self, count: int, selected: np.ndarray | None) -> dict:
+        """Shuffle: a small batch goes whole to the task that got the fewest rows so far (one
+        frame instead of k small ones); a big one is sliced evenly, the tasks short of a row
+        last time first."""
         k = len(self.task_list)
+        if count < SHUFFLE_SLICE_ROWS * k:
+            index = int(np.argmin(self.received))
+            self.received[index] += count
+            return {self.task_list[index]: selected} if count else {}
         out: dict = {}
         base, extra = divmod(count, k)
         start = 0
@@ -134,6 +156,7 @@ class Target:
             out[task] = (slice(start, start + size) if selected is None
                          else selected[start:start + size])
             start += size
+            self.received[(self.offset + i) % k] += size
         self.offset = (self.offset + extra) % k  # the tasks short this time go first next
         return out
 

@@ -56,6 +56,30 @@ def string_hash(array: pa.Array) -> np.ndarray:
     return _mix(hashed)
 
 
+_M64 = (1 << 64) - 1
+
+
+def _mix_int(h: int) -> int:
+    h ^= h >> 30
+    h = (h * 0xBF58476D1CE4E5B9) & _M64
+    h ^= h >> 27
+    h = (h * 0x94D049BB133111EB) & _M64
+    return h ^ (h >> 31)
+
+
+def text_hash(data: bytes) -> int:
+    """``string_hash`` of one value given as its UTF-8 bytes, in plain Python: for a few new
+    keys it costs microseconds where a NumPy call costs tens."""
+    hashed = len(data)
+    if data:
+        total, power = 0, 1
+        for byte in data:
+            total = (total + (byte + 1) * power) & _M64
+            power = (power * _MULTIPLIER) & _M64
+        hashed ^= _mix_int(total)
+    return _mix_int(hashed)
+
+
 def combine(columns: list[np.ndarray]) -> np.ndarray:
     """Combine per-column hashes of the same rows into one hash per row."""
     combined = columns[0]

@@ -41,6 +41,7 @@ _U32 = struct.Struct(">I")
 _SCHEMA_CACHE_MAX = 256
 _SCHEMAS: dict[bytes, pa.Schema] = {}  # schema message -> schema (decoding side)
 _BUILT_SCHEMAS: dict[tuple, pa.Schema] = {}  # (fields, column kinds) -> schema (building side)
+_SCHEMA_BYTES: dict[int, tuple] = {}  # id(schema) -> (schema, its framed IPC message)
 _EMPTY_SCHEMA = pa.schema([pa.field(EMPTY_COLUMN, pa.null())])
 
 
@@ -113,8 +114,14 @@ def encode_batch(batch: pa.RecordBatch) -> bytes:
     """Return ``batch`` as ``u32 schema length | Arrow IPC schema message | Arrow IPC record
     batch message``: the two messages an IPC stream would hold, without the stream's framing,
     so both ends skip the stream writer and reader (the reader caches schemas by their bytes)."""
-    schema = batch.schema.serialize()
-    return b"".join((_U32.pack(len(schema)), schema, batch.serialize()))
+    schema = batch.schema
+    cached = _SCHEMA_BYTES.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        if len(_SCHEMA_BYTES) >= _SCHEMA_CACHE_MAX:
+            _SCHEMA_BYTES.clear()
+        message = schema.serialize().to_pybytes()
+        cached = _SCHEMA_BYTES[id(schema)] = (schema, _U32.pack(len(message)) + message)
+    return b"".join((cached[1], batch.serialize()))
 
 
 def decode(payload) -> pa.RecordBatch:
