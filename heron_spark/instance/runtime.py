@@ -32,7 +32,7 @@ from heron_spark.metrics.client import MetricsClient
 from heron_spark.proto import metrics_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.wire import frames, tuple_batch
 from heron_spark.wire.connection import dial_with_retry
-from heron_spark.wire.loop import Channel, Loop
+from heron_spark.wire.loop import Channel, Loop, loop_traffic
 
 log = logging.getLogger(__name__)
 
@@ -171,7 +171,9 @@ class InstanceRuntime:
         """Build this task's metrics (reads counters only)."""
         publish = metrics_pb2.MetricsPublish(component=self.component_name, task_id=self.task_id,
                                              timestamp_ms=int(time.time() * 1000))
-        self.executor.add_metrics(publish.metrics.add)
-        publish.metrics.add(name="__metrics-dropped", value=self.metrics.dropped)
+        add = publish.metrics.add
+        self.executor.add_metrics(add)
+        add(name="__metrics-dropped", value=self.metrics.dropped)
+        loop_traffic(self.loop, add)
         return publish
 

@@ -57,6 +57,11 @@ class PeerLink:
         return self._target
 
     @property
+    def channel(self) -> Channel | None:
+        """The live connection, if any."""
+        return self._channel
+
+    @property
     def connected(self) -> bool:
         return self._channel is not None and not self._channel.closed
 

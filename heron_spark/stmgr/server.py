@@ -25,7 +25,7 @@ from heron_spark.stmgr.core import StmgrCore
 from heron_spark.stmgr.peers import PeerLink
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Listener, dial_with_retry, local_socket_address
-from heron_spark.wire.loop import Channel, Loop
+from heron_spark.wire.loop import Channel, Loop, loop_traffic
 
 log = logging.getLogger(__name__)
 _POLL_SECS = 0.05
@@ -119,8 +119,7 @@ class StreamManager:
             self.metrics = MetricsClient(
                 self.files, self.secret, self.topology, -1 - self.index,
                 self.config.metrics_interval_ms / 1000.0, self.config.frame_max_bytes,
-                lambda: core.metrics_snapshot(sum(p.dropped_frames
-                                                  for p in list(self.peers.values()))))
+                self._metrics_snapshot)
             self.metrics.start()
             self._connect_tmaster()
             self._heartbeat()
@@ -137,6 +136,14 @@ class StreamManager:
             return self._exit
         finally:
             self._close_all()
+
+    def _metrics_snapshot(self):
+        """The core's metrics plus the shell's traffic counters (metrics thread: reads only)."""
+        publish = self.core.metrics_snapshot(sum(p.dropped_frames
+                                                 for p in list(self.peers.values())))
+        add = publish.metrics.add
+        loop_traffic(self.loop, add)
+        return publish
 
     def _loop_health(self) -> str | None:
         """Watchdog check: the loop must turn at least once per stall timeout."""

@@ -69,6 +69,8 @@ class Loop:
         self._selector.register(self._wake_r, _EVENT_READ, self._drain_wakeups)
         self._dirty: list[Channel] = []
         self.turns = 0
+        # Traffic over every channel this loop served: frames and bytes in and out.
+        self.frames_received = self.bytes_received = self.frames_sent = self.bytes_sent = 0
         self.busy_since: float | None = clock()  # None while waiting in select
 
     # ---- scheduling ----------------------------------------------------------------------
@@ -182,6 +184,8 @@ class Channel:
         self._events = _EVENT_READ
         self._closed = False
         self.frames_received = 0
+        self.bytes_received = 0
+        self.frames_sent = 0
         self.bytes_sent = 0
         loop._selector.register(sock, _EVENT_READ, self._on_event)
 
@@ -208,6 +212,8 @@ class Channel:
             self.loop._dirty.append(self)
         self._out.append(frame)
         self._queued += len(frame)
+        self.frames_sent += 1
+        self.loop.frames_sent += 1
         return True
 
     def pause_reading(self) -> None:
@@ -291,6 +297,8 @@ class Channel:
             self.close("peer closed the connection" if not self._in
                        else "connection closed inside a frame")
             return
+        self.bytes_received += len(data)
+        self.loop.bytes_received += len(data)
         buffer = self._in
         if buffer:
             buffer += data
@@ -328,6 +336,7 @@ class Channel:
                     frame = bytes(view[start:stop])
             start = stop
             self.frames_received += 1
+            self.loop.frames_received += 1
             on_frame(self, kind, frame)
         return start
 
@@ -348,6 +357,7 @@ class Channel:
                 return
             self._queued -= sent
             self.bytes_sent += sent
+            self.loop.bytes_sent += sent
             while sent:
                 head = out[0]
                 size = len(head)
@@ -365,3 +375,12 @@ class Channel:
         if want_write != bool(self._events & _EVENT_WRITE):
             self._update_events()
 
+
+
+def loop_traffic(loop: Loop, add) -> None:
+    """Add a loop's turns and traffic to a metrics publish (``add(name=, value=)``)."""
+    add(name="__loop-turns", value=loop.turns)
+    add(name="__frames-received", value=loop.frames_received)
+    add(name="__bytes-received", value=loop.bytes_received)
+    add(name="__frames-sent", value=loop.frames_sent)
+    add(name="__bytes-sent", value=loop.bytes_sent)
