@@ -79,7 +79,13 @@ def test_spout_trees_close_time_out_and_cap_pending():
 def test_ack_buffer_packs_one_pair_per_root():
     from heron_spark.api.tuple import HeronTuple
 
+    single = AckBuffer()  # every received tuple had one tree: the vectorised path
+    single.ack(HeronTuple(0xA1, "c", "default", 1, (), 0.0, (10,)))
+    single.ack(HeronTuple(0xA2, "c", "default", 1, (), 0.0, (12,)))
+    roots, keys, failed = single.take()
+    assert roots.tolist() == [10, 12] and keys.tolist() == [0xA1, 0xA2] and failed.size == 0
     buffer = AckBuffer()
+    buffer.single_root = False  # the executor says so once a tuple had several trees, or none
     buffer.ack(HeronTuple(0xAB, "c", "default", 1, (), 0.0, (10, 11)))
     buffer.fail(HeronTuple(0xCD, "c", "default", 1, (), 0.0, (12,)))
     buffer.ack(HeronTuple(None, "c", "default", 1, (), 0.0, ()))  # not in any tree

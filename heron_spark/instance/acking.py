@@ -14,6 +14,7 @@ import collections
 import random
 import time
 from itertools import chain
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,10 @@ import numpy as np
 from heron_spark.api.tuple import HeronTuple
 from heron_spark.errors import TopologyValueError
 from heron_spark.wire.tree_ids import ROOT_SEQUENCE_MASK, ROOT_TASK_SHIFT, unpack
+
+
+_first = itemgetter(0)
+_roots_of = itemgetter(6)  # HeronTuple.roots
 
 
 class SpoutTrees:
@@ -100,6 +105,9 @@ class AckBuffer:
         self.acked_arrays: list = []   # (roots, edge ids) of whole batches (the batch API)
         self.failed_arrays: list = []  # roots of whole failed batches
         self.acked_count = self.failed_count = 0
+        # True while every tuple this bolt received belongs to exactly one tree (the usual
+        # case; the executor clears it for good at the first batch where that is not so).
+        self.single_root = True
 
     def __bool__(self) -> bool:
         return bool(self.acked or self.failed or self.acked_arrays or self.failed_arrays)
@@ -128,13 +136,16 @@ class AckBuffer:
         acked, failed = self.acked, self.failed
         self.acked_count += len(acked)
         self.failed_count += len(failed)
-        roots, counts = self._roots(acked)
-        if counts.size and counts.min() > 0:
-            ids = np.array([t[0] for t in acked], dtype=np.uint64)
-        else:
-            ids = np.array([t[0] for t, n in zip(acked, counts.tolist()) if n], dtype=np.uint64)
-            counts = counts[counts > 0]
-        keys = ids if roots.size == ids.size else np.repeat(ids, counts)
+        roots = None
+        if self.single_root:
+            try:  # two C-level passes, no Python per tuple
+                count = len(acked)
+                roots = np.fromiter(map(_first, map(_roots_of, acked)), np.uint64, count)
+                keys = np.fromiter(map(_first, acked), np.uint64, count)
+            except (TypeError, IndexError, ValueError, OverflowError):
+                roots = None  # not received tuples: the general path says so
+        if roots is None:
+            roots, keys = self._acked_pairs(acked)
         failed_roots, _ = self._roots(failed)
         acked.clear()  # in place: the bolt's bound ``ack`` keeps appending to these lists
         failed.clear()
@@ -146,6 +157,16 @@ class AckBuffer:
             failed_roots = np.concatenate([failed_roots, *self.failed_arrays])
             self.failed_arrays = []
         return roots, keys, failed_roots
+
+    def _acked_pairs(self, acked: list) -> tuple[np.ndarray, np.ndarray]:
+        """Return (root, edge id) pairs of ``acked``, one per root of each tuple."""
+        roots, counts = self._roots(acked)
+        if counts.size and counts.min() > 0:
+            ids = np.array([t[0] for t in acked], dtype=np.uint64)
+        else:
+            ids = np.array([t[0] for t, n in zip(acked, counts.tolist()) if n], dtype=np.uint64)
+            counts = counts[counts > 0]
+        return roots, (ids if roots.size == ids.size else np.repeat(ids, counts))
 
     def _roots(self, tuples: list) -> tuple[np.ndarray, np.ndarray]:
         """Return the flat root ids of ``tuples`` and how many each has."""

@@ -59,14 +59,16 @@ class TaskExecutor:
     """What spout and bolt executors share: the delegate API, control frames, metrics."""
 
     def __init__(self, plan: PlanView, task_id: int, config: SystemConfig,
-                 send: Callable[[bytes], None], logger: logging.Logger,
+                 send: Callable[[bytes | list], None], logger: logging.Logger,
                  clock: Callable[[], float] = time.monotonic,
-                 push: Callable[[], None] | None = None) -> None:
+                 push: Callable[[], None] | None = None,
+                 output_full: Callable[[], bool] = lambda: False) -> None:
         self.plan = plan
         self.task_id = task_id
         self.config = config
         self.send = send
         self.push = push
+        self.output_full = output_full  # True while the stmgr has not taken enough of our output
         self.logger = logger
         self.clock = clock
         self.component_name = plan.task_component[task_id]
@@ -258,7 +260,7 @@ class SpoutExecutor(TaskExecutor):
                 break
             emitted_any = True
             if self.exhausted or self.gated or after >= limit or \
-                    (trees is not None and trees.full) or clock() >= end:
+                    (trees is not None and trees.full) or clock() >= end or self.output_full():
                 break
         return emitted_any
 
@@ -455,6 +457,9 @@ class BoltExecutor(TaskExecutor):
         process = self.component.process
         now = time.time()
         roots = tuple_batch.row_roots(batch) if self.reliable else None
+        if self.reliable and (roots is None or
+                              tuple_batch.ROOT_COLUMN not in batch.schema.names):
+            self.acks.single_root = False  # some tuples belong to no tree, or to several
         if roots is None:
             # tuples built by C-level iteration: no Python frame per tuple before process()
             for tup in map(_new_tuple, repeat(HeronTuple), zip(

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import time
+from itertools import repeat
 
 import numpy as np
 
@@ -61,21 +62,29 @@ class XorLedger:
         """XOR ``values`` into the trees ``roots``; return the trees that completed.
 
         Updates for unknown roots (trees already completed, failed or expired) are ignored.
+        Vectorised: one C-level pass reads the checksums (0 stands for unknown: a live tree's
+        checksum is never 0), NumPy XORs, one C-level pass writes them back; only completed
+        trees are removed one by one.
         """
-        done = []
         unique, combined = xor_by_root(roots, values)
+        if unique.size == 0:
+            return []
+        keys = unique.tolist()
         opened = self._open
-        for root, value in zip(unique.tolist(), combined.tolist()):
-            current = opened.get(root)
-            if current is None:
-                continue
-            current ^= value
-            if current == 0:
-                del opened[root]
-                done.append(root)
-            else:
-                opened[root] = current
-        return done
+        current = np.fromiter(map(opened.get, keys, repeat(0)), dtype=np.uint64,
+                              count=len(keys))
+        updated = current ^ combined
+        known = current != 0
+        done = known & (updated == 0)
+        alive = known & ~done
+        if alive.all():
+            opened.update(zip(keys, updated.tolist()))
+            return []
+        opened.update(zip(unique[alive].tolist(), updated[alive].tolist()))
+        finished = unique[done].tolist()
+        for root in finished:
+            del opened[root]
+        return finished
 
     def fail(self, roots: np.ndarray) -> list[int]:
         """Close trees ``roots`` as failed; return those that were open."""

@@ -337,16 +337,18 @@ class StmgrCore:
 
     def _trees_done(self, acked: list[int], failed: list[int]) -> None:
         """Note which local spout trees completed or failed (sent by ``_send_trees_done``)."""
-        if not acked and not failed:
-            return
         self.trees_acked += len(acked)
         self.trees_failed += len(failed)
-        by_task = self._done
-        shift = tree_ids.ROOT_TASK_SHIFT
-        for root in acked:
-            by_task.setdefault(root >> shift, ([], []))[0].append(root)
-        for root in failed:
-            by_task.setdefault(root >> shift, ([], []))[1].append(root)
+        for roots, slot in ((acked, 0), (failed, 1)):
+            if not roots:
+                continue
+            array = np.asarray(roots, dtype=np.uint64)
+            tasks = tree_ids.root_task(array)
+            if (tasks == tasks[0]).all():
+                self._done.setdefault(int(tasks[0]), ([], []))[slot].append(array)
+                continue
+            for task in np.unique(tasks).tolist():
+                self._done.setdefault(task, ([], []))[slot].append(array[tasks == task])
 
     def _send_trees_done(self) -> None:
         """Tell each local spout task which of its trees completed or failed this turn."""
@@ -354,8 +356,7 @@ class StmgrCore:
         for task, (done, lost) in by_task.items():
             if task in self.connected:  # else it restarted: it forgot these trees and replays
                 self.io.to_instance(task, frames.control_frame(stmgr_pb2.StmgrToInstance(
-                    trees=stmgr_pb2.TreesDone(acked=tree_ids.pack(done),
-                                              failed=tree_ids.pack(lost)))))
+                    trees=stmgr_pb2.TreesDone(acked=_packed(done), failed=_packed(lost)))))
 
     # ---- backpressure ----------------------------------------------------------------------
     def _count_routed(self, spout: int, rows: int) -> None:
@@ -513,3 +514,10 @@ class StmgrCore:
             add(name=f"__queued-tuples/{component}", value=queued[component])
             add(name=f"__queue-age-max-ms/{component}", value=round(age[component] * 1000, 1))
         return publish
+
+
+def _packed(arrays: list[np.ndarray]) -> bytes:
+    """Return uint64 ``arrays`` (possibly none) as one packed array."""
+    if not arrays:
+        return b""
+    return tree_ids.pack(arrays[0] if len(arrays) == 1 else np.concatenate(arrays))
