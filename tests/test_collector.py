@@ -48,6 +48,8 @@ class _Head:
 def _frames(sent):
     out = []
     for frame in sent:
+        if isinstance(frame, list):  # a data frame's parts, written with one sendmsg
+            frame = b"".join(bytes(part) for part in frame)
         kind = frame[4]
         if kind == frames.DATA:
             header = _Head(frame)
@@ -136,3 +138,26 @@ def test_each_copy_carries_the_roots_of_its_own_row():
                 assert row_roots == expected[word]
                 rows += 1
     assert rows == 62 * 3
+
+
+def test_small_record_batches_leave_joined_and_in_order_with_tuples():
+    import pyarrow as pa
+
+    view = _plan()
+    sent = []
+    spout_task = view.component_tasks["words"][0]
+    collector = OutputCollector(view, spout_task, None, sent.append, 1000)
+    for start in range(0, 90, 10):  # nine small batches: they wait, then leave as one
+        collector.emit_batch(pa.RecordBatch.from_pydict(
+            {"word": [f"w{i}" for i in range(start, start + 10)]}), "default")
+    assert sent == [] and collector.buffered == 90
+    collector.emit_plain(["after"], "default")  # a tuple emitted after them goes after them
+    collector.flush_all()
+    decoded = _frames(sent)
+    to_all = [d for d in decoded if d[1].dest_task == view.component_tasks["all"][0]]
+    assert [d[2].num_rows for d in to_all] == [90, 1]  # one joined batch, then the tuple
+    assert tuple_batch.rows(to_all[0][2], 1) == [(f"w{i}",) for i in range(90)]
+    sent.clear()
+    collector.emit_batch(pa.RecordBatch.from_pydict(
+        {"word": [f"w{i}" for i in range(1000)]}), "default")  # a full batch leaves at once
+    assert sent and collector.buffered == 0

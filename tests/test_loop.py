@@ -153,3 +153,23 @@ def test_local_listener_authenticates_over_a_unix_socket():
         sock.close()
     finally:
         listener.close()
+
+
+def test_a_frame_given_as_parts_arrives_as_one():
+    import pyarrow as pa
+
+    loop = Loop()
+    received = []
+    channel, peer = _pair(loop, received)
+    body = pa.py_buffer(b"arrow" * 1000)
+    parts = frames.data_frame_parts(frames.TUPLES, 1, 2, 3, b"s", [b"schema", body])
+    whole = frames.data_frame(frames.TUPLES, 1, 2, 3, b"s", b"schema" + b"arrow" * 1000)
+    assert channel.send(parts) and channel.queued_bytes == len(whole)
+    loop.flush()
+    got = bytearray()
+    peer.settimeout(5)
+    while len(got) < len(whole):
+        got += peer.recv(1 << 16)
+    assert bytes(got) == whole and channel.frames_sent == 1
+    channel.close()
+    peer.close()

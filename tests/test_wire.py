@@ -122,6 +122,9 @@ def test_string_hash_is_stable_and_independent_of_layout():
     assert whole.tolist() == sliced.tolist() == large.tolist() == binary.tolist()
     one_by_one = [hashing.string_hash(pa.array([v]))[0] for v in values]
     assert whole.tolist() == one_by_one
+    many = values * (hashing.DICTIONARY_MIN_ROWS // len(values) + 1)  # distinct values hashed once
+    assert hashing.string_hash(pa.array(many)).tolist() == whole.tolist() * (len(many) // 7)
+    assert hashing.string_hash(pa.array(values).dictionary_encode()).tolist() == whole.tolist()
     # the same in another process, whatever Python's own hash seed
     code = ("import pyarrow as pa; from heron_spark.wire import hashing; "
             f"print(hashing.string_hash(pa.array({values!r})).tolist())")

@@ -34,6 +34,21 @@ _STRING = pa.string()
 _DEFAULT = "default"
 
 
+def _joined_roots(pending: list) -> tuple[np.ndarray, np.ndarray] | None:
+    """The roots of batches sent as one: None if none of them is in a tree."""
+    if all(roots is None for _, roots in pending):
+        return None
+    flats, counts = [], []
+    for batch, roots in pending:
+        if roots is None:
+            flats.append(np.empty(0, dtype=np.uint64))
+            counts.append(np.zeros(batch.num_rows, dtype=np.int64))
+        else:
+            flats.append(roots[0])
+            counts.append(np.asarray(roots[1], dtype=np.int64))
+    return np.concatenate(flats), np.concatenate(counts)
+
+
 def _nothing() -> None:
     """No-op ``push`` (a collector whose ``send`` writes at once)."""
 
@@ -42,7 +57,8 @@ class _StreamOut:
     """Buffer and routing of one output stream."""
 
     __slots__ = ("name", "name_bytes", "fields", "width", "routing", "per_tuple",
-                 "direct_tasks", "rows", "roots", "dests", "routed", "emitted")
+                 "direct_tasks", "rows", "roots", "dests", "routed", "emitted", "batches",
+                 "batch_rows")
 
     def __init__(self, name: str, fields: tuple[str, ...], routing: grouping.StreamRouting) -> None:
         self.name = name
@@ -57,12 +73,14 @@ class _StreamOut:
         self.dests: list | None = None   # destinations chosen per tuple (None: by the batch)
         self.routed: list | None = None  # True: those are all of the row's destinations
         self.emitted = 0
+        self.batches: list = []  # small record batches waiting to leave together (batch API)
+        self.batch_rows = 0
 
 
 class OutputCollector:
     """Collects the emitted tuples of one task and sends them to the stmgr as Arrow batches."""
 
-    def __init__(self, plan: PlanView, task_id: int, context, send: Callable[[bytes], None],
+    def __init__(self, plan: PlanView, task_id: int, context, send: Callable[[bytes | list], None],
                  batch_max_tuples: int, push: Callable[[], None] | None = None,
                  linger_secs: float = 0.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.task_id = task_id
@@ -127,6 +145,8 @@ class OutputCollector:
                 f"direct_task on stream {stream!r} is not a task subscribed with Grouping.DIRECT",
                 component=self.component, value=direct_task, kind="direct",
                 fix=f"use one of {sorted(out.direct_tasks)} (context.get_component_tasks)")
+        if out.batches:
+            self._flush_batches(out)
         result = None
         rows = out.rows
         if out.per_tuple or need_task_ids:
@@ -202,9 +222,10 @@ class OutputCollector:
         return out.fields
 
     def emit_batch(self, batch: pa.RecordBatch, stream: str, roots=None) -> None:
-        """Send a whole record batch now (the batch API), after the stream's buffered rows;
-        ``roots``: each row's root ids as ``(flat uint64 array, count per row)``, or None
-        outside tuple trees."""
+        """Send a whole record batch (the batch API) after the stream's buffered rows: a big
+        one now, a small one with the next flush, joined with the other small ones (so a bolt
+        fed many small batches still sends few); ``roots``: each row's root ids as ``(flat
+        uint64 array, count per row)``, or None outside tuple trees."""
         out = self._streams.get(stream)
         if out is None:
             raise TopologyValueError(f"emit on undeclared stream {stream!r}",
@@ -217,8 +238,20 @@ class OutputCollector:
                 fix="emit its tuples one by one with emit(), or use another grouping")
         if out.rows:
             self._flush(out)
-        if batch.num_rows:
+        rows = batch.num_rows
+        if not rows:
+            return
+        if not out.batches and rows >= self._max:
             self._send_batch(out, batch, None, None, roots)
+            self._push()
+            return
+        if not out.batches:  # per-tuple emits on this stream take emit(), which sends these first
+            self._plain.pop(out.name, None)
+        out.batches.append((batch, roots))
+        out.batch_rows += rows
+        if out.batch_rows >= self._max:
+            self._flush_batches(out)
+            self._push()
 
     def _choose(self, out: _StreamOut, values, direct_task, every: bool) -> list[int]:
         """Return one tuple's destinations: under every subscription when ``every`` (the caller
@@ -240,14 +273,14 @@ class OutputCollector:
     def due(self) -> float | None:
         """When the buffered tuples must leave at the latest (None: nothing is buffered)."""
         for out in self._outs:
-            if out.rows:
+            if out.rows or out.batches:
                 return self.last_flush + self.linger
         return None
 
     @property
     def buffered(self) -> int:
         """Tuples waiting in the buffers, all streams."""
-        return sum(len(out.rows) for out in self._outs)
+        return sum(len(out.rows) + out.batch_rows for out in self._outs)
 
     def flush_all(self, acks: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Send every buffered tuple now.
@@ -261,11 +294,15 @@ class OutputCollector:
             for out in self._outs:
                 if out.rows:
                     self._flush(out)
+                if out.batches:
+                    self._flush_batches(out)
             return
         gathered: tuple[list, list, list] = ([acks[0]], [acks[1]], [])
         for out in self._outs:
             if out.rows:
                 self._flush(out, gathered)
+            if out.batches:
+                self._flush_batches(out, gathered)
         edge_roots, edge_values, frames_out = gathered
         roots = np.concatenate(edge_roots)
         if roots.size:
@@ -291,6 +328,20 @@ class OutputCollector:
                      np.fromiter(map(len, roots), dtype=np.int32, count=len(roots)))
         self._send_batch(out, batch, dests, routed, roots, gathered, keys)
 
+    def _flush_batches(self, out: _StreamOut, gathered: tuple | None = None) -> None:
+        """Send the stream's waiting small batches, joined into one where their columns agree."""
+        pending, out.batches, out.batch_rows = out.batches, [], 0
+        if not out.per_tuple:
+            self._plain[out.name] = out
+        self.last_flush = self._clock()
+        try:
+            joined = [(pa.concat_batches([b for b, _ in pending]), _joined_roots(pending))] \
+                if len(pending) > 1 else pending
+        except (pa.ArrowInvalid, pa.ArrowTypeError):  # columns of other types: one by one
+            joined = pending
+        for batch, roots in joined:
+            self._send_batch(out, batch, None, None, roots, gathered)
+
     def _send_batch(self, out: _StreamOut, batch: pa.RecordBatch, dests, routed, roots,
                     gathered: tuple | None = None, keys: list | None = None) -> None:
         count = batch.num_rows
@@ -304,13 +355,14 @@ class OutputCollector:
             for task, rows in parts.items():
                 if rows is None:  # all and lowest groupings: encode once for every task
                     if encoded_whole is None:
-                        encoded_whole = tuple_batch.encode_batch(batch)
+                        encoded_whole = tuple_batch.encode_parts(batch)
                     payload, size = encoded_whole, count
                 else:
                     part = grouping.take(batch, rows)
-                    payload, size = tuple_batch.encode_batch(part), part.num_rows
+                    payload, size = tuple_batch.encode_parts(part), part.num_rows
                 self.sent += size
-                self._send(frames.data_frame(frames.TUPLES, task_id, task, size, stream, payload))
+                self._send(frames.data_frame_parts(frames.TUPLES, task_id, task, size, stream,
+                                                   payload))
             return
         frames_out, edge_roots, edge_values = [], [], []
         for task, rows in parts.items():  # tree members: a fresh edge id per copy
@@ -321,9 +373,9 @@ class OutputCollector:
             edge_roots.append(flat)
             edge_values.append(keys if counts is None else np.repeat(keys, counts))
             self.sent += size
-            frames_out.append(frames.data_frame(
+            frames_out.append(frames.data_frame_parts(
                 frames.TUPLES, task_id, task, size, stream,
-                tuple_batch.encode_batch(tuple_batch.with_keys(part, keys))))
+                tuple_batch.encode_parts(tuple_batch.with_keys(part, keys))))
         if gathered is not None and not self._is_spout:  # sent by flush_all, with the acks
             gathered[0].extend(edge_roots)
             gathered[1].extend(edge_values)

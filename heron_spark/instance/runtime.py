@@ -51,6 +51,7 @@ class InstanceRuntime:
         self.logger = logging.getLogger(f"{self.component_name}.{task_id}")
         secret = files.load_secret()
         topology = plan.logical.name
+        tuple_batch.use_lean_memory_pool()
         tuple_batch.warm_up()  # before registering: the topology starts into a warm process
         self.loop = Loop()
         sock = dial_with_retry(stmgr_address, secret, topology, "instance", task_id,
@@ -58,11 +59,13 @@ class InstanceRuntime:
         self.channel = Channel(self.loop, sock, f"instance-{task_id}", self._on_frame,
                                self._on_close, max_frame_bytes=self.config.frame_max_bytes)
         executor_class = SpoutExecutor if self.is_spout else BoltExecutor
-        self.executor = executor_class(plan, task_id, self.config, self.channel.send,
-                                       self.logger, clock=self.loop.clock,
-                                       push=self.channel.write_now)
-        self._stmgr_gone = False
         self._out_limit = self.config.instance_out_queue_bytes
+        channel = self.channel
+        self.executor = executor_class(
+            plan, task_id, self.config, channel.send, self.logger, clock=self.loop.clock,
+            push=channel.write_now,
+            output_full=lambda: channel.queued_bytes >= self._out_limit)
+        self._stmgr_gone = False
         self.metrics = MetricsClient(files, secret, topology, task_id,
                                      self.config.metrics_interval_ms / 1000.0,
                                      self.config.frame_max_bytes, self._metrics_snapshot).start()

