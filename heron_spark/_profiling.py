@@ -18,7 +18,9 @@ With ``HERON_SPARK_PROFILE_MODE=cprofile`` each process instead runs its main th
 ``cProfile`` timed by the thread's CPU clock (exact call counts and per-function CPU time,
 several times slower) and writes
 ``<dir>/<process name>-<pid>.prof`` when it exits cleanly; the report then lists, per role,
-the functions with the most own time.
+the functions with the most own time. ``HERON_SPARK_PROFILE_ONLY=text`` limits profiling to
+the processes whose name contains ``text`` (``hs-count``, ``hs-stmgr``), so the others run
+at full speed.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ from pathlib import Path
 PROFILE_DIR_ENV = "HERON_SPARK_PROFILE_DIR"
 PROFILE_INTERVAL_ENV = "HERON_SPARK_PROFILE_INTERVAL_MS"
 PROFILE_MODE_ENV = "HERON_SPARK_PROFILE_MODE"
+PROFILE_ONLY_ENV = "HERON_SPARK_PROFILE_ONLY"  # profile only processes whose name has this
 _WRITE_EVERY_SECS = 2.0
 
 
 def start_if_asked(name: str) -> bool:
     """Start the sampler thread when ``HERON_SPARK_PROFILE_DIR`` is set; return whether it did."""
     folder = os.environ.get(PROFILE_DIR_ENV)
-    if not folder:
+    if not folder or os.environ.get(PROFILE_ONLY_ENV, "") not in name:
         return False
     Path(folder).mkdir(parents=True, exist_ok=True)
     if os.environ.get(PROFILE_MODE_ENV) == "cprofile":

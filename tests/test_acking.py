@@ -37,6 +37,15 @@ def test_xor_by_root_combines_values_per_root():
     assert dict(zip(roots.tolist(), values.tolist())) == {3: 0, 5: 5, 9: 8}
 
 
+def test_xor_runs_combine_neighbours_of_one_tree_only():
+    roots = np.array([5, 5, 5, 7, 5, 9, 9], dtype=np.uint64)
+    values = np.array([1, 2, 4, 8, 16, 32, 64], dtype=np.uint64)
+    got_roots, got_values = tree_ids.xor_runs(roots, values)
+    assert got_roots.tolist() == [5, 7, 5, 9] and got_values.tolist() == [7, 8, 16, 96]
+    same = np.array([1, 2, 3], dtype=np.uint64)
+    assert tree_ids.xor_runs(same, same)[0] is same  # nothing to combine: unchanged
+
+
 def test_ledger_completes_a_tree_only_when_every_edge_is_acked():
     ledger = XorLedger(expiry_secs=60)
     root = (7 << tree_ids.ROOT_TASK_SHIFT) | 1

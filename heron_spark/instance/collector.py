@@ -306,8 +306,9 @@ class OutputCollector:
         edge_roots, edge_values, frames_out = gathered
         roots = np.concatenate(edge_roots)
         if roots.size:
+            roots, values = tree_ids.xor_runs(roots, np.concatenate(edge_values))
             self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(edges=stmgr_pb2.XorBatch(
-                roots=tree_ids.pack(roots), values=tree_ids.pack(np.concatenate(edge_values))))))
+                roots=tree_ids.pack(roots), values=tree_ids.pack(values)))))
         for frame in frames_out:
             self._send(frame)
 
@@ -381,9 +382,10 @@ class OutputCollector:
             gathered[1].extend(edge_values)
             gathered[2].extend(frames_out)
             return
-        edges = stmgr_pb2.XorBatch(
-            roots=tree_ids.pack(np.concatenate(edge_roots) if edge_roots else ()),
-            values=tree_ids.pack(np.concatenate(edge_values) if edge_values else ()))
+        roots_out, values_out = tree_ids.xor_runs(
+            np.concatenate(edge_roots) if edge_roots else np.empty(0, dtype=np.uint64),
+            np.concatenate(edge_values) if edge_values else np.empty(0, dtype=np.uint64))
+        edges = stmgr_pb2.XorBatch(roots=tree_ids.pack(roots_out), values=tree_ids.pack(values_out))
         if self._is_spout:  # the edges of new trees: announced before the copies leave
             opened = stmgr_pb2.TreesOpened(roots=tree_ids.pack(np.unique(roots[0])), edges=edges)
             self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(opened=opened)))

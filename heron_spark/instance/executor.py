@@ -82,6 +82,7 @@ class TaskExecutor:
         self._next_metrics = 0.0
         self._metric_due: dict[str, float] = {}
         self.user_metrics: dict[str, float] = {}  # latest values, gathered on the loop thread
+        self._bound: dict[str, Callable] = {}     # fast paths bound onto the component
         self.statemgr_url = config.statemgr
 
     # ---- delegate API (user code calls these) ----------------------------------------------
@@ -105,17 +106,22 @@ class TaskExecutor:
                                          self.config.batch_linger_ms / 1000.0, self.clock)
         self.collector.delegate_emit = self.emit
         config = self.context.get_cluster_config()
+        self._configure(config)  # before initialize: user code may keep self.emit / self.ack
         self.component.initialize(config, self.context)
-        self._configure(config)
+        self._initialized(config)
         self.logger.info("task %d of %s started", self.task_id, self.component_name)
 
     def _configure(self, config: dict) -> None:
-        """Set up acking and bind the fast ``emit`` (subclasses)."""
+        """Set up acking and bind the fast ``emit``/``ack`` (subclasses)."""
+
+    def _initialized(self, config: dict) -> None:
+        """What follows the user's ``initialize`` (subclasses)."""
 
     def _bind(self, base: type, name: str, fast) -> None:
         """Make ``fast`` the component's method ``name`` unless its class overrides it."""
         if getattr(type(self.component), name, None) is getattr(base, name):
             setattr(self.component, name, fast)
+            self._bound[name] = fast
 
     def on_control(self, message: stmgr_pb2.StmgrToInstance) -> None:
         """Handle a control message from the stmgr: start, shutdown."""
@@ -231,6 +237,8 @@ class SpoutExecutor(TaskExecutor):
             self._bind(Spout, "emit", self.collector.spout_emit_tracked)
         else:
             self._bind(Spout, "emit", self.collector.spout_emit_plain)
+
+    def _initialized(self, config: dict) -> None:
         self.component.activate()
 
     # the loop
@@ -420,6 +428,13 @@ class BoltExecutor(TaskExecutor):
         self._tick_secs = float(config.get("topology.tick.tuple.freq.secs", 0) or 0)
         if self._tick_secs > 0:
             self._next_tick = self.clock() + self._tick_secs
+
+    def _initialized(self, config: dict) -> None:
+        if self.reliable and not self.auto_ack and getattr(self.component, "auto_ack", False):
+            self.auto_ack = True  # turned on in initialize: the settling path, not the fast one
+            for name, fast in self._bound.items():
+                if self.component.__dict__.get(name) is fast:
+                    del self.component.__dict__[name]
         held, self._held = self._held, []
         for frame in held:
             self._on_data(frame)
