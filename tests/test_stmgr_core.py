@@ -1,0 +1,232 @@
+"""The stream manager's logic without sockets: StmgrCore fed frames through a recording
+transport and a fake clock (relay, start and end of input, acking, backpressure, shutdown)."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
+from heron_spark.config import SystemConfig
+from heron_spark.plan.logical import build_logical_plan
+from heron_spark.plan.packing import pack
+from heron_spark.plan.view import PlanView
+from heron_spark.proto import physical_plan_pb2, stmgr_pb2, tmaster_pb2
+from heron_spark.stmgr.core import StmgrCore
+from heron_spark.wire import frames, tree_ids
+
+
+class Words(Spout):
+    outputs = ["word"]
+
+    def next_tuple(self):
+        pass
+
+
+class Count(Bolt):
+    def process(self, tup):
+        pass
+
+
+class Recorder:
+    """A StmgrTransport that records what the core asks for."""
+
+    def __init__(self) -> None:
+        self.to_task: dict[int, list[bytes]] = collections.defaultdict(list)
+        self.to_peers: dict[int, list[bytes]] = collections.defaultdict(list)
+        self.tmaster: list[bytes] = []
+        self.reading: dict[int, bool] = {}
+        self.queued: dict[int, int] = collections.defaultdict(int)
+        self.peers: dict[int, tuple[str, int]] = {}
+        self.stopped = False
+
+    def to_instance(self, task, frame):
+        self.to_task[task].append(frame)
+        return True
+
+    def to_peer(self, container, frame):
+        self.to_peers[container].append(frame)
+
+    def to_tmaster(self, frame):
+        self.tmaster.append(frame)
+
+    def set_reading(self, task, reading):
+        self.reading[task] = reading
+
+    def instance_queued_bytes(self, task):
+        return self.queued[task]
+
+    def peer_queued_bytes(self):
+        return 0
+
+    def retarget_peers(self, addresses):
+        self.peers.update(addresses)
+
+    def announce_stop(self):
+        self.stopped = True
+
+    def failure_note(self, task):
+        return None
+
+    def instance_log(self, task):
+        return f"task-{task}.log"
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _core(reliable: bool = False, **config):
+    builder = TopologyBuilder("core")
+    words = builder.add_spout("words", Words, par=2)
+    builder.add_bolt("count", Count, par=2, inputs={words: Grouping.fields("word")})
+    builder.set_config({"topology.stmgrs": 2, **(
+        {"topology.reliability.mode": "ATLEAST_ONCE"} if reliable else {})})
+    logical = build_logical_plan(builder.build())
+    view = PlanView(logical, pack(logical))
+    io, clock = Recorder(), Clock()
+    core = StmgrCore(view, SystemConfig(**config), 0, io, clock)
+    return core, io, clock, view
+
+
+def _plan(view) -> bytes:
+    plan = physical_plan_pb2.PhysicalPlan(topology_name="core", generation=3)
+    for container in range(2):
+        plan.stmgrs.add(container_index=container, host="127.0.0.1", data_port=7000 + container)
+    return frames.control_frame(tmaster_pb2.TmasterToStmgr(plan=plan))
+
+
+def _control(message) -> bytes:
+    return frames.control_frame(stmgr_pb2.InstanceToStmgr(**message))
+
+
+def _instance_message(frame: bytes) -> stmgr_pb2.StmgrToInstance:
+    return stmgr_pb2.StmgrToInstance.FromString(frame[frames.PREFIX_BYTES:])
+
+
+def _start(core, io, view):
+    """Connect and register the local instances, then apply the plan."""
+    for task in sorted(core.local_tasks):
+        core.instance_connected(task)
+        core.on_instance_frame(task, frames.CONTROL, _control(
+            {"register": stmgr_pb2.RegisterInstance(task_id=task, pid=1000 + task)}))
+    assert core.all_registered
+    core.on_tmaster_frame(_plan(view))
+
+
+def test_plan_starts_registered_instances_and_points_links_at_peers():
+    core, io, _, view = _core()
+    _start(core, io, view)
+    assert io.peers == {1: ("127.0.0.1", 7001)}
+    for task in core.local_tasks:
+        first = _instance_message(io.to_task[task][0])
+        assert first.WhichOneof("body") == "start" and first.start.generation == 3
+    for spout in core.spout_tasks:  # spouts also learn the gate
+        assert _instance_message(io.to_task[spout][1]).WhichOneof("body") == "gate"
+
+
+def test_data_is_relayed_untouched_to_local_tasks_and_peers():
+    core, io, _, view = _core()
+    _start(core, io, view)
+    spout = min(core.spout_tasks)
+    local = min(t for t in core.local_tasks if view.task_component[t] == "count")
+    remote = min(t for t, c in view.task_container.items() if c == 1 and
+                 view.task_component[t] == "count")
+    for dest in (local, remote, 999):
+        core.on_instance_frame(spout, frames.DATA, frames.data_frame(
+            frames.TUPLES, spout, dest, 7, b"default", b"arrow bytes"))
+    assert io.to_task[local][-1] == frames.data_frame(frames.TUPLES, spout, local, 7,
+                                                      b"default", b"arrow bytes")
+    assert io.to_peers[1][-1] == frames.data_frame(frames.TUPLES, spout, remote, 7,
+                                                   b"default", b"arrow bytes")
+    assert core.tuples_routed == 14 and core.tuples_dropped == 7  # task 999 does not exist
+    assert core.queued_tuples(local) == 7
+    core.on_instance_frame(local, frames.CONTROL, _control(
+        {"progress": stmgr_pb2.InstanceProgress(executed=5)}))
+    assert core.queued_tuples(local) == 2
+
+
+def test_end_of_input_goes_downstream_and_is_replayed_to_a_restarted_bolt():
+    core, io, _, view = _core()
+    _start(core, io, view)
+    spout = min(core.spout_tasks)
+    core.on_instance_frame(spout, frames.CONTROL, _control(
+        {"exhausted": stmgr_pb2.InstanceExhausted(task_id=spout)}))
+    drained = tmaster_pb2.StmgrToTmaster.FromString(io.tmaster[-1][frames.PREFIX_BYTES:])
+    assert list(drained.drained.task_ids) == [spout]
+    for dest in view.downstream_tasks(spout):
+        sent = io.to_task[dest] if view.task_container[dest] == 0 else io.to_peers[1]
+        assert frames.data_head(sent[-1])[:3] == (frames.END_OF_STREAM, spout, dest)
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    core.instance_closed(bolt)  # it dies, and comes back
+    io.to_task[bolt].clear()
+    core.instance_connected(bolt)
+    core.on_instance_frame(bolt, frames.CONTROL, _control(
+        {"register": stmgr_pb2.RegisterInstance(task_id=bolt, pid=42)}))
+    kinds = [frames.data_head(f)[:2] for f in io.to_task[bolt] if f[4] == frames.DATA]
+    assert kinds == [(frames.END_OF_STREAM, spout)]
+    failed = tmaster_pb2.StmgrToTmaster.FromString(io.tmaster[-1][frames.PREFIX_BYTES:])
+    assert failed.WhichOneof("body") == "instance_failed" and failed.instance_failed.task_id == bolt
+
+
+def test_trees_complete_once_every_edge_is_acked_and_remote_ones_are_forwarded():
+    core, io, clock, view = _core(reliable=True)
+    _start(core, io, view)
+    spout = min(core.spout_tasks)  # its trees are owned here
+    roots = np.array([(spout << tree_ids.ROOT_TASK_SHIFT) + i for i in (1, 2)], dtype=np.uint64)
+    edges = np.array([11, 22], dtype=np.uint64)
+    core.on_instance_frame(spout, frames.CONTROL, _control({"opened": stmgr_pb2.TreesOpened(
+        roots=tree_ids.pack(roots), edges=stmgr_pb2.XorBatch(
+            roots=tree_ids.pack(roots), values=tree_ids.pack(edges)))}))
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    other = max(core.spout_tasks | set(view.component_tasks["words"]))  # owned by container 1
+    remote_root = (other << tree_ids.ROOT_TASK_SHIFT) + 9
+    acks = stmgr_pb2.XorBatch(roots=tree_ids.pack([int(roots[0]), remote_root]),
+                              values=tree_ids.pack([11, 5]))
+    core.on_instance_frame(bolt, frames.CONTROL, _control({"edges": acks}))
+    assert not any(_instance_message(f).WhichOneof("body") == "trees"
+                   for f in io.to_task[spout])  # nothing before the end of the turn
+    core.tick(clock())
+    done = [_instance_message(f).trees for f in io.to_task[spout]
+            if _instance_message(f).WhichOneof("body") == "trees"]
+    assert [tree_ids.unpack(d.acked).tolist() for d in done] == [[int(roots[0])]]
+    forwarded = stmgr_pb2.StmgrToStmgr.FromString(io.to_peers[1][-1][frames.PREFIX_BYTES:])
+    assert tree_ids.unpack(forwarded.xor.roots).tolist() == [remote_root]
+    assert core.trees_acked == 1 and len(core.ledger) == 1  # root 2 still waits for its ack
+
+
+def test_a_full_queue_pauses_spouts_everywhere_until_it_drains():
+    core, io, clock, view = _core(**{"backpressure_high_water_bytes": 1000,
+                                     "backpressure_low_water_bytes": 500})
+    _start(core, io, view)
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    spout = min(core.spout_tasks)
+    io.queued[bolt] = 2000
+    core.tick(clock())
+    assert io.reading[spout] is False
+    signal = stmgr_pb2.StmgrToStmgr.FromString(io.to_peers[1][-1][frames.PREFIX_BYTES:])
+    assert signal.backpressure.active and signal.backpressure.container_index == 0
+    assert _instance_message(io.to_task[spout][-1]).gate.paused
+    clock.now += 1.5
+    io.queued[bolt] = 400
+    core.tick(clock())
+    assert io.reading[spout] is True and not _instance_message(io.to_task[spout][-1]).gate.paused
+    assert core.backpressure.episodes == 1 and core.backpressure.total_secs >= 1.5
+
+
+def test_shutdown_and_a_lost_tmaster_end_the_stmgr():
+    core, io, _, view = _core()
+    _start(core, io, view)
+    shutdown = tmaster_pb2.TmasterToStmgr(shutdown=tmaster_pb2.Shutdown(
+        reason=tmaster_pb2.FINISHED))
+    assert core.on_tmaster_frame(frames.control_frame(shutdown)) == 0
+    assert io.stopped and all(_instance_message(frames_[-1]).WhichOneof("body") == "shutdown"
+                              for frames_ in io.to_task.values())
+    assert core.tmaster_lost() is None  # already stopping
+    other, io2, _, _ = _core()
+    assert other.tmaster_lost() == 2 and io2.stopped
