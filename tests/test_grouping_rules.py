@@ -51,7 +51,10 @@ def test_every_grouping_routes_as_specified():
     got = _received(router["default"].partition(batch)[1], 100)
     tasks = view.component_tasks
     shuffle = [len(got[t]) for t in tasks["shuffle"]]
-    assert sorted(shuffle) == [0, 0, 100]  # a small batch goes whole to one task
+    assert sorted(shuffle) == [33, 33, 34]  # 100 rows >= 32 per task: sliced evenly
+    small = tuple_batch.build(["k", "v"], [("a", i) for i in range(10)])
+    got_small = _received(router["default"].partition(small)[1], 10)
+    assert sorted(len(got_small[t]) for t in tasks["shuffle"]) == [0, 0, 10]  # whole
     owner = {}
     for task in tasks["fields"]:
         for row in got[task]:

@@ -31,7 +31,7 @@ from heron_spark.wire import hashing, tuple_batch
 CHOSEN_PER_TUPLE = (GroupingType.DIRECT, GroupingType.CUSTOM)
 _KEY_SLOTS_MAX = 1 << 16  # keys remembered per fields grouping (then forgotten at once)
 _FEW_KEYS = 8             # new keys hashed in plain Python; more take one NumPy pass
-SHUFFLE_SLICE_ROWS = 256  # shuffle slices batches of at least this many rows per task
+SHUFFLE_SLICE_ROWS = 32   # shuffle slices batches of at least this many rows per task
 SMALL_BATCH_ROWS = 512    # an Arrow batch up to this size is hashed through KeySlots
 
 
@@ -81,7 +81,7 @@ class Target:
         self.task_set = frozenset(tasks)
         self.key_indices = list(key_indices)
         self.chooser = chooser  # custom grouping: the user's CustomGrouping, prepared
-        self.offset = 0         # shuffle: which task gets the next slice
+        self.offset = random.randrange(max(1, len(self.task_list)))  # shuffle: next task first
         self.received = np.zeros(len(self.task_list), dtype=np.int64)  # shuffle: rows per task
         self.key_slots = KeySlots(len(self.task_list)) \
             if grouping == GroupingType.FIELDS and len(self.key_indices) == 1 else None
@@ -150,8 +150,10 @@ class Target:
         last time first."""
         k = len(self.task_list)
         if count < SHUFFLE_SLICE_ROWS * k:
-            index = int(np.argmin(self.received))
+            order = (np.arange(k) + self.offset) % k  # ties go round, from a random start
+            index = int(order[np.argmin(self.received[order])])
             self.received[index] += count
+            self.offset = (index + 1) % k
             return {self.task_list[index]: selected} if count else {}
         out: dict = {}
         base, extra = divmod(count, k)
