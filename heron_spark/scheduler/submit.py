@@ -14,12 +14,11 @@ from typing import Any
 
 from heron_spark import _pickling
 from heron_spark._failure_window import FailureWindow
-from heron_spark.config import (SystemConfig, build_system_config, read_conf_file)
+from heron_spark.config import SystemConfig
 from heron_spark.container.task import ContainerTask
-from heron_spark.errors import TopologyStateError, TopologyTypeError, WrongPlaceError
-from heron_spark.plan.logical import LogicalPlan, build_logical_plan
-from heron_spark.plan.packing import pack
-from heron_spark.plan.view import PlanView
+from heron_spark.errors import TopologyStateError, WrongPlaceError
+from heron_spark.plan.logical import LogicalPlan
+from heron_spark.plan.prepare import prepare
 from heron_spark.proto import topology_pb2
 from heron_spark.scheduler.handle import TopologyHandle
 from heron_spark.scheduler.preflight import check_workers
@@ -44,30 +43,15 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     ``master`` (default ``local[*]``). Runs on the driver only.
     """
     _check_driver()
-    from heron_spark.api.topology import TopologyBuilder
-
     if _CLI_CONTEXT is not None:  # `heron-spark submit` flags apply to submits in the file
         options = _CLI_CONTEXT["options"]
         conf = {**(options.get("conf") or {}), **(conf or {})}
         name = name or options.get("name")
         master = master or options.get("master")
 
-    if isinstance(topology, TopologyBuilder):
-        topology = topology.build()
-    if not isinstance(topology, type) or not hasattr(topology, "_heron_specs"):
-        raise TopologyTypeError("submit() takes a Topology subclass or a TopologyBuilder",
-                                value=topology)
-    conf = dict(conf or {})
-    overrides = {k: v for k, v in conf.items() if not k.startswith("heron.")}
-    if overrides:
-        topology = type(topology.__name__, (topology,), {
-            "config": {**topology._topo_config, **overrides},
-            **{s.name: s for s in topology._heron_specs},
-            "topology_name": getattr(topology, "topology_name", topology.__name__)})
-    plan = build_logical_plan(topology, name)
-    system = build_system_config(read_conf_file(), plan.config, conf)
-    packing = pack(plan, system.packing_algorithm)
-    view = PlanView(plan, packing)
+    prepared = prepare(topology, conf, name)
+    plan, system, packing, view = prepared.logical, prepared.system, prepared.packing, \
+        prepared.view
     statemgr = open_state_manager(system.statemgr)
     try:
         _refuse_if_running(statemgr, plan.name)  # fast path; the TMaster claim below decides

@@ -16,6 +16,7 @@ import threading
 import time
 
 from heron_spark._failure_window import FailureWindow
+from heron_spark.metrics import aggregate
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
@@ -265,18 +266,8 @@ class TMaster:
     def metrics_by_component(self) -> dict[str, dict[str, float]]:
         """Sum every metric over the tasks of each component (``*-max-*`` metrics: the maximum)."""
         with self._lock:
-            out: dict[str, dict[str, float]] = {}
-            for (component, _task), values in self.metrics.items():
-                totals = out.setdefault(component, {})
-                for name, value in values.items():
-                    if "-max-" in name:  # a maximum over tasks, not a total
-                        totals[name] = max(totals.get(name, 0.0), value)
-                    else:
-                        totals[name] = totals.get(name, 0.0) + value
-            for task, count in self.failures.items():
-                totals = out.setdefault(self.plan.task_component[task], {})
-                totals["__instance-failures"] = totals.get("__instance-failures", 0.0) + count
-            return out
+            return aggregate.by_component(self.metrics, self.failures,
+                                          self.plan.task_component)
 
     def status(self) -> dict:
         """A JSON-ready summary: state, times, stmgrs and their last heartbeat."""

@@ -1,0 +1,26 @@
+"""Per-component totals of per-task metrics: the one rule the TMaster and the in-process runner
+use for ``handle.metrics()``. Pure functions; any thread."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+
+def by_component(per_task: Mapping[tuple[str, int], Mapping[str, float]],
+                 failures: Mapping[int, int],
+                 task_component: Mapping[int, str]) -> dict[str, dict[str, float]]:
+    """Sum every metric of ``per_task`` ((component, task id) -> values) over the tasks of
+    each component; a ``*-max-*`` metric is the maximum over tasks, not a total. Each task's
+    ``failures`` are added as ``__instance-failures`` of its component."""
+    out: dict[str, dict[str, float]] = {}
+    for (component, _task), values in per_task.items():
+        totals = out.setdefault(component, {})
+        for name, value in values.items():
+            if "-max-" in name:
+                totals[name] = max(totals.get(name, 0.0), value)
+            else:
+                totals[name] = totals.get(name, 0.0) + value
+    for task, count in failures.items():
+        totals = out.setdefault(task_component[task], {})
+        totals["__instance-failures"] = totals.get("__instance-failures", 0.0) + count
+    return out
