@@ -2,7 +2,8 @@
 
 - ``ScriptedSpout``: emits a fixed script of tuples, with ``Pause``, ``Raise`` and ``END`` markers.
 - ``CollectingBolt``: records every tuple it receives (with its own task id) to a folder.
-- ``run_local``: submit on ``local[N]``, wait for the end, return what the collectors saw.
+- ``run_local``: run a topology to its end, in this process (no Spark) or on ``local[N]``, and
+  return what the collectors saw.
 
 Collected files live on the machine that ran the task, so ``read_collected`` works for local
 and single-machine clusters (and shared filesystems).
@@ -161,12 +162,31 @@ class LocalRun:
 
 
 def run_local(topology, *, conf: dict | None = None, timeout: float = 180.0,
-              collect_dir: str | os.PathLike | None = None, spark=None) -> LocalRun:
-    """Submit ``topology`` on ``local[N]`` (N = its containers, at least 2), wait, return results."""
+              collect_dir: str | os.PathLike | None = None, spark=None,
+              engine: str | None = None) -> LocalRun:
+    """Run ``topology`` to its end; return its status and what the collecting bolts saw.
+
+    ``engine="in-process"`` (the default without ``spark``) runs every stmgr and task core on
+    this thread, without Spark or processes (``heron_spark.inprocess``): the same routing,
+    batching, acking, backpressure and end-of-input code, in a fraction of a second.
+    ``engine="spark"`` (the default with ``spark``) submits on ``local[N]`` (N = its
+    containers, at least 2) or on the given session: real processes, as in production.
+    Raises ``TopologyRuntimeError`` when the topology fails, ``TimeoutError`` after
+    ``timeout`` seconds.
+    """
     from heron_spark.api import api_constants
 
+    engine = engine or ("spark" if spark is not None else "in-process")
+    if engine not in ("in-process", "spark"):
+        raise ValueError(f"run_local engine must be 'in-process' or 'spark', not {engine!r}")
     folder = Path(collect_dir or tempfile.mkdtemp(prefix="heron_spark_collect_"))
     config = {COLLECT_DIR: str(folder), **(conf or {})}
+    if engine == "in-process":
+        from heron_spark.inprocess import InProcessTopology
+
+        runner = InProcessTopology(topology, conf=config)
+        status = runner.run(timeout=timeout)
+        return LocalRun(runner, status, folder)
     containers = int(config.get(api_constants.TOPOLOGY_STMGRS, 0) or 0) or \
         int(getattr(topology, "_topo_config", {}).get(api_constants.TOPOLOGY_STMGRS, 1))
     from heron_spark.scheduler.submit import submit

@@ -128,21 +128,21 @@ class Run:
         return out
 
 
-def _run(spark, hconf_for, folder, topology) -> Run:
+def _run(hconf_for, folder, topology) -> Run:
     run = Run(run_local(topology, conf=hconf_for(folder), timeout=TIMEOUT,
-                        collect_dir=folder / "collect", spark=spark.session))
+                        collect_dir=folder / "collect", engine="in-process"))
     assert run.status == "FINISHED"
     return run
 
 
 @pytest.fixture(scope="module")
-def static(spark, hconf_for, tmp_path_factory) -> Run:
-    return _run(spark, hconf_for, tmp_path_factory.mktemp("static"), _static_topology())
+def static(hconf_for, tmp_path_factory) -> Run:
+    return _run(hconf_for, tmp_path_factory.mktemp("static"), _static_topology())
 
 
 @pytest.fixture(scope="module")
-def chosen(spark, hconf_for, tmp_path_factory) -> Run:
-    return _run(spark, hconf_for, tmp_path_factory.mktemp("chosen"), _chosen_topology())
+def chosen(hconf_for, tmp_path_factory) -> Run:
+    return _run(hconf_for, tmp_path_factory.mktemp("chosen"), _chosen_topology())
 
 
 def _assert_spans_containers(run: Run, component: str) -> None:

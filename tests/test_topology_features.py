@@ -1,7 +1,9 @@
 """End to end: streams, tick tuples, both topology styles, the examples, and failures.
 
-Each test runs a real topology on Spark ``local[4]`` (two containers) and compares what the
-collecting bolts recorded with expectations computed here, without the engine.
+Each test runs a whole topology on two containers, on Spark ``local[4]`` (real processes: the
+top-K example and the failing spout) or in this process (the same stmgr and instance cores,
+``heron_spark.inprocess``), and compares what the collecting bolts recorded with expectations
+computed here, without the engine.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ CONF = {"topology.stmgrs": 2}
 
 
 def _run(spark, topology, conf, folder):
+    """Run on Spark with ``spark`` (real processes), else in this process (the same cores)."""
     run = run_local(topology, conf=conf, timeout=TIMEOUT, collect_dir=folder / "collect",
-                    spark=spark.session)
+                    spark=spark.session if spark is not None else None)
     assert run.status == "FINISHED"
     return run
 
@@ -78,9 +81,9 @@ class StreamsAndTicks(Topology):
 
 
 @pytest.fixture(scope="module")
-def streams_run(spark, hconf_for, tmp_path_factory):
+def streams_run(hconf_for, tmp_path_factory):
     folder = tmp_path_factory.mktemp("streams")
-    return _run(spark, StreamsAndTicks, hconf_for(folder), folder)
+    return _run(None, StreamsAndTicks, hconf_for(folder), folder)
 
 
 def test_each_stream_reaches_only_its_subscriber(streams_run):
@@ -148,9 +151,9 @@ def _independent_word_counts(per_task: int, spout_tasks: int) -> collections.Cou
 
 
 @pytest.mark.parametrize("style", ["class", "builder"])
-def test_both_topology_styles_count_words_exactly(style, spark, hconf, tmp_path):
+def test_both_topology_styles_count_words_exactly(style, hconf, tmp_path):
     topology = ClassicWordCount if style == "class" else _builder_word_count()
-    run = _run(spark, topology, hconf, tmp_path)
+    run = _run(None, topology, hconf, tmp_path)
     latest: dict[str, int] = {}
     for item in run.collected("report"):
         word, count = item.values
@@ -161,9 +164,9 @@ def test_both_topology_styles_count_words_exactly(style, spark, hconf, tmp_path)
 
 # --- the examples -------------------------------------------------------------------------------
 
-def test_exclamation_example_appends_six_marks(spark, hconf, tmp_path):
+def test_exclamation_example_appends_six_marks(hconf, tmp_path):
     words_per_task = 23
-    run = _run(spark, exclamation.build(words_per_task=words_per_task), hconf, tmp_path)
+    run = _run(None, exclamation.build(words_per_task=words_per_task), hconf, tmp_path)
     words = ["nathan", "mike", "jackson", "golda", "bertels"]
     expected = collections.Counter(words[i % len(words)] + "!!!!!!"
                                    for _task in range(2) for i in range(words_per_task))
