@@ -15,6 +15,7 @@ kills the parent, so Spark sees the barrier task die and the driver resubmits th
 from __future__ import annotations
 
 import ctypes
+import gc
 import json
 import logging
 import os
@@ -137,6 +138,19 @@ def become_child(short_name: str, watchdog_interval_secs: float = HEARTBEAT_INTE
     from heron_spark import _profiling
 
     _profiling.start_if_asked(short_name)  # only with HERON_SPARK_PROFILE_DIR set
+
+
+def settle_gc(young_objects: int) -> None:
+    """Freeze what is alive now out of the cyclic GC's generations and collect young objects
+    every ``young_objects`` net allocations (0: no cyclic collection); see
+    ``heron.python.gc.young.objects``. Call once a process is warm, before its hot loop."""
+    gc.collect()
+    gc.freeze()
+    if young_objects <= 0:
+        gc.disable()
+        return
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(young_objects, middle, old)
 
 
 def setup_logging(path: Path, level: int = logging.INFO) -> None:

@@ -71,6 +71,7 @@ class InstanceRuntime:
                                      self.config.frame_max_bytes, self._metrics_snapshot).start()
         if self.config.user_code_timeout_secs > 0:
             _process.set_health_check(self._user_code_health, self._on_stuck)
+        _process.settle_gc(self.config.python_gc_young_objects)
         self.channel.send(frames.control_frame(stmgr_pb2.InstanceToStmgr(
             register=stmgr_pb2.RegisterInstance(task_id=task_id, pid=os.getpid()))))
         self.loop.flush()

@@ -61,6 +61,7 @@ class StreamManager:
         self.local_listener = _local_listener(f"stmgr{container_index}", self.secret,
                                               self.topology, handoff, container_index)
         _process.set_health_check(self._loop_health)
+        _process.settle_gc(self.config.python_gc_young_objects)
 
     # ---- new connections (handed over by listener threads) --------------------------------
     def _handoff(self, sock, response) -> None:
