@@ -232,11 +232,13 @@ class InProcessTopology:
             "user code of %s task %d failed", component, entry.task_id, exc_info=exc)
         error = "".join(traceback.format_exception(exc))
         self.failure_notes[entry.task_id] = error[-8000:]
+        core = self.cores[entry.container]
+        while entry.to_stmgr.frames:  # what it sent before it died, as a socket would hold
+            core.on_instance_frame(entry.task_id, *entry.to_stmgr.get())
         entry.stopped = True
         entry.executor = None
         entry.from_stmgr = _Queue()
-        entry.to_stmgr = _Queue()
-        self.cores[entry.container].instance_closed(entry.task_id)
+        core.instance_closed(entry.task_id)
         if self.status == "RUNNING":
             self._launch(entry)
 
