@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 _PREFIX_BYTES = frames.PREFIX_BYTES
 _unpack_prefix = frames.PREFIX.unpack_from
 _IDLE_WAIT_SECS = 0.01       # the longest nap when nothing is due
+_SLICE_SECS = 0.005          # a task's turn takes frames for this long at most
 
 
 def _as_frame(frame) -> tuple[int, bytes]:
@@ -326,13 +327,14 @@ class InProcessTopology:
             if executor is None or entry.stopped:
                 continue
             queue = entry.from_stmgr
+            until = clock() + _SLICE_SECS  # then the others and the stmgrs go on
             while queue.frames and entry.to_stmgr.bytes <= limit \
                     and entry.executor is executor and not entry.stopped:
                 kind, frame = queue.get()
                 self._guarded(entry, executor.on_frame, kind, frame)
                 moved = True
-                if kind == frames.DATA:
-                    break  # one batch per task per turn: the others and the stmgrs go on
+                if kind == frames.DATA and clock() >= until:
+                    break
             if isinstance(executor, BoltExecutor) and executor.started \
                     and entry.executor is executor and not entry.stopped:
                 self._guarded(entry, executor.end_turn, clock())
