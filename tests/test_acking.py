@@ -46,6 +46,12 @@ def test_xor_runs_combine_neighbours_of_one_tree_only():
     assert tree_ids.xor_runs(same, same)[0] is same  # nothing to combine: unchanged
 
 
+def test_distinct_runs_keeps_each_run_once():
+    roots = np.array([4, 4, 4, 9, 2, 2, 4], dtype=np.uint64)
+    assert tree_ids.distinct_runs(roots).tolist() == [4, 9, 2, 4]
+    assert tree_ids.distinct_runs(roots[:1]).tolist() == [4]
+
+
 def test_ledger_completes_a_tree_only_when_every_edge_is_acked():
     ledger = XorLedger(expiry_secs=60)
     root = (7 << tree_ids.ROOT_TASK_SHIFT) | 1
@@ -77,9 +83,13 @@ def test_spout_trees_close_time_out_and_cap_pending():
     first, second = trees.open("a"), trees.open("b")
     assert tree_ids.root_task(_u64([first, second])).tolist() == [3, 3]
     assert trees.full
+    clock.now += 2
     assert trees.close(tree_ids.pack([first]), tree_ids.pack([])) == (["a"], [])
+    assert trees.latency_ms_total == pytest.approx(2000.0)
     assert not trees.full
-    clock.now += 6
+    clock.now += 2
+    assert trees.expired() == []  # b is 4 s old
+    clock.now += 2
     assert trees.expired() == ["b"]
     assert trees.close(tree_ids.pack([second]), tree_ids.pack([])) == ([], [])  # too late
     assert (trees.acked, trees.timed_out) == (1, 1)

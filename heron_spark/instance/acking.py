@@ -10,10 +10,10 @@ parent's ack without its children's creation. Used by the instance's loop thread
 
 from __future__ import annotations
 
-import collections
+import math
 import random
 import time
-from itertools import chain
+from itertools import chain, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -24,6 +24,7 @@ from heron_spark.errors import TopologyValueError
 from heron_spark.wire.tree_ids import ROOT_SEQUENCE_MASK, ROOT_TASK_SHIFT, unpack
 
 
+_EXPIRY_CHECK_SECS = 0.1
 _first = itemgetter(0)
 _roots_of = itemgetter(6)  # HeronTuple.roots
 
@@ -35,12 +36,13 @@ class SpoutTrees:
                  clock=time.monotonic) -> None:
         self._base = task_id << ROOT_TASK_SHIFT
         self._sequence = random.getrandbits(ROOT_TASK_SHIFT)  # a restarted task picks new ids
-        self._open: collections.OrderedDict[int, tuple[Any, float]] = collections.OrderedDict()
+        self._open: dict[int, tuple[Any, float]] = {}  # insertion order: oldest first
         self.timeout = timeout_secs
         self.max_pending = max_pending
         self._clock = clock
         self.acked = self.failed = self.timed_out = 0
         self.latency_ms_total = 0.0
+        self._next_expiry_check = 0.0
 
     def __len__(self) -> int:
         return len(self._open)
@@ -59,26 +61,36 @@ class SpoutTrees:
 
     def close(self, acked_raw: bytes, failed_raw: bytes) -> tuple[list, list]:
         """Close the trees a stmgr reported; return (acked, failed) message ids."""
-        now = self._clock()
-        acked, failed = [], []
-        for root in unpack(acked_raw).tolist():
-            entry = self._open.pop(root, None)
-            if entry is not None:  # None: timed out already, or a tree of an earlier run
-                acked.append(entry[0])
-                self.latency_ms_total += (now - entry[1]) * 1000.0
-        for root in unpack(failed_raw).tolist():
-            entry = self._open.pop(root, None)
-            if entry is not None:
-                failed.append(entry[0])
+        acked = self._pop(unpack(acked_raw).tolist())
+        failed = self._pop(unpack(failed_raw).tolist())
+        if acked:
+            ids, born = zip(*acked)
+            self.latency_ms_total += (self._clock() * len(born) - math.fsum(born)) * 1000.0
+            acked = list(ids)
+        failed = [entry[0] for entry in failed]
         self.acked += len(acked)
         self.failed += len(failed)
         return acked, failed
+
+    def _pop(self, roots: list) -> list:
+        """Remove ``roots`` from the open trees; return the (message id, birth) of those open
+        (the others timed out already, or belong to an earlier run of this task)."""
+        if not roots:
+            return []
+        entries = list(map(self._open.pop, roots, repeat(None)))
+        return [entry for entry in entries if entry is not None] if None in entries else entries
 
     def expired(self) -> list:
         """Remove trees open longer than the timeout; return their message ids."""
         if self.timeout is None:
             return []
-        limit = self._clock() - self.timeout
+        now = self._clock()
+        if now < self._next_expiry_check:
+            return []
+        # Timeouts are seconds long: looking ten times a second is precise enough, and a dict
+        # emptied from the front skips its deleted slots on every look until it is resized.
+        self._next_expiry_check = now + min(_EXPIRY_CHECK_SECS, self.timeout / 10)
+        limit = now - self.timeout
         out = []
         while self._open:
             root, (message_id, born) = next(iter(self._open.items()))

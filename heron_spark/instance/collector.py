@@ -387,7 +387,8 @@ class OutputCollector:
             np.concatenate(edge_values) if edge_values else np.empty(0, dtype=np.uint64))
         edges = stmgr_pb2.XorBatch(roots=tree_ids.pack(roots_out), values=tree_ids.pack(values_out))
         if self._is_spout:  # the edges of new trees: announced before the copies leave
-            opened = stmgr_pb2.TreesOpened(roots=tree_ids.pack(np.unique(roots[0])), edges=edges)
+            opened = stmgr_pb2.TreesOpened(roots=tree_ids.pack(tree_ids.distinct_runs(roots[0])),
+                                           edges=edges)
             self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(opened=opened)))
         elif edge_roots:
             self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(edges=edges)))
