@@ -68,7 +68,7 @@ class SystemConfig:
     tmaster_host: str = ""          # empty: spark.driver.host, else 127.0.0.1
     stmgr_host: str = ""            # empty: the executor's host as Spark reports it
     packing_algorithm: str = "round_robin"
-    batch_max_tuples: int = 1024
+    batch_max_tuples: int = 4096
     batch_flush_interval_ms: float = 5.0  # a spout's next_tuple calls between two looks at input
     # A task's buffered tuples leave at the end of the turn that made them, unless a batch of
     # that task left less than linger ago: then they wait up to that moment for more (a busy

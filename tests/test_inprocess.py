@@ -160,6 +160,7 @@ def test_an_unbounded_run_times_out_with_backpressure_bounding_its_queues(tmp_pa
     builder.add_bolt("slow", Slow, par=1, inputs={src: Grouping.SHUFFLE})
     builder.set_config({"topology.stmgrs": 1})
     runner = InProcessTopology(builder.build(), conf={
+        "heron.batch.max.tuples": 256,
         "heron.stmgr.backpressure.high.water.tuples": 2_000,
         "heron.stmgr.backpressure.low.water.tuples": 1_000})
     with pytest.raises(TimeoutError):
@@ -169,4 +170,4 @@ def test_an_unbounded_run_times_out_with_backpressure_bounding_its_queues(tmp_pa
     assert stmgr["__backpressure-episodes"] >= 1
     emitted = runner.metrics()["src"]["__emit-count/default"]
     executed = runner.metrics()["slow"]["__execute-count"]
-    assert emitted - executed <= 2_000 + 2 * 1024  # the tuple mark, plus what was in flight
+    assert emitted - executed <= 2_000 + 2 * 256  # the tuple mark, plus what was in flight

@@ -257,17 +257,20 @@ def test_stmgr_killed_after_spouts_exhausted_still_ends(spark, tmp_path, hconf):
 def test_spout_metrics_flow_while_it_is_blocked_in_user_code(spark, tmp_path, hconf):
     name = "blocked-spout"
     out = tmp_path / "out"
-    handle = submit(topo.blocking(name, out, count=3000, block_secs=60), spark=spark.session,
-                    conf=hconf, master="local[4]")
+    # 10,000 tuples in one next_tuple call: the full batches (2 x heron.batch.max.tuples) leave
+    # at once; the rest leaves when next_tuple returns, as next_tuple should never block.
+    full = 2 * 4096
+    handle = submit(topo.blocking(name, out, count=10_000, block_secs=60), spark=spark.session,
+                    conf={**hconf, "heron.batch.max.tuples": 4096}, master="local[4]")
     try:
         assert handle.wait_running(timeout=120)
-        faults.wait_for(lambda: len(topo.bolt_values(out)) >= 2048, 60,
+        faults.wait_for(lambda: len(topo.bolt_values(out)) >= full, 60,
                         "the bolt to receive the spout's first batches")
         emitted = faults.wait_for(
-            lambda: handle.metrics().get("blocking", {}).get("__emit-count/default", 0) >= 2048
+            lambda: handle.metrics().get("blocking", {}).get("__emit-count/default", 0) >= full
             and handle.metrics()["blocking"]["__emit-count/default"], 10,
             "the blocked spout's metrics")
-        assert emitted >= 2048
+        assert emitted >= full
     finally:
         handle.kill()
 
