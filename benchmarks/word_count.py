@@ -100,6 +100,19 @@ def _reliable(config) -> bool:
     return str(config.get(RELIABILITY, "")).upper() == "ATLEAST_ONCE"
 
 
+def _read_corpus_settings(spout, config, context) -> None:
+    """Set what both corpus spouts read from the config: the corpus, which of its lines are
+    this task's (``i % tasks == index``), where to report, and the quota (-1: one pass)."""
+    spout.path = str(config[CORPUS_PATH])
+    spout.index = context.get_task_index()
+    spout.tasks = context.get_component_parallelism(context.get_component_id())
+    spout.task_id = context.get_task_id()
+    spout.out_dir = Path(str(config[OUT_DIR]))
+    quota = int(config.get(QUOTA, 0) or 0)
+    spout.left = quota if quota > 0 else -1
+    spout.cyclic = quota > 0
+
+
 class CorpusSpout(Spout):
     """Emits (sentence, emit time) for the corpus lines ``i % tasks == index``; paced when a
     rate is set. Under at-least-once every sentence has a message id and is replayed if failed."""
@@ -107,14 +120,7 @@ class CorpusSpout(Spout):
     outputs = ["sentence", "ts"]
 
     def initialize(self, config, context):
-        self.path = str(config[CORPUS_PATH])
-        self.index = context.get_task_index()
-        self.tasks = context.get_component_parallelism(context.get_component_id())
-        self.task_id = context.get_task_id()
-        self.out_dir = Path(str(config[OUT_DIR]))
-        quota = int(config.get(QUOTA, 0) or 0)
-        self.left = quota if quota > 0 else -1
-        self.cyclic = quota > 0
+        _read_corpus_settings(self, config, context)
         rate = float(config.get(RATE, 0) or 0)
         self.interval = WORDS_PER_SENTENCE / rate if rate > 0 else 0.0
         self.next_at = None
@@ -305,14 +311,7 @@ class CorpusBatchSpout(BatchSpout):
     outputs = ["sentence", "ts"]
 
     def initialize(self, config, context):
-        self.path = str(config[CORPUS_PATH])
-        self.index = context.get_task_index()
-        self.tasks = context.get_component_parallelism(context.get_component_id())
-        self.task_id = context.get_task_id()
-        self.out_dir = Path(str(config[OUT_DIR]))
-        quota = int(config.get(QUOTA, 0) or 0)
-        self.left = quota if quota > 0 else -1
-        self.cyclic = quota > 0
+        _read_corpus_settings(self, config, context)
         self.rate = float(config.get(RATE, 0) or 0) / WORDS_PER_SENTENCE  # sentences/s
         self.max_rows = int(config.get(BATCH_ROWS, 8192))
         self.started = None
