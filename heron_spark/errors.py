@@ -86,6 +86,16 @@ class TopologyRuntimeError(HeronSparkError, RuntimeError):
         tail = f"\n{detail}" if detail else ""
         super().__init__(f"{where}{problem}{log}{tail}")
 
+    @classmethod
+    def from_instance_failure(cls, failed, log_path: str | None = None) -> "TopologyRuntimeError":
+        """Build the error from a task's failure report (``InstanceFailed``: its traceback in
+        ``error``, plus ``component``, ``task_id`` and, unless given, ``log_path``)."""
+        lines = failed.error.strip().splitlines()
+        return cls(lines[-1] if lines else "instance failed", component=failed.component,
+                   task_id=failed.task_id,
+                   log_path=failed.log_path if log_path is None else log_path,
+                   detail=failed.error)
+
 
 class TopologyStateError(HeronSparkError, RuntimeError):
     """A lifecycle action does not fit the topology's current state."""

@@ -22,6 +22,7 @@ from typing import Any
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.spout import Spout
 from heron_spark.api.stream import Stream
+from heron_spark.errors import TopologyValueError
 
 COLLECT_DIR = "testing.collect.dir"
 SCRIPT = "testing.script"
@@ -178,7 +179,8 @@ def run_local(topology, *, conf: dict | None = None, timeout: float = 180.0,
 
     engine = engine or ("spark" if spark is not None else "in-process")
     if engine not in ("in-process", "spark"):
-        raise ValueError(f"run_local engine must be 'in-process' or 'spark', not {engine!r}")
+        raise TopologyValueError("run_local() runs a topology in this process or on Spark",
+                                 value=engine, fix="pass engine='in-process' or engine='spark'")
     folder = Path(collect_dir or tempfile.mkdtemp(prefix="heron_spark_collect_"))
     config = {COLLECT_DIR: str(folder), **(conf or {})}
     if engine == "in-process":

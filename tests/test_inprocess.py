@@ -12,7 +12,8 @@ import time
 import pytest
 
 from examples import word_count
-from heron_spark import Bolt, Grouping, Spout, Topology, TopologyBuilder, TopologyRuntimeError
+from heron_spark import (Bolt, Grouping, Spout, Topology, TopologyBuilder, TopologyRuntimeError,
+                         TopologyValueError)
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.testing import CollectingBolt, Pause, ScriptedSpout, run_local
 
@@ -171,3 +172,9 @@ def test_an_unbounded_run_times_out_with_backpressure_bounding_its_queues(tmp_pa
     emitted = runner.metrics()["src"]["__emit-count/default"]
     executed = runner.metrics()["slow"]["__execute-count"]
     assert emitted - executed <= 2_000 + 2 * 256  # the tuple mark, plus what was in flight
+
+
+def test_run_local_names_the_engines_it_knows():
+    with pytest.raises(TopologyValueError) as info:
+        run_local(FlakyTopology, engine="threads")
+    assert info.value.value == "threads"

@@ -164,7 +164,6 @@ class InProcessTopology:
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self._final_metrics: dict[str, dict[str, float]] | None = None
-        self._shutdown_sent = False
 
     # ---- the TMaster's part ---------------------------------------------------------------
     def on_tmaster_frame(self, frame: bytes) -> None:
@@ -188,8 +187,13 @@ class InProcessTopology:
                                     f"failed {recent} times within "
                                     f"{self.config.restart_window_secs:g} s")
 
+    @property
+    def ended(self) -> bool:
+        """True once the run is FINISHED, KILLED or FAILED (shutdown sent to every stmgr)."""
+        return self.status in ("FINISHED", "KILLED", "FAILED")
+
     def _end(self, status: str, detail: str) -> None:
-        if self.status in ("FINISHED", "KILLED", "FAILED"):
+        if self.ended:
             return
         self.status, self.detail = status, detail
         self.ended_at = time.time()
@@ -199,7 +203,6 @@ class InProcessTopology:
             shutdown=tmaster_pb2.Shutdown(reason=reason, detail=detail)))
         for core in self.cores:
             core.on_tmaster_frame(frame)
-        self._shutdown_sent = True
 
     def kill(self, detail: str = "killed") -> None:
         """End the run as KILLED (from the running thread, e.g. a timeout)."""
@@ -277,18 +280,13 @@ class InProcessTopology:
         if timed_out and self.status == "KILLED":
             raise TimeoutError(f"topology {self.name!r} did not end within {timeout} s")
         if self.status == "FAILED":
-            failure = self.failure
-            if failure is not None:
-                lines = failure.error.strip().splitlines()
-                raise TopologyRuntimeError(lines[-1] if lines else "instance failed",
-                                           component=failure.component,
-                                           task_id=failure.task_id, log_path=None,
-                                           detail=failure.error)
+            if self.failure is not None:  # no log file: its log went to the caller's logging
+                raise TopologyRuntimeError.from_instance_failure(self.failure, log_path="")
             raise TopologyRuntimeError(self.detail or "topology failed")
         return self.status
 
     def _all_stopped(self) -> bool:
-        return self._shutdown_sent and all(
+        return self.ended and all(
             entry.stopped or entry.executor is None for entry in self.tasks.values())
 
     def _turn(self) -> bool:

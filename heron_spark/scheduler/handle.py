@@ -110,10 +110,7 @@ class TopologyHandle:
             return
         failure = self._tmaster.failure
         if failure is not None:
-            lines = failure.error.strip().splitlines()
-            raise TopologyRuntimeError(lines[-1] if lines else "instance failed",
-                                       component=failure.component, task_id=failure.task_id,
-                                       log_path=failure.log_path, detail=failure.error)
+            raise TopologyRuntimeError.from_instance_failure(failure)
         raise TopologyRuntimeError(self._tmaster.detail or "topology failed")
 
     def __repr__(self) -> str:
