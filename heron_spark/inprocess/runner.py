@@ -301,8 +301,7 @@ class InProcessTopology:
             if entry.stopped or entry.executor is not executor:
                 continue
             if isinstance(executor, SpoutExecutor):
-                if entry.to_stmgr.bytes < self.config.instance_out_queue_bytes \
-                        and executor.may_emit():
+                if not executor.output_full() and executor.may_emit():
                     moved |= bool(self._guarded(entry, executor.run_slice, clock()))
                 if entry.executor is executor and not entry.stopped:
                     self._guarded(entry, executor.end_turn, clock())
