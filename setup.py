@@ -12,7 +12,13 @@ setup(
     version="0.1.0",
     description="Apache Heron's stream-processing semantics on Spark barrier tasks",
     python_requires=">=3.10",
-    packages=find_packages(include=["heron_spark", "heron_spark.*"]),
+    # heron_spark/heronpy is installed as top-level ``heronpy``: Heron topologies import it
+    # unchanged, on the driver and on every executor.
+    packages=[*find_packages(include=["heron_spark", "heron_spark.*"],
+                             exclude=["heron_spark.heronpy", "heron_spark.heronpy.*"]),
+              *(("heronpy" + p[len("heron_spark.heronpy"):]) for p in
+                find_packages(include=["heron_spark.heronpy", "heron_spark.heronpy.*"]))],
+    package_dir={"heronpy": "heron_spark/heronpy"},
     install_requires=[
         "pyspark>=4.0,<5",
         "pyarrow>=15",

@@ -4,7 +4,7 @@ The user API (heronpy-compatible) plus ``submit``; everything else is internal. 
 this package starts nothing: no Spark, no processes.
 """
 
-from heron_spark.api import (AssignableMetric, BatchBolt, BatchSpout, Bolt, CountMetric,
+from heron_spark.api import (AssignableMetric, BaseBolt, BaseSpout, BatchBolt, BatchSpout, Bolt, CountMetric,
                              GlobalStreamId, Grouping,
                              HeronComponentSpec, HeronTuple, ICustomGrouping, IMetric,
                              MeanReducedMetric, MultiCountMetric, Spout, Stream, Topology,
@@ -30,7 +30,7 @@ def submit(topology, spark=None, conf=None, name=None, master=None):
 
 
 __all__ = [
-    "AssignableMetric", "AuthenticationError", "BatchBolt", "BatchSpout", "Bolt",
+    "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout", "Bolt",
     "ClusterCapacityError", "ConfigError",
     "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",

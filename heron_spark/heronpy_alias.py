@@ -1,59 +1,31 @@
-"""Make ``import heronpy.api...`` resolve to ``heron_spark.api`` so heronpy topologies run as is.
+"""``import heronpy`` without installing Heron's heronpy (whose protobuf pin conflicts with ours).
 
-The real heronpy package is never imported (its protobuf pin conflicts with ours). The CLI and
-every Heron Instance process install the alias before user code is loaded.
+heron_spark installs its ``heron_spark/heronpy`` package as top-level ``heronpy`` (see setup.py), so
+an installed heron_spark needs nothing from here. ``install`` covers a heron_spark that is on
+``sys.path`` without being installed (a source checkout): it registers the same package under
+the name ``heronpy``. The CLI and every Heron Instance process call it before user code loads.
 """
 
 from __future__ import annotations
 
+import importlib
 import sys
-import types
-
-# heronpy module path -> heron_spark module that provides its names
-_ALIASES = {
-    "heronpy.api.api_constants": "heron_spark.api.api_constants",
-    "heronpy.api.bolt.bolt": "heron_spark.api.bolt",
-    "heronpy.api.bolt.base_bolt": "heron_spark.api.bolt",
-    "heronpy.api.spout.spout": "heron_spark.api.spout",
-    "heronpy.api.spout.base_spout": "heron_spark.api.spout",
-    "heronpy.api.stream": "heron_spark.api.stream",
-    "heronpy.api.topology": "heron_spark.api.topology",
-    "heronpy.api.component.component_spec": "heron_spark.api.component",
-    "heronpy.api.component.base_component": "heron_spark.api.component",
-    "heronpy.api.custom_grouping": "heron_spark.api.custom_grouping",
-    "heronpy.api.metrics": "heron_spark.api.metrics",
-    "heronpy.api.tuple": "heron_spark.api.tuple",
-    "heronpy.api.topology_context": "heron_spark.api.context",
-}
-_PACKAGES = {
-    "heronpy": None,
-    "heronpy.api": "heron_spark.api",
-    "heronpy.api.bolt": "heron_spark.api.bolt",
-    "heronpy.api.spout": "heron_spark.api.spout",
-    "heronpy.api.component": "heron_spark.api.component",
-}
 
 
 def install() -> None:
-    """Register the ``heronpy`` alias modules in ``sys.modules`` (idempotent)."""
-    import importlib
-
-    if getattr(sys.modules.get("heronpy"), "__heron_spark_alias__", False):
+    """Make ``heronpy`` importable, resolving to heron_spark's (idempotent)."""
+    if getattr(sys.modules.get("heronpy"), "__heron_spark__", False):
         return
-    for name, source in _PACKAGES.items():
-        package = types.ModuleType(name, f"heronpy alias onto {source or 'heron_spark'}")
-        package.__path__ = []  # a package: submodules resolve through sys.modules
-        package.__heron_spark_alias__ = True
-        if source:
-            package.__dict__.update(_public(importlib.import_module(source)))
-        sys.modules[name] = package
-    for name, source in _ALIASES.items():
-        sys.modules[name] = importlib.import_module(source)
-    for name in [*_PACKAGES, *_ALIASES]:
-        parent, _, child = name.rpartition(".")
-        if parent:
-            setattr(sys.modules[parent], child, sys.modules[name])
+    try:
+        module = importlib.import_module("heronpy")
+    except ImportError:
+        module = None
+    if module is not None and getattr(module, "__heron_spark__", False):
+        return
+    if module is not None:
+        from heron_spark.errors import WorkerEnvironmentError
 
-
-def _public(module: types.ModuleType) -> dict:
-    return {k: v for k, v in vars(module).items() if not k.startswith("_")}
+        raise WorkerEnvironmentError(
+            f"another heronpy is installed ({getattr(module, '__file__', module)}); heron_spark "
+            "ships its own heronpy. Fix: pip uninstall heronpy, then pip install heron_spark again")
+    sys.modules["heronpy"] = importlib.import_module("heron_spark.heronpy")

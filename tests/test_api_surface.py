@@ -6,7 +6,8 @@ import sys
 import heron_spark
 
 EXPECTED = {
-    "AssignableMetric", "AuthenticationError", "BatchBolt", "BatchSpout", "Bolt",
+    "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout",
+    "Bolt",
     "ClusterCapacityError", "ConfigError",
     "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
@@ -36,3 +37,33 @@ def test_importing_the_api_starts_no_spark():
             "assert 'pyspark' not in sys.modules, 'pyspark imported';"
             "assert 'pyarrow' not in sys.modules, 'pyarrow imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# heronpy's public modules, each with names user code imports from it
+HERONPY_MODULES = {
+    "heronpy.api.api_constants": ["TopologyReliabilityMode", "TOPOLOGY_RELIABILITY_MODE"],
+    "heronpy.api.bolt.bolt": ["Bolt"],
+    "heronpy.api.bolt.base_bolt": ["BaseBolt"],
+    "heronpy.api.spout.spout": ["Spout"],
+    "heronpy.api.spout.base_spout": ["BaseSpout"],
+    "heronpy.api.component.component_spec": ["HeronComponentSpec", "GlobalStreamId"],
+    "heronpy.api.component.base_component": ["BaseComponent"],
+    "heronpy.api.custom_grouping": ["ICustomGrouping"],
+    "heronpy.api.metrics": ["CountMetric", "MultiCountMetric", "MeanReducedMetric"],
+    "heronpy.api.stream": ["Grouping", "Stream"],
+    "heronpy.api.topology": ["Topology", "TopologyBuilder"],
+    "heronpy.api.topology_context": ["TopologyContext"],
+    "heronpy.api.tuple": ["Tuple", "TupleHelper"],
+}
+
+
+def test_heronpy_imports_in_a_fresh_interpreter_without_touching_heron_spark():
+    """Installing heron_spark installs ``heronpy``: no alias call, no heron_spark import first."""
+    script = "\n".join(
+        [f"from {module} import {', '.join(names)}" for module, names in HERONPY_MODULES.items()]
+        + ["import heronpy, heronpy.api.bolt.bolt as b, heron_spark.api.bolt as ours",
+           "assert b.Bolt is ours.Bolt and heronpy.__heron_spark__",
+           "print('ok')"])
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          cwd="/", timeout=60)
+    assert done.stdout.strip() == "ok", done.stderr

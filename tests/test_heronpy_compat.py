@@ -95,10 +95,16 @@ class FileSink(Bolt):
 '''
 
 BUILDER_STYLE = '''
+import sys
+
 from heronpy.api.topology import TopologyBuilder
 
 if __name__ == '__main__':
-    builder = TopologyBuilder("HeronpyBuilderWordCount")
+    # as Heron's examples do: the name comes from `heron submit FILE NAME`
+    if len(sys.argv) != 3 or sys.argv[2] != "--an-extra-argument":
+        print(f"usage: FILE NAME --an-extra-argument, got {sys.argv}")
+        sys.exit(1)
+    builder = TopologyBuilder(name=sys.argv[1])
     sentence = builder.add_spout("sentence", SentenceSpout, par=2)
     split = builder.add_bolt("split", SplitBolt, par=2, inputs={sentence: Grouping.SHUFFLE})
     count = builder.add_bolt("count", CountBolt, par=2,
@@ -161,15 +167,23 @@ def _describe(proc: subprocess.Popen, out: Path, err: Path) -> str:
             f"\n--- stderr ---\n{err.read_text()[-6000:]}")
 
 
-def _run_heronpy_file(tmp_path: Path, body: str, topology_name: str) -> None:
-    """Submit ``body`` with the CLI, wait for every count, list, kill; check it all."""
+def _run_heronpy_file(tmp_path: Path, body: str, topology_name: str,
+                      cli_args: tuple = ()) -> None:
+    """Submit ``body`` with the CLI, wait for every count, list, kill; check it all.
+
+    The components live in their own module, which imports heronpy: executors unpickle them
+    by reference, so ``heronpy`` must import there before any heron_spark code has run.
+    """
     sink = tmp_path / "sink.txt"
-    source = textwrap.dedent(COMPONENTS).format(sentences=SENTENCES,
-                                                per_task=SENTENCES_PER_TASK,
-                                                sink_path=str(sink)) + textwrap.dedent(body)
-    imports = [line for line in source.splitlines() if line.startswith(("import ", "from "))]
-    assert all(line.split()[1].startswith("heronpy.api") or line.split()[1] in ("os",)
-               for line in imports), imports
+    components = textwrap.dedent(COMPONENTS).format(sentences=SENTENCES,
+                                                    per_task=SENTENCES_PER_TASK,
+                                                    sink_path=str(sink))
+    source = "from heronpy_components import *  # noqa\n" + textwrap.dedent(body)
+    imports = [line for line in (components + source).splitlines()
+               if line.startswith(("import ", "from "))]
+    assert all(line.split()[1].startswith("heronpy.api")
+               or line.split()[1] in ("os", "sys", "heronpy_components") for line in imports), imports
+    (tmp_path / "heronpy_components.py").write_text(components)
     topology_file = tmp_path / "heronpy_topology.py"
     topology_file.write_text(source)
     conf = ["--conf", f"heron.statemgr=file://{tmp_path}/state",
@@ -179,7 +193,7 @@ def _run_heronpy_file(tmp_path: Path, body: str, topology_name: str) -> None:
     out, err = tmp_path / "submit.out", tmp_path / "submit.err"
     with open(out, "w") as stdout, open(err, "w") as stderr:
         proc = subprocess.Popen([*_cli(), "submit", "--master", "local[2]", *conf,
-                                 str(topology_file)],
+                                 str(topology_file), *cli_args],
                                 cwd=tmp_path, env=_env(), stdout=stdout, stderr=stderr,
                                 start_new_session=True)
     killed = False
@@ -246,7 +260,8 @@ def _stop(proc: subprocess.Popen, name: str, conf: list[str], killed: bool) -> N
 
 
 def test_heronpy_builder_file_runs_unchanged_under_the_cli(tmp_path):
-    _run_heronpy_file(tmp_path, BUILDER_STYLE, "HeronpyBuilderWordCount")
+    _run_heronpy_file(tmp_path, BUILDER_STYLE, "HeronpyBuilderWordCount",
+                      ("HeronpyBuilderWordCount", "--an-extra-argument"))
 
 
 def test_heronpy_class_file_runs_unchanged_under_the_cli(tmp_path):

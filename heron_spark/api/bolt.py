@@ -7,26 +7,8 @@ from heron_spark.api.stream import Stream
 from heron_spark.api.tuple import TupleHelper
 
 
-class Bolt(BaseComponent):
-    """A processing step. Runs in its own Heron Instance process, one per task.
-
-    ``process`` is called once per input tuple on the instance's task-execution thread,
-    ``process_tick`` every ``topology.tick.tuple.freq.secs`` seconds when that key is set.
-    """
-
-    auto_ack = False
-    """At-least-once: ack every input after ``process`` returns (unless it acked or failed it
-    itself) and anchor emits to it. Also set by the component config ``topology.bolt.auto.ack``."""
-
-    def process(self, tup) -> None:
-        """Handle one input tuple; may emit, ack or fail."""
-        raise NotImplementedError(f"{type(self).__name__} must implement process()")
-
-    def process_tick(self, tup) -> None:
-        """Handle a tick tuple (stream ``__tick`` from component ``__system``)."""
-
-    def end_of_input(self) -> None:
-        """Called once when every upstream task has ended (bounded topologies); may emit."""
+class BaseBolt(BaseComponent):
+    """What every bolt can do to the runtime: emit, ack, fail (heronpy's ``BaseBolt``)."""
 
     @staticmethod
     def is_tick(tup) -> bool:
@@ -48,3 +30,25 @@ class Bolt(BaseComponent):
     def fail(self, tup) -> None:
         """Mark input ``tup`` failed: its spout replays it (at-least-once)."""
         self.delegate.fail(tup)
+
+
+class Bolt(BaseBolt):
+    """A processing step. Runs in its own Heron Instance process, one per task.
+
+    ``process`` is called once per input tuple on the instance's task-execution thread,
+    ``process_tick`` every ``topology.tick.tuple.freq.secs`` seconds when that key is set.
+    """
+
+    auto_ack = False
+    """At-least-once: ack every input after ``process`` returns (unless it acked or failed it
+    itself) and anchor emits to it. Also set by the component config ``topology.bolt.auto.ack``."""
+
+    def process(self, tup) -> None:
+        """Handle one input tuple; may emit, ack or fail."""
+        raise NotImplementedError(f"{type(self).__name__} must implement process()")
+
+    def process_tick(self, tup) -> None:
+        """Handle a tick tuple (stream ``__tick`` from component ``__system``)."""
+
+    def end_of_input(self) -> None:
+        """Called once when every upstream task has ended (bounded topologies); may emit."""

@@ -8,7 +8,32 @@ from heron_spark.api.component import BaseComponent
 from heron_spark.api.stream import Stream
 
 
-class Spout(BaseComponent):
+class BaseSpout(BaseComponent):
+    """What every spout can do to the runtime: emit, declare itself exhausted (heronpy's
+    ``BaseSpout``)."""
+
+    _is_spout = True
+
+    def emit(self, tup, tup_id: Any = None, stream: str = Stream.DEFAULT_STREAM_ID,
+             direct_task: int | None = None, need_task_ids: bool = False):
+        """Emit ``tup`` (values in declared field order) on ``stream``.
+
+        ``tup_id`` makes the tuple reliable under at-least-once. ``direct_task`` names the target
+        task on a direct stream. Returns the target task ids when ``need_task_ids`` is True.
+        """
+        return self.delegate.emit(tup, stream, tup_id, None, direct_task, need_task_ids)
+
+    def declare_exhausted(self) -> None:
+        """Tell the runtime this spout will emit nothing more (bounded sources only).
+
+        Under at-least-once the spout ends only once all its tuple trees are closed; a
+        ``fail`` meanwhile makes ``next_tuple`` run again (to replay), so declare exhaustion
+        again once the replays are out.
+        """
+        self.delegate.declare_exhausted()
+
+
+class Spout(BaseSpout):
     """A source of tuples. Runs in its own Heron Instance process, one per task.
 
     ``next_tuple`` is called in a loop on the instance's task-execution thread; it should emit
@@ -36,21 +61,3 @@ class Spout(BaseComponent):
 
     def close(self) -> None:
         """Called once before the instance process exits cleanly."""
-
-    def emit(self, tup, tup_id: Any = None, stream: str = Stream.DEFAULT_STREAM_ID,
-             direct_task: int | None = None, need_task_ids: bool = False):
-        """Emit ``tup`` (values in declared field order) on ``stream``.
-
-        ``tup_id`` makes the tuple reliable under at-least-once. ``direct_task`` names the target
-        task on a direct stream. Returns the target task ids when ``need_task_ids`` is True.
-        """
-        return self.delegate.emit(tup, stream, tup_id, None, direct_task, need_task_ids)
-
-    def declare_exhausted(self) -> None:
-        """Tell the runtime this spout will emit nothing more (bounded sources only).
-
-        Under at-least-once the spout ends only once all its tuple trees are closed; a
-        ``fail`` meanwhile makes ``next_tuple`` run again (to replay), so declare exhaustion
-        again once the replays are out.
-        """
-        self.delegate.declare_exhausted()

@@ -1,4 +1,8 @@
-"""``heron-spark``: submit, kill, list topologies; print the effective config."""
+"""``heron-spark``: submit, kill, list topologies; print the effective config.
+
+``heron-spark submit [options] FILE [NAME] [ARGS...]`` runs FILE as ``heron submit`` does: options
+come before FILE; NAME and ARGS reach the file as ``sys.argv[1:]``.
+"""
 
 from __future__ import annotations
 
@@ -40,7 +44,8 @@ def cmd_submit(args) -> int:
         raise SystemExit(f"no such topology file: {path}")
     options = {"conf": _conf_pairs(args.conf), "name": args.name, "master": args.master}
     submit_module._CLI_CONTEXT = {"options": options, "handles": []}
-    sys.argv = [str(path)]
+    # As ``heron submit`` does: the file sees NAME and the extra arguments as sys.argv[1:].
+    sys.argv = [str(path), *([args.name] if args.name else []), *args.args]
     sys.path.insert(0, str(path.parent))
     code = 0
     try:
@@ -108,7 +113,10 @@ def build_parser() -> argparse.ArgumentParser:
     submit = sub.add_parser("submit", help="run a topology file and wait for it to end")
     submit.add_argument("--master", help="Spark master URL (default: local[*] or spark-submit's)")
     submit.add_argument("file", help="Python file defining or building a topology")
-    submit.add_argument("name", nargs="?", help="topology name (and class, if several)")
+    submit.add_argument("name", nargs="?", help="topology name (and class, if several); the file "
+                        "reads it as sys.argv[1]")
+    submit.add_argument("args", nargs=argparse.REMAINDER,
+                        help="further arguments, passed to the file as sys.argv[2:]")
     kill = sub.add_parser("kill", help="kill a running topology")
     kill.add_argument("name")
     sub.add_parser("list", help="list topologies in the state manager")

@@ -1,0 +1,3 @@
+"""heronpy.api.bolt: bolts."""
+
+from heron_spark.api.bolt import BaseBolt, Bolt  # noqa: F401

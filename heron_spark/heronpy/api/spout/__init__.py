@@ -1,0 +1,3 @@
+"""heronpy.api.spout: spouts."""
+
+from heron_spark.api.spout import BaseSpout, Spout  # noqa: F401
