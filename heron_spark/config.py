@@ -52,6 +52,7 @@ BACKPRESSURE_LOW_WATER_TUPLES = "heron.stmgr.backpressure.low.water.tuples"
 TRACKER_MAX_CONNECTIONS = "heron.tracker.max.connections"
 TRACKER_IDLE_TIMEOUT_SECS = "heron.tracker.idle.timeout.secs"
 PYTHON_GC_YOUNG_OBJECTS = "heron.python.gc.young.objects"
+CHECKPOINT_ROOT = "heron.checkpoint.root"
 
 CONF_FILE_NAME = "heron_spark.yaml"
 CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
@@ -117,6 +118,9 @@ class SystemConfig:
     # up to 40% of a word count's CPU. 0 turns the cyclic collector off (only for user code
     # that makes no reference cycles: they would never be freed).
     python_gc_young_objects: int = 10000
+    # Effectively once: where task state is checkpointed, a pyarrow.fs URL (file://, hdfs://,
+    # s3://) or a local path; empty: <work_dir>/checkpoints (one machine only).
+    checkpoint_root: str = ""
 
     def validate(self) -> "SystemConfig":
         """Return self, or raise ConfigError naming the first unusable value."""

@@ -143,10 +143,11 @@ def test_reserved_field_name():
     assert (error.kind, error.component) == ("fields", "r")
 
 
-def test_effectively_once_is_refused_until_supported():
+def test_effectively_once_needs_a_positive_checkpoint_interval():
     error = _invalid(lambda: _builder(("b", EchoBolt, 1, lambda s: [s]),
-                                      config={"topology.reliability.mode": "EFFECTIVELY_ONCE"}))
-    assert error.kind == "unsupported"
+                                      config={"topology.reliability.mode": "EFFECTIVELY_ONCE",
+                                              "topology.stateful.checkpoint.interval.seconds": 0}))
+    assert error.kind == "config"
 
 
 def test_submit_fails_before_spark_starts(tmp_path):

@@ -32,6 +32,10 @@ from heron_spark.instance.executor import BoltExecutor, SpoutExecutor, Stop
 from heron_spark.metrics import aggregate
 from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
+from heron_spark.api import api_constants as keys
+from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
+from heron_spark.tmaster.checkpoints import CheckpointCoordinator
+from heron_spark.tmaster.master import checkpoint_interval_secs
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.stmgr.core import StmgrCore
 from heron_spark.wire import frames
@@ -164,6 +168,15 @@ class InProcessTopology:
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self._final_metrics: dict[str, dict[str, float]] | None = None
+        self.checkpoints: CheckpointCoordinator | None = None  # effectively once
+        if prepared.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+            self._checkpoint_store = CheckpointStore(
+                checkpoint_root(self.config.checkpoint_root, self.config.work_dir), self.name)
+            self._checkpoint_store.clear()
+            self.checkpoints = CheckpointCoordinator(
+                set(self.tasks), checkpoint_interval_secs(prepared.logical.config), 0,
+                self._broadcast, lambda checkpoint, _: self._checkpoint_store.retain(checkpoint),
+                clock)
 
     # ---- the TMaster's part ---------------------------------------------------------------
     def on_tmaster_frame(self, frame: bytes) -> None:
@@ -171,7 +184,13 @@ class InProcessTopology:
         message = tmaster_pb2.StmgrToTmaster()
         message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
         body = message.WhichOneof("body")
-        if body == "drained":
+        if body == "stored" and self.checkpoints is not None:
+            self.checkpoints.on_stored(message.stored.task_id, message.stored.checkpoint_id)
+        elif body == "restored" and self.checkpoints is not None:
+            self.checkpoints.on_restored(message.restored.task_id, message.restored.epoch)
+        elif body == "drained":
+            if self.checkpoints is not None and self.checkpoints.restoring:
+                return  # from the epoch being rolled back
             self.drained.update(message.drained.task_ids)
             if self.drained >= set(self.tasks):
                 self._end("FINISHED", "every spout exhausted, every task drained")
@@ -186,6 +205,14 @@ class InProcessTopology:
                 self._end("FAILED", f"task {failed.task_id} of component {failed.component!r} "
                                     f"failed {recent} times within "
                                     f"{self.config.restart_window_secs:g} s")
+            elif self.checkpoints is not None and not self.ended:
+                self.drained.clear()
+                self.checkpoints.restore(f"task {failed.task_id} failed")
+
+    def _broadcast(self, message: tmaster_pb2.TmasterToStmgr) -> None:
+        frame = frames.control_frame(message)
+        for core in self.cores:
+            core.on_tmaster_frame(frame)
 
     @property
     def ended(self) -> bool:
@@ -267,6 +294,8 @@ class InProcessTopology:
         plan_frame = frames.control_frame(tmaster_pb2.TmasterToStmgr(plan=self.physical_plan))
         self.status = "RUNNING"
         self.started_at = time.time()
+        if self.checkpoints is not None:
+            self.checkpoints.restore("start")  # every task starts from no state, spouts held
         for core in self.cores:
             core.on_tmaster_frame(plan_frame)
         timed_out = False
@@ -274,6 +303,8 @@ class InProcessTopology:
             if deadline is not None and self.clock() >= deadline and not timed_out:
                 timed_out = True
                 self.kill(f"not ended within {timeout:g} s")
+            if self.checkpoints is not None and not self.ended:
+                self.checkpoints.tick(self.clock())
             if not self._turn():
                 self._nap()
         self._final_metrics = self._collect_metrics()

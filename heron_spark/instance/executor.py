@@ -33,6 +33,7 @@ from heron_spark.instance import batches
 from heron_spark.instance.acking import AckBuffer, SpoutTrees
 from heron_spark.instance.collector import OutputCollector
 from heron_spark.instance.context import InstanceContext
+from heron_spark.instance.stateful import TaskState
 from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import stmgr_pb2, tmaster_pb2
@@ -63,6 +64,9 @@ class TaskExecutor:
                  clock: Callable[[], float] = time.monotonic,
                  push: Callable[[], None] | None = None,
                  output_full: Callable[[], bool] = lambda: False) -> None:
+        # kept to start over on an effectively-once restore
+        self._init_args = (plan, task_id, config, send, logger)
+        self._init_kwargs = {"clock": clock, "push": push, "output_full": output_full}
         self.plan = plan
         self.task_id = task_id
         self.config = config
@@ -84,6 +88,10 @@ class TaskExecutor:
         self.user_metrics: dict[str, float] = {}  # latest values, gathered on the loop thread
         self._bound: dict[str, Callable] = {}     # fast paths bound onto the component
         self.statemgr_url = config.statemgr
+        self.stateful: TaskState | None = None  # effectively once
+        if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+            self.stateful = TaskState(config, plan.logical.name, task_id)
+        self.held = False  # effectively once: a spout waits for the end of a restore
 
     # ---- delegate API (user code calls these) ----------------------------------------------
     def log(self, message: str, level: str | None = None) -> None:
@@ -97,8 +105,12 @@ class TaskExecutor:
                                f"{self.component_name}.{self.context.get_task_index()}")
 
     # ---- life cycle ------------------------------------------------------------------------
-    def start(self) -> None:
-        """Create the user's component and initialize it (after StartProcessing)."""
+    def start(self, epoch: int = 0, checkpoint_id: int = 0, hold: bool = False) -> None:
+        """Create the user's component and initialize it (after StartProcessing).
+
+        Effectively once: ``init_state`` first, with the state of ``checkpoint_id``; then the
+        task reports it restored ``epoch``; a spout emits nothing while ``hold``.
+        """
         self.started = True
         self.component = self.decl.component_class(self)
         self.collector = OutputCollector(self.plan, self.task_id, self.context, self.send,
@@ -107,8 +119,14 @@ class TaskExecutor:
         self.collector.delegate_emit = self.emit
         config = self.context.get_cluster_config()
         self._configure(config)  # before initialize: user code may keep self.emit / self.ack
+        if self.stateful is not None:
+            self.held = hold
+            self.stateful.load(self.component, epoch, checkpoint_id)
         self.component.initialize(config, self.context)
         self._initialized(config)
+        if self.stateful is not None:
+            self.control_message(stmgr_pb2.InstanceToStmgr(restored=tmaster_pb2.InstanceRestored(
+                task_id=self.task_id, epoch=epoch, checkpoint_id=checkpoint_id)))
         self.logger.info("task %d of %s started", self.task_id, self.component_name)
 
     def _configure(self, config: dict) -> None:
@@ -128,13 +146,43 @@ class TaskExecutor:
         body = message.WhichOneof("body")
         if body == "start":
             if not self.started:
-                self.start()
+                start = message.start
+                self.start(start.epoch, start.checkpoint_id, start.hold)
+        elif body == "checkpoint":
+            if self.started and self.stateful is not None:
+                self.checkpoint(message.checkpoint.checkpoint_id)
+        elif body == "restore":
+            if self.started and self.stateful is not None:
+                self.restore(message.restore.epoch, message.restore.checkpoint_id)
+        elif body == "resume":
+            if self.stateful is not None and message.resume.epoch == self.stateful.epoch:
+                self.held = False
         elif body == "shutdown":
             reason = tmaster_pb2.ShutdownReason.Name(message.shutdown.reason)
             self.logger.info("shutdown (%s) %s", reason, message.shutdown.detail)
             if self.started:
                 self.end_turn(self.clock(), force=True)
             raise Stop(0)
+
+    # ---- effectively once --------------------------------------------------------------------
+    def checkpoint(self, checkpoint_id: int) -> None:
+        """Save state for ``checkpoint_id``: what was emitted before goes first, then the
+        markers to every downstream task, then the report to the stmgr."""
+        self.end_turn(self.clock(), force=True)
+        self.stateful.save(self.component, checkpoint_id)
+        name = str(checkpoint_id).encode()
+        for dest in self.plan.downstream_tasks(self.task_id):
+            self.send(frames.data_frame(frames.CHECKPOINT_MARKER, self.task_id, dest, 0, name))
+        self.control_message(stmgr_pb2.InstanceToStmgr(stored=tmaster_pb2.InstanceStateStored(
+            task_id=self.task_id, checkpoint_id=checkpoint_id)))
+
+    def restore(self, epoch: int, checkpoint_id: int) -> None:
+        """Start over from ``checkpoint_id``'s state: drop what is buffered, build the
+        component anew (``init_state``, ``initialize``); a spout holds until ``resume``."""
+        self.logger.info("task %d restores checkpoint %d (epoch %d)", self.task_id,
+                         checkpoint_id, epoch)
+        type(self).__init__(self, *self._init_args, **self._init_kwargs)
+        self.start(epoch, checkpoint_id, hold=True)
 
     def end_turn(self, now: float, force: bool = False) -> None:
         """The loop handled everything it had: send what was emitted (unless it lingers)."""
@@ -244,7 +292,7 @@ class SpoutExecutor(TaskExecutor):
     # the loop
     def may_emit(self) -> bool:
         """True when ``next_tuple`` may run now."""
-        if self.gated or self.exhausted:
+        if self.gated or self.exhausted or self.held:
             return False
         if self.trees is not None and self.trees.full:
             return False
@@ -453,8 +501,11 @@ class BoltExecutor(TaskExecutor):
 
     def _on_data(self, frame: bytes) -> None:
         data_kind, src, _, rows, stream_length = _data_head(frame, _PREFIX_BYTES)
-        if data_kind == frames.END_OF_STREAM:
-            self._on_end_of_stream(src)
+        if data_kind != frames.TUPLES:
+            if data_kind == frames.END_OF_STREAM:
+                self._on_end_of_stream(src)
+            elif data_kind == frames.CHECKPOINT_MARKER and self.stateful is not None:
+                self.checkpoint(int(frames.data_stream(frame, stream_length)))
             return
         stream = frames.data_stream(frame, stream_length)
         source = self._sources.get((src, stream))

@@ -22,8 +22,7 @@ SYSTEM_COMPONENT = "__system"
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 _MODES = (keys.TopologyReliabilityMode.ATMOST_ONCE, keys.TopologyReliabilityMode.ATLEAST_ONCE,
           keys.TopologyReliabilityMode.EFFECTIVELY_ONCE)
-SUPPORTED_MODES = (keys.TopologyReliabilityMode.ATMOST_ONCE,
-                   keys.TopologyReliabilityMode.ATLEAST_ONCE)
+SUPPORTED_MODES = _MODES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,6 +140,18 @@ def _check_topology_config(config: dict) -> None:
         raise TopologyValueError(f"reliability mode {mode} is not available in this version",
                                  value=mode, kind="unsupported",
                                  fix=f"use one of {SUPPORTED_MODES}")
+    if mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+        interval = config.get(keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS,
+                              config.get("topology.stateful.checkpoint.interval.secs", 5))
+        try:
+            ok = float(interval) > 0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise TopologyValueError("the checkpoint interval must be a positive number of "
+                                     "seconds", value=interval, kind="config",
+                                     fix=f"set {keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS}"
+                                         " to, say, 5")
 
 
 def _check_name(spec: HeronComponentSpec, seen: dict) -> None:

@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from heron_spark.proto import tmaster_pb2 as tmaster__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0bstmgr.proto\x12\x0bheron_spark\x1a\rtmaster.proto\"0\n\x10RegisterInstance\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\x0b\n\x03pid\x18\x02 \x01(\x05\"$\n\x11InstanceExhausted\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\")\n\x08XorBatch\x12\r\n\x05roots\x18\x01 \x01(\x0c\x12\x0e\n\x06values\x18\x02 \x01(\x0c\"B\n\x0bTreesOpened\x12\r\n\x05roots\x18\x01 \x01(\x0c\x12$\n\x05\x65\x64ges\x18\x02 \x01(\x0b\x32\x15.heron_spark.XorBatch\"\x1a\n\tFailBatch\x12\r\n\x05roots\x18\x01 \x01(\x0c\"$\n\x10InstanceProgress\x12\x10\n\x08\x65xecuted\x18\x01 \x01(\x03\"\xb4\x03\n\x0fInstanceToStmgr\x12\x31\n\x08register\x18\x01 \x01(\x0b\x32\x1d.heron_spark.RegisterInstanceH\x00\x12\x33\n\texhausted\x18\x02 \x01(\x0b\x32\x1e.heron_spark.InstanceExhaustedH\x00\x12+\n\x07\x64rained\x18\x03 \x01(\x0b\x32\x18.heron_spark.TaskDrainedH\x00\x12-\n\x06\x66\x61iled\x18\x04 \x01(\x0b\x32\x1b.heron_spark.InstanceFailedH\x00\x12%\n\x04\x61\x63ks\x18\x05 \x01(\x0b\x32\x15.heron_spark.XorBatchH\x00\x12\'\n\x05\x66\x61ils\x18\x06 \x01(\x0b\x32\x16.heron_spark.FailBatchH\x00\x12\x31\n\x08progress\x18\x07 \x01(\x0b\x32\x1d.heron_spark.InstanceProgressH\x00\x12&\n\x05\x65\x64ges\x18\x08 \x01(\x0b\x32\x15.heron_spark.XorBatchH\x00\x12*\n\x06opened\x18\t \x01(\x0b\x32\x18.heron_spark.TreesOpenedH\x00\x42\x06\n\x04\x62ody\"*\n\tTreesDone\x12\r\n\x05\x61\x63ked\x18\x01 \x01(\x0c\x12\x0e\n\x06\x66\x61iled\x18\x02 \x01(\x0c\"%\n\x0fStartProcessing\x12\x12\n\ngeneration\x18\x01 \x01(\x03\"+\n\tSpoutGate\x12\x0e\n\x06paused\x18\x01 \x01(\x08\x12\x0e\n\x06routed\x18\x02 \x01(\x03\"\xc4\x01\n\x0fStmgrToInstance\x12-\n\x05start\x18\x01 \x01(\x0b\x32\x1c.heron_spark.StartProcessingH\x00\x12)\n\x08shutdown\x18\x02 \x01(\x0b\x32\x15.heron_spark.ShutdownH\x00\x12\'\n\x05trees\x18\x03 \x01(\x0b\x32\x16.heron_spark.TreesDoneH\x00\x12&\n\x04gate\x18\x04 \x01(\x0b\x32\x16.heron_spark.SpoutGateH\x00\x42\x06\n\x04\x62ody\"=\n\x12\x42\x61\x63kpressureSignal\x12\x17\n\x0f\x63ontainer_index\x18\x01 \x01(\x05\x12\x0e\n\x06\x61\x63tive\x18\x02 \x01(\x08\"\x9d\x01\n\x0cStmgrToStmgr\x12\x37\n\x0c\x62\x61\x63kpressure\x18\x01 \x01(\x0b\x32\x1f.heron_spark.BackpressureSignalH\x00\x12$\n\x03xor\x18\x02 \x01(\x0b\x32\x15.heron_spark.XorBatchH\x00\x12&\n\x04\x66\x61il\x18\x03 \x01(\x0b\x32\x16.heron_spark.FailBatchH\x00\x42\x06\n\x04\x62ody*)\n\x08\x44\x61taKind\x12\n\n\x06TUPLES\x10\x00\x12\x11\n\rEND_OF_STREAM\x10\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0bstmgr.proto\x12\x0bheron_spark\x1a\rtmaster.proto\"0\n\x10RegisterInstance\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\x0b\n\x03pid\x18\x02 \x01(\x05\"$\n\x11InstanceExhausted\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\")\n\x08XorBatch\x12\r\n\x05roots\x18\x01 \x01(\x0c\x12\x0e\n\x06values\x18\x02 \x01(\x0c\"B\n\x0bTreesOpened\x12\r\n\x05roots\x18\x01 \x01(\x0c\x12$\n\x05\x65\x64ges\x18\x02 \x01(\x0b\x32\x15.heron_spark.XorBatch\"\x1a\n\tFailBatch\x12\r\n\x05roots\x18\x01 \x01(\x0c\"$\n\x10InstanceProgress\x12\x10\n\x08\x65xecuted\x18\x01 \x01(\x03\"\x9b\x04\n\x0fInstanceToStmgr\x12\x31\n\x08register\x18\x01 \x01(\x0b\x32\x1d.heron_spark.RegisterInstanceH\x00\x12\x33\n\texhausted\x18\x02 \x01(\x0b\x32\x1e.heron_spark.InstanceExhaustedH\x00\x12+\n\x07\x64rained\x18\x03 \x01(\x0b\x32\x18.heron_spark.TaskDrainedH\x00\x12-\n\x06\x66\x61iled\x18\x04 \x01(\x0b\x32\x1b.heron_spark.InstanceFailedH\x00\x12%\n\x04\x61\x63ks\x18\x05 \x01(\x0b\x32\x15.heron_spark.XorBatchH\x00\x12\'\n\x05\x66\x61ils\x18\x06 \x01(\x0b\x32\x16.heron_spark.FailBatchH\x00\x12\x31\n\x08progress\x18\x07 \x01(\x0b\x32\x1d.heron_spark.InstanceProgressH\x00\x12&\n\x05\x65\x64ges\x18\x08 \x01(\x0b\x32\x15.heron_spark.XorBatchH\x00\x12*\n\x06opened\x18\t \x01(\x0b\x32\x18.heron_spark.TreesOpenedH\x00\x12\x32\n\x06stored\x18\n \x01(\x0b\x32 .heron_spark.InstanceStateStoredH\x00\x12\x31\n\x08restored\x18\x0b \x01(\x0b\x32\x1d.heron_spark.InstanceRestoredH\x00\x42\x06\n\x04\x62ody\"*\n\tTreesDone\x12\r\n\x05\x61\x63ked\x18\x01 \x01(\x0c\x12\x0e\n\x06\x66\x61iled\x18\x02 \x01(\x0c\"Y\n\x0fStartProcessing\x12\x12\n\ngeneration\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\x12\x0c\n\x04hold\x18\x04 \x01(\x08\"+\n\tSpoutGate\x12\x0e\n\x06paused\x18\x01 \x01(\x08\x12\x0e\n\x06routed\x18\x02 \x01(\x03\"\xd7\x02\n\x0fStmgrToInstance\x12-\n\x05start\x18\x01 \x01(\x0b\x32\x1c.heron_spark.StartProcessingH\x00\x12)\n\x08shutdown\x18\x02 \x01(\x0b\x32\x15.heron_spark.ShutdownH\x00\x12\'\n\x05trees\x18\x03 \x01(\x0b\x32\x16.heron_spark.TreesDoneH\x00\x12&\n\x04gate\x18\x04 \x01(\x0b\x32\x16.heron_spark.SpoutGateH\x00\x12\x32\n\ncheckpoint\x18\x05 \x01(\x0b\x32\x1c.heron_spark.StartCheckpointH\x00\x12,\n\x07restore\x18\x06 \x01(\x0b\x32\x19.heron_spark.RestoreStateH\x00\x12/\n\x06resume\x18\x07 \x01(\x0b\x32\x1d.heron_spark.ResumeProcessingH\x00\x42\x06\n\x04\x62ody\"=\n\x12\x42\x61\x63kpressureSignal\x12\x17\n\x0f\x63ontainer_index\x18\x01 \x01(\x05\x12\x0e\n\x06\x61\x63tive\x18\x02 \x01(\x08\"4\n\nEpochFence\x12\x17\n\x0f\x63ontainer_index\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"\xc7\x01\n\x0cStmgrToStmgr\x12(\n\x05\x66\x65nce\x18\x04 \x01(\x0b\x32\x17.heron_spark.EpochFenceH\x00\x12\x37\n\x0c\x62\x61\x63kpressure\x18\x01 \x01(\x0b\x32\x1f.heron_spark.BackpressureSignalH\x00\x12$\n\x03xor\x18\x02 \x01(\x0b\x32\x15.heron_spark.XorBatchH\x00\x12&\n\x04\x66\x61il\x18\x03 \x01(\x0b\x32\x16.heron_spark.FailBatchH\x00\x42\x06\n\x04\x62ody*@\n\x08\x44\x61taKind\x12\n\n\x06TUPLES\x10\x00\x12\x11\n\rEND_OF_STREAM\x10\x01\x12\x15\n\x11\x43HECKPOINT_MARKER\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'stmgr_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_DATAKIND']._serialized_start=1297
-  _globals['_DATAKIND']._serialized_end=1338
+  _globals['_DATAKIND']._serialized_start=1695
+  _globals['_DATAKIND']._serialized_end=1759
   _globals['_REGISTERINSTANCE']._serialized_start=43
   _globals['_REGISTERINSTANCE']._serialized_end=91
   _globals['_INSTANCEEXHAUSTED']._serialized_start=93
@@ -47,17 +47,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INSTANCEPROGRESS']._serialized_start=270
   _globals['_INSTANCEPROGRESS']._serialized_end=306
   _globals['_INSTANCETOSTMGR']._serialized_start=309
-  _globals['_INSTANCETOSTMGR']._serialized_end=745
-  _globals['_TREESDONE']._serialized_start=747
-  _globals['_TREESDONE']._serialized_end=789
-  _globals['_STARTPROCESSING']._serialized_start=791
-  _globals['_STARTPROCESSING']._serialized_end=828
-  _globals['_SPOUTGATE']._serialized_start=830
-  _globals['_SPOUTGATE']._serialized_end=873
-  _globals['_STMGRTOINSTANCE']._serialized_start=876
-  _globals['_STMGRTOINSTANCE']._serialized_end=1072
-  _globals['_BACKPRESSURESIGNAL']._serialized_start=1074
-  _globals['_BACKPRESSURESIGNAL']._serialized_end=1135
-  _globals['_STMGRTOSTMGR']._serialized_start=1138
-  _globals['_STMGRTOSTMGR']._serialized_end=1295
+  _globals['_INSTANCETOSTMGR']._serialized_end=848
+  _globals['_TREESDONE']._serialized_start=850
+  _globals['_TREESDONE']._serialized_end=892
+  _globals['_STARTPROCESSING']._serialized_start=894
+  _globals['_STARTPROCESSING']._serialized_end=983
+  _globals['_SPOUTGATE']._serialized_start=985
+  _globals['_SPOUTGATE']._serialized_end=1028
+  _globals['_STMGRTOINSTANCE']._serialized_start=1031
+  _globals['_STMGRTOINSTANCE']._serialized_end=1374
+  _globals['_BACKPRESSURESIGNAL']._serialized_start=1376
+  _globals['_BACKPRESSURESIGNAL']._serialized_end=1437
+  _globals['_EPOCHFENCE']._serialized_start=1439
+  _globals['_EPOCHFENCE']._serialized_end=1491
+  _globals['_STMGRTOSTMGR']._serialized_start=1494
+  _globals['_STMGRTOSTMGR']._serialized_end=1693
 # @@protoc_insertion_point(module_scope)

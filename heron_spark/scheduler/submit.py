@@ -26,6 +26,7 @@ from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
                                                    is_local_master)
 from heron_spark.statemgr import open_state_manager
+from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
 from heron_spark.tmaster.tracker import start_tracker
 from heron_spark.wire.auth import new_secret
@@ -73,8 +74,11 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     host = system.tmaster_host or ("127.0.0.1" if local else
                                    spark.sparkContext.getConf().get("spark.driver.host",
                                                                     "127.0.0.1"))
+    root = checkpoint_root(system.checkpoint_root, system.work_dir)
+    committed = (statemgr.get_committed_checkpoint(plan.name) or {}) if resume else {}
     tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
-                      generation, system.instance_restart_max, system.restart_window_secs)
+                      generation, system.instance_restart_max, system.restart_window_secs,
+                      checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)))
     tracker = None
     if system.tracker_port >= 0:
         tracker = start_tracker(tmaster, host, system.tracker_port, secret,
@@ -96,6 +100,9 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                     generation, prior.get("state"))
     else:
         statemgr.clear_spout_states(plan.name)  # a new run reads its sources from the start
+        if statemgr.get_committed_checkpoint(plan.name) is not None:  # and starts from no state
+            statemgr.clear_committed_checkpoint(plan.name)
+            CheckpointStore(root, plan.name).clear()
     statemgr.set_topology(_topology_proto(plan, topology_id, definition))
     statemgr.set_packing_plan(plan.name, packing)
     tmaster.start()

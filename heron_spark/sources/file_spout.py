@@ -10,6 +10,8 @@ lines beyond it; a restarted task seeks to the watermark and skips those lines, 
 resumes where acked work ended. The spout declares itself exhausted once every line of every
 file has been acked. Runs in a Heron Instance. Under at-most-once nothing is acked: a line
 counts as done once emitted, and a restart resumes after the last committed emitted line.
+Under effectively once the offsets are part of each checkpoint instead (``init_state`` /
+``pre_save``): after a failure the spout rewinds to the lines emitted before the checkpoint.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from pathlib import Path
 
 from heron_spark.api import api_constants as keys
 from heron_spark.api.spout import Spout
+from heron_spark.api.state import StatefulComponent
 from heron_spark.api.stream import Stream
 from heron_spark.errors import TopologyValueError
 from heron_spark.plan.logical import reliability_mode
@@ -80,7 +83,7 @@ class _File:
             self.handle.close()
 
 
-class FileSpout(Spout):
+class FileSpout(Spout, StatefulComponent):
     """See the module docstring. Configure with ``FileSpout.spec(path=..., ...)``."""
 
     outputs = [Stream(fields=["line", "position"])]
@@ -108,14 +111,26 @@ class FileSpout(Spout):
         return super().spec(name=name, par=par, inputs=inputs, config=config,
                             optional_outputs=optional_outputs)
 
+    _checkpointed = None  # effectively once: the task's State (set by init_state)
+
+    def init_state(self, stateful_state) -> None:
+        self._checkpointed = stateful_state
+
+    def pre_save(self, checkpoint_id) -> None:
+        self._commit()
+
     def initialize(self, config, context):
         root = Path(config[PATH])
         paths = [root] if root.is_file() else sorted(p for p in root.glob(config.get(PATTERN, "*"))
                                                      if p.is_file())
         if not paths:
             raise FileNotFoundError(f"FileSpout {context.get_component_id()}: no files at {root}")
-        self._store = self.delegate.spout_state_store()
-        saved = self._store.load() or {}
+        if self._checkpointed is not None:
+            self._store = None
+            saved = self._checkpointed.get("file_spout") or {}
+        else:
+            self._store = self.delegate.spout_state_store()
+            saved = self._store.load() or {}
         self._files = [_File(p, saved.get("files", {}).get(p.name)) for p in paths]
         self._tasks = context.get_component_parallelism(context.get_component_id())
         self._index = context.get_task_index()
@@ -199,7 +214,11 @@ class FileSpout(Spout):
             self._commit()
 
     def _commit(self) -> None:
-        self._store.save({"files": {f.path.name: f.state() for f in self._files},
-                          "acked_total": self._acked_total})
+        state = {"files": {f.path.name: f.state() for f in self._files},
+                 "acked_total": self._acked_total}
+        if self._store is None:
+            self._checkpointed.put("file_spout", state)
+        else:
+            self._store.save(state)
         self._dirty = False
         self._committed_at = time.monotonic()

@@ -27,6 +27,7 @@ PHYSICAL_PLAN = "physical_plan"
 EXECUTION_STATE = "execution_state"
 TMASTER_LOCATION = "tmaster"
 SECRET = "secret"
+COMMITTED_CHECKPOINT = "committed_checkpoint"
 SPOUT_STATE_PREFIX = "spout_state."
 
 
@@ -160,6 +161,22 @@ class StateManager(abc.ABC):
         """Return the checkpoint stored by ``set_spout_state``, or None."""
         raw = self.get(topology, SPOUT_STATE_PREFIX + key)
         return None if raw is None else json.loads(raw)
+
+
+    def set_committed_checkpoint(self, topology: str, checkpoint: dict) -> None:
+        """Record the last checkpoint every task saved (effectively once): its id, epoch and
+        store URL. A resumed TMaster restores from it."""
+        self.put(topology, COMMITTED_CHECKPOINT, json.dumps(checkpoint, sort_keys=True).encode())
+
+    def get_committed_checkpoint(self, topology: str) -> dict | None:
+        """Return what ``set_committed_checkpoint`` recorded, or None."""
+        raw = self.get(topology, COMMITTED_CHECKPOINT)
+        return None if raw is None else json.loads(raw)
+
+    def clear_committed_checkpoint(self, topology: str) -> None:
+        """Forget the committed checkpoint (a new run starts from empty state)."""
+        if self.get(topology, COMMITTED_CHECKPOINT) is not None:
+            self.delete(topology, COMMITTED_CHECKPOINT)
 
 
 def check_name(kind: str, name: str) -> str:

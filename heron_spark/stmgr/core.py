@@ -18,7 +18,10 @@ What it does:
   each local bolt minus its reported progress); over a high mark it stops reading its local
   spouts, gates them, and tells every peer to do the same (``backpressure``);
 - end of input: sends END_OF_STREAM downstream when a spout is exhausted, and replays the
-  END_OF_STREAM of ended tasks to a local instance that restarts.
+  END_OF_STREAM of ended tasks to a local instance that restarts;
+- effectively once: passes the TMaster's checkpoints to local spouts, aligns checkpoint
+  markers for local bolts (``gateway``), and on a restore drops everything in flight: DATA
+  from local instances until they restored, DATA from each peer until that peer's epoch fence.
 """
 
 from __future__ import annotations
@@ -29,12 +32,14 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from heron_spark.api import api_constants as keys
 from heron_spark.config import SystemConfig
 from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.stmgr import acking
 from heron_spark.stmgr.backpressure import Backpressure
+from heron_spark.stmgr.gateway import CheckpointGateway
 from heron_spark.wire import frames, tree_ids
 
 log = logging.getLogger(__name__)
@@ -128,6 +133,18 @@ class StmgrCore:
         self.instances_lost = 0          # instance connections closed while running
         self.instance_registrations = 0  # restarted instances that registered again
         self.trees_acked = self.trees_failed = self.trees_expired = 0
+        # Effectively once (None / unused otherwise): the epoch and checkpoint every local task
+        # must restore, whether a restore is under way, and each peer's fenced epoch.
+        self.gateway: CheckpointGateway | None = None
+        if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+            self.gateway = CheckpointGateway(
+                {t: frozenset(plan.upstream_tasks(t)) for t in self.local_tasks
+                 if t not in self.spout_tasks}, self._deliver_now)
+        self.epoch = 0
+        self.restore_checkpoint = 0
+        self.restoring = False
+        self.peer_epochs: dict[int, int] = {}
+        self.frames_dropped_in_restore = 0
 
     @property
     def all_registered(self) -> bool:
@@ -144,6 +161,9 @@ class StmgrCore:
     def on_instance_frame(self, task: int, kind: int, frame: bytes) -> None:
         """Handle one frame from local ``task`` (prefix included)."""
         if kind == frames.DATA:
+            if self.restoring:  # sent before the task restored: from the abandoned epoch
+                self.frames_dropped_in_restore += 1
+                return
             self._relay(frame)
             return
         message = stmgr_pb2.InstanceToStmgr()
@@ -168,7 +188,12 @@ class StmgrCore:
         elif body == "register":
             self._on_register(task, message.register.pid)
         elif body == "exhausted":
-            self._on_exhausted(task)
+            if not self.restoring:  # else it belongs to the epoch being rolled back
+                self._on_exhausted(task)
+        elif body == "stored":
+            self._to_tmaster(tmaster_pb2.StmgrToTmaster(stored=message.stored))
+        elif body == "restored":
+            self._to_tmaster(tmaster_pb2.StmgrToTmaster(restored=message.restored))
         elif body == "failed":
             self._failure_reported.add(task)  # its disconnect is the same failure
             self._to_tmaster(tmaster_pb2.StmgrToTmaster(instance_failed=message.failed))
@@ -215,7 +240,10 @@ class StmgrCore:
     def _start_instance(self, task: int) -> None:
         """Start a (re)registered instance: processing, the spout gate, ended upstreams."""
         self.io.to_instance(task, frames.control_frame(stmgr_pb2.StmgrToInstance(
-            start=stmgr_pb2.StartProcessing(generation=self.plan.physical.generation))))
+            start=stmgr_pb2.StartProcessing(generation=self.plan.physical.generation,
+                                            epoch=self.epoch,
+                                            checkpoint_id=self.restore_checkpoint,
+                                            hold=self.restoring))))
         if task in self.spout_tasks:
             self._send_gate(task)
         self._replay_ends([task], self.ended_sources)
@@ -243,6 +271,11 @@ class StmgrCore:
         """Handle one frame from a peer stmgr (prefix included)."""
         if kind == frames.DATA:
             data_kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
+            if self.gateway is not None and (
+                    self.restoring or
+                    self.peer_epochs.get(self._task_container.get(src)) != self.epoch):
+                self.frames_dropped_in_restore += 1  # sent before its stmgr's epoch fence
+                return
             if data_kind == _EOS:
                 self.ended_sources.add(src)
             if not self._deliver_local(dest, frame, rows):
@@ -256,6 +289,8 @@ class StmgrCore:
             self._xor_values.append(tree_ids.unpack(message.xor.values))
         elif body == "fail":
             self._trees_done([], self.ledger.fail(tree_ids.unpack(message.fail.roots)))
+        elif body == "fence":
+            self.peer_epochs[message.fence.container_index] = message.fence.epoch
         elif body == "backpressure":
             signal = message.backpressure
             self.backpressure.set_remote(signal.container_index, signal.active)
@@ -269,8 +304,13 @@ class StmgrCore:
             self.tuples_dropped += rows  # at-least-once replays them; at-most-once loses them
 
     def _deliver_local(self, task: int, frame: bytes, rows: int = 0) -> bool:
-        """Send ``frame`` (``rows`` tuples) to a local instance; False when it is not connected
-        (restarting)."""
+        """Send ``frame`` (``rows`` tuples) to a local instance, through the checkpoint
+        gateway under effectively once; False when it is not connected (restarting)."""
+        if self.gateway is not None and task not in self.spout_tasks:
+            return self.gateway.offer(task, frame, rows)
+        return self._deliver_now(task, frame, rows)
+
+    def _deliver_now(self, task: int, frame: bytes, rows: int = 0) -> bool:
         if task not in self.connected or not self.io.to_instance(task, frame):
             return False
         if rows:
@@ -445,6 +485,20 @@ class StmgrCore:
                 log.info("tasks %s ended before this stmgr registered; replaying their end of "
                          "stream", sorted(ended))
                 self._replay_ends(sorted(self.connected), ended)
+        elif body == "checkpoint":
+            frame = frames.control_frame(stmgr_pb2.StmgrToInstance(
+                checkpoint=message.checkpoint))
+            for task in sorted(self.spout_tasks & self.connected):
+                self.io.to_instance(task, frame)
+        elif body == "restore":
+            self._on_restore(message.restore)
+        elif body == "resume":
+            if message.resume.epoch == self.epoch:
+                self.restoring = False
+                frame = frames.control_frame(stmgr_pb2.StmgrToInstance(resume=message.resume))
+                for task in sorted(self.spout_tasks & self.connected):
+                    self._send_gate(task)
+                    self.io.to_instance(task, frame)
         elif body == "shutdown":
             log.info("shutdown from TMaster: %s %s",
                      tmaster_pb2.ShutdownReason.Name(message.shutdown.reason),
@@ -456,6 +510,30 @@ class StmgrCore:
                 self.io.to_instance(task, frame)
             return 0
         return None
+
+    def _on_restore(self, restore: tmaster_pb2.RestoreState) -> None:
+        """Roll back to a checkpoint: drop what is in flight, fence peers, restore tasks."""
+        log.info("restoring checkpoint %d in epoch %d", restore.checkpoint_id, restore.epoch)
+        self.epoch, self.restore_checkpoint = restore.epoch, restore.checkpoint_id
+        self.restoring = True
+        self.gateway.reset()
+        self.ended_sources.clear()
+        for task in self.local_tasks:  # restored tasks start counting from zero
+            self._reset_queue(task)
+        self._send_fences()
+        if self.started:
+            frame = frames.control_frame(stmgr_pb2.StmgrToInstance(restore=restore))
+            for task in sorted(self.connected & set(self.instance_pids)):
+                self.io.to_instance(task, frame)
+
+    def _send_fences(self) -> None:
+        """Tell every peer that everything this stmgr sends from now on is of ``epoch``."""
+        if self.gateway is None:
+            return
+        fence = frames.control_frame(stmgr_pb2.StmgrToStmgr(
+            fence=stmgr_pb2.EpochFence(container_index=self.index, epoch=self.epoch)))
+        for container in self._peer_containers():
+            self.io.to_peer(container, fence)
 
     def tmaster_lost(self) -> int | None:
         """The TMaster connection ended: return the exit code (None while stopping)."""
@@ -472,6 +550,7 @@ class StmgrCore:
         self.plan = PlanView(self.plan.logical, self.plan.packing, plan)
         self.io.retarget_peers({c: a for c, a in self.plan.stmgr_address.items()
                                 if c != self.index})
+        self._send_fences()
         if not self.started:
             self.started = True
             for task in sorted(self.connected & set(self.instance_pids)):
@@ -503,6 +582,9 @@ class StmgrCore:
         add(name="__trees-failed", value=self.trees_failed)
         add(name="__trees-expired", value=self.trees_expired)
         add(name="__peer-frames-dropped", value=peer_frames_dropped)
+        if self.gateway is not None:
+            add(name="__checkpoint-held-frames", value=self.gateway.held_frames)
+            add(name="__restore-dropped-frames", value=self.frames_dropped_in_restore)
         now = self.clock()
         queued: dict[str, int] = {}
         age: dict[str, float] = {}

@@ -16,10 +16,12 @@ import threading
 import time
 
 from heron_spark._failure_window import FailureWindow
+from heron_spark.api import api_constants as keys
 from heron_spark.metrics import aggregate
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
+from heron_spark.tmaster.checkpoints import CheckpointCoordinator
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener
 
@@ -49,7 +51,8 @@ class TMaster:
 
     def __init__(self, plan: PlanView, statemgr: StateManager, secret: str, host: str,
                  topology_id: str, frame_max_bytes: int, generation: int = 0,
-                 restart_max: int = 5, restart_window_secs: float = 60.0) -> None:
+                 restart_max: int = 5, restart_window_secs: float = 60.0,
+                 checkpoint_root: str = "", committed_checkpoint: int = 0) -> None:
         self.plan = plan
         self.name = plan.logical.name
         self.topology_id = topology_id
@@ -80,11 +83,20 @@ class TMaster:
         self.listener = Listener(host, 0, secret, self.name, self._on_peer, name="tmaster")
         self.host = host
         self.port = self.listener.port
+        self.checkpoints: CheckpointCoordinator | None = None  # effectively once
+        self._checkpoint_root = checkpoint_root
+        if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+            self.checkpoints = CheckpointCoordinator(
+                self.all_tasks, checkpoint_interval_secs(plan.logical.config),
+                committed_checkpoint, self._broadcast, self._on_commit, time.monotonic)
 
     def start(self) -> "TMaster":
         """Start accepting stmgrs, metrics managers and control clients."""
         self.listener.start()
         self._save_state()
+        if self.checkpoints is not None:
+            threading.Thread(target=self._checkpoint_loop, daemon=True,
+                             name=f"checkpoints-{self.name}").start()
         return self
 
     # ---- connections ---------------------------------------------------------------------
@@ -125,11 +137,17 @@ class TMaster:
             elif body == "register":
                 self._on_register(message.register)
             elif body == "drained":
+                if self.checkpoints is not None and self.checkpoints.restoring:
+                    return  # from the epoch being rolled back
                 self.drained.update(message.drained.task_ids)
                 if self.drained >= self.all_tasks and not self.state.ended:
                     self._end(TopologyState.FINISHED, "every spout exhausted, every task drained")
             elif body == "instance_failed":
                 self._on_instance_failed(message.instance_failed)
+            elif body == "stored" and self.checkpoints is not None:
+                self.checkpoints.on_stored(message.stored.task_id, message.stored.checkpoint_id)
+            elif body == "restored" and self.checkpoints is not None:
+                self.checkpoints.on_restored(message.restored.task_id, message.restored.epoch)
 
     def _on_instance_failed(self, failed: tmaster_pb2.InstanceFailed) -> None:
         """Count a task's failure; fail the topology once it fails too often (its container
@@ -145,6 +163,8 @@ class TMaster:
             self._end(TopologyState.FAILED,
                       f"task {failed.task_id} of component {failed.component!r} failed "
                       f"{recent} times within {self.restart_window_secs:g} s")
+        elif self.physical_plan is not None:
+            self._restore(f"task {failed.task_id} failed")
 
     def begin_generation(self, generation: int) -> None:
         """Forget the containers of the failed stage: a new one (``generation``) starts now."""
@@ -178,6 +198,7 @@ class TMaster:
         if self.physical_plan is None or moved:
             self._broadcast_plan()
         elif self.physical_plan is not None:  # restarted at its old address: it needs the plan
+            self._restore(f"stmgr {register.container_index} restarted")
             self._send(self.stmgrs[register.container_index], frames.control_frame(
                 tmaster_pb2.TmasterToStmgr(plan=self.physical_plan)))
         if self.drained and self.physical_plan is not None:
@@ -199,6 +220,7 @@ class TMaster:
             plan.instances.extend(reg.instances)
         self.physical_plan = plan
         self.statemgr.set_physical_plan(self.name, plan)
+        self._restore(f"physical plan generation {self.generation}")  # before the plan
         frame = frames.control_frame(tmaster_pb2.TmasterToStmgr(plan=plan))
         for conn in self.stmgrs.values():
             self._send(conn, frame)
@@ -208,6 +230,37 @@ class TMaster:
             self.running.set()
             self._save_state()
         log.info("physical plan broadcast to %d stmgrs", len(self.stmgrs))
+
+    # ---- effectively once ------------------------------------------------------------------
+    def _restore(self, reason: str) -> None:
+        """Effectively once: roll every task back to the last committed checkpoint."""
+        if self.checkpoints is None or self.state.ended:
+            return
+        self.drained.clear()  # every task runs again from the checkpoint
+        self.checkpoints.restore(reason)
+
+    def _broadcast(self, message: tmaster_pb2.TmasterToStmgr) -> None:
+        frame = frames.control_frame(message)
+        for conn in list(self.stmgrs.values()):
+            self._send(conn, frame)
+
+    def _on_commit(self, checkpoint_id: int, epoch: int) -> None:
+        from heron_spark.statemgr.checkpoints import CheckpointStore
+
+        self.statemgr.set_committed_checkpoint(self.name, {
+            "id": checkpoint_id, "epoch": epoch, "root": self._checkpoint_root,
+            "time": time.time()})
+        try:
+            CheckpointStore(self._checkpoint_root, self.name).retain(checkpoint_id)
+        except Exception as exc:  # noqa: BLE001 - cleaning up old checkpoints is best effort
+            log.warning("could not delete checkpoints older than %d: %s", checkpoint_id, exc)
+        log.debug("checkpoint %d committed", checkpoint_id)
+
+    def _checkpoint_loop(self) -> None:
+        while not self.done.wait(0.05):
+            with self._lock:
+                if self.state == TopologyState.RUNNING:
+                    self.checkpoints.tick(time.monotonic())
 
     def _on_metrics_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         snapshot = metrics_pb2.MetricsSnapshot()
@@ -279,7 +332,8 @@ class TMaster:
                     "heartbeats": {str(k): v for k, v in self.heartbeats.items()},
                     "drained_tasks": len(self.drained), "tasks": len(self.all_tasks),
                     "generation": self.generation,
-                    "instance_failures": {str(k): v for k, v in self.failures.items()}}
+                    "instance_failures": {str(k): v for k, v in self.failures.items()},
+                    "checkpoint": self.checkpoints.status() if self.checkpoints else None}
 
     def _save_state(self) -> None:
         self.statemgr.set_execution_state(self.name, self.status())
@@ -290,3 +344,10 @@ class TMaster:
             conn.send(frame)
         except ConnectionClosed:
             pass
+
+
+def checkpoint_interval_secs(config: dict) -> float:
+    """``topology.stateful.checkpoint.interval.seconds`` (heronpy's key; ``.secs`` accepted)."""
+    value = config.get(keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS,
+                       config.get("topology.stateful.checkpoint.interval.secs", 5))
+    return float(value)

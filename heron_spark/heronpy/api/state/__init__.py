@@ -1,0 +1,1 @@
+"""heronpy.api.state: state of stateful components."""
