@@ -7,12 +7,15 @@ Every check here runs on the driver before anything is launched, and every failu
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import sys
 from typing import Any
 
 from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.component import GlobalStreamId, HeronComponentSpec
+from heron_spark.api.context import StreamId
 from heron_spark.api.spout import Spout
 from heron_spark.api.stream import RESERVED_FIELD_PREFIX, Grouping, Stream, grouping_name
 from heron_spark.errors import TopologyValueError
@@ -66,6 +69,15 @@ class LogicalPlan:
     name: str
     components: dict[str, ComponentDecl]
     config: dict[str, Any]
+    source_path: str = ""  # the file that defined the topology, on the submitting machine
+
+    def sources(self, component: str) -> dict[StreamId, int] | None:
+        """Return ``{StreamId(stream, upstream): grouping type}`` of ``component``'s inputs, as
+        Heron's ``context.get_sources`` answers: ``{}`` for a spout, None if unknown."""
+        decl = self.components.get(component)
+        if decl is None:
+            return None
+        return {StreamId(sub.stream, sub.component): sub.grouping for sub in decl.inputs}
 
     def subscribers(self, component: str, stream: str) -> list[tuple[str, InputDecl]]:
         """Return (bolt name, subscription) for every bolt reading ``component:stream``."""
@@ -127,9 +139,28 @@ def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
             _check_input(decl.name, sub, components)
     _check_acyclic(components)
     _check_stmgrs(config, components)
-    plan = LogicalPlan(topo_name, components, config)
+    plan = LogicalPlan(topo_name, components, config, _source_path(topology))
     _check_picklable(plan)
     return plan
+
+
+def _source_path(topology: type) -> str:
+    """Return the absolute path of the file defining ``topology`` ("" if unknown).
+
+    heron_spark ships the topology's code by value, so this plays the part of Heron's pex path
+    (``context.get_topology_pex_path()``): the user's file the first non-heron_spark class of
+    the topology came from, else the ``__main__`` script (builder-made topologies).
+    """
+    for cls in getattr(topology, "__mro__", ()):
+        module = sys.modules.get(getattr(cls, "__module__", "") or "")
+        if module is None or module.__name__.split(".")[0] in ("heron_spark", "heronpy",
+                                                               "builtins"):
+            continue
+        path = getattr(module, "__file__", None)
+        if path:
+            return os.path.abspath(path)
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.abspath(path) if path else ""
 
 
 def _check_topology_config(config: dict) -> None:
