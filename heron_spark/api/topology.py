@@ -6,6 +6,8 @@ the planner reads. Nothing here launches anything; ``heron_spark.submit`` does.
 
 from __future__ import annotations
 
+import sys
+
 from heron_spark.api import api_constants
 from heron_spark.api.component import HeronComponentSpec
 from heron_spark.errors import TopologyTypeError, TopologyValueError
@@ -64,6 +66,17 @@ class Topology(metaclass=TopologyType):
         return submit(cls, spark=spark, conf=conf, name=name)
 
 
+def _caller_file() -> str | None:
+    """Return the file of the nearest caller outside heron_spark (None if there is none)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.split(".")[0] not in ("heron_spark", "heronpy"):
+            return frame.f_globals.get("__file__")
+        frame = frame.f_back
+    return None
+
+
 class TopologyBuilder:
     """Build a topology step by step (heronpy's builder)."""
 
@@ -74,6 +87,7 @@ class TopologyBuilder:
         self.topology_name = name
         self._specs: dict[str, HeronComponentSpec] = {}
         self._topology_config: dict = {}
+        self._source_file = _caller_file()
 
     def add_spec(self, *specs: HeronComponentSpec) -> None:
         """Add already built specs."""
@@ -119,6 +133,8 @@ class TopologyBuilder:
         class_dict = dict(self._specs)
         class_dict["config"] = self._topology_config
         class_dict["topology_name"] = self.topology_name
+        if self._source_file:
+            class_dict["_source_file"] = self._source_file  # context.get_topology_pex_path()
         return TopologyType(self.topology_name, (Topology,), class_dict)
 
     def build_and_submit(self):
