@@ -47,9 +47,10 @@ class GlobalStreamId:
     def __init__(self, componentId, streamId: str) -> None:  # noqa: N803 (heronpy's names)
         if not isinstance(componentId, (str, HeronComponentSpec)):
             raise TopologyTypeError("GlobalStreamId: componentId must be a str or a spec",
-                                    value=componentId)
+                                    value=componentId, fix="use spec['stream'] on the upstream spec")
         if not isinstance(streamId, str):
-            raise TopologyTypeError("GlobalStreamId: streamId must be a str", value=streamId)
+            raise TopologyTypeError("GlobalStreamId: streamId must be a str", value=streamId,
+                                    fix="use spec['stream'] on the upstream spec")
         self._component_id = componentId
         self.stream_id = streamId
 
@@ -103,7 +104,7 @@ class BaseComponent:
             outputs.extend(optional_outputs)
         if config is not None and not isinstance(config, dict):
             raise TopologyTypeError("component config must be a dict", component=name,
-                                    value=config)
+                                    value=config, fix="pass config={'key': value}")
         return HeronComponentSpec(name, cls, cls._is_spout, par, inputs=inputs, outputs=outputs,
                                   config=config)
 

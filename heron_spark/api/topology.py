@@ -42,7 +42,8 @@ class TopologyType(type):
         if isinstance(custom, dict):
             for key in custom:
                 if not isinstance(key, str):
-                    raise TopologyTypeError("topology config keys must be str", value=key)
+                    raise TopologyTypeError("topology config keys must be str", value=key,
+                                            fix="use str keys such as 'topology.debug'")
             config.update(custom)
         if classname != "Topology":
             class_dict["_heron_specs"] = list(specs.values())
@@ -93,7 +94,8 @@ class TopologyBuilder:
         """Add already built specs."""
         for spec in specs:
             if not isinstance(spec, HeronComponentSpec):
-                raise TopologyTypeError("add_spec takes HeronComponentSpec objects", value=spec)
+                raise TopologyTypeError("add_spec takes HeronComponentSpec objects", value=spec,
+                                        fix="pass what Spout.spec()/Bolt.spec() return")
             if spec.name is None:
                 raise TopologyValueError("a spec added to a builder needs a name",
                                          fix="pass name= to spec()")
@@ -125,7 +127,8 @@ class TopologyBuilder:
     def set_config(self, config: dict) -> None:
         """Set topology-wide configuration."""
         if not isinstance(config, dict):
-            raise TopologyTypeError("set_config takes a dict", value=config)
+            raise TopologyTypeError("set_config takes a dict", value=config,
+                                    fix="pass {'key': value}")
         self._topology_config = config
 
     def build(self) -> type:
