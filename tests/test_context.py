@@ -215,3 +215,13 @@ def test_double_underscore_components_and_streams_run_exactly(tmp_path):
     got = run.collected("__integration_test_aggregator_bolt")
     assert sorted(c.values for c in got) == [(n, 2 * n) for n in range(50)]
     assert {(c.component, c.stream) for c in got} == {("__double", "__doubled")}
+
+
+def test_heronpy_names_for_the_sources_keys_and_values(probe_run):
+    from heronpy.proto import topology_pb2
+
+    _, answers = probe_run
+    sources = answers[0]["this_sources"]
+    assert sources[topology_pb2.StreamId(id="default", component_name="numbers")] == \
+        topology_pb2.Grouping.Value("FIELDS")
+    assert {topology_pb2.Grouping.Name(v) for v in sources.values()} == {"FIELDS", "ALL", "LOWEST"}
