@@ -331,7 +331,9 @@ def _check_input(component: str, sub: InputDecl, components: dict[str, Component
                                  fix=f"use one of {sorted(upstream.outputs)} or declare it in "
                                      f"{sub.component}'s outputs")
     missing = [f for f in sub.fields if f not in stream.fields]
-    if missing:  # Heron's stream manager cannot route it either; we say so before launch
+    # Heron's stmgr skips unknown grouping fields (with none left, every tuple goes to one
+    # task); we refuse: such a grouping cannot do what it says (silent skew). A judgment call.
+    if missing:
         raise TopologyValueError(f"{where}: fields grouping on undeclared field(s)",
                                  component=component, value=missing, kind="unknown_field",
                                  fix=f"group on declared fields {list(stream.fields)}")
