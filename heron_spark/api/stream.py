@@ -18,12 +18,12 @@ class Stream:
     def __init__(self, fields=None, name: str = DEFAULT_STREAM_ID, direct: bool = False) -> None:
         if fields is None:
             fields = []
-        elif not isinstance(fields, (list, tuple)):
+        elif not isinstance(fields, (list, tuple)):  # Heron refuses it too
             raise TopologyTypeError("stream fields must be a list or tuple of str", value=fields,
                                     fix="pass fields=['word', 'count']")
         fields = list(fields)
         for field in fields:
-            if not isinstance(field, str):
+            if not isinstance(field, str):  # Heron refuses it too
                 raise TopologyTypeError(f"stream {name!r}: field names must be str", value=field,
                                         fix="name each field with a str")
         # As in heronpy: the name must be a str (any str, "" and "__"-prefixed ones included;
@@ -73,11 +73,11 @@ class Grouping:
         if len(fields) == 1 and isinstance(fields[0], (list, tuple)):
             fields = fields[0]
         fields = list(fields)
-        if not fields:
+        if not fields:  # Heron refuses it too
             raise TopologyValueError("fields grouping needs at least one field name",
                                      fix="name the key fields: Grouping.fields('word')")
         for field in fields:
-            if not isinstance(field, str):
+            if not isinstance(field, str):  # Heron refuses it too
                 raise TopologyTypeError("fields grouping takes field names (str)", value=field,
                                         fix="Grouping.fields('word')")
         return cls.FIELDS(gtype=GroupingType.FIELDS, fields=fields)
@@ -95,7 +95,7 @@ class Grouping:
 
         if isinstance(customgrouper, str):
             customgrouper = _grouping_from_path(customgrouper)
-        if not isinstance(customgrouper, ICustomGrouping):
+        if not isinstance(customgrouper, ICustomGrouping):  # Heron refuses it too
             raise TopologyTypeError("Grouping.custom() takes an ICustomGrouping instance or "
                                     "class path", value=customgrouper,
                                     fix="pass an instance of your ICustomGrouping subclass")
@@ -104,10 +104,10 @@ class Grouping:
     @classmethod
     def custom_serialized(cls, serialized: bytes, is_java: bool = False) -> "Grouping.CUSTOM":
         """Use an already pickled ``ICustomGrouping``."""
-        if not isinstance(serialized, bytes):
+        if not isinstance(serialized, bytes):  # Heron refuses it too
             raise TopologyTypeError("custom_serialized() takes pickled bytes", value=serialized,
                                     fix="use Grouping.custom(grouping_instance)")
-        if is_java:
+        if is_java:  # Heron refuses it too (NotImplementedError)
             raise TopologyValueError("Java custom groupings cannot run in a Python topology",
                                      fix="implement ICustomGrouping in Python")
         return cls.CUSTOM(gtype=GroupingType.CUSTOM, python_serialized=serialized)

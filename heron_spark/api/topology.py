@@ -32,7 +32,7 @@ class TopologyType(type):
             if isinstance(spec, HeronComponentSpec):
                 if spec.name is None:
                     spec.name = attr
-                if spec.name in specs:
+                if spec.name in specs:  # Heron refuses it too
                     raise TopologyValueError("two components share this name",
                                              component=spec.name, kind="duplicate_name",
                                              fix="give each spec a unique name")
@@ -41,7 +41,7 @@ class TopologyType(type):
         custom = class_dict.get("config")
         if isinstance(custom, dict):
             for key in custom:
-                if not isinstance(key, str):
+                if not isinstance(key, str):  # Heron refuses it too
                     raise TopologyTypeError("topology config keys must be str", value=key,
                                             fix="use str keys such as 'topology.debug'")
             config.update(custom)
@@ -82,6 +82,7 @@ class TopologyBuilder:
     """Build a topology step by step (heronpy's builder)."""
 
     def __init__(self, name: str) -> None:
+        # Heron refuses these too (its builder asserts; its submitter needs a non-empty name).
         if not isinstance(name, str) or not name or name == "Topology":
             raise TopologyValueError("a topology needs a name", value=name,
                                      fix="pass a non-empty name other than 'Topology'")
@@ -91,7 +92,7 @@ class TopologyBuilder:
         self._source_file = _caller_file()
 
     def add_spec(self, *specs: HeronComponentSpec) -> None:
-        """Add already built specs."""
+        """Add already built specs. Every refusal below is one heronpy's builder makes too."""
         for spec in specs:
             if not isinstance(spec, HeronComponentSpec):
                 raise TopologyTypeError("add_spec takes HeronComponentSpec objects", value=spec,
@@ -126,7 +127,7 @@ class TopologyBuilder:
 
     def set_config(self, config: dict) -> None:
         """Set topology-wide configuration."""
-        if not isinstance(config, dict):
+        if not isinstance(config, dict):  # Heron refuses it too
             raise TopologyTypeError("set_config takes a dict", value=config,
                                     fix="pass {'key': value}")
         self._topology_config = config
