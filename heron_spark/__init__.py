@@ -11,7 +11,8 @@ from heron_spark.api import (AssignableMetric, BaseBolt, BaseSpout, BatchBolt, B
                              TopologyBuilder, TopologyContext, TopologyReliabilityMode, Tuple,
                              TupleHelper, api_constants, batch_source)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
-                                HeronSparkError, TopologyNotFoundError, TopologyRuntimeError,
+                                DuplicateMetricError, HeronSparkError,
+                                TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
                                 WorkerEnvironmentError, WrongPlaceError)
 from heron_spark.heronpy_alias import install as install_heronpy_alias
@@ -32,7 +33,8 @@ def submit(topology, spark=None, conf=None, name=None, master=None):
 __all__ = [
     "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout", "Bolt",
     "ClusterCapacityError", "ConfigError",
-    "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
+    "CountMetric", "DuplicateMetricError",
+    "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
     "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",

@@ -148,3 +148,16 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
                    f"{python} on every worker")
         super().__init__(f"Spark's executors run Python {python!r}{where}, which cannot run "
                          f"this topology: {problem}. Fix: {fix}")
+
+
+class DuplicateMetricError(HeronSparkError, RuntimeError):
+    """A task registered a second metric under a name it already uses (Heron refuses it too:
+    the published values of the two would be indistinguishable)."""
+
+    def __init__(self, name: str, *, component: str, task_id: int) -> None:
+        self.name = name
+        self.component = component
+        self.task_id = task_id
+        super().__init__(f"component {component!r} task {task_id}: a metric named {name!r} is "
+                         f"already registered. Fix: register each metric once, under its own "
+                         f"name")

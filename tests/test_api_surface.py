@@ -9,7 +9,8 @@ EXPECTED = {
     "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout",
     "Bolt",
     "ClusterCapacityError", "ConfigError",
-    "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
+    "CountMetric", "DuplicateMetricError",
+    "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
     "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
@@ -52,7 +53,8 @@ HERONPY_MODULES = {
     "heronpy.api.metrics": ["CountMetric", "MultiCountMetric", "MeanReducedMetric"],
     "heronpy.api.stream": ["Grouping", "Stream"],
     "heronpy.api.topology": ["Topology", "TopologyBuilder"],
-    "heronpy.api.topology_context": ["TopologyContext"],
+    "heronpy.api.topology_context": ["TopologyContext", "StreamId"],
+    "heronpy.proto.topology_pb2": ["Grouping", "StreamId"],
     "heronpy.api.tuple": ["Tuple", "TupleHelper"],
 }
 

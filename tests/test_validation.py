@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from heron_spark import Bolt, Grouping, Spout, Stream, Topology, TopologyBuilder, TopologyValueError
+from heron_spark import (Bolt, Grouping, ICustomGrouping, Spout, Stream, Topology, TopologyBuilder,
+                         TopologyValueError, _pickling)
 from heron_spark.api.component import GlobalStreamId
 from heron_spark.plan.logical import build_logical_plan
 
@@ -166,3 +167,93 @@ def test_submit_fails_before_spark_starts(tmp_path):
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                          timeout=120)
     assert "REFUSED count" in out.stdout, out.stderr
+
+
+# --- names: what Heron accepts, we accept -------------------------------------------------------
+
+class SideSpout(WordSpout):
+    outputs = ["word", Stream(["word", "n"], name="__side"), Stream(["x"], name="")]
+
+
+@pytest.mark.parametrize("name", ["__integration_test_aggregator_bolt", "__x", "word count",
+                                  "compteur-é", "a.b:c", "-lead"])
+def test_component_names_heron_accepts_are_accepted(name):
+    builder = TopologyBuilder("t")
+    spout = builder.add_spout("__spout", SideSpout, par=1)
+    builder.add_bolt(name, EchoBolt, par=2, inputs={spout: Grouping.SHUFFLE,
+                                                    spout["__side"]: Grouping.fields("n"),
+                                                    spout[""]: Grouping.ALL})
+    plan = build_logical_plan(builder.build())
+    assert sorted(plan.components) == sorted(["__spout", name])
+    assert sorted(plan.components["__spout"].outputs) == ["", "__side", "default"]
+    assert plan.sources(name) == {("default", "__spout"): Grouping.SHUFFLE,
+                                  ("__side", "__spout"): 2, ("", "__spout"): Grouping.ALL}
+
+
+@pytest.mark.parametrize("name", ["a/b", 'say "hi"', "back\\slash", "two\nlines", "nul\0", ""])
+def test_component_names_that_would_break_files_keys_or_labels_are_refused(name):
+    error = _invalid(lambda: _builder((name, EchoBolt, 1, lambda s: [s])))
+    assert (error.kind, error.value) == ("name", name)
+    assert error.fix
+
+
+def test_the_system_component_name_is_reserved():
+    error = _invalid(lambda: _builder(("__system", EchoBolt, 1, lambda s: [s])))
+    assert (error.kind, error.component, error.value) == ("reserved_name", "__system", "__system")
+
+
+def test_the_tick_stream_name_is_reserved():
+    class Ticking(WordSpout):
+        outputs = [Stream(["word"], name="__tick")]
+
+    builder = TopologyBuilder("t")
+    builder.add_spout("ticking", Ticking, par=1)
+    error = _invalid(builder.build)
+    assert (error.kind, error.component, error.value) == ("reserved_name", "ticking", "__tick")
+
+
+@pytest.mark.parametrize("name", [".", "..", "a/b", 'q"uote'])
+def test_topology_names_that_would_break_state_paths_are_refused(name):
+    with pytest.raises(TopologyValueError) as info:
+        build_logical_plan(_builder(("b", EchoBolt, 1, lambda s: [s])), name=name)
+    assert (info.value.kind, info.value.value) == ("name", name)
+
+
+def test_topology_names_heron_accepts_are_accepted():
+    plan = build_logical_plan(_builder(("b", EchoBolt, 1, lambda s: [s])), name="my topology_2")
+    assert plan.name == "my topology_2"
+
+
+def test_a_stream_declared_twice_keeps_its_last_declaration_as_in_heronpy():
+    class Twice(WordSpout):
+        outputs = ["word", Stream(["a"], name="s"), Stream(["b", "c"], name="s")]
+
+    builder = TopologyBuilder("t")
+    builder.add_spout("twice", Twice, par=1)
+    plan = build_logical_plan(builder.build())
+    assert plan.components["twice"].outputs["s"].fields == ("b", "c")
+
+
+def test_stream_names_heron_refuses_by_type_are_refused():
+    for bad in (None, 3):
+        with pytest.raises(TypeError):
+            Stream(["x"], name=bad)
+
+
+class EvenOdd(ICustomGrouping):
+    """Module level, so Grouping.custom can find it by path."""
+
+    def prepare(self, context, component, stream, target_tasks):
+        self.targets = sorted(target_tasks)
+
+    def choose_tasks(self, values):
+        return [self.targets[0]]
+
+
+def test_custom_grouping_by_class_path_as_heronpy_allows():
+    grouping = Grouping.custom(f"{__name__}.EvenOdd")
+    assert Grouping.is_grouping_sane(grouping)
+    assert type(_pickling.loads(grouping.python_serialized)).__name__ == "EvenOdd"
+    with pytest.raises(TopologyValueError) as info:
+        Grouping.custom("no_such_module_here.Grouper")
+    assert info.value.value == "no_such_module_here.Grouper"

@@ -45,11 +45,12 @@ class GlobalStreamId:
     """A (component, stream) pair: the key of a bolt's ``inputs`` for a non-default stream."""
 
     def __init__(self, componentId, streamId: str) -> None:  # noqa: N803 (heronpy's names)
-        if not isinstance(componentId, (str, HeronComponentSpec)):
+        if not isinstance(componentId, (str, HeronComponentSpec)):  # Heron refuses it too
             raise TopologyTypeError("GlobalStreamId: componentId must be a str or a spec",
-                                    value=componentId)
-        if not isinstance(streamId, str):
-            raise TopologyTypeError("GlobalStreamId: streamId must be a str", value=streamId)
+                                    value=componentId, fix="use spec['stream'] on the upstream spec")
+        if not isinstance(streamId, str):  # Heron refuses it too
+            raise TopologyTypeError("GlobalStreamId: streamId must be a str", value=streamId,
+                                    fix="use spec['stream'] on the upstream spec")
         self._component_id = componentId
         self.stream_id = streamId
 
@@ -101,9 +102,9 @@ class BaseComponent:
         outputs = list(cls.outputs or [])
         if optional_outputs:
             outputs.extend(optional_outputs)
-        if config is not None and not isinstance(config, dict):
+        if config is not None and not isinstance(config, dict):  # Heron refuses it too
             raise TopologyTypeError("component config must be a dict", component=name,
-                                    value=config)
+                                    value=config, fix="pass config={'key': value}")
         return HeronComponentSpec(name, cls, cls._is_spout, par, inputs=inputs, outputs=outputs,
                                   config=config)
 

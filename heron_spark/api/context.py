@@ -1,12 +1,33 @@
-"""The topology context given to ``initialize``: where this task sits in the topology."""
+"""The topology context given to ``initialize``: where this task sits in the topology.
+
+The answers follow Heron's Python instance (``TopologyContextImpl``), not only heronpy's
+docstrings: ``get_sources`` is keyed by ``StreamId(id, component_name)`` namedtuples and its
+values are grouping type numbers; ``get_component_tasks`` of an unknown component is ``[]``.
+"""
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import NamedTuple
+
+
+class StreamId(NamedTuple):
+    """A stream of a component, as Heron keys ``get_sources``: ``(id, component_name)``.
+
+    Heron builds these namedtuples from its protobuf ``StreamId`` message (fields ``id`` and
+    ``component_name``); user code reads ``key.component_name`` and ``key.id``. Hashable, and
+    equal to the plain tuple ``(id, component_name)``.
+    """
+
+    id: str
+    component_name: str
 
 
 class TopologyContext(ABC):
-    """Read-only facts about the running task (heronpy's interface, plus parallelism)."""
+    """Read-only facts about the running task (heronpy's interface, plus parallelism).
+
+    Where it runs: inside an instance, on its task-execution thread (handed to ``initialize``).
+    """
 
     @abstractmethod
     def get_task_id(self) -> int:
@@ -18,7 +39,10 @@ class TopologyContext(ABC):
 
     @abstractmethod
     def get_cluster_config(self) -> dict:
-        """Return the merged, auto-typed configuration of this component."""
+        """Return the merged, auto-typed configuration of this component.
+
+        As in Heron, this is the very dict ``initialize`` received, not a copy.
+        """
 
     @abstractmethod
     def get_topology_name(self) -> str:
@@ -29,23 +53,29 @@ class TopologyContext(ABC):
         """Publish ``metric`` every ``time_bucket_in_sec`` seconds under ``name``."""
 
     @abstractmethod
-    def get_sources(self, component_id: str) -> dict | None:
-        """Return {GlobalStreamId: grouping} of the inputs of ``component_id``."""
+    def get_sources(self, component_id: str) -> dict[StreamId, int] | None:
+        """Return ``{StreamId(id, component_name): grouping type}`` of the inputs of
+        ``component_id``: ``{}`` for a spout, ``None`` for an unknown component.
 
-    def get_this_sources(self) -> dict | None:
-        """Return the inputs of this component."""
+        The values are the grouping type numbers (``Grouping.SHUFFLE``, ``Grouping.ALL``, ...;
+        a fields grouping gives ``GroupingType.FIELDS``, a custom one ``GroupingType.CUSTOM``),
+        as Heron returns them.
+        """
+
+    def get_this_sources(self) -> dict[StreamId, int] | None:
+        """Return the inputs of this component (see ``get_sources``)."""
         return self.get_sources(self.get_component_id())
 
     @abstractmethod
-    def get_component_tasks(self, component_id: str) -> list[int] | None:
-        """Return the sorted task ids of ``component_id``."""
+    def get_component_tasks(self, component_id: str) -> list[int]:
+        """Return the task ids of ``component_id`` in ascending order (``[]`` if unknown)."""
 
     @abstractmethod
     def get_component_parallelism(self, component_id: str) -> int | None:
-        """Return the number of tasks of ``component_id``."""
+        """Return the number of tasks of ``component_id`` (heron_spark extra; None if unknown)."""
 
     def get_task_index(self) -> int:
-        """Return this task's index within its component, from 0."""
+        """Return this task's index within its component, from 0 (heron_spark extra)."""
         return self.get_component_tasks(self.get_component_id()).index(self.get_task_id())
 
     @abstractmethod

@@ -18,17 +18,23 @@ class Stream:
     def __init__(self, fields=None, name: str = DEFAULT_STREAM_ID, direct: bool = False) -> None:
         if fields is None:
             fields = []
-        elif not isinstance(fields, (list, tuple)):
-            raise TopologyTypeError("stream fields must be a list or tuple of str", value=fields)
+        elif not isinstance(fields, (list, tuple)):  # Heron refuses it too
+            raise TopologyTypeError("stream fields must be a list or tuple of str", value=fields,
+                                    fix="pass fields=['word', 'count']")
         fields = list(fields)
         for field in fields:
-            if not isinstance(field, str):
-                raise TopologyTypeError(f"stream {name!r}: field names must be str", value=field)
-        if not isinstance(name, str) or not name:
-            raise TopologyTypeError("stream name must be a non-empty str", value=name)
+            if not isinstance(field, str):  # Heron refuses it too
+                raise TopologyTypeError(f"stream {name!r}: field names must be str", value=field,
+                                        fix="name each field with a str")
+        # As in heronpy: the name must be a str (any str, "" and "__"-prefixed ones included;
+        # the planner refuses only "__tick", the tick tuples' stream).
+        if not isinstance(name, str):
+            raise TopologyTypeError("stream name must be a str", value=name,
+                                    fix="pass name='my-stream'")
+        # heronpy refuses direct=True ("not supported yet"); heron_spark supports direct streams.
         if not isinstance(direct, bool):
             raise TopologyTypeError(f"stream {name!r}: 'direct' must be True or False",
-                                    value=direct)
+                                    value=direct, fix="pass direct=True or direct=False")
         self.fields = fields
         self.stream_id = name
         self.direct = direct
@@ -67,34 +73,58 @@ class Grouping:
         if len(fields) == 1 and isinstance(fields[0], (list, tuple)):
             fields = fields[0]
         fields = list(fields)
-        if not fields:
+        if not fields:  # Heron refuses it too
             raise TopologyValueError("fields grouping needs at least one field name",
                                      fix="name the key fields: Grouping.fields('word')")
         for field in fields:
-            if not isinstance(field, str):
-                raise TopologyTypeError("fields grouping takes field names (str)", value=field)
+            if not isinstance(field, str):  # Heron refuses it too
+                raise TopologyTypeError("fields grouping takes field names (str)", value=field,
+                                        fix="Grouping.fields('word')")
         return cls.FIELDS(gtype=GroupingType.FIELDS, fields=fields)
 
     @classmethod
     def custom(cls, customgrouper) -> "Grouping.CUSTOM":
-        """Let an ``ICustomGrouping`` instance choose the target tasks of each tuple."""
+        """Let an ``ICustomGrouping`` choose the target tasks of each tuple.
+
+        ``customgrouper`` is an instance or, as heronpy also accepts, the dotted path of an
+        ``ICustomGrouping`` class (``"my_pkg.groupings.ByHost"``), created here with no
+        arguments (Heron creates it in each emitting task; we ship one pickled instance).
+        """
         from heron_spark import _pickling
         from heron_spark.api.custom_grouping import ICustomGrouping
 
-        if not isinstance(customgrouper, ICustomGrouping):
-            raise TopologyTypeError("Grouping.custom() takes an ICustomGrouping instance",
-                                    value=customgrouper)
+        if isinstance(customgrouper, str):
+            customgrouper = _grouping_from_path(customgrouper)
+        if not isinstance(customgrouper, ICustomGrouping):  # Heron refuses it too
+            raise TopologyTypeError("Grouping.custom() takes an ICustomGrouping instance or "
+                                    "class path", value=customgrouper,
+                                    fix="pass an instance of your ICustomGrouping subclass")
         return cls.custom_serialized(_pickling.dumps(customgrouper), is_java=False)
 
     @classmethod
     def custom_serialized(cls, serialized: bytes, is_java: bool = False) -> "Grouping.CUSTOM":
         """Use an already pickled ``ICustomGrouping``."""
-        if not isinstance(serialized, bytes):
-            raise TopologyTypeError("custom_serialized() takes pickled bytes", value=serialized)
-        if is_java:
+        if not isinstance(serialized, bytes):  # Heron refuses it too
+            raise TopologyTypeError("custom_serialized() takes pickled bytes", value=serialized,
+                                    fix="use Grouping.custom(grouping_instance)")
+        if is_java:  # Heron refuses it too (NotImplementedError)
             raise TopologyValueError("Java custom groupings cannot run in a Python topology",
                                      fix="implement ICustomGrouping in Python")
         return cls.CUSTOM(gtype=GroupingType.CUSTOM, python_serialized=serialized)
+
+
+def _grouping_from_path(path: str):
+    """Import ``package.module.Class`` and return ``Class()``."""
+    import importlib
+
+    module_name, _, class_name = path.rpartition(".")
+    try:
+        grouping_cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise TopologyValueError(f"Grouping.custom(): cannot import {path!r} ({exc})",
+                                 value=path, fix="pass 'package.module.ClassName' of a class "
+                                                 "importable here, or an instance") from exc
+    return grouping_cls()
 
 
 def grouping_name(gtype) -> str:

@@ -6,6 +6,8 @@ the planner reads. Nothing here launches anything; ``heron_spark.submit`` does.
 
 from __future__ import annotations
 
+import sys
+
 from heron_spark.api import api_constants
 from heron_spark.api.component import HeronComponentSpec
 from heron_spark.errors import TopologyTypeError, TopologyValueError
@@ -30,7 +32,7 @@ class TopologyType(type):
             if isinstance(spec, HeronComponentSpec):
                 if spec.name is None:
                     spec.name = attr
-                if spec.name in specs:
+                if spec.name in specs:  # Heron refuses it too
                     raise TopologyValueError("two components share this name",
                                              component=spec.name, kind="duplicate_name",
                                              fix="give each spec a unique name")
@@ -39,8 +41,9 @@ class TopologyType(type):
         custom = class_dict.get("config")
         if isinstance(custom, dict):
             for key in custom:
-                if not isinstance(key, str):
-                    raise TopologyTypeError("topology config keys must be str", value=key)
+                if not isinstance(key, str):  # Heron refuses it too
+                    raise TopologyTypeError("topology config keys must be str", value=key,
+                                            fix="use str keys such as 'topology.debug'")
             config.update(custom)
         if classname != "Topology":
             class_dict["_heron_specs"] = list(specs.values())
@@ -64,22 +67,36 @@ class Topology(metaclass=TopologyType):
         return submit(cls, spark=spark, conf=conf, name=name)
 
 
+def _caller_file() -> str | None:
+    """Return the file of the nearest caller outside heron_spark (None if there is none)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.split(".")[0] not in ("heron_spark", "heronpy"):
+            return frame.f_globals.get("__file__")
+        frame = frame.f_back
+    return None
+
+
 class TopologyBuilder:
     """Build a topology step by step (heronpy's builder)."""
 
     def __init__(self, name: str) -> None:
+        # Heron refuses these too (its builder asserts; its submitter needs a non-empty name).
         if not isinstance(name, str) or not name or name == "Topology":
             raise TopologyValueError("a topology needs a name", value=name,
                                      fix="pass a non-empty name other than 'Topology'")
         self.topology_name = name
         self._specs: dict[str, HeronComponentSpec] = {}
         self._topology_config: dict = {}
+        self._source_file = _caller_file()
 
     def add_spec(self, *specs: HeronComponentSpec) -> None:
-        """Add already built specs."""
+        """Add already built specs. Every refusal below is one heronpy's builder makes too."""
         for spec in specs:
             if not isinstance(spec, HeronComponentSpec):
-                raise TopologyTypeError("add_spec takes HeronComponentSpec objects", value=spec)
+                raise TopologyTypeError("add_spec takes HeronComponentSpec objects", value=spec,
+                                        fix="pass what Spout.spec()/Bolt.spec() return")
             if spec.name is None:
                 raise TopologyValueError("a spec added to a builder needs a name",
                                          fix="pass name= to spec()")
@@ -110,8 +127,9 @@ class TopologyBuilder:
 
     def set_config(self, config: dict) -> None:
         """Set topology-wide configuration."""
-        if not isinstance(config, dict):
-            raise TopologyTypeError("set_config takes a dict", value=config)
+        if not isinstance(config, dict):  # Heron refuses it too
+            raise TopologyTypeError("set_config takes a dict", value=config,
+                                    fix="pass {'key': value}")
         self._topology_config = config
 
     def build(self) -> type:
@@ -119,6 +137,8 @@ class TopologyBuilder:
         class_dict = dict(self._specs)
         class_dict["config"] = self._topology_config
         class_dict["topology_name"] = self.topology_name
+        if self._source_file:
+            class_dict["_source_file"] = self._source_file  # context.get_topology_pex_path()
         return TopologyType(self.topology_name, (Topology,), class_dict)
 
     def build_and_submit(self):

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from heron_spark.api.component import GlobalStreamId
-from heron_spark.api.context import TopologyContext
-from heron_spark.api.stream import Grouping
+from heron_spark.api.context import StreamId, TopologyContext
+from heron_spark.instance.metrics_collector import MetricsCollector
 from heron_spark.plan.view import PlanView
-from heron_spark.proto.topology_pb2 import GroupingType
 
 
 def auto_typed(config: dict) -> dict:
@@ -36,7 +34,8 @@ class InstanceContext(TopologyContext):
         self._task_id = task_id
         self._component = plan.task_component[task_id]
         self._config = auto_typed(plan.logical.components[self._component].config)
-        self.metrics: list[tuple[str, object, float]] = []
+        self._metrics_collector = MetricsCollector(self._component, task_id)
+        self.metrics = self._metrics_collector.registered  # read by the executor
         self.task_hooks: list = []
 
     def get_task_id(self) -> int:
@@ -46,36 +45,34 @@ class InstanceContext(TopologyContext):
         return self._component
 
     def get_cluster_config(self) -> dict:
-        return dict(self._config)
+        return self._config  # the dict initialize() got, as Heron hands out
 
     def get_topology_name(self) -> str:
         return self._plan.logical.name
 
     def register_metric(self, name: str, metric, time_bucket_in_sec: int) -> None:
-        self.metrics.append((name, metric, float(time_bucket_in_sec)))
+        self._metrics_collector.register_metric(name, metric, time_bucket_in_sec)
 
-    def get_sources(self, component_id: str) -> dict | None:
-        decl = self._plan.logical.components.get(component_id)
-        if decl is None:
-            return None
-        out = {}
-        for sub in decl.inputs:
-            if sub.grouping == GroupingType.FIELDS:
-                grouping = Grouping.fields(list(sub.fields))
-            elif sub.grouping == GroupingType.CUSTOM:
-                grouping = Grouping.custom_serialized(sub.custom)
-            else:
-                grouping = sub.grouping
-            out[GlobalStreamId(sub.component, sub.stream)] = grouping
-        return out
+    def get_metrics_collector(self) -> MetricsCollector:
+        """Return this task's metrics collector (Heron's instance exposes it too)."""
+        return self._metrics_collector
 
-    def get_component_tasks(self, component_id: str) -> list[int] | None:
-        tasks = self._plan.component_tasks.get(component_id)
-        return None if tasks is None else list(tasks)
+    def get_topology_pex_path(self) -> str:
+        """Return the file the topology was defined in, on the submitting machine ("" if
+        unknown). Heron returns its pex; heron_spark ships the code by value instead."""
+        return self._plan.logical.source_path
+
+    def get_sources(self, component_id: str) -> dict[StreamId, int] | None:
+        return self._plan.logical.sources(component_id)
+
+    def get_component_tasks(self, component_id: str) -> list[int]:
+        return list(self._plan.component_tasks.get(component_id, ()))
 
     def get_component_parallelism(self, component_id: str) -> int | None:
         decl = self._plan.logical.components.get(component_id)
         return None if decl is None else decl.parallelism
 
+    # ---- task hooks: add_task_hook and the invoke_hook_* calls are being built separately
+    # (issue 9, hooks work); this branch leaves them as they were.
     def add_task_hook(self, task_hook) -> None:
         self.task_hooks.append(task_hook)

@@ -7,19 +7,26 @@ Every check here runs on the driver before anything is launched, and every failu
 from __future__ import annotations
 
 import dataclasses
-import re
+import os
+import sys
 from typing import Any
 
 from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.component import GlobalStreamId, HeronComponentSpec
+from heron_spark.api.context import StreamId
 from heron_spark.api.spout import Spout
 from heron_spark.api.stream import RESERVED_FIELD_PREFIX, Grouping, Stream, grouping_name
+from heron_spark.api.tuple import TupleHelper
 from heron_spark.errors import TopologyValueError
 from heron_spark.proto.topology_pb2 import GroupingType
 
-SYSTEM_COMPONENT = "__system"
-_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
+SYSTEM_COMPONENT = TupleHelper.TICK_SOURCE_COMPONENT  # "__system", as in Heron
+TICK_STREAM = TupleHelper.TICK_TUPLE_ID                # "__tick", as in Heron
+# Heron refuses no character in component names and only "." and "/" in topology names; these
+# we refuse because names become file names, state-manager keys and quoted metric labels
+# (instance-<component>-<task>.log, <statemgr>/<topology>/..., component="<name>").
+_FORBIDDEN_CHARS = frozenset('/\\"\0\n\r')
 _MODES = (keys.TopologyReliabilityMode.ATMOST_ONCE, keys.TopologyReliabilityMode.ATLEAST_ONCE,
           keys.TopologyReliabilityMode.EFFECTIVELY_ONCE)
 SUPPORTED_MODES = _MODES
@@ -65,6 +72,15 @@ class LogicalPlan:
     name: str
     components: dict[str, ComponentDecl]
     config: dict[str, Any]
+    source_path: str = ""  # the file that defined the topology, on the submitting machine
+
+    def sources(self, component: str) -> dict[StreamId, int] | None:
+        """Return ``{StreamId(stream, upstream): grouping type}`` of ``component``'s inputs, as
+        Heron's ``context.get_sources`` answers: ``{}`` for a spout, None if unknown."""
+        decl = self.components.get(component)
+        if decl is None:
+            return None
+        return {StreamId(sub.stream, sub.component): sub.grouping for sub in decl.inputs}
 
     def subscribers(self, component: str, stream: str) -> list[tuple[str, InputDecl]]:
         """Return (bolt name, subscription) for every bolt reading ``component:stream``."""
@@ -106,16 +122,18 @@ def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
     """Validate ``topology`` (a ``Topology`` subclass) and return its logical plan."""
     specs: list[HeronComponentSpec] = list(getattr(topology, "_heron_specs", None) or [])
     topo_name = name or getattr(topology, "topology_name", None) or topology.__name__
-    if not isinstance(topo_name, str) or not _NAME.match(topo_name):
+    if not _usable_name(topo_name) or topo_name in (".", ".."):
+        # Heron: a name is required. Ours: it names folders and keys of the state manager.
         raise TopologyValueError("invalid topology name", value=topo_name, kind="name",
-                                 fix="use letters, digits, '_', '.' and '-' only")
+                                 fix=f"use a non-empty name other than '.' and '..', without "
+                                     f"{_forbidden_text()}")
     config = dict(getattr(topology, "_topo_config", {}))
     _check_topology_config(config)
     by_name: dict[str, HeronComponentSpec] = {}
     for spec in specs:
         _check_name(spec, by_name)
         by_name[spec.name] = spec
-    if not any(s.is_spout for s in specs):
+    if not any(s.is_spout for s in specs):  # Heron refuses it too
         raise TopologyValueError("a topology needs at least one spout", value=topo_name,
                                  kind="no_spout", fix="add a Spout.spec(...) to the topology")
     components: dict[str, ComponentDecl] = {}
@@ -126,17 +144,40 @@ def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
             _check_input(decl.name, sub, components)
     _check_acyclic(components)
     _check_stmgrs(config, components)
-    plan = LogicalPlan(topo_name, components, config)
+    plan = LogicalPlan(topo_name, components, config, _source_path(topology))
     _check_picklable(plan)
     return plan
 
 
+def _source_path(topology: type) -> str:
+    """Return the absolute path of the file defining ``topology`` ("" if unknown).
+
+    heron_spark ships the topology's code by value, so this plays the part of Heron's pex path
+    (``context.get_topology_pex_path()``): the user's file the first non-heron_spark class of
+    the topology came from (for a builder: the file that created the builder), else the
+    ``__main__`` script.
+    """
+    recorded = getattr(topology, "_source_file", None)
+    if recorded:
+        return os.path.abspath(recorded)
+    for cls in getattr(topology, "__mro__", ()):
+        module = sys.modules.get(getattr(cls, "__module__", "") or "")
+        if module is None or module.__name__.split(".")[0] in ("heron_spark", "heronpy",
+                                                               "builtins"):
+            continue
+        path = getattr(module, "__file__", None)
+        if path:
+            return os.path.abspath(path)
+    path = getattr(sys.modules.get("__main__"), "__file__", None)
+    return os.path.abspath(path) if path else ""
+
+
 def _check_topology_config(config: dict) -> None:
     mode = reliability_mode(config)
-    if mode not in _MODES:
+    if mode not in _MODES:  # Heron refuses it too (TopologyReliabilityMode.valueOf)
         raise TopologyValueError("unknown reliability mode", value=mode, kind="config",
                                  fix=f"set {keys.TOPOLOGY_RELIABILITY_MODE} to one of {_MODES}")
-    if mode not in SUPPORTED_MODES:
+    if mode not in SUPPORTED_MODES:  # ours: effectively-once is not implemented yet
         raise TopologyValueError(f"reliability mode {mode} is not available in this version",
                                  value=mode, kind="unsupported",
                                  fix=f"use one of {SUPPORTED_MODES}")
@@ -154,12 +195,28 @@ def _check_topology_config(config: dict) -> None:
                                          " to, say, 5")
 
 
+def _usable_name(name: object) -> bool:
+    return isinstance(name, str) and bool(name) and not _FORBIDDEN_CHARS.intersection(name)
+
+
+def _forbidden_text() -> str:
+    return " ".join(repr(c) for c in sorted(_FORBIDDEN_CHARS))
+
+
 def _check_name(spec: HeronComponentSpec, seen: dict) -> None:
-    if not isinstance(spec.name, str) or not _NAME.match(spec.name) or spec.name.startswith("__"):
+    # Names starting "__" are legal, as in Heron (its tests name a bolt
+    # "__integration_test_aggregator_bolt"); see _FORBIDDEN_CHARS for the characters refused.
+    if not _usable_name(spec.name):
         raise TopologyValueError("invalid component name", component=str(spec.name),
                                  value=spec.name, kind="name",
-                                 fix="use letters, digits, '_', '.', '-'; no leading '__'")
-    if spec.name in seen:
+                                 fix=f"use a non-empty name without {_forbidden_text()}")
+    if spec.name == SYSTEM_COMPONENT:
+        # Heron does not check, but "__system" is the source of tick tuples: a bolt could not
+        # tell this component's tuples from ticks (tup.component == "__system").
+        raise TopologyValueError(f"{SYSTEM_COMPONENT!r} is the system component (tick tuples "
+                                 f"come from it)", component=spec.name, value=spec.name,
+                                 kind="reserved_name", fix="rename the component")
+    if spec.name in seen:  # Heron refuses it too
         raise TopologyValueError("two components share this name", component=spec.name,
                                  kind="duplicate_name", fix="give each component a unique name")
 
@@ -167,23 +224,27 @@ def _check_name(spec: HeronComponentSpec, seen: dict) -> None:
 def _component(spec: HeronComponentSpec, topo_config: dict) -> ComponentDecl:
     name, cls = spec.name, spec.component_class
     par = spec.parallelism
+    # Heron asserts an int > 0; a bool slips past its assert but then fails in its packer.
     if not isinstance(par, int) or isinstance(par, bool) or par < 1:
         raise TopologyValueError("parallelism must be an integer >= 1", component=name,
                                  value=par, kind="parallelism", fix="pass par=1 or more")
     base = Spout if spec.is_spout else Bolt
+    # heronpy's spec() is a Spout/Bolt classmethod; only a hand-made spec can miss this.
     if not (isinstance(cls, type) and issubclass(cls, base)):
         raise TopologyValueError(f"class must subclass {base.__name__}", component=name,
                                  value=cls, kind="class", fix=f"derive it from {base.__name__}")
+    # Heron accepts it, then raises NotImplementedError in every task: we say so up front.
     required = "next_tuple" if spec.is_spout else "process"
     if getattr(cls, required) is getattr(base, required):
         raise TopologyValueError(f"{cls.__name__} does not implement {required}()",
                                  component=name, kind="class", fix=f"define {required}(self, ...)")
     outputs = _outputs(name, spec.outputs)
     inputs = _inputs(name, spec)
+    # heronpy's Spout.spec() takes no inputs; ours would silently ignore them.
     if spec.is_spout and inputs:
         raise TopologyValueError("a spout cannot have inputs", component=name, kind="inputs",
                                  fix="make it a Bolt, or drop inputs=")
-    if not spec.is_spout and not inputs:
+    if not spec.is_spout and not inputs:  # Heron refuses it too
         raise TopologyValueError("a bolt needs at least one input", component=name,
                                  kind="inputs", fix="pass inputs={upstream_spec: Grouping...}")
     config = {**topo_config, **(spec.custom_config or {}),
@@ -198,21 +259,29 @@ def _outputs(component: str, declared) -> dict[str, StreamDecl]:
         if isinstance(out, str):
             streams.setdefault(Stream.DEFAULT_STREAM_ID, []).append(out)
         elif isinstance(out, Stream):
-            if out.stream_id in streams and out.stream_id != Stream.DEFAULT_STREAM_ID:
-                raise TopologyValueError("stream declared twice", component=component,
-                                         value=out.stream_id, kind="stream",
-                                         fix="declare each stream once")
-            streams.setdefault(out.stream_id, []).extend(out.fields)
-            direct[out.stream_id] = direct.get(out.stream_id, False) or out.direct
-        else:
+            if out.stream_id == TICK_STREAM:
+                # Heron does not check, but Bolt.is_tick() would take these tuples for ticks.
+                raise TopologyValueError(f"{TICK_STREAM!r} is the tick tuples' stream",
+                                         component=component, value=out.stream_id,
+                                         kind="reserved_name", fix="rename the stream")
+            if out.stream_id == Stream.DEFAULT_STREAM_ID:
+                streams.setdefault(out.stream_id, []).extend(out.fields)
+                direct[out.stream_id] = direct.get(out.stream_id, False) or out.direct
+            else:  # declared again: the last declaration wins, as in Heron
+                streams[out.stream_id] = list(out.fields)
+                direct[out.stream_id] = out.direct
+        else:  # Heron refuses it too
             raise TopologyValueError("outputs must be field names or Stream objects",
                                      component=component, value=out, kind="stream",
                                      fix="use outputs = ['field', Stream([...], name=...)]")
     for stream, fields in streams.items():
+        # Not refused by Heron; ours: field names are Arrow column names and tuple keys, and
+        # fields grouping looks them up by name, so a repeated name would be ambiguous.
         if len(set(fields)) != len(fields):
             raise TopologyValueError(f"stream {stream!r} repeats a field name",
                                      component=component, value=fields, kind="fields",
                                      fix="give each field a unique name")
+        # Ours only: "__hs_" columns carry acking and routing data in every tuple batch.
         bad = [f for f in fields if f.startswith(RESERVED_FIELD_PREFIX)]
         if bad:
             raise TopologyValueError(f"field names starting {RESERVED_FIELD_PREFIX!r} are reserved",
@@ -229,7 +298,7 @@ def _inputs(component: str, spec: HeronComponentSpec) -> list[InputDecl]:
         pairs = list(raw.items())
     elif isinstance(raw, (list, tuple)):
         pairs = [(item, Grouping.SHUFFLE) for item in raw]
-    else:
+    else:  # Heron refuses it too
         raise TopologyValueError("inputs must be a dict {input: Grouping} or a list",
                                  component=component, value=raw, kind="inputs",
                                  fix="pass inputs={upstream_spec: Grouping.SHUFFLE}")
@@ -241,11 +310,11 @@ def _inputs(component: str, spec: HeronComponentSpec) -> list[InputDecl]:
             upstream, stream = key.component_id, key.stream_id
         elif isinstance(key, str):
             upstream, stream = key, Stream.DEFAULT_STREAM_ID
-        else:
+        else:  # Heron refuses it too (and takes no plain names)
             raise TopologyValueError("an input must be a spec, a GlobalStreamId or a name",
                                      component=component, value=key, kind="inputs",
                                      fix="use the spec returned by add_spout/add_bolt")
-        if not Grouping.is_grouping_sane(grouping):
+        if not Grouping.is_grouping_sane(grouping):  # Heron refuses it too
             raise TopologyValueError(f"input {upstream}:{stream} has an unknown grouping",
                                      component=component, value=grouping, kind="grouping",
                                      fix="use a Grouping (SHUFFLE, fields(...), ALL, ...)")
@@ -262,23 +331,25 @@ def _inputs(component: str, spec: HeronComponentSpec) -> list[InputDecl]:
 def _check_input(component: str, sub: InputDecl, components: dict[str, ComponentDecl]) -> None:
     where = f"input {sub.component}:{sub.stream}"
     upstream = components.get(sub.component)
-    if upstream is None:
+    if upstream is None:  # Heron refuses it too (verifyTopology: unknown input stream)
         raise TopologyValueError(f"{where} names an unknown component", component=component,
                                  value=sub.component, kind="unknown_component",
                                  fix=f"use one of {sorted(components)}")
     stream = upstream.outputs.get(sub.stream)
-    if stream is None:
+    if stream is None:  # Heron refuses it too (verifyTopology: unknown input stream)
         raise TopologyValueError(f"{where}: {sub.component!r} declares no such stream",
                                  component=component, value=sub.stream, kind="unknown_stream",
                                  fix=f"use one of {sorted(upstream.outputs)} or declare it in "
                                      f"{sub.component}'s outputs")
     missing = [f for f in sub.fields if f not in stream.fields]
+    # Heron's stmgr skips unknown grouping fields (with none left, every tuple goes to one
+    # task); we refuse: such a grouping cannot do what it says (silent skew). A judgment call.
     if missing:
         raise TopologyValueError(f"{where}: fields grouping on undeclared field(s)",
                                  component=component, value=missing, kind="unknown_field",
                                  fix=f"group on declared fields {list(stream.fields)}")
     is_direct = sub.grouping == GroupingType.DIRECT
-    if is_direct != stream.direct:
+    if is_direct != stream.direct:  # ours: direct streams are an extra (heronpy refuses them)
         raise TopologyValueError(
             f"{where}: grouping {grouping_name(sub.grouping)} does not fit a "
             f"{'direct' if stream.direct else 'non-direct'} stream", component=component,
@@ -288,6 +359,8 @@ def _check_input(component: str, sub: InputDecl, components: dict[str, Component
 
 
 def _check_acyclic(components: dict[str, ComponentDecl]) -> None:
+    """Refuse cycles. Heron does not; ours: a task ends once every upstream task has ended
+    (end of input, draining), which never happens on a cycle."""
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 
     def visit(name: str, path: list[str]) -> None:
@@ -314,16 +387,18 @@ def _check_stmgrs(config: dict, components: dict[str, ComponentDecl]) -> None:
     except (TypeError, ValueError):
         count = 0
     total = sum(c.parallelism for c in components.values())
-    if count < 1:
+    if count < 1:  # Heron parses it as the container count; below 1 there is nowhere to run
         raise TopologyValueError(f"{keys.TOPOLOGY_STMGRS} must be an integer >= 1", value=stmgrs,
                                  kind="config", fix="set it to the number of containers")
-    if count > total:
+    if count > total:  # Heron's packing refuses more containers than instances too
         raise TopologyValueError(f"{keys.TOPOLOGY_STMGRS} exceeds the number of instances",
                                  value=count, kind="config",
                                  fix=f"use at most {total} containers (one per instance)")
 
 
 def _check_picklable(plan: LogicalPlan) -> None:
+    """Refuse what cannot be pickled: the plan reaches the containers pickled (ours; Heron
+    serializes config values the same way and fails on them too)."""
     from heron_spark import _pickling
 
     for decl in plan.components.values():

@@ -1,0 +1,1 @@
+"""heronpy.proto: the protobuf names heronpy user code reads (see the modules under it)."""
