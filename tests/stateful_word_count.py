@@ -26,6 +26,9 @@ from heron_spark.sources import FileSpout
 OUT = "test.out.dir"
 SLEEP_MS = "test.split.sleep.ms"
 CRASH_AT = "test.count.crash.at"
+# A marker waits behind every tuple queued before it: short queues make checkpoints quick.
+SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 400,
+                "heron.stmgr.backpressure.low.water.tuples": 200}
 
 
 class SplitBolt(Bolt):

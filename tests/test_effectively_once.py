@@ -1,18 +1,27 @@
 """Effectively once: stateful word counts stay exact across failures.
 
 The count bolt keeps its counts only in its checkpointed ``State``; the spouts' offsets are
-part of the same checkpoints. Whatever fails, the final counts must equal
-``collections.Counter`` of the corpus: nothing lost, nothing counted twice.
+part of the same checkpoints. Whatever fails (a task raising, or on real processes ``kill -9``
+of an instance, a stmgr, a container's Spark Python worker, the driver), the final counts must
+equal ``collections.Counter`` of the corpus: nothing lost, nothing counted twice. Each fault
+strikes after at least two checkpoints committed, so the rollback goes back to a real one.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
+import fault_support as faults
 import stateful_word_count as swc
 from heron_spark.inprocess import InProcessTopology
+from heron_spark.scheduler.submit import submit
+from heron_spark.statemgr import open_state_manager
 
-# A marker waits behind every tuple queued before it: short queues make checkpoints quick.
-SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 400,
-                "heron.stmgr.backpressure.low.water.tuples": 200}
+TESTS = Path(__file__).resolve().parent
+TIMEOUT = 240
+LINES = 3000
 
 
 def test_in_process_crash_rolls_back_to_the_last_checkpoint(tmp_path):
@@ -20,7 +29,8 @@ def test_in_process_crash_rolls_back_to_the_last_checkpoint(tmp_path):
     text = swc.write_corpus(corpus, 5000)
     topology = swc.build("eo-in-process", corpus, out, interval=0.05,
                          config={swc.CRASH_AT: 10000, swc.SLEEP_MS: 0.3})
-    run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work"), **SHORT_QUEUES})
+    run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work"),
+                                            **swc.SHORT_QUEUES})
     assert run.run(timeout=120) == "FINISHED"
     assert (out / "crashed").exists()
     assert swc.read_counts(out) == swc.expected_counts(text)
@@ -28,3 +38,99 @@ def test_in_process_crash_rolls_back_to_the_last_checkpoint(tmp_path):
     assert status["restores"] == 2, status  # the start, the crash
     assert status["restored_from"][1] > 0, status  # the crash went back to a real checkpoint
     assert sum(run.failures.values()) == 1
+
+
+def _start(spark, tmp_path, hconf, name, **config):
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = swc.write_corpus(corpus, LINES)
+    topology = swc.build(name, corpus, out, config={swc.SLEEP_MS: 4, **config})
+    handle = submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
+                    master="local[4]")
+    handle.wait_running(timeout=120)
+    return text, out, handle
+
+
+def _committed(statemgr_url: str, name: str) -> int:
+    with open_state_manager(statemgr_url) as statemgr:
+        return int((statemgr.get_committed_checkpoint(name) or {}).get("id", 0))
+
+
+def _wait_commits(hconf, name, at_least: int = 2) -> int:
+    return faults.wait_for(lambda: (_committed(hconf["heron.statemgr"], name) >= at_least)
+                           and _committed(hconf["heron.statemgr"], name), 90,
+                           f"{at_least} committed checkpoints")
+
+
+def _check(handle, text, out):
+    assert handle.wait(timeout=TIMEOUT) == "FINISHED", handle.status_detail()
+    assert swc.read_counts(out) == swc.expected_counts(text)
+    checkpoint = handle.status_detail()["checkpoint"]
+    assert max(checkpoint["restored_from"]) > 0, checkpoint
+    return checkpoint
+
+
+def test_instance_killed(spark, tmp_path, hconf):
+    name = "eo-instance"
+    text, out, handle = _start(spark, tmp_path, hconf, name)
+    work = tmp_path / "work" / name
+    _wait_commits(hconf, name)
+    [victim, *_] = faults.find(work, "instance", component="count")
+    faults.kill9(victim)
+    checkpoint = _check(handle, text, out)
+    assert sum(handle.status_detail()["instance_failures"].values()) >= 1
+    print(f"checkpoints: {checkpoint}")
+
+
+def test_stmgr_killed(spark, tmp_path, hconf):
+    name = "eo-stmgr"
+    text, out, handle = _start(spark, tmp_path, hconf, name)
+    work = tmp_path / "work" / name
+    _wait_commits(hconf, name)
+    [stmgr] = faults.find(work, "stmgr", container=1)
+    faults.kill9(stmgr)
+    checkpoint = _check(handle, text, out)
+    print(f"checkpoints: {checkpoint}")
+
+
+def test_container_killed(spark, tmp_path, hconf):
+    name = "eo-container"
+    text, out, handle = _start(spark, tmp_path, hconf, name,
+                               **{"heron.stage.resubmit.backoff.secs": 0.5})
+    work = tmp_path / "work" / name
+    _wait_commits(hconf, name)
+    [stmgr] = faults.find(work, "stmgr", container=0)
+    faults.kill9(faults.parent_of(stmgr))  # the Spark Python worker running the barrier task
+    checkpoint = _check(handle, text, out)
+    assert handle.status_detail()["generation"] >= 1  # the stage was resubmitted
+    print(f"checkpoints: {checkpoint}")
+
+
+def _driver(args: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, str(TESTS / "stateful_driver.py"), *args],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=TESTS.parent)
+
+
+def test_driver_killed_and_resumed(tmp_path, hconf):
+    name = "eo-driver"
+    corpus, out, work = tmp_path / "corpus.txt", tmp_path / "out", tmp_path / "work"
+    text = swc.write_corpus(corpus, LINES)
+    args = [name, str(corpus), str(out), hconf["heron.statemgr"], str(work)]
+    first = _driver(args, tmp_path / "driver-1.log")
+    second = None
+    try:
+        committed = _wait_commits(hconf, name)
+        first.kill()  # kill -9 of the driver; its JVM exits when its stdin closes
+        first.wait()
+        faults.wait_for(lambda: not faults.find(work, "instance")
+                        and not faults.find(work, "stmgr"), 60,
+                        "the killed driver's containers to exit")
+        second = _driver(args, tmp_path / "driver-2.log")
+        assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert "status FINISHED generation 1" in (tmp_path / "driver-2.log").read_text()
+    assert swc.read_counts(out) == swc.expected_counts(text)
+    print(f"the first driver committed checkpoint {committed} before it was killed")

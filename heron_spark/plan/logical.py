@@ -29,7 +29,6 @@ TICK_STREAM = TupleHelper.TICK_TUPLE_ID                # "__tick", as in Heron
 _FORBIDDEN_CHARS = frozenset('/\\"\0\n\r')
 _MODES = (keys.TopologyReliabilityMode.ATMOST_ONCE, keys.TopologyReliabilityMode.ATLEAST_ONCE,
           keys.TopologyReliabilityMode.EFFECTIVELY_ONCE)
-SUPPORTED_MODES = _MODES
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,6 +110,14 @@ def reliability_mode(config: dict) -> str:
 
 
 DEFAULT_MESSAGE_TIMEOUT_SECS = 30.0
+DEFAULT_CHECKPOINT_INTERVAL_SECS = 5.0
+
+
+def checkpoint_interval_secs(config: dict) -> float:
+    """``topology.stateful.checkpoint.interval.seconds`` (heronpy's key; ``.secs`` accepted)."""
+    return float(config.get(keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS,
+                            config.get("topology.stateful.checkpoint.interval.secs",
+                                       DEFAULT_CHECKPOINT_INTERVAL_SECS)))
 
 
 def message_timeout_secs(config: dict) -> float:
@@ -177,18 +184,13 @@ def _check_topology_config(config: dict) -> None:
     if mode not in _MODES:  # Heron refuses it too (TopologyReliabilityMode.valueOf)
         raise TopologyValueError("unknown reliability mode", value=mode, kind="config",
                                  fix=f"set {keys.TOPOLOGY_RELIABILITY_MODE} to one of {_MODES}")
-    if mode not in SUPPORTED_MODES:  # ours: effectively-once is not implemented yet
-        raise TopologyValueError(f"reliability mode {mode} is not available in this version",
-                                 value=mode, kind="unsupported",
-                                 fix=f"use one of {SUPPORTED_MODES}")
-    if mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
-        interval = config.get(keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS,
-                              config.get("topology.stateful.checkpoint.interval.secs", 5))
+    if mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:  # ours: checkpoints need it
         try:
-            ok = float(interval) > 0
+            ok = checkpoint_interval_secs(config) > 0
         except (TypeError, ValueError):
             ok = False
         if not ok:
+            interval = config.get(keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS)
             raise TopologyValueError("the checkpoint interval must be a positive number of "
                                      "seconds", value=interval, kind="config",
                                      fix=f"set {keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS}"

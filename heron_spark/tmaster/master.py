@@ -18,6 +18,7 @@ import time
 from heron_spark._failure_window import FailureWindow
 from heron_spark.api import api_constants as keys
 from heron_spark.metrics import aggregate
+from heron_spark.plan.logical import checkpoint_interval_secs
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
@@ -345,9 +346,3 @@ class TMaster:
         except ConnectionClosed:
             pass
 
-
-def checkpoint_interval_secs(config: dict) -> float:
-    """``topology.stateful.checkpoint.interval.seconds`` (heronpy's key; ``.secs`` accepted)."""
-    value = config.get(keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS,
-                       config.get("topology.stateful.checkpoint.interval.secs", 5))
-    return float(value)
