@@ -20,7 +20,7 @@ from heron_spark import submit  # noqa: E402
 
 def main(argv: list[str]) -> int:
     name, corpus, out, statemgr, work = argv
-    topology = swc.build(name, Path(corpus), Path(out), config={swc.SLEEP_MS: 4})
+    topology = swc.build(name, Path(corpus), Path(out), config={swc.SLEEP_MS: 2})
     handle = submit(topology, master="local[4]",
                     conf={"heron.statemgr": statemgr, "heron.work.dir": work,
                           "heron.tracker.port": -1, **swc.SHORT_QUEUES})

@@ -27,8 +27,8 @@ OUT = "test.out.dir"
 SLEEP_MS = "test.split.sleep.ms"
 CRASH_AT = "test.count.crash.at"
 # A marker waits behind every tuple queued before it: short queues make checkpoints quick.
-SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 400,
-                "heron.stmgr.backpressure.low.water.tuples": 200}
+SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
+                "heron.stmgr.backpressure.low.water.tuples": 50}
 
 
 class SplitBolt(Bolt):

@@ -21,7 +21,7 @@ from heron_spark.statemgr import open_state_manager
 
 TESTS = Path(__file__).resolve().parent
 TIMEOUT = 240
-LINES = 3000
+LINES = 8000
 
 
 def test_in_process_crash_rolls_back_to_the_last_checkpoint(tmp_path):
@@ -43,7 +43,7 @@ def test_in_process_crash_rolls_back_to_the_last_checkpoint(tmp_path):
 def _start(spark, tmp_path, hconf, name, **config):
     corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
     text = swc.write_corpus(corpus, LINES)
-    topology = swc.build(name, corpus, out, config={swc.SLEEP_MS: 4, **config})
+    topology = swc.build(name, corpus, out, config={swc.SLEEP_MS: 2, **config})
     handle = submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
                     master="local[4]")
     handle.wait_running(timeout=120)

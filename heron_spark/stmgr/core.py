@@ -156,7 +156,7 @@ class StmgrCore:
         """A local task dialled in (it registers with its first frame)."""
         self.connected.add(task)
         if task in self.spout_tasks and self.backpressure.spouts_paused:
-            self.io.set_reading(task, False)
+            self.io.set_reading(task, self.restoring)
 
     def on_instance_frame(self, task: int, kind: int, frame: bytes) -> None:
         """Handle one frame from local ``task`` (prefix included)."""
@@ -449,12 +449,15 @@ class StmgrCore:
         return [c for c in self.plan.stmgr_address if c != self.index]
 
     def _apply_spout_gate(self) -> None:
-        """Pause or resume local spouts: stop reading them, and tell them to stop emitting."""
+        """Pause or resume local spouts: stop reading them, and tell them to stop emitting.
+
+        During a restore (effectively once) held spouts emit nothing and must be read: their
+        restore reports go through the same connection."""
         paused = self.backpressure.spouts_paused
         changed = paused != self._gate_paused
         self._gate_paused = paused
         for task in self.spout_tasks & self.connected:
-            self.io.set_reading(task, not paused)
+            self.io.set_reading(task, not paused or self.restoring)
             if changed:
                 self._send_gate(task)
 
@@ -520,6 +523,12 @@ class StmgrCore:
         self.ended_sources.clear()
         for task in self.local_tasks:  # restored tasks start counting from zero
             self._reset_queue(task)
+        # Every queue is dropped: congestion announced by peers is over (a peer that is still
+        # congested says so again), and held spouts must be read for their restore reports.
+        self.backpressure.remote.clear()
+        self._apply_spout_gate()
+        for task in self.spout_tasks & self.connected:
+            self.io.set_reading(task, True)
         self._send_fences()
         if self.started:
             frame = frames.control_frame(stmgr_pb2.StmgrToInstance(restore=restore))

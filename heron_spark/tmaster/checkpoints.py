@@ -117,4 +117,7 @@ class CheckpointCoordinator:
         return {"committed": self.committed, "epoch": self.epoch, "restoring": self.restoring,
                 "in_flight": self.in_flight, "commits": self.commits, "restores": self.restores,
                 "restored_from": list(self.restored_from),
-                "last_commit_secs": round(self.last_commit_secs, 3)}
+                "last_commit_secs": round(self.last_commit_secs, 3),
+                "waiting_for": sorted(self.tasks - (self.restored if self.restoring
+                                                    else self.stored if self.in_flight
+                                                    else self.tasks))}
