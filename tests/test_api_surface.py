@@ -10,10 +10,12 @@ EXPECTED = {
     "Bolt",
     "ClusterCapacityError", "ConfigError",
     "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
-    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
+    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
+    "SlidingWindowBolt", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
     "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
-    "TopologyValueError", "Tuple", "TupleHelper", "WorkerEnvironmentError", "WrongPlaceError",
+    "TopologyValueError", "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",
+    "WorkerEnvironmentError", "WrongPlaceError",
     "__version__",
     "api_constants", "batch_source", "install_heronpy_alias", "submit",
 }
@@ -54,6 +56,7 @@ HERONPY_MODULES = {
     "heronpy.api.topology": ["Topology", "TopologyBuilder"],
     "heronpy.api.topology_context": ["TopologyContext"],
     "heronpy.api.tuple": ["Tuple", "TupleHelper"],
+    "heronpy.api.bolt.window_bolt": ["SlidingWindowBolt", "TumblingWindowBolt", "WindowContext"],
 }
 
 
