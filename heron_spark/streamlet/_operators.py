@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.component import GlobalStreamId
 from heron_spark.api.stream import Grouping
@@ -161,7 +162,7 @@ class ToBolt(_Bolt):
                                     fix="pass a class deriving from heron_spark.Bolt")
         super().__init__(parent, partitions=par)
         self._bolt = bolt_class
-        self._user_config = dict(config or {})
+        self._user_config = {keys.TOPOLOGY_BOLT_AUTO_ACK: True, **(config or {})}
 
     def _config(self) -> dict:
         return self._user_config

@@ -160,7 +160,8 @@ class Streamlet:
     def to_bolt(self, bolt_class: type, name: str | None = None, par: int | None = None,
                 config: dict | None = None) -> None:
         """Feed every element to an ordinary ``Bolt`` (input field ``_output_`` on stream
-        ``output``, shuffled over ``par`` tasks, default this streamlet's partitions)."""
+        ``output``, shuffled over ``par`` tasks, default this streamlet's partitions). The
+        bolt auto-acks (``topology.bolt.auto.ack``) unless ``config`` says otherwise."""
         from heron_spark.streamlet._operators import ToBolt
 
         sink = ToBolt(self, bolt_class, par, config)
