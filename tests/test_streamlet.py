@@ -403,3 +403,4 @@ def test_elements_that_are_not_pairs_fail_the_run_naming_their_component(tmp_pat
                   conf={"heron.instance.restart.max": 0})
     assert failed.value.component == "doubles"
     assert "(key, value) pairs" in str(failed.value)
+
