@@ -404,3 +404,34 @@ def test_elements_that_are_not_pairs_fail_the_run_naming_their_component(tmp_pat
     assert failed.value.component == "doubles"
     assert "(key, value) pairs" in str(failed.value)
 
+
+
+def test_heronpy_join_streamlet_runs_unbounded_and_joins_within_each_window(tmp_path):
+    from heronpy.connectors.mock.arraylooper import ArrayLooper as HeronpyLooper
+    from heronpy.streamlet.builder import Builder as HeronpyBuilder
+    from heronpy.streamlet.windowconfig import WindowConfig as HeronpyWindowConfig
+
+    sink = tmp_path / "joined.txt"
+
+    def record(pair):
+        keyed, joined = pair
+        with open(sink, "a") as handle:
+            handle.write(f"{keyed.window.end_time!r} {keyed.key} {joined}\n")
+
+    builder = HeronpyBuilder()
+    source_1 = builder.new_source(HeronpyLooper([["key1", "a"], ["key1", "b"]], sleep=0.02))
+    source_2 = builder.new_source(HeronpyLooper([["key1", "c"], ["key1", "d"]], sleep=0.02))
+    source_1.join(source_2, HeronpyWindowConfig.create_sliding_window(0.3, 0.1),
+                  lambda x, y: x + y).consume(record)
+    with pytest.raises(TimeoutError):
+        InProcessTopology(builder.topology("join_streamlet")).run(timeout=1.2)
+    windows = collections.defaultdict(collections.Counter)
+    for line in sink.read_text().splitlines():
+        end, key, joined = line.split()
+        assert key == "key1"
+        windows[end][joined] += 1
+    assert len(windows) >= 4
+    for joined in windows.values():
+        assert set(joined) <= {"ac", "ad", "bc", "bd"}
+        # a window's output is the cross product of its left and right values
+        assert joined["ac"] * joined["bd"] == joined["ad"] * joined["bc"]
