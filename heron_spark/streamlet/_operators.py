@@ -162,7 +162,10 @@ class ToBolt(_Bolt):
                                     fix="pass a class deriving from heron_spark.Bolt")
         super().__init__(parent, partitions=par)
         self._bolt = bolt_class
-        self._user_config = {keys.TOPOLOGY_BOLT_AUTO_ACK: True, **(config or {})}
+        # a window bolt acks as tuples leave its windows: acking on receipt too would ack twice
+        acks_later = issubclass(bolt_class, (SlidingWindowBolt, TumblingWindowBolt))
+        self._user_config = {**({} if acks_later else {keys.TOPOLOGY_BOLT_AUTO_ACK: True}),
+                             **(config or {})}
 
     def _config(self) -> dict:
         return self._user_config

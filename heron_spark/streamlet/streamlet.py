@@ -160,8 +160,10 @@ class Streamlet:
     def to_bolt(self, bolt_class: type, name: str | None = None, par: int | None = None,
                 config: dict | None = None) -> None:
         """Feed every element to an ordinary ``Bolt`` (input field ``_output_`` on stream
-        ``output``, shuffled over ``par`` tasks, default this streamlet's partitions). The
-        bolt auto-acks (``topology.bolt.auto.ack``) unless ``config`` says otherwise."""
+        ``output``, shuffled over ``par`` tasks, default this streamlet's partitions). Under
+        at-least-once the bolt auto-acks (``topology.bolt.auto.ack``), except window bolts
+        (they ack as tuples leave their windows); pass ``config={"topology.bolt.auto.ack":
+        False}`` for a bolt that acks its inputs later itself."""
         from heron_spark.streamlet._operators import ToBolt
 
         sink = ToBolt(self, bolt_class, par, config)
