@@ -30,6 +30,15 @@ def test_sliding_window_holds_exactly_the_tuples_of_its_closed_interval():
     assert windows.slide_to(119.5) == (WindowContext(109.5, 119.5), [], ["b", "c", "d"])
 
 
+def test_a_late_tick_widens_the_sliding_window_so_no_tuple_falls_between_windows():
+    windows = TimeWindows(duration=2.0, slide=2.0, start=0.0)
+    assert windows.slide_to(2.0) == (WindowContext(0.0, 2.0), [], [])
+    windows.add("gap", 2.5)  # the next tick is late: at 4.8, [2.8, 4.8] would miss it
+    windows.add("in", 3.0)
+    assert windows.slide_to(4.8) == (WindowContext(2.0, 4.8), ["gap", "in"], [])
+    assert windows.slide_to(6.0) == (WindowContext(4.0, 6.0), [], ["gap", "in"])
+
+
 def test_sliding_drain_fires_the_next_tick_times_until_every_tuple_left():
     windows = TimeWindows(duration=4.0, slide=2.0, start=0.0)
     windows.add("x", 1.0)

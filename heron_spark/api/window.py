@@ -9,7 +9,9 @@ Windows are time windows over each tuple's arrival time at this task (``HeronTup
 .creation_time``, seconds since the epoch) and the tick's time:
 
 - **Sliding** (duration D, slide S <= D): the window of a tick at time T is ``[T - D, T]``
-  and holds every tuple that arrived in it; consecutive windows overlap by D - S.
+  and holds every tuple that arrived in it; consecutive windows overlap by D - S. (A tick
+  late by more than D - S starts its window at the previous window's end instead, so every
+  tuple is in at least one window.)
 - **Tumbling** (duration D): the window of a tick at time T is ``(previous tick, T]``; every
   tuple is in exactly one window. ``window_info`` is ``WindowContext(previous tick, T)``.
 
@@ -63,9 +65,10 @@ class TimeWindows:
         self.tuples.append((tup, now))
 
     def expire(self, now: float) -> list:
-        """Drop and return the tuples that arrived before ``now - duration``."""
+        """Drop and return the tuples that arrived before ``now - duration`` and after them
+        a window ended (a tuple is dropped only once a window held it)."""
         out = []
-        horizon = now - self.duration
+        horizon = min(now - self.duration, self.last_end)
         tuples = self.tuples
         while tuples and tuples[0][1] < horizon:
             out.append(tuples.popleft()[0])
@@ -73,10 +76,13 @@ class TimeWindows:
 
     def slide_to(self, now: float) -> tuple[WindowContext, list, list]:
         """Return the sliding window ending at ``now``, its tuples, and the tuples that left
-        the window since the last call (to ack)."""
+        the window since the last call (to ack). The window is ``[now - duration, now]``, or
+        starts at the previous window's end when that is earlier (a tick later than
+        ``duration - slide``), so no tuple falls between two windows."""
+        start = min(now - self.duration, self.last_end)
         expired = self.expire(now)
         self.last_end = now
-        return WindowContext(now - self.duration, now), [t for t, _ in self.tuples], expired
+        return WindowContext(start, now), [t for t, _ in self.tuples], expired
 
     def tumble_to(self, now: float) -> tuple[WindowContext, list]:
         """Return the tumbling window ``(last end, now]`` and its tuples, which it drops."""
