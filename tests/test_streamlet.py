@@ -417,6 +417,11 @@ def test_bad_streamlet_arguments_are_refused():
     numbers.union(other)
     with pytest.raises(TopologyValueError):
         builder.topology("two_builders")
+    split = Builder()
+    split.new_source([1]).reduce_by_window(LONG, max).set_num_partitions(2).log()
+    with pytest.raises(TopologyValueError) as info:
+        split.topology("reduce_on_two")
+    assert info.value.component == "reducebywindow-1" and info.value.value == 2
 
 
 def test_elements_that_are_not_pairs_fail_the_run_naming_their_component(tmp_path):
