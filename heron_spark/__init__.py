@@ -7,9 +7,10 @@ this package starts nothing: no Spark, no processes.
 from heron_spark.api import (AssignableMetric, BaseBolt, BaseSpout, BatchBolt, BatchSpout, Bolt, CountMetric,
                              GlobalStreamId, Grouping,
                              HeronComponentSpec, HeronTuple, ICustomGrouping, IMetric,
-                             MeanReducedMetric, MultiCountMetric, Spout, Stream, Topology,
-                             TopologyBuilder, TopologyContext, TopologyReliabilityMode, Tuple,
-                             TupleHelper, api_constants, batch_source)
+                             MeanReducedMetric, MultiCountMetric, SlidingWindowBolt, Spout,
+                             Stream, Topology, TopologyBuilder, TopologyContext,
+                             TopologyReliabilityMode, TumblingWindowBolt, Tuple, TupleHelper,
+                             WindowContext, api_constants, batch_source)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
                                 DuplicateMetricError, HeronSparkError,
                                 TopologyNotFoundError, TopologyRuntimeError,
@@ -35,10 +36,12 @@ __all__ = [
     "ClusterCapacityError", "ConfigError",
     "CountMetric", "DuplicateMetricError",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
-    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
+    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
+    "SlidingWindowBolt", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
     "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
-    "TopologyValueError", "Tuple", "TupleHelper", "WorkerEnvironmentError", "WrongPlaceError",
+    "TopologyValueError", "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",
+    "WorkerEnvironmentError", "WrongPlaceError",
     "__version__",
     "api_constants", "batch_source", "install_heronpy_alias", "submit",
 ]

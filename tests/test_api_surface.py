@@ -11,10 +11,12 @@ EXPECTED = {
     "ClusterCapacityError", "ConfigError",
     "CountMetric", "DuplicateMetricError",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
-    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
+    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
+    "SlidingWindowBolt", "Spout",
     "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
     "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
-    "TopologyValueError", "Tuple", "TupleHelper", "WorkerEnvironmentError", "WrongPlaceError",
+    "TopologyValueError", "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",
+    "WorkerEnvironmentError", "WrongPlaceError",
     "__version__",
     "api_constants", "batch_source", "install_heronpy_alias", "submit",
 }
@@ -34,7 +36,8 @@ def test_errors_inherit_matching_builtins():
 
 
 def test_importing_the_api_starts_no_spark():
-    code = ("import sys, heron_spark, heron_spark.api;"
+    code = ("import sys, heron_spark, heron_spark.api, heron_spark.streamlet, heron_spark.connectors"
+            ".mock, heron_spark.connectors.textfiles;"
             "assert 'pyspark' not in sys.modules, 'pyspark imported';"
             "assert 'pyarrow' not in sys.modules, 'pyarrow imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -56,6 +59,21 @@ HERONPY_MODULES = {
     "heronpy.api.topology_context": ["TopologyContext", "StreamId"],
     "heronpy.proto.topology_pb2": ["Grouping", "StreamId"],
     "heronpy.api.tuple": ["Tuple", "TupleHelper"],
+    "heronpy.api.bolt.window_bolt": ["SlidingWindowBolt", "TumblingWindowBolt", "WindowContext"],
+    "heronpy.streamlet": ["Builder", "Config", "Runner", "WindowConfig", "KeyedWindow"],
+    "heronpy.streamlet.builder": ["Builder"],
+    "heronpy.streamlet.runner": ["Runner"],
+    "heronpy.streamlet.config": ["Config"],
+    "heronpy.streamlet.generator": ["Generator"],
+    "heronpy.streamlet.context": ["Context"],
+    "heronpy.streamlet.transformoperator": ["TransformOperator"],
+    "heronpy.streamlet.windowconfig": ["WindowConfig"],
+    "heronpy.streamlet.keyedwindow": ["KeyedWindow"],
+    "heronpy.streamlet.window": ["Window"],
+    "heronpy.streamlet.streamlet": ["Streamlet"],
+    "heronpy.streamlet.resources": ["Resources"],
+    "heronpy.connectors.mock.arraylooper": ["ArrayLooper"],
+    "heronpy.connectors.textfiles.textfilesgenerator": ["TextFileGenerator"],
 }
 
 

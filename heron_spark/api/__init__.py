@@ -13,12 +13,14 @@ from heron_spark.api.spout import BaseSpout, Spout
 from heron_spark.api.stream import Grouping, Stream
 from heron_spark.api.topology import Topology, TopologyBuilder, TopologyType
 from heron_spark.api.tuple import HeronTuple, Tuple, TupleHelper
+from heron_spark.api.window import SlidingWindowBolt, TumblingWindowBolt, WindowContext
 
 __all__ = [
     "AssignableMetric", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout", "Bolt", "CountMetric",
     "GlobalStreamId",
     "Grouping", "HeronComponentSpec",
-    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
-    "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyReliabilityMode",
-    "TopologyType", "Tuple", "TupleHelper", "api_constants", "batch_source",
+    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
+    "SlidingWindowBolt", "Spout", "Stream", "Topology", "TopologyBuilder", "TopologyContext",
+    "TopologyReliabilityMode", "TopologyType", "TumblingWindowBolt", "Tuple", "TupleHelper",
+    "WindowContext", "api_constants", "batch_source",
 ]

@@ -478,6 +478,10 @@ class BoltExecutor(TaskExecutor):
             self._next_tick = self.clock() + self._tick_secs
 
     def _initialized(self, config: dict) -> None:
+        ticks = float(config.get(keys.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 0) or 0)
+        if ticks != self._tick_secs:  # set by initialize, as Heron's window bolts do
+            self._tick_secs = ticks
+            self._next_tick = self.clock() + ticks if ticks > 0 else None
         if self.reliable and not self.auto_ack and getattr(self.component, "auto_ack", False):
             self.auto_ack = True  # turned on in initialize: the settling path, not the fast one
             for name, fast in self._bound.items():

@@ -1,0 +1,256 @@
+"""Window bolts (heronpy's ``SlidingWindowBolt`` and ``TumblingWindowBolt``).
+
+A window bolt keeps the tuples it received and calls ``processWindow(window_info, tuples)``
+on every tick tuple: the bolt's ``initialize`` sets ``topology.tick.tuple.freq.secs`` to the
+slide interval (sliding) or the window duration (tumbling), as Heron's do, so subclasses that
+override ``initialize`` must call ``super().initialize(config, context)`` first.
+
+Windows are time windows over each tuple's arrival time at this task (``HeronTuple
+.creation_time``, seconds since the epoch) and the tick's time:
+
+- **Sliding** (duration D, slide S <= D): the window of a tick at time T is ``[T - D, T]``
+  and holds every tuple that arrived in it; consecutive windows overlap by D - S. (A tick
+  late by more than D - S starts its window at the previous window's end instead, so every
+  tuple is in at least one window.)
+- **Tumbling** (duration D): the window of a tick at time T is ``(previous tick, T]``; every
+  tuple is in exactly one window. ``window_info`` is ``WindowContext(previous tick, T)``.
+
+Acking (at-least-once): a sliding window bolt acks a tuple when it leaves the window (it
+arrived before T - D), a tumbling one acks the window's tuples after ``processWindow``
+returns; emits in ``processWindow`` are unanchored unless ``anchors=`` is given. A tuple is
+held up to D + S seconds, so that must stay below ``topology.message.timeout.secs``.
+
+Bounded topologies (heron_spark): when every upstream task has ended, ``end_of_input`` fires
+the windows the remaining tuples would still have been in (sliding: at the next tick times
+until every tuple has left; tumbling: one last window) and acks them. Subclasses that
+override ``end_of_input`` call ``super().end_of_input()``.
+
+Durations may be fractional seconds (Heron truncates them to whole seconds).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque, namedtuple
+from typing import Any, Iterator
+
+from heron_spark.api import api_constants as keys
+from heron_spark.api.bolt import Bolt
+from heron_spark.errors import TopologyValueError
+
+WindowContext = namedtuple("WindowContext", ("start", "end"))
+"""The bounds of a window, in seconds since the epoch (``start`` to ``end``)."""
+
+_DEFAULT_TIMEOUT_SECS = 30.0
+
+
+def _time_of(tup) -> float:
+    """Return when ``tup`` arrived at this task (its ``creation_time``), else now."""
+    stamp = getattr(tup, "creation_time", None)
+    return stamp if isinstance(stamp, float) else time.time()
+
+
+class TimeWindows:
+    """The windowing of one task, without a bolt: tuples in with their arrival time, windows
+    out. Times are seconds (any clock, as long as it is one clock). Not thread-safe."""
+
+    def __init__(self, duration: float, slide: float, start: float) -> None:
+        self.duration = duration
+        self.slide = slide
+        self.last_end = start
+        self.tuples: deque = deque()  # (tuple, arrival), in arrival order
+
+    def add(self, tup: Any, now: float) -> None:
+        """Keep ``tup``, arrived at ``now``."""
+        self.tuples.append((tup, now))
+
+    def expire(self, now: float) -> list:
+        """Drop and return the tuples that arrived before ``now - duration`` and after them
+        a window ended (a tuple is dropped only once a window held it)."""
+        out = []
+        horizon = min(now - self.duration, self.last_end)
+        tuples = self.tuples
+        while tuples and tuples[0][1] < horizon:
+            out.append(tuples.popleft()[0])
+        return out
+
+    def slide_to(self, now: float) -> tuple[WindowContext, list, list]:
+        """Return the sliding window ending at ``now``, its tuples, and the tuples that left
+        the window since the last call (to ack). The window is ``[now - duration, now]``, or
+        starts at the previous window's end when that is earlier (a tick later than
+        ``duration - slide``), so no tuple falls between two windows."""
+        start = min(now - self.duration, self.last_end)
+        expired = self.expire(now)
+        self.last_end = now
+        return WindowContext(start, now), [t for t, _ in self.tuples], expired
+
+    def tumble_to(self, now: float) -> tuple[WindowContext, list]:
+        """Return the tumbling window ``(last end, now]`` and its tuples, which it drops."""
+        window = WindowContext(self.last_end, now)
+        tuples = [t for t, _ in self.tuples]
+        self.tuples.clear()
+        self.last_end = now
+        return window, tuples
+
+    def drain_sliding(self) -> Iterator[tuple[WindowContext, list, list]]:
+        """Yield the sliding windows at the next tick times (``last end + k * slide``) until
+        every tuple has left; the last one yielded has no tuples, only expired ones."""
+        while self.tuples:
+            window, tuples, expired = self.slide_to(self.last_end + self.slide)
+            yield window, tuples, expired
+
+
+def window_settings(config: dict, duration_key: str, slide_key: str | None,
+                    component: str | None) -> tuple[float, float]:
+    """Return (duration, slide) in seconds from ``config``; raise ``TopologyValueError`` when
+    they are missing, not positive, or the slide is longer than the duration."""
+    if duration_key not in config:
+        raise TopologyValueError(f"a window bolt needs its window duration {duration_key!r}",
+                                 component=component, kind="config",
+                                 fix=f"pass config={{{duration_key!r}: seconds}} to add_bolt")
+    duration = _seconds(config[duration_key], duration_key, component)
+    slide = duration
+    if slide_key is not None and config.get(slide_key) is not None:
+        slide = _seconds(config[slide_key], slide_key, component)
+        if slide > duration:
+            raise TopologyValueError("the slide interval is longer than the window duration",
+                                     component=component, value=slide, kind="config",
+                                     fix=f"set {slide_key!r} <= {duration_key!r} ({duration})")
+    return duration, slide
+
+
+def _seconds(value: Any, key: str, component: str | None) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = -1.0
+    if isinstance(value, bool) or not seconds > 0:
+        raise TopologyValueError(f"{key!r} must be a positive number of seconds",
+                                 component=component, value=value, kind="config",
+                                 fix=f"set {key!r} to seconds > 0")
+    return seconds
+
+
+def _check_timeout(config: dict, held_secs: float, component: str | None) -> None:
+    """Refuse windows that hold tuples longer than their trees may stay open."""
+    reliable = config.get(keys.TOPOLOGY_RELIABILITY_MODE) == \
+        keys.TopologyReliabilityMode.ATLEAST_ONCE or \
+        str(config.get(keys.TOPOLOGY_ENABLE_ACKING, "")).lower() == "true"
+    if not reliable or str(config.get(keys.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True)).lower() \
+            == "false":
+        return
+    timeout = float(config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or _DEFAULT_TIMEOUT_SECS)
+    if held_secs >= timeout:
+        raise TopologyValueError(
+            f"the window holds tuples up to {held_secs:g} s (duration + slide), not less than "
+            f"{keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS} ({timeout:g} s): they would time out",
+            component=component, value=held_secs, kind="config",
+            fix=f"raise {keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS} above {held_secs:g} or shorten "
+                "the window")
+
+
+class _WindowBolt(Bolt):
+    """What both window bolts share: settings, the tick frequency, validation."""
+
+    WINDOW_DURATION_SECS = ""
+    WINDOW_SLIDEINTERVAL_SECS: str | None = None
+    _windows: TimeWindows | None = None
+
+    @classmethod
+    def spec(cls, name=None, par=1, inputs=None, config=None, optional_outputs=None):
+        """Return this bolt's spec; checks ``processWindow`` and any window settings given."""
+        if getattr(cls, "processWindow", None) is _WindowBolt.processWindow:
+            raise TopologyValueError(f"{cls.__name__} does not implement processWindow()",
+                                     component=name, kind="class",
+                                     fix="define processWindow(self, window_info, tuples)")
+        if isinstance(config, dict) and cls.WINDOW_DURATION_SECS in config:
+            window_settings(config, cls.WINDOW_DURATION_SECS, cls.WINDOW_SLIDEINTERVAL_SECS,
+                            name)
+        return super().spec(name=name, par=par, inputs=inputs, config=config,
+                            optional_outputs=optional_outputs)
+
+    def processWindow(self, window_info: WindowContext, tuples: list) -> None:  # noqa: N802
+        """Handle one window: ``window_info`` its bounds, ``tuples`` its tuples in arrival
+        order. Called on the task's thread every slide interval (sliding) or duration."""
+        raise NotImplementedError(f"{type(self).__name__} must implement processWindow()")
+
+    def initialize(self, config: dict, context) -> None:
+        """Read the window settings and set the tick frequency; subclasses call this first."""
+        component = context.get_component_id() if context is not None else None
+        duration, slide = window_settings(config, self.WINDOW_DURATION_SECS,
+                                          self.WINDOW_SLIDEINTERVAL_SECS, component)
+        held = duration + slide if self.WINDOW_SLIDEINTERVAL_SECS else duration
+        _check_timeout(config, held, component)
+        self.window_duration = duration
+        self.slide_interval = slide
+        config[keys.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = slide
+        self._windows = TimeWindows(duration, slide, time.time())
+
+    def _state(self) -> TimeWindows:
+        windows = self._windows
+        if windows is None:
+            raise TopologyValueError(
+                f"{type(self).__name__}.initialize did not call the window bolt's initialize",
+                kind="class", fix="call super().initialize(config, context) in initialize")
+        return windows
+
+
+class SlidingWindowBolt(_WindowBolt):
+    """Calls ``processWindow`` every slide interval with the tuples of the last window
+    duration (see the module docstring for boundaries and acking)."""
+
+    WINDOW_DURATION_SECS = "slidingwindowbolt_duration_secs"
+    WINDOW_SLIDEINTERVAL_SECS = "slidingwindowbolt_slideinterval_secs"
+
+    def process(self, tup) -> None:
+        """Keep ``tup`` in the window; ack the tuples that left it."""
+        windows = self._state()
+        now = _time_of(tup)
+        windows.add(tup, now)
+        for old in windows.expire(now):
+            self.ack(old)
+
+    def process_tick(self, tup) -> None:
+        """Fire the window ending now, then ack the tuples that left it."""
+        window, tuples, expired = self._state().slide_to(_time_of(tup))
+        for old in expired:
+            self.ack(old)
+        self.processWindow(window, tuples)
+
+    def end_of_input(self) -> None:
+        """Fire the windows the remaining tuples would still be in, acking them as they leave."""
+        for window, tuples, expired in self._state().drain_sliding():
+            for old in expired:
+                self.ack(old)
+            if tuples:
+                self.processWindow(window, tuples)
+
+
+class TumblingWindowBolt(_WindowBolt):
+    """Calls ``processWindow`` every window duration with the tuples that arrived since the
+    previous call, then acks them (see the module docstring)."""
+
+    WINDOW_DURATION_SECS = "tumblingwindowbolt_duration_secs"
+
+    def process(self, tup) -> None:
+        """Keep ``tup`` for the current window."""
+        windows = self._state()
+        windows.add(tup, _time_of(tup))
+
+    def process_tick(self, tup) -> None:
+        """Fire the window ending now and ack its tuples."""
+        self._fire(_time_of(tup))
+
+    def end_of_input(self) -> None:
+        """Fire the last, partial window (if it holds tuples)."""
+        if self._state().tuples:
+            self._fire(time.time())
+
+    def _fire(self, now: float) -> None:
+        window, tuples = self._state().tumble_to(now)
+        self.processWindow(window, tuples)
+        for tup in tuples:
+            self.ack(tup)
+
+
+__all__ = ["SlidingWindowBolt", "TimeWindows", "TumblingWindowBolt", "WindowContext"]

@@ -1,0 +1,1 @@
+"""Sources for the Streamlet API (heronpy's ``heronpy.connectors``)."""

@@ -1,0 +1,1 @@
+"""heronpy.connectors: sources for the Streamlet API (``heron_spark.connectors``)."""

@@ -1,0 +1,3 @@
+"""heronpy.streamlet.keyedwindow: heronpy's path to ``heron_spark.streamlet.window``."""
+
+from heron_spark.streamlet.window import *  # noqa: F401,F403

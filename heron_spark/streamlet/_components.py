@@ -1,0 +1,184 @@
+"""The spouts and per-element bolts streamlet operations compile to.
+
+Every streamlet component emits one field, ``_output_`` (the element), on stream ``output``,
+as heronpy's do. Under at-least-once the sources emit with message ids (and replay failed
+elements) and the bolts auto-ack: each emit is anchored to the input it came from, which is
+acked when ``process`` returns. The operator's function or object travels in the component
+config (pickled with the topology); objects with state (generators, transform operators)
+are copied per task. These classes run in the operator's tasks only.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import deque
+from typing import Any, Callable
+
+from heron_spark.api import api_constants as keys
+from heron_spark.api.bolt import Bolt
+from heron_spark.api.spout import Spout
+from heron_spark.api.stream import Stream
+from heron_spark.streamlet.context import TaskContext
+
+OUTPUT = "output"
+OUTPUT_FIELD = "_output_"
+OUTPUTS = [Stream(fields=[OUTPUT_FIELD], name=OUTPUT)]
+
+FUNCTION = "streamlet.function"
+GENERATOR = "streamlet.generator"
+OPERATOR = "streamlet.operator"
+READS = "streamlet.reads"  # the name of the streamlet(s) an operator reads (Context)
+
+
+def is_reliable(config: dict) -> bool:
+    """Return True when ``config`` asks for at-least-once."""
+    return config.get(keys.TOPOLOGY_RELIABILITY_MODE) == \
+        keys.TopologyReliabilityMode.ATLEAST_ONCE or \
+        str(config.get(keys.TOPOLOGY_ENABLE_ACKING, "")).lower() == "true"
+
+
+class SourceSpout(Spout):
+    """A streamlet source: emits what ``_produce`` returns (None: nothing now;
+    ``StopIteration``: the source ended). At-least-once: keeps each element until acked and
+    emits failed ones again before anything new."""
+
+    outputs = OUTPUTS
+
+    def initialize(self, config: dict, context) -> None:
+        self._reliable = is_reliable(config)
+        self._pending: dict[int, Any] = {}
+        self._replay: deque = deque()
+        self._next_id = 0
+        self._ended = False
+        self._produce = self._source(config, context)
+
+    def _source(self, config: dict, context) -> Callable[[], Any]:
+        """Return the function producing the next element (subclasses)."""
+        raise NotImplementedError
+
+    def next_tuple(self) -> None:
+        if self._replay:
+            tup_id = self._replay.popleft()
+            self.emit([self._pending[tup_id]], tup_id=tup_id, stream=OUTPUT)
+            return
+        if self._ended:
+            self.declare_exhausted()
+            return
+        try:
+            element = self._produce()
+        except StopIteration:
+            self._ended = True
+            self.declare_exhausted()
+            return
+        if element is None:
+            return
+        if self._reliable:
+            tup_id = self._next_id
+            self._next_id += 1
+            self._pending[tup_id] = element
+            self.emit([element], tup_id=tup_id, stream=OUTPUT)
+        else:
+            self.emit([element], stream=OUTPUT)
+
+    def ack(self, tup_id) -> None:
+        self._pending.pop(tup_id, None)
+
+    def fail(self, tup_id) -> None:
+        if tup_id in self._pending:
+            self._replay.append(tup_id)
+
+
+class GeneratorSpout(SourceSpout):
+    """``Builder.new_source(generator)``: this task's copy of the ``Generator``."""
+
+    def _source(self, config: dict, context) -> Callable[[], Any]:
+        generator = copy.deepcopy(config[GENERATOR])
+        generator.setup(TaskContext(context, self, context.get_component_id()))
+        return generator.get
+
+
+class SupplierSpout(SourceSpout):
+    """``Builder.new_source(function)``: emits what the function returns, call after call."""
+
+    def _source(self, config: dict, context) -> Callable[[], Any]:
+        return config[FUNCTION]
+
+
+class _ElementBolt(Bolt):
+    """A per-element operator: ``_on(element)``; auto-acked and anchored (at-least-once)."""
+
+    outputs = OUTPUTS
+    auto_ack = True
+
+    def initialize(self, config: dict, context) -> None:
+        self._function = config.get(FUNCTION)
+
+    def process(self, tup) -> None:
+        self._on(tup.values[0])
+
+    def _on(self, element: Any) -> None:
+        raise NotImplementedError
+
+
+class MapBolt(_ElementBolt):
+    """``map``: emits ``function(element)``."""
+
+    def _on(self, element: Any) -> None:
+        self.emit([self._function(element)], stream=OUTPUT)
+
+
+class FlatMapBolt(_ElementBolt):
+    """``flat_map``: emits every item of ``function(element)``."""
+
+    def _on(self, element: Any) -> None:
+        for item in self._function(element):
+            self.emit([item], stream=OUTPUT)
+
+
+class FilterBolt(_ElementBolt):
+    """``filter``: emits the elements for which ``function`` is true."""
+
+    def _on(self, element: Any) -> None:
+        if self._function(element):
+            self.emit([element], stream=OUTPUT)
+
+
+class PassBolt(_ElementBolt):
+    """``union``, ``repartition`` and ``clone``: emits every element (the grouping into it
+    does the work)."""
+
+    def _on(self, element: Any) -> None:
+        self.emit([element], stream=OUTPUT)
+
+
+class LogBolt(_ElementBolt):
+    """``log``: writes every element to the task's log at info level."""
+
+    outputs: list = []
+
+    def _on(self, element: Any) -> None:
+        self.logger.info(str(element))
+
+
+class ConsumeBolt(_ElementBolt):
+    """``consume``: calls ``function(element)``; emits nothing."""
+
+    outputs: list = []
+
+    def _on(self, element: Any) -> None:
+        self._function(element)
+
+
+class TransformBolt(Bolt):
+    """``transform``: this task's copy of the ``TransformOperator``; ``transform(tup)`` per
+    input tuple, emitting through its context (anchored to that input)."""
+
+    outputs = OUTPUTS
+    auto_ack = True
+
+    def initialize(self, config: dict, context) -> None:
+        self._operator = copy.deepcopy(config[OPERATOR])
+        self._operator.setup(TaskContext(context, self, str(config.get(READS, ""))))
+
+    def process(self, tup) -> None:
+        self._operator.transform(tup)

@@ -1,0 +1,258 @@
+"""One ``Streamlet`` subclass per operation: its parents, checks, default partitions (as in
+heronpy) and the spout or bolt, inputs and config it compiles to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from heron_spark.api import api_constants as keys
+from heron_spark.api.bolt import Bolt
+from heron_spark.api.component import GlobalStreamId
+from heron_spark.api.stream import Grouping
+from heron_spark.api.window import SlidingWindowBolt, TumblingWindowBolt
+from heron_spark.errors import TopologyTypeError, TopologyValueError
+from heron_spark.streamlet import _components as parts
+from heron_spark.streamlet import _windowed as windowed
+from heron_spark.streamlet.generator import Generator
+from heron_spark.streamlet.streamlet import Streamlet
+from heron_spark.streamlet.transformoperator import TransformOperator
+from heron_spark.streamlet.windowconfig import WindowConfig
+
+
+def _callable(function: Any, operation: str) -> None:
+    if not callable(function):
+        raise TopologyTypeError(f"{operation}() takes a function", value=function,
+                                fix=f"pass a function or lambda to {operation}()")
+
+
+def _streamlet(parent: Any, operation: str) -> None:
+    if not isinstance(parent, Streamlet):
+        raise TopologyTypeError(f"{operation}() takes a Streamlet", value=parent,
+                                fix="pass a streamlet built from the same Builder")
+
+
+class Source(Streamlet):
+    """``Builder.new_source``: a spout (one partition unless set)."""
+
+    def __init__(self, source: Any) -> None:
+        super().__init__()
+        if isinstance(source, Generator):
+            self._prefix, self._spout, self._config = "generator", parts.GeneratorSpout, \
+                {parts.GENERATOR: source}
+        elif callable(source):
+            self._prefix, self._spout, self._config = "supplier", parts.SupplierSpout, \
+                {parts.FUNCTION: source}
+        else:
+            raise TopologyTypeError("a source must be a Generator or a function", value=source,
+                                    fix="pass a Generator, a function returning elements, or "
+                                        "(heron_spark) a list")
+
+    def _add_to(self, builder) -> None:
+        builder.add_spout(self.get_name(), self._spout, par=self.get_num_partitions(),
+                          config=dict(self._config))
+
+
+class _Bolt(Streamlet):
+    """An operation run by a bolt reading its parents' elements."""
+
+    _bolt: type = Bolt
+    _sink = False
+
+    def __init__(self, *parents: Streamlet, partitions: int | None = None) -> None:
+        super().__init__()
+        self._parents = list(parents)
+        self.set_num_partitions(partitions or parents[0].get_num_partitions())
+
+    def _grouping(self):
+        return Grouping.SHUFFLE
+
+    def _config(self) -> dict:
+        return {}
+
+    def _bolt_class(self) -> type:
+        return self._bolt
+
+    def _add_to(self, builder) -> None:
+        inputs = {GlobalStreamId(parent.get_name(), parent._output): self._grouping()
+                  for parent in self._parents}
+        config = {parts.READS: ",".join(p.get_name() for p in self._parents), **self._config()}
+        builder.add_bolt(self.get_name(), self._bolt_class(), par=self.get_num_partitions(),
+                         inputs=inputs, config=config)
+
+
+class _FunctionBolt(_Bolt):
+    def __init__(self, parent: Streamlet, function: Any) -> None:
+        _streamlet(parent, self._prefix)
+        _callable(function, self._prefix)
+        super().__init__(parent)
+        self._function = function
+
+    def _config(self) -> dict:
+        return {parts.FUNCTION: self._function}
+
+
+class Map(_FunctionBolt):
+    _prefix, _bolt = "map", parts.MapBolt
+
+
+class FlatMap(_FunctionBolt):
+    _prefix, _bolt = "flatmap", parts.FlatMapBolt
+
+
+class Filter(_FunctionBolt):
+    _prefix, _bolt = "filter", parts.FilterBolt
+
+
+class Consume(_FunctionBolt):
+    _prefix, _bolt, _sink = "consume", parts.ConsumeBolt, True
+
+
+class Log(_Bolt):
+    _prefix, _bolt, _sink = "log", parts.LogBolt, True
+
+
+class Transform(_Bolt):
+    _prefix, _bolt = "transform", parts.TransformBolt
+
+    def __init__(self, parent: Streamlet, operator: Any) -> None:
+        if not isinstance(operator, TransformOperator):
+            raise TopologyTypeError("transform() takes a TransformOperator", value=operator,
+                                    fix="subclass TransformOperator (setup, transform)")
+        super().__init__(parent)
+        self._operator = operator
+
+    def _config(self) -> dict:
+        return {parts.OPERATOR: self._operator}
+
+
+class Repartition(_Bolt):
+    _prefix, _bolt = "repartition", parts.PassBolt
+
+    def __init__(self, parent: Streamlet, partitions: int, function: Any) -> None:
+        if function is not None:
+            _callable(function, "repartition")
+        super().__init__(parent, partitions=partitions)
+        self.set_num_partitions(partitions)
+        self._function = function
+
+    def _grouping(self):
+        if self._function is None:
+            return Grouping.SHUFFLE
+        return Grouping.custom(windowed.RepartitionGrouping(self._function))
+
+
+class Union(_Bolt):
+    _prefix, _bolt = "union", parts.PassBolt
+
+    def __init__(self, left: Streamlet, right: Streamlet) -> None:
+        _streamlet(right, "union")
+        if left is right:
+            raise TopologyValueError("a streamlet cannot be unioned with itself",
+                                     component=left.get_name(), fix="union it with a clone()")
+        super().__init__(left, right)
+
+
+class ToBolt(_Bolt):
+    _prefix, _sink = "bolt", True
+
+    def __init__(self, parent: Streamlet, bolt_class: type, par: int | None,
+                 config: dict | None) -> None:
+        if not (isinstance(bolt_class, type) and issubclass(bolt_class, Bolt)):
+            raise TopologyTypeError("to_bolt() takes a Bolt subclass", value=bolt_class,
+                                    fix="pass a class deriving from heron_spark.Bolt")
+        super().__init__(parent, partitions=par)
+        self._bolt = bolt_class
+        # a window bolt acks as tuples leave its windows: acking on receipt too would ack twice
+        acks_later = issubclass(bolt_class, (SlidingWindowBolt, TumblingWindowBolt))
+        self._user_config = {**({} if acks_later else {keys.TOPOLOGY_BOLT_AUTO_ACK: True}),
+                             **(config or {})}
+
+    def _config(self) -> dict:
+        return self._user_config
+
+
+class _Windowed(_Bolt):
+    """A windowed operation: a sliding or tumbling window bolt per its ``WindowConfig``."""
+
+    _sliding: type = Bolt
+    _tumbling: type = Bolt
+
+    def __init__(self, parents: list[Streamlet], window_config: Any, function: Any,
+                 partitions: int | None = None) -> None:
+        if not isinstance(window_config, WindowConfig):
+            raise TopologyTypeError(f"{self._prefix}() takes a WindowConfig",
+                                    value=window_config,
+                                    fix="pass WindowConfig.create_sliding_window(...) or "
+                                        "create_tumbling_window(...)")
+        _callable(function, self._prefix)
+        super().__init__(*parents, partitions=partitions)
+        self._window = window_config
+        self._function = function
+
+    def _bolt_class(self) -> type:
+        return self._tumbling if self._window.is_tumbling else self._sliding
+
+    def _config(self) -> dict:
+        window = self._window
+        if window.is_tumbling:
+            settings = {TumblingWindowBolt.WINDOW_DURATION_SECS: window.duration_secs}
+        else:
+            settings = {SlidingWindowBolt.WINDOW_DURATION_SECS: window.duration_secs,
+                        SlidingWindowBolt.WINDOW_SLIDEINTERVAL_SECS: window.slide_secs}
+        return {**settings, parts.FUNCTION: self._function}
+
+
+class ReduceByWindow(_Windowed):
+    _prefix = "reducebywindow"
+    _sliding, _tumbling = windowed.ReduceByWindowBolt, windowed.TumblingReduceByWindowBolt
+
+    def __init__(self, parent: Streamlet, window_config: Any, function: Any) -> None:
+        super().__init__([parent], window_config, function, partitions=1)
+
+    def _grouping(self):
+        return Grouping.GLOBAL
+
+    def _add_to(self, builder) -> None:
+        if self.get_num_partitions() != 1:
+            raise TopologyValueError("reduce_by_window reduces the whole stream in one task",
+                                     component=self.get_name(), value=self.get_num_partitions(),
+                                     fix="leave its partitions at 1, or key the elements and "
+                                         "use reduce_by_key_and_window")
+        super()._add_to(builder)
+
+
+class ReduceByKeyAndWindow(_Windowed):
+    _prefix = "reducebykeyandwindow"
+    _sliding = windowed.ReduceByKeyAndWindowBolt
+    _tumbling = windowed.TumblingReduceByKeyAndWindowBolt
+
+    def __init__(self, parent: Streamlet, window_config: Any, function: Any) -> None:
+        super().__init__([parent], window_config, function, partitions=1)  # as heronpy
+
+    def _grouping(self):
+        return Grouping.custom(windowed.KeyGrouping("reduce_by_key_and_window"))
+
+
+_JOIN_TYPES = {"inner": windowed.INNER, "left": windowed.OUTER_LEFT,
+               "right": windowed.OUTER_RIGHT, "outer": windowed.OUTER}
+
+
+class Join(_Windowed):
+    _prefix = "join"
+    _sliding, _tumbling = windowed.JoinBolt, windowed.TumblingJoinBolt
+
+    def __init__(self, left: Streamlet, right: Streamlet, window_config: Any, function: Any,
+                 kind: str) -> None:
+        _streamlet(right, "join")
+        if left is right:
+            raise TopologyValueError("a streamlet cannot be joined with itself",
+                                     component=left.get_name(), fix="join it with a clone()")
+        super().__init__([left, right], window_config, function)
+        self._kind = _JOIN_TYPES[kind]
+
+    def _grouping(self):
+        return Grouping.custom(windowed.KeyGrouping("join"))
+
+    def _config(self) -> dict:
+        return {**super()._config(), windowed.JOIN_TYPE: self._kind,
+                windowed.JOIN_RIGHT: self._parents[1].get_name()}

@@ -1,0 +1,24 @@
+"""Arbitrary per-element operators (heronpy's ``TransformOperator``)."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+
+class TransformOperator:
+    """An operator with setup and free emission; each partition (task) gets its own copy.
+
+    ``setup(context)`` runs once in the task; ``transform(tup)`` runs per input tuple (the
+    element is ``tup.values[0]``, as in heronpy) and emits any number of elements with
+    ``context.emit(element)``.
+    """
+
+    @abstractmethod
+    def setup(self, context) -> None:
+        """Prepare the task; keep ``context`` to emit."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement setup()")
+
+    @abstractmethod
+    def transform(self, tup) -> None:
+        """Handle one input tuple; emit through the context."""
+        raise NotImplementedError(f"{type(self).__name__} does not implement transform()")
