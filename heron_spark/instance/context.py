@@ -5,6 +5,8 @@ from __future__ import annotations
 from heron_spark.api.component import GlobalStreamId
 from heron_spark.api.context import TopologyContext
 from heron_spark.api.stream import Grouping
+from heron_spark.api.task_hook import ITaskHook
+from heron_spark.errors import TopologyTypeError, TopologyValueError
 from heron_spark.plan.view import PlanView
 from heron_spark.proto.topology_pb2 import GroupingType
 
@@ -38,6 +40,7 @@ class InstanceContext(TopologyContext):
         self._config = auto_typed(plan.logical.components[self._component].config)
         self.metrics: list[tuple[str, object, float]] = []
         self.task_hooks: list = []
+        self.on_task_hook = None  # the executor's: called after each add_task_hook
 
     def get_task_id(self) -> int:
         return self._task_id
@@ -52,6 +55,10 @@ class InstanceContext(TopologyContext):
         return self._plan.logical.name
 
     def register_metric(self, name: str, metric, time_bucket_in_sec: int) -> None:
+        if any(registered == name for registered, _, _ in self.metrics):
+            raise TopologyValueError("a metric of this name is registered already",
+                                     component=self._component, value=name, kind="metric",
+                                     fix="register each metric once, under its own name")
         self.metrics.append((name, metric, float(time_bucket_in_sec)))
 
     def get_sources(self, component_id: str) -> dict | None:
@@ -78,4 +85,10 @@ class InstanceContext(TopologyContext):
         return None if decl is None else decl.parallelism
 
     def add_task_hook(self, task_hook) -> None:
+        if not isinstance(task_hook, ITaskHook):
+            raise TopologyTypeError("add_task_hook takes an ITaskHook instance",
+                                    component=self._component, value=task_hook,
+                                    fix="subclass heronpy.api.task_hook.ITaskHook")
         self.task_hooks.append(task_hook)
+        if self.on_task_hook is not None:
+            self.on_task_hook()
