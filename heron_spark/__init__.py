@@ -4,12 +4,14 @@ The user API (heronpy-compatible) plus ``submit``; everything else is internal. 
 this package starts nothing: no Spark, no processes.
 """
 
-from heron_spark.api import (AssignableMetric, BaseBolt, BaseSpout, BatchBolt, BatchSpout, Bolt, CountMetric,
-                             GlobalStreamId, Grouping,
-                             HeronComponentSpec, HeronTuple, ICustomGrouping, IMetric,
-                             MeanReducedMetric, MultiCountMetric, Spout, Stream, Topology,
-                             TopologyBuilder, TopologyContext, TopologyReliabilityMode, Tuple,
-                             TupleHelper, api_constants, batch_source)
+from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, BaseSpout, BatchBolt,
+                             BatchSpout, Bolt, CountMetric, GlobalStreamId, Grouping,
+                             HeronComponentSpec, HeronTuple, ICustomGrouping, IHeronSerializer,
+                             IMetric, IReducer, ITaskHook, MeanReducedMetric, MeanReducer,
+                             MultiAssignableMetrics, MultiCountMetric, MultiMeanReducedMetric,
+                             MultiReducedMetric, PythonSerializer, ReducedMetric, Spout, Stream,
+                             Topology, TopologyBuilder, TopologyContext, TopologyReliabilityMode,
+                             Tuple, TupleHelper, api_constants, batch_source, global_metrics)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
                                 HeronSparkError, TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
@@ -30,13 +32,14 @@ def submit(topology, spark=None, conf=None, name=None, master=None):
 
 
 __all__ = [
-    "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout", "Bolt",
-    "ClusterCapacityError", "ConfigError",
-    "CountMetric", "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
-    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric", "Spout",
-    "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
-    "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
-    "TopologyValueError", "Tuple", "TupleHelper", "WorkerEnvironmentError", "WrongPlaceError",
-    "__version__",
-    "api_constants", "batch_source", "install_heronpy_alias", "submit",
+    "AssignableMetric", "AssignableMetrics", "AuthenticationError", "BaseBolt", "BaseSpout",
+    "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "CountMetric",
+    "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
+    "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
+    "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",
+    "MultiReducedMetric", "PythonSerializer", "ReducedMetric", "Spout", "Stream", "Topology",
+    "TopologyBuilder", "TopologyContext", "TopologyNotFoundError", "TopologyReliabilityMode",
+    "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError", "TopologyValueError",
+    "Tuple", "TupleHelper", "WorkerEnvironmentError", "WrongPlaceError", "__version__",
+    "api_constants", "batch_source", "global_metrics", "install_heronpy_alias", "submit",
 ]
