@@ -129,6 +129,7 @@ class Measure(Bolt):
     def initialize(self, config, context):
         self.mean = MeanReducedMetric()
         self.by_parity = MultiMeanReducedMetric()
+        self.by_parity.add_key("quiet")  # never updated: its None is not published
         self.biggest = ReducedMetric(MaxReducer)
         self.last = AssignableMetrics(-1)
         self.last_by_parity = MultiAssignableMetrics()
@@ -168,6 +169,7 @@ def test_a_topology_publishes_its_metrics_and_global_counts_per_component():
     assert measure["mean"] == pytest.approx((N + 1) / 2)
     assert measure["by-parity/even"] == pytest.approx((N + 2) / 2)
     assert measure["by-parity/odd"] == pytest.approx(N / 2)
+    assert "by-parity/quiet" not in measure
     assert measure["biggest"] == N
     assert measure["last"] == 7
     assert measure["last-by-parity/even"] == measure["last-by-parity/odd"] == 1
