@@ -199,6 +199,9 @@ def test_global_counts_are_sampled_each_metrics_interval():
     executor = _bolt_executor(lambda: now[0])
     executor.enter()
     global_metrics.incr("k", 3)
+    executor.gather_user_metrics(now[0])          # registered at start: not due yet
+    assert "__auto__/k" not in executor.user_metrics
+    now[0] += 1.0                                 # heron.metrics.interval.ms later
     executor.gather_user_metrics(now[0])
     assert executor.user_metrics["__auto__/k"] == 3
     global_metrics.incr("k")
@@ -208,6 +211,20 @@ def test_global_counts_are_sampled_each_metrics_interval():
     now[0] += 0.6
     executor.gather_user_metrics(now[0])
     assert executor.user_metrics["__auto__/k"] == 1
+
+
+def test_a_metric_is_first_sampled_one_bucket_after_registration():
+    now = [100.0]
+    executor = _bolt_executor(lambda: now[0])
+    counted = CountMetric()
+    executor.context.register_metric("early", counted, 10)
+    counted.incr(2)                                 # e.g. counted in initialize
+    executor.gather_user_metrics(now[0])
+    assert "early" not in executor.user_metrics
+    now[0] += 10.0
+    counted.incr()
+    executor.gather_user_metrics(now[0])
+    assert executor.user_metrics["early"] == 3
 
 
 def test_a_metric_name_is_registered_once_per_task():

@@ -200,7 +200,10 @@ class TaskExecutor:
         self._next_metrics = now + self.config.metrics_interval_ms / 1000.0
         values = dict(self.user_metrics)
         for name, metric, bucket in self.context.metrics:
-            if force or now >= self._metric_due.get(name, 0.0):
+            due = self._metric_due.get(name)
+            if due is None and not force:  # first sample one bucket after we saw it, as Heron
+                self._metric_due[name] = due = now + bucket
+            if force or now >= due:
                 self._metric_due[name] = now + bucket
                 value = metric.get_value_and_reset()
                 items = value.items() if isinstance(value, dict) else [(None, value)]
