@@ -151,6 +151,23 @@ def test_hooks_see_every_event_of_every_task():
     assert metrics["numbers"]["__fail-count"] == total // 2
 
 
+def test_at_most_once_bolts_still_report_acks_and_fails():
+    """As in Heron, ``bolt_ack``/``bolt_fail`` follow the bolt's calls whatever the mode; no
+    tree closes, so spouts report nothing, and auto-ack is an at-least-once feature."""
+    EVENTS.clear()
+    builder = _topology("hooks_at_most_once")
+    builder.set_config({"topology.reliability.mode": "ATMOST_ONCE",
+                        "topology.auto.task.hooks": [CountingHook]})
+    assert run_local(builder).status == "FINISHED"
+    total = 2 * N
+    auto = {key[1:]: count for key, count in EVENTS.items() if key[0] == "auto"}
+    assert auto[("half", "bolt_ack")] == auto[("half", "bolt_fail")] == total // 2
+    assert auto[("numbers", "emit")] == auto[("half", "emit")] == total
+    assert auto[("sink", "bolt_execute")] == total
+    assert ("numbers", "spout_ack") not in auto and ("numbers", "spout_fail") not in auto
+    assert ("sink", "bolt_ack") not in auto
+
+
 def test_hook_infos_carry_heron_fields():
     EVENTS.clear()
     INFOS.clear()
