@@ -235,6 +235,9 @@ class Recorder(ITaskHook):
     def __init__(self) -> None:
         self.infos: list = []
 
+    def emit(self, emit_info):
+        self.infos.append(emit_info)
+
     def spout_ack(self, spout_ack_info):
         self.infos.append(spout_ack_info)
 
@@ -266,6 +269,8 @@ def test_spout_hooks_get_tree_latencies_and_the_timeout():
     spout = made["numbers"]
     recorder = spout.context.task_hooks[0]
     spout.run_slice(clock())                   # opens trees 1..N at t=50
+    assert [type(i) for i in recorder.infos] == [EmitInfo] * N
+    recorder.infos.clear()
     roots = list(spout.trees._open)
     clock.now += 2.0
     spout.on_frame(frames.CONTROL, frames.control_frame(stmgr_pb2.StmgrToInstance(
@@ -280,6 +285,15 @@ def test_spout_hooks_get_tree_latencies_and_the_timeout():
     assert len(recorder.infos) == len(roots) - 3
     assert {type(i) for i in recorder.infos} == {SpoutFailInfo}
     assert {i.fail_latency_ms for i in recorder.infos} == {5000.0}
+
+
+def test_emit_info_names_the_tasks_an_emit_asked_for():
+    made, _ = _executors(hooked=True)
+    spout = made["numbers"]
+    recorder = spout.context.task_hooks[0]
+    targets = spout.component.emit([7], need_task_ids=True)
+    assert targets and set(targets) <= set(spout.plan.component_tasks["half"])
+    assert recorder.infos == [EmitInfo([7], "default", spout.task_id, targets)]
 
 
 def test_a_task_without_hooks_keeps_its_fast_paths():

@@ -72,7 +72,7 @@ class TaskHooks:
 
         return hooked_emit
 
-    def _acking(self, settle: Callable, info_type, method: str) -> Callable:
+    def _acking(self, settle: Callable, info_type: type, method: str) -> Callable:
         hooks, task_id = self.hooks, self.task_id
 
         def hooked(tup) -> None:
@@ -108,7 +108,7 @@ class TaskHooks:
         """The spout's ``fail``, then ``spout_fail`` with the next of ``latencies_ms``."""
         return self._spout_settling(fail, latencies_ms, SpoutFailInfo, "spout_fail")
 
-    def _spout_settling(self, settle: Callable, latencies_ms: Iterable[float], info_type,
+    def _spout_settling(self, settle: Callable, latencies_ms: Iterable[float], info_type: type,
                         method: str) -> Callable:
         hooks, task_id = self.hooks, self.task_id
         latencies = iter(latencies_ms)
