@@ -4,13 +4,16 @@ The user API (heronpy-compatible) plus ``submit``; everything else is internal. 
 this package starts nothing: no Spark, no processes.
 """
 
-from heron_spark.api import (AssignableMetric, BaseBolt, BaseSpout, BatchBolt, BatchSpout, Bolt, CountMetric,
-                             GlobalStreamId, Grouping,
-                             HeronComponentSpec, HeronTuple, ICustomGrouping, IMetric,
-                             MeanReducedMetric, MultiCountMetric, SlidingWindowBolt, Spout,
-                             Stream, Topology, TopologyBuilder, TopologyContext,
-                             TopologyReliabilityMode, TumblingWindowBolt, Tuple, TupleHelper,
-                             WindowContext, api_constants, batch_source)
+from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, BaseSpout, BatchBolt,
+                             BatchSpout, Bolt, CountMetric, GlobalStreamId, Grouping,
+                             HeronComponentSpec, HeronTuple, ICustomGrouping, IHeronSerializer,
+                             IMetric, IReducer, ITaskHook, MeanReducedMetric, MeanReducer,
+                             MultiAssignableMetrics, MultiCountMetric, MultiMeanReducedMetric,
+                             MultiReducedMetric, PythonSerializer, ReducedMetric,
+                             SlidingWindowBolt, Spout, Stream, Topology, TopologyBuilder,
+                             TopologyContext, TopologyReliabilityMode, TumblingWindowBolt, Tuple,
+                             TupleHelper, WindowContext, api_constants, batch_source,
+                             global_metrics)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
                                 DuplicateMetricError, HeronSparkError,
                                 TopologyNotFoundError, TopologyRuntimeError,
@@ -32,16 +35,17 @@ def submit(topology, spark=None, conf=None, name=None, master=None):
 
 
 __all__ = [
-    "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout", "Bolt",
-    "ClusterCapacityError", "ConfigError",
-    "CountMetric", "DuplicateMetricError",
-    "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
-    "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
-    "SlidingWindowBolt", "Spout",
-    "Stream", "Topology", "TopologyBuilder", "TopologyContext", "TopologyNotFoundError",
-    "TopologyReliabilityMode", "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError",
-    "TopologyValueError", "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",
-    "WorkerEnvironmentError", "WrongPlaceError",
-    "__version__",
-    "api_constants", "batch_source", "install_heronpy_alias", "submit",
+    "AssignableMetric", "AssignableMetrics", "AuthenticationError", "BaseBolt", "BaseSpout",
+    "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "CountMetric",
+    "DuplicateMetricError",
+    "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
+    "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
+    "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",
+    "MultiReducedMetric", "PythonSerializer", "ReducedMetric", "SlidingWindowBolt", "Spout",
+    "Stream", "Topology",
+    "TopologyBuilder", "TopologyContext", "TopologyNotFoundError", "TopologyReliabilityMode",
+    "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError", "TopologyValueError",
+    "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",
+    "WorkerEnvironmentError", "WrongPlaceError", "__version__",
+    "api_constants", "batch_source", "global_metrics", "install_heronpy_alias", "submit",
 ]

@@ -171,7 +171,8 @@ def test_config_name_metrics_and_pex_path(probe_run):
         assert got["config_is_cluster_config"] is True
         assert (got["limit"], got["probe_flag"]) == (10, True)
         assert got["duplicate_metric"] == ("DuplicateMetricError", True, "probe-count")
-        assert got["collector_names"] == ["probe-count", "via-collector"]
+        # global_metrics' counters come first, as "__auto__", as in Heron's instance
+        assert got["collector_names"] == ["__auto__", "probe-count", "via-collector"]
         assert got["pex_path"] == os.path.abspath(__file__)
 
 

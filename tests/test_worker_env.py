@@ -154,3 +154,44 @@ def test_unimportable_user_module_names_the_module_and_the_fix(tmp_path):
     outcome = json.loads(lines[-1][len("OUTCOME "):])
     assert outcome["missing"] == "only_here"
     assert "--py-files" in outcome["message"] and "addPyFile" in outcome["message"]
+
+
+def test_a_serializer_only_the_driver_has_names_the_module_and_the_fix(tmp_path):
+    """``topology.serializer.classname`` naming a module the executors cannot import."""
+    package = tmp_path / "driver_only"
+    package.mkdir()
+    (package / "only_here_serializer.py").write_text(
+        "import pickle\n"
+        "from heron_spark import IHeronSerializer\n"
+        "class Ser(IHeronSerializer):\n"
+        "    def initialize(self, config):\n"
+        "        pass\n"
+        "    def serialize(self, obj):\n"
+        "        return pickle.dumps(obj)\n"
+        "    def deserialize(self, data):\n"
+        "        return pickle.loads(data)\n")
+    driver = (
+        "import json, sys\n"
+        f"sys.path.insert(0, {str(package)!r})\n"
+        "import heron_spark\n"
+        + DRIVER.split("builder = TopologyBuilder", 1)[0] +
+        "b = TopologyBuilder('serializeronly')\n"
+        "s = b.add_spout('numbers', Numbers, par=1)\n"
+        "b.add_bolt('sink', Sink, par=1, inputs={s: Grouping.SHUFFLE})\n"
+        "b.set_config({'topology.stmgrs': 1,\n"
+        "              'topology.serializer.classname': 'only_here_serializer.Ser'})\n"
+        f"conf = {{'heron.statemgr': 'file://{tmp_path}/state', "
+        f"'heron.work.dir': '{tmp_path}/work'}}\n"
+        "try:\n"
+        "    heron_spark.submit(b.build(), conf=conf, master='local[2]')\n"
+        "    print('OUTCOME submitted')\n"
+        "except heron_spark.WorkerEnvironmentError as exc:\n"
+        "    print('OUTCOME ' + json.dumps({'missing': exc.missing, 'message': str(exc)}))\n")
+    proc = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, env=_clean_env(),
+                          capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("OUTCOME ")]
+    assert lines, proc.stderr[-4000:]
+    assert lines[-1] != "OUTCOME submitted", "submit accepted a serializer executors cannot load"
+    outcome = json.loads(lines[-1][len("OUTCOME "):])
+    assert outcome["missing"] == "only_here_serializer"
+    assert "--py-files" in outcome["message"]

@@ -1,12 +1,26 @@
 """User metrics (heronpy's ``heronpy.api.metrics``), registered with ``context.register_metric``.
 
 A metric lives on the task-execution thread of one instance; the runtime calls
-``get_value_and_reset`` every ``time_bucket_in_sec`` seconds and publishes the value.
+``get_value_and_reset`` every ``time_bucket_in_sec`` seconds and publishes the value: a number
+under the metric's name, a dict as one metric per key, named ``<name>/<key>``. ``None`` (a
+reducer that saw no value) publishes nothing, and the previous value stays.
+
+The family, with heronpy's names and semantics:
+
+- counters: ``CountMetric`` (``incr``), ``MultiCountMetric`` (``incr(key)``, ``add_key``);
+  reset to 0 on each sample.
+- gauges: ``AssignableMetrics`` (``update``; ``AssignableMetric`` is the same class),
+  ``MultiAssignableMetrics`` (``update(key, value)``); never reset.
+- reductions: ``ReducedMetric(reducer_cls)`` folds the values given to ``update`` with an
+  ``IReducer`` (``init``/``reduce``/``extract``) and starts again on each sample;
+  ``MultiReducedMetric(reducer_cls)`` does so per key. ``MeanReducer`` averages;
+  ``MeanReducedMetric()`` and ``MultiMeanReducedMetric()`` are the reductions with it.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Any, Callable
 
 
 class IMetric(ABC):
@@ -14,11 +28,11 @@ class IMetric(ABC):
 
     @abstractmethod
     def get_value_and_reset(self):
-        """Return the current value (a number or a dict of numbers) and reset."""
+        """Return the current value (a number, a dict of numbers, or None) and reset."""
 
 
 class CountMetric(IMetric):
-    """A counter."""
+    """A counter, back to 0 after each sample."""
 
     def __init__(self) -> None:
         self.value = 0
@@ -33,13 +47,13 @@ class CountMetric(IMetric):
 
 
 class MultiCountMetric(IMetric):
-    """Counters by key."""
+    """Counters by key; a key once seen is published (as 0) after every later sample."""
 
     def __init__(self) -> None:
         self.value: dict = {}
 
     def add_key(self, key) -> None:
-        """Start counting ``key`` at zero."""
+        """Start counting ``key`` at zero (so it is published even before its first ``incr``)."""
         self.value.setdefault(key, 0)
 
     def incr(self, key, to_add: int = 1) -> None:
@@ -47,33 +61,100 @@ class MultiCountMetric(IMetric):
         self.value[key] = self.value.get(key, 0) + to_add
 
     def get_value_and_reset(self):
-        value, self.value = self.value, {k: 0 for k in self.value}
+        value, self.value = self.value, dict.fromkeys(self.value, 0)
         return value
 
 
-class MeanReducedMetric(IMetric):
+class IReducer(ABC):
+    """Folds the values of one sampling period into one (heronpy's reducer interface)."""
+
+    @abstractmethod
+    def init(self) -> None:
+        """Start a new period (called at creation and after each ``extract``)."""
+
+    @abstractmethod
+    def reduce(self, value) -> None:
+        """Fold one value in."""
+
+    @abstractmethod
+    def extract(self):
+        """Return the period's result (None: nothing to publish)."""
+
+
+class MeanReducer(IReducer):
+    """The mean of the period's values, a float; None when there were none."""
+
+    def init(self) -> None:
+        self.sum = 0.0
+        self.count = 0
+
+    def reduce(self, value) -> None:
+        self.sum += float(value)
+        self.count += 1
+
+    def extract(self):
+        return self.sum / self.count if self.count else None
+
+
+class ReducedMetric(IMetric):
+    """The values given to ``update`` in a period, folded by a reducer of ``reducer_cls``."""
+
+    def __init__(self, reducer_cls: Callable[[], IReducer]) -> None:
+        self.reducer = reducer_cls()
+        self.reducer.init()
+
+    def update(self, value) -> None:
+        """Fold ``value`` into this period's result."""
+        self.reducer.reduce(value)
+
+    def get_value_and_reset(self):
+        value = self.reducer.extract()
+        self.reducer.init()
+        return value
+
+
+class MultiReducedMetric(IMetric):
+    """A ``ReducedMetric`` per key, each with its own reducer of ``reducer_cls``."""
+
+    def __init__(self, reducer_cls: Callable[[], IReducer]) -> None:
+        self.value: dict[Any, ReducedMetric] = {}
+        self.reducer = reducer_cls
+
+    def add_key(self, key) -> None:
+        """Track ``key`` before its first ``update`` (it publishes nothing until then)."""
+        if key not in self.value:
+            self.value[key] = ReducedMetric(self.reducer)
+
+    def update(self, key, value) -> None:
+        """Fold ``value`` into ``key``'s result for this period."""
+        metric = self.value.get(key)
+        if metric is None:
+            metric = self.value[key] = ReducedMetric(self.reducer)
+        metric.update(value)
+
+    def get_value_and_reset(self):
+        return {key: metric.get_value_and_reset() for key, metric in self.value.items()}
+
+
+class MeanReducedMetric(ReducedMetric):
     """The mean of the values given to ``update`` since the last sample (None if none)."""
 
     def __init__(self) -> None:
-        self._sum = 0.0
-        self._count = 0
-
-    def update(self, value) -> None:
-        """Add one observation."""
-        self._sum += value
-        self._count += 1
-
-    def get_value_and_reset(self):
-        value = self._sum / self._count if self._count else None
-        self._sum, self._count = 0.0, 0
-        return value
+        super().__init__(MeanReducer)
 
 
-class AssignableMetric(IMetric):
-    """A gauge: the last value given to ``update``."""
+class MultiMeanReducedMetric(MultiReducedMetric):
+    """Per key, the mean of the values given to ``update(key, value)`` since the last sample."""
 
-    def __init__(self, value=0) -> None:
-        self.value = value
+    def __init__(self) -> None:
+        super().__init__(MeanReducer)
+
+
+class AssignableMetrics(IMetric):
+    """A gauge: the last value given to ``update`` (sampling does not reset it)."""
+
+    def __init__(self, init_val=0) -> None:
+        self.value = init_val
 
     def update(self, value) -> None:
         """Set the gauge."""
@@ -81,3 +162,32 @@ class AssignableMetric(IMetric):
 
     def get_value_and_reset(self):
         return self.value
+
+
+AssignableMetric = AssignableMetrics
+"""heron_spark's earlier name of ``AssignableMetrics`` (the same class)."""
+
+
+class MultiAssignableMetrics(IMetric):
+    """Gauges by key: each key's last value given to ``update``."""
+
+    def __init__(self) -> None:
+        self.map: dict[Any, AssignableMetrics] = {}
+
+    def update(self, key, value) -> None:
+        """Set ``key``'s gauge."""
+        gauge = self.map.get(key)
+        if gauge is None:
+            self.map[key] = AssignableMetrics(value)
+        else:
+            gauge.update(value)
+
+    def get_value_and_reset(self):
+        return {key: gauge.get_value_and_reset() for key, gauge in self.map.items()}
+
+
+__all__ = [
+    "AssignableMetric", "AssignableMetrics", "CountMetric", "IMetric", "IReducer", "MeanReducedMetric",
+    "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",
+    "MultiReducedMetric", "ReducedMetric",
+]

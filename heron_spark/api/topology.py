@@ -46,10 +46,24 @@ class TopologyType(type):
                                             fix="use str keys such as 'topology.debug'")
             config.update(custom)
         if classname != "Topology":
+            _check_class_keys(config, None)
+            for spec in specs.values():
+                if spec.custom_config:
+                    _check_class_keys({**config, **spec.custom_config}, spec.name)
             class_dict["_heron_specs"] = list(specs.values())
             class_dict["_topo_config"] = config
             class_dict.setdefault("topology_name", classname)
         return super().__new__(mcs, classname, bases, class_dict)
+
+
+def _check_class_keys(config: dict, component: str | None) -> None:
+    """Load the classes the config names (serializer, auto task hooks) now, on the driver:
+    a bad name is a ``ConfigError`` before anything is launched."""
+    from heron_spark.api.serializer import serializer_class
+    from heron_spark.api.task_hook import auto_hook_classes
+
+    serializer_class(config, component)
+    auto_hook_classes(config, component)
 
 
 class Topology(metaclass=TopologyType):

@@ -276,6 +276,7 @@ class InProcessTopology:
     def _guarded(self, entry: _Task, call, *args):
         """Run one executor call; a Stop ends the task, any other exception is a crash."""
         try:
+            entry.executor.enter()  # global_metrics count for this task
             return call(*args)
         except Stop:
             entry.stopped = True

@@ -72,6 +72,13 @@ class SpoutTrees:
         self.failed += len(failed)
         return acked, failed
 
+    def ages_ms(self, raw: bytes) -> list[float]:
+        """Return how long (ms) each open tree among the packed roots ``raw`` has been open, in
+        the order ``close`` returns their message ids (call it before ``close``; task hooks)."""
+        now, opened = self._clock(), self._open
+        return [(now - entry[1]) * 1000.0 for entry in map(opened.get, unpack(raw).tolist())
+                if entry is not None]
+
     def _pop(self, roots: list) -> list:
         """Remove ``roots`` from the open trees; return the (message id, birth) of those open
         (the others timed out already, or belong to an earlier run of this task)."""

@@ -102,6 +102,7 @@ class OutputCollector:
         self._outs = list(self._streams.values())
         self.delegate_emit = None  # the executor's general ``emit`` (the fast paths' fallback)
         self.open_tree = None      # a reliable spout's ``SpoutTrees.open``
+        self.serializer = None     # topology.serializer.classname's serializer (None: pickle)
         self.sent = 0     # tuple copies handed to the stmgr connection (what it counts in)
 
     # ---- emitting --------------------------------------------------------------------------
@@ -320,7 +321,7 @@ class OutputCollector:
         self.last_flush = self._clock()
         rows, dests, routed, roots = out.rows, out.dests, out.routed, out.roots
         out.rows, out.dests, out.routed, out.roots = [], None, None, None
-        batch, columns = tuple_batch.build_columns(out.fields, rows)
+        batch, columns = tuple_batch.build_columns(out.fields, rows, self.serializer)
         lone = out.routing.lone_key
         keys = columns[lone] if lone is not None and dests is None \
             and batch.column(lone).type == _STRING else None

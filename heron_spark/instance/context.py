@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from heron_spark.api.context import StreamId, TopologyContext
+from heron_spark.api.task_hook import ITaskHook
+from heron_spark.errors import TopologyTypeError
 from heron_spark.instance.metrics_collector import MetricsCollector
 from heron_spark.plan.view import PlanView
 
@@ -37,6 +39,7 @@ class InstanceContext(TopologyContext):
         self._metrics_collector = MetricsCollector(self._component, task_id)
         self.metrics = self._metrics_collector.registered  # read by the executor
         self.task_hooks: list = []
+        self.on_task_hook = None  # the executor's: called after each add_task_hook
 
     def get_task_id(self) -> int:
         return self._task_id
@@ -75,4 +78,10 @@ class InstanceContext(TopologyContext):
     # ---- task hooks: add_task_hook and the invoke_hook_* calls are being built separately
     # (issue 9, hooks work); this branch leaves them as they were.
     def add_task_hook(self, task_hook) -> None:
+        if not isinstance(task_hook, ITaskHook):
+            raise TopologyTypeError("add_task_hook takes an ITaskHook instance",
+                                    component=self._component, value=task_hook,
+                                    fix="subclass heronpy.api.task_hook.ITaskHook")
         self.task_hooks.append(task_hook)
+        if self.on_task_hook is not None:
+            self.on_task_hook()

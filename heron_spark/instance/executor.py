@@ -24,12 +24,15 @@ from typing import Callable
 import numpy as np
 
 from heron_spark.api import api_constants as keys
+from heron_spark.api import global_metrics
 from heron_spark.api.batch import BatchBolt
 from heron_spark.api.bolt import Bolt
+from heron_spark.api.metrics import MultiCountMetric
+from heron_spark.api.serializer import load_serializer
 from heron_spark.api.spout import Spout
 from heron_spark.api.tuple import HeronTuple, TupleHelper
 from heron_spark.config import SystemConfig
-from heron_spark.instance import batches
+from heron_spark.instance import batches, hooks
 from heron_spark.instance.acking import AckBuffer, SpoutTrees
 from heron_spark.instance.collector import OutputCollector
 from heron_spark.instance.context import InstanceContext
@@ -92,6 +95,8 @@ class TaskExecutor:
         if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
             self.stateful = TaskState(config, plan.logical.name, task_id)
         self.held = False  # effectively once: a spout waits for the end of a restore
+        self.hooks: hooks.TaskHooks | None = None  # set once the task has a task hook
+        self.global_counts = MultiCountMetric()    # this task's global_metrics (``__auto__``)
 
     # ---- delegate API (user code calls these) ----------------------------------------------
     def log(self, message: str, level: str | None = None) -> None:
@@ -118,11 +123,20 @@ class TaskExecutor:
                                          self.config.batch_linger_ms / 1000.0, self.clock)
         self.collector.delegate_emit = self.emit
         config = self.context.get_cluster_config()
+        self.collector.serializer = load_serializer(config, self.component_name)
+        self.context.register_metric(global_metrics.root_name, self.global_counts,
+                                     self.config.metrics_interval_ms / 1000.0)
+        global_metrics.use(self.global_counts)
         self._configure(config)  # before initialize: user code may keep self.emit / self.ack
         if self.stateful is not None:
             self.held = hold
             self.stateful.load(self.component, epoch, checkpoint_id)
+        self.context.on_task_hook = self._hooked
+        for hook in hooks.auto_hooks(config, self.component_name):
+            self.context.add_task_hook(hook)
         self.component.initialize(config, self.context)
+        if self.hooks is not None:
+            self.hooks.prepare(config, self.context)
         self._initialized(config)
         if self.stateful is not None:
             self.control_message(stmgr_pb2.InstanceToStmgr(restored=tmaster_pb2.InstanceRestored(
@@ -134,6 +148,17 @@ class TaskExecutor:
 
     def _initialized(self, config: dict) -> None:
         """What follows the user's ``initialize`` (subclasses)."""
+
+    def _hooked(self) -> None:
+        """The task got a task hook: from now on its events go through the hooked paths."""
+        if self.hooks is None:
+            self.hooks = hooks.TaskHooks(self.context.task_hooks, self.task_id)
+            self.hooks.install(self)
+
+    def enter(self) -> None:
+        """Point process-wide user state (``global_metrics``) at this task: a runner hosting
+        several tasks in one process calls this before each call into the task."""
+        global_metrics.use(self.global_counts)
 
     def _bind(self, base: type, name: str, fast) -> None:
         """Make ``fast`` the component's method ``name`` unless its class overrides it."""
@@ -208,8 +233,10 @@ class TaskExecutor:
             self.gather_user_metrics(now)
 
     def close(self) -> None:
-        """The task ends cleanly: last metrics (spouts also call ``close``)."""
+        """The task ends cleanly: hooks' ``clean_up``, last metrics (spouts also call ``close``)."""
         if self.started:
+            if self.hooks is not None:
+                self.hooks.clean_up()
             self.gather_user_metrics(self.clock(), force=True)
 
     def control_message(self, message) -> None:
@@ -221,7 +248,10 @@ class TaskExecutor:
         self._next_metrics = now + self.config.metrics_interval_ms / 1000.0
         values = dict(self.user_metrics)
         for name, metric, bucket in self.context.metrics:
-            if force or now >= self._metric_due.get(name, 0.0):
+            due = self._metric_due.get(name)
+            if due is None and not force:  # first sample one bucket after we saw it, as Heron
+                self._metric_due[name] = due = now + bucket
+            if force or now >= due:
                 self._metric_due[name] = now + bucket
                 value = metric.get_value_and_reset()
                 items = value.items() if isinstance(value, dict) else [(None, value)]
@@ -356,25 +386,33 @@ class SpoutExecutor(TaskExecutor):
     def on_time(self, now: float) -> None:
         super().on_time(now)
         if self.trees is not None:
+            fail = self.component.fail
+            if self.hooks is not None:
+                fail = self.hooks.spout_failing(fail, repeat((self.trees.timeout or 0.0) * 1000.0))
             for message_id in self.trees.expired():
                 self.exhausted = False  # a bounded spout replays, then declares exhaustion again
-                self.component.fail(message_id)
+                fail(message_id)
 
     def _close_trees(self, done: stmgr_pb2.TreesDone) -> None:
         if self.trees is None:
             return
+        ack, fail = self.component.ack, self.component.fail
+        if self.hooks is not None:  # the trees' ages, before close() forgets them
+            ack = self.hooks.spout_acking(ack, self.trees.ages_ms(done.acked))
+            fail = self.hooks.spout_failing(fail, self.trees.ages_ms(done.failed))
         acked, failed = self.trees.close(done.acked, done.failed)
-        component = self.component
         for message_id in acked:
-            component.ack(message_id)
+            ack(message_id)
         for message_id in failed:
             self.exhausted = False
-            component.fail(message_id)
+            fail(message_id)
 
     def close(self) -> None:
         if not self.started:
             return
         try:
+            if self.hooks is not None:
+                self.hooks.clean_up()
             self.component.close()
         except Exception:  # noqa: BLE001 - we are exiting anyway; keep the trace in the log
             self.logger.exception("spout close() failed")
@@ -525,6 +563,8 @@ class BoltExecutor(TaskExecutor):
             return
         values = tuple_batch.rows(batch, width)
         process = self.component.process
+        if self.hooks is not None:
+            process = self.hooks.executing(process)
         now = time.time()
         roots = tuple_batch.row_roots(batch) if self.reliable else None
         if self.reliable and (roots is None or
@@ -569,6 +609,8 @@ class BoltExecutor(TaskExecutor):
     def _process_auto_acked(self, tuples) -> None:
         process = self.component.process
         ack = self.acks.ack
+        if self.hooks is not None:
+            process, ack = self.hooks.executing(process), self.hooks.acking(ack)
         try:
             for tup in tuples:
                 self._current, self._settled = tup, False

@@ -37,10 +37,21 @@ def probe(_partition, modules=MODULES, definition=DEFINITION):
         if name == "heron_spark":
             found["heron_spark"] = getattr(module, "__version__", "?")
     try:
-        pickle.loads(definition)
+        plan = pickle.loads(definition)
     except Exception as exc:
         found["problem"] = f"loading the topology: {type(exc).__name__}: {exc}"
         found["missing"] = getattr(exc, "name", None)
+        return [found]
+    try:  # the classes its config names: serializer, auto task hooks
+        from heron_spark.api.serializer import serializer_class
+        from heron_spark.api.task_hook import auto_hook_classes
+
+        for decl in plan.components.values():
+            serializer_class(decl.config, decl.name)
+            auto_hook_classes(decl.config, decl.name)
+    except Exception as exc:
+        found["problem"] = f"loading the topology's configured classes: {exc}"
+        found["missing"] = getattr(exc.__cause__ or exc, "name", None)
     return [found]
 '''
 

@@ -3,7 +3,10 @@
 A batch holds tuples of one stream from one source task, for one destination task (the
 emitter partitions; see ``plan.grouping``). Column ``i`` is declared field ``i``; a column whose
 values are all ``str``/``int``/``float``/``bool``/``bytes`` (or None) is native Arrow, any
-other column is ``binary`` of pickled values, flagged in the field metadata.
+other column is ``binary`` of serialized values, flagged in the field metadata: pickled
+(``heron_spark.pickled``), or written by the topology's ``topology.serializer.classname``
+(``heron_spark.serializer``: the class's dotted name, which receivers look up among the
+serializers ``register_serializer`` made known in their process).
 
 At-least-once adds two acking columns after the fields (absent otherwise), named with the
 reserved prefix:
@@ -27,6 +30,8 @@ from heron_spark.wire import hashing
 
 PICKLED_KEY = b"heron_spark.pickled"
 _PICKLED_META = {PICKLED_KEY: b"1"}
+SERIALIZER_KEY = b"heron_spark.serializer"
+_SERIALIZERS: dict[bytes, object] = {}  # dotted class name -> a serializer of that class
 ROOT_COLUMN = "__hs_root"
 ROOTS_COLUMN = "__hs_roots"
 KEY_COLUMN = "__hs_key"
@@ -45,8 +50,30 @@ _SCHEMA_BYTES: dict[int, tuple] = {}  # id(schema) -> (schema, its framed IPC me
 _EMPTY_SCHEMA = pa.schema([pa.field(EMPTY_COLUMN, pa.null())])
 
 
-def column_array(values: Sequence) -> tuple[pa.Array, bool]:
-    """Return ``values`` as an Arrow array and whether it had to be pickled."""
+def register_serializer(serializer) -> bytes:
+    """Make ``serializer`` (an ``IHeronSerializer``) the one that reads columns its class
+    wrote, in this process; return the name columns carry (its class's dotted name)."""
+    cls = type(serializer)
+    name = f"{cls.__module__}.{cls.__qualname__}".encode()
+    _SERIALIZERS[name] = serializer
+    return name
+
+
+def _serializer_named(name: bytes):
+    """Return the registered serializer ``name``, else one loaded by its class path."""
+    serializer = _SERIALIZERS.get(name)
+    if serializer is None:
+        from heron_spark.api.serializer import load_serializer
+
+        serializer = load_serializer({"topology.serializer.classname": name.decode()})
+        _SERIALIZERS[name] = serializer
+    return serializer
+
+
+def column_array(values: Sequence, serializer=None) -> tuple[pa.Array, bool | bytes]:
+    """Return ``values`` as an Arrow array and whether it had to be serialized: False, True
+    (pickled) or the name of ``serializer`` (a registered ``IHeronSerializer``, None: pickle),
+    which leaves None values null."""
     kinds = set(map(type, values))
     kinds.discard(_NONE)
     if len(kinds) == 1:
@@ -58,6 +85,10 @@ def column_array(values: Sequence) -> tuple[pa.Array, bool]:
                 pass  # e.g. an int beyond int64, or a str with lone surrogates
     elif not kinds:
         return pa.nulls(len(values)), False
+    if serializer is not None:
+        dump = serializer.serialize
+        return pa.array([None if v is None else dump(v) for v in values], type=pa.binary()), \
+            register_serializer(serializer)
     return pa.array([pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL) for v in values],
                     type=pa.binary()), True
 
@@ -67,14 +98,16 @@ def build(fields: Sequence[str], rows: Sequence[Sequence]) -> pa.RecordBatch:
     return build_columns(fields, rows)[0]
 
 
-def build_columns(fields: Sequence[str], rows: Sequence[Sequence]) -> tuple[pa.RecordBatch, list]:
-    """``build``, also returning each column's Python values (lists)."""
+def build_columns(fields: Sequence[str], rows: Sequence[Sequence],
+                  serializer=None) -> tuple[pa.RecordBatch, list]:
+    """``build``, also returning each column's Python values (lists); ``serializer``: the
+    topology's ``IHeronSerializer`` for values Arrow cannot type (None: pickle)."""
     if not fields:
         return pa.RecordBatch.from_arrays([pa.nulls(len(rows))], schema=_EMPTY_SCHEMA), []
     arrays, kinds, columns = [], [], []
     for i in range(len(fields)):
         column = [row[i] for row in rows]
-        array, pickled = column_array(column)
+        array, pickled = column_array(column, serializer)
         columns.append(column)
         arrays.append(array)
         kinds.append((array.type, pickled))
@@ -84,9 +117,16 @@ def build_columns(fields: Sequence[str], rows: Sequence[Sequence]) -> tuple[pa.R
         if len(_BUILT_SCHEMAS) >= _SCHEMA_CACHE_MAX:
             _BUILT_SCHEMAS.clear()
         schema = _BUILT_SCHEMAS[key] = pa.schema(
-            [pa.field(name, arrow_type, metadata=_PICKLED_META if pickled else None)
+            [pa.field(name, arrow_type, metadata=_field_meta(pickled))
              for name, (arrow_type, pickled) in zip(fields, kinds)])
     return pa.RecordBatch.from_arrays(arrays, schema=schema), columns
+
+
+def _field_meta(pickled: bool | bytes) -> dict | None:
+    """The metadata of a column ``column_array`` built: None when native."""
+    if not pickled:
+        return None
+    return _PICKLED_META if pickled is True else {SERIALIZER_KEY: pickled}
 
 
 def with_roots(batch: pa.RecordBatch, flat: np.ndarray, counts: np.ndarray) -> pa.RecordBatch:
@@ -175,10 +215,16 @@ def is_pickled(field: pa.Field) -> bool:
 
 
 def column_values(batch: pa.RecordBatch, index: int) -> list:
-    """Return column ``index`` as Python values (unpickled when needed)."""
+    """Return column ``index`` as Python values (deserialized when needed)."""
     values = batch.column(index).to_pylist()
-    if is_pickled(batch.schema.field(index)):
-        return [None if v is None else pickle.loads(v) for v in values]
+    meta = batch.schema.field(index).metadata
+    if meta:
+        if PICKLED_KEY in meta:
+            return [None if v is None else pickle.loads(v) for v in values]
+        name = meta.get(SERIALIZER_KEY)
+        if name is not None:
+            load = _serializer_named(name).deserialize
+            return [None if v is None else load(v) for v in values]
     return values
 
 
