@@ -11,8 +11,11 @@ Topology: ``sentence`` spout (2 tasks; task ``index`` reads the lines ``i % 2 ==
 (``time.time()`` in the spout); latency is the count bolt's ``process`` time minus it.
 
 Modes (--modes): ATMOST_ONCE; ATLEAST_ONCE (sentences emitted with message ids, words anchored
-to their sentence, both bolts ack; a failed sentence is replayed); BATCH (the Arrow
-``process_batch`` API of issue 8 item 3: skipped until ``heron_spark.api`` has ``BatchBolt``).
+to their sentence, both bolts ack; a failed sentence is replayed); EFFECTIVELY_ONCE (no acks;
+the spouts checkpoint their read position and the count bolt its counts every
+--checkpoint-secs, default 1 s: markers through the topology, aligned by the stmgrs, state
+pickled to the local checkpoint store; reports how many checkpoints committed and how long
+one took, start to commit); BATCH (the Arrow ``process_batch`` API).
 
 Each mode runs --runs times (default 3) each of two phases:
 - throughput: spouts unpaced, one pass over the corpus; words/s from the first emit to the
@@ -76,9 +79,10 @@ import pyarrow.compute as pc  # noqa: E402
 
 from heron_spark import (BatchBolt, BatchSpout, Bolt, Grouping, Spout,  # noqa: E402
                          TopologyBuilder, submit)
+from heron_spark.api.state import StatefulComponent  # noqa: E402
 from heron_spark.errors import TopologyRuntimeError  # noqa: E402
 
-MODES = ("ATMOST_ONCE", "ATLEAST_ONCE", "BATCH")
+MODES = ("ATMOST_ONCE", "ATLEAST_ONCE", "EFFECTIVELY_ONCE", "BATCH")
 LIVE = ("STARTING", "RUNNING")
 VOCABULARY = 10_000
 WORDS_PER_SENTENCE = 10
@@ -113,9 +117,18 @@ def _read_corpus_settings(spout, config, context) -> None:
     spout.cyclic = quota > 0
 
 
-class CorpusSpout(Spout):
+class CorpusSpout(Spout, StatefulComponent):
     """Emits (sentence, emit time) for the corpus lines ``i % tasks == index``; paced when a
-    rate is set. Under at-least-once every sentence has a message id and is replayed if failed."""
+    rate is set. Under at-least-once every sentence has a message id and is replayed if failed;
+    under effectively once its position is checkpointed (a restore skips what was emitted)."""
+
+    state = None
+
+    def init_state(self, stateful_state):
+        self.state = stateful_state
+
+    def pre_save(self, checkpoint_id):
+        self.state.put("position", self.emitted)
 
     outputs = ["sentence", "ts"]
 
@@ -134,6 +147,11 @@ class CorpusSpout(Spout):
         self.emitted = 0
         self.replayed = 0
         self.first_emit = None  # the stamp of its first sentence: where words/s starts
+        if self.state is not None and self.state.get("position"):
+            self.emitted = self.state.get("position")
+            for _ in range(self.emitted):
+                next(self.lines, None)
+                self.left -= 1
 
     def _lines(self):
         while True:
@@ -214,7 +232,7 @@ class SplitBolt(Bolt):
                 emit([word, ts])
 
 
-class CountBolt(Bolt):
+class CountBolt(Bolt, StatefulComponent):
     """Counts words; records when it counted its first and last word and every n-th word's
     latency; writes them to ``<out dir>/count-<task>.json`` at the end.
 
@@ -226,8 +244,17 @@ class CountBolt(Bolt):
     (when its batch reached the bolt: at most one batch's processing early).
     """
 
+    state = None
+
+    def init_state(self, stateful_state):
+        self.state = stateful_state  # effectively once: the counts are saved at checkpoints
+
+    def pre_save(self, checkpoint_id):
+        self.state.put("counts", dict(self.counts))
+
     def initialize(self, config, context):
-        counts = self.counts = {}
+        restored = self.state.get("counts") if self.state is not None else None
+        counts = self.counts = dict(restored or {})
         get = counts.get
         every = int(config.get(SAMPLE_EVERY, 0) or 0)
         samples = self.samples = array("d")
@@ -284,7 +311,7 @@ class CountBolt(Bolt):
 
 
 def build(mode: str, corpus: Path, out_dir: Path, quota: int, rate_per_task: float,
-          sample_every: int, max_pending: int) -> type:
+          sample_every: int, max_pending: int, checkpoint_secs: float = 1.0) -> type:
     builder = TopologyBuilder("bench_word_count")
     spout = builder.add_spout("sentence", CorpusSpout, par=SPOUTS)
     split = builder.add_bolt("split", SplitBolt, par=SPLITTERS, inputs={spout: Grouping.SHUFFLE})
@@ -293,6 +320,8 @@ def build(mode: str, corpus: Path, out_dir: Path, quota: int, rate_per_task: flo
               OUT_DIR: str(out_dir), QUOTA: quota, RATE: rate_per_task, SAMPLE_EVERY: sample_every}
     if mode == "ATLEAST_ONCE":  # 0: no limit (heronpy's default would be 100 per spout task)
         config["topology.max.spout.pending"] = max_pending or None
+    if mode == "EFFECTIVELY_ONCE":
+        config["topology.stateful.checkpoint.interval.seconds"] = checkpoint_secs
     builder.set_config(config)
     return builder.build()
 
@@ -706,7 +735,7 @@ class Bench:
                                    args.batch_rows)
         else:
             topology = build(mode, self.corpus, out_dir, quota, rate_per_task, sample_every,
-                             args.max_pending)
+                             args.max_pending, args.checkpoint_secs)
         sampler = ProcessSampler(args.sample_interval).start()
         self.handle = None
         submitted = time.time()
@@ -749,6 +778,11 @@ class Bench:
                "startup_first_count_s": first_count - submitted,
                "whole_run_s": (handle.ended_at or math.nan) - submitted,
                "placement": placement, "roles": roles}
+        checkpoint = (handle.status_detail() or {}).get("checkpoint")
+        if checkpoint:
+            run["checkpoints"] = checkpoint["commits"]
+            run["checkpoint_ms_mean"] = 1000 * checkpoint["commit_secs_mean"]
+            run["checkpoint_ms_max"] = 1000 * checkpoint["commit_secs_max"]
         if phase == "throughput":
             self._verify(mode, results, words, replayed, out_dir)
         else:
@@ -849,6 +883,12 @@ def report_mode(mode: str, args, fast: list[dict], paced: list[dict]) -> dict:
         _line(mode, "start-up s, submit() to first word counted",
               [r["startup_first_count_s"] for r in fast], _f2),
     ]
+    if "checkpoints" in fast[0]:
+        for label, key in (("checkpoints committed", "checkpoints"),
+                           ("checkpoint ms, start to commit (mean)", "checkpoint_ms_mean"),
+                           ("checkpoint ms, start to commit (max)", "checkpoint_ms_max")):
+            lines.append(_line(mode, f"{label}, throughput runs", [r[key] for r in fast], _f1))
+            lines.append(_line(mode, f"{label}, latency runs", [r[key] for r in paced], _f1))
     roles = _roles_in(fast + paced)
     for role in roles:
         lines.append(_line(mode, f"peak RSS MB {role}",
@@ -933,6 +973,8 @@ def parse_args(argv):
                         help="latency sample: every n-th word per count task (default 16)")
     parser.add_argument("--sample-interval", type=float, default=0.2,
                         help="seconds between /proc samples of CPU and RSS (default 0.2)")
+    parser.add_argument("--checkpoint-secs", type=float, default=1.0,
+                        help="EFFECTIVELY_ONCE: checkpoint interval (default 1 s)")
     parser.add_argument("--max-pending", type=int, default=0,
                         help="topology.max.spout.pending under ATLEAST_ONCE (default 0: no limit; "
                              "the tuple water marks bound what is in flight)")

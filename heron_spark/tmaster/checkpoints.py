@@ -46,6 +46,8 @@ class CheckpointCoordinator:
         self.restored_from: list[int] = []  # the checkpoint each restore went back to
         self.commits = 0
         self.last_commit_secs = 0.0  # how long the last committed checkpoint took
+        self.commit_secs_total = 0.0
+        self.commit_secs_max = 0.0
 
     def restore_message(self) -> tmaster_pb2.TmasterToStmgr:
         """The current epoch's restore, for a stmgr that (re)joins."""
@@ -92,6 +94,8 @@ class CheckpointCoordinator:
             self.in_flight = None
             now = self._clock()
             self.last_commit_secs = now - self._started_at
+            self.commit_secs_total += self.last_commit_secs
+            self.commit_secs_max = max(self.commit_secs_max, self.last_commit_secs)
             self._next_due = now + self.interval
             log.info("checkpoint %d committed in %.3f s", checkpoint_id, self.last_commit_secs)
             self._on_commit(checkpoint_id, self.epoch)
@@ -118,6 +122,8 @@ class CheckpointCoordinator:
                 "in_flight": self.in_flight, "commits": self.commits, "restores": self.restores,
                 "restored_from": list(self.restored_from),
                 "last_commit_secs": round(self.last_commit_secs, 3),
+                "commit_secs_mean": round(self.commit_secs_total / max(1, self.commits), 4),
+                "commit_secs_max": round(self.commit_secs_max, 4),
                 "waiting_for": sorted(self.tasks - (self.restored if self.restoring
                                                     else self.stored if self.in_flight
                                                     else self.tasks))}
