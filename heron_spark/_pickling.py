@@ -18,4 +18,10 @@ def dumps(obj: Any) -> bytes:
     return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-loads = pickle.loads
+def loads(data: bytes) -> Any:
+    """Unpickle ``data``; user modules that import ``heronpy`` load even where heron_spark is
+    shipped (``--py-files``) rather than installed, so ``heronpy`` is not on the path yet."""
+    from heron_spark import heronpy_alias
+
+    heronpy_alias.install()
+    return pickle.loads(data)

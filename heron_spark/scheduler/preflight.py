@@ -37,6 +37,9 @@ def probe(_partition, modules=MODULES, definition=DEFINITION):
         if name == "heron_spark":
             found["heron_spark"] = getattr(module, "__version__", "?")
     try:
+        from heron_spark import heronpy_alias
+
+        heronpy_alias.install()  # user modules may import heronpy; it may be shipped, not installed
         plan = pickle.loads(definition)
     except Exception as exc:
         found["problem"] = f"loading the topology: {type(exc).__name__}: {exc}"
