@@ -12,7 +12,7 @@ import pytest
 from heron_spark import (Bolt, Grouping, SlidingWindowBolt, Spout, TopologyBuilder,
                          TopologyRuntimeError, TopologyValueError, TumblingWindowBolt,
                          WindowContext)
-from heron_spark.api.window import TimeWindows
+from heron_spark.api.window import CountWindows, TimeWindows
 from heron_spark.testing import COLLECT_DIR, CollectingBolt, run_local
 
 TIMEOUT = 30
@@ -61,6 +61,30 @@ def test_tumbling_windows_tile_time_from_the_previous_end():
 
 
 # --- whole topologies -------------------------------------------------------------------------
+
+def test_count_windows_fire_every_slide_tuples_with_the_last_size_tuples():
+    windows = CountWindows(size=5, slide=2)
+    fired = [windows.add(n, float(n)) for n in range(1, 9)]
+    assert [f is None for f in fired] == [True, False] * 4
+    # every 2 tuples a window of the last 5 (fewer at the start); a tuple is released once no
+    # later window holds it
+    assert fired[1] == (WindowContext(1.0, 2.0), [1, 2], [])
+    assert fired[3] == (WindowContext(1.0, 4.0), [1, 2, 3, 4], [1])
+    assert fired[5] == (WindowContext(2.0, 6.0), [2, 3, 4, 5, 6], [2, 3])
+    assert fired[7] == (WindowContext(4.0, 8.0), [4, 5, 6, 7, 8], [4, 5])
+    windows.add(9, 9.0)
+    # the end: the window the next slide would fire (the last 5 at tuple 10), with what exists
+    assert windows.flush() == (WindowContext(6.0, 9.0), [6, 7, 8, 9], [6, 7, 8, 9])
+    assert windows.flush() is None
+
+
+def test_tumbling_count_windows_partition_the_stream():
+    windows = CountWindows(size=3, slide=3)
+    fired = [f for f in (windows.add(n, float(n)) for n in range(8)) if f is not None]
+    assert fired == [(WindowContext(0.0, 2.0), [0, 1, 2], [0, 1, 2]),
+                     (WindowContext(3.0, 5.0), [3, 4, 5], [3, 4, 5])]
+    assert windows.flush() == (WindowContext(6.0, 7.0), [6, 7], [6, 7])
+
 
 class PacedSpout(Spout):
     """Emits ``n`` for n in range(count), one every ``gap`` seconds, with message ids; writes
@@ -180,6 +204,32 @@ def test_tumbling_windows_partition_the_stream_by_arrival_time(tmp_path):
         assert start == end  # consecutive windows tile time
     for start, end, values, times in windows:
         assert all(start < at <= end for at in times), (start, end, values)
+
+
+@pytest.mark.parametrize("bolt,config,size,slide,count,reliable", [
+    (ReportingTumbling, {TumblingWindowBolt.WINDOW_COUNT: 7}, 7, 7, 42, True),
+    (ReportingSliding, {SlidingWindowBolt.WINDOW_COUNT: 6,
+                        SlidingWindowBolt.WINDOW_SLIDE_COUNT: 4}, 6, 4, 45, False)])
+def test_count_windows_hold_the_last_tuples_in_arrival_order(tmp_path, bolt, config, size,
+                                                             slide, count, reliable):
+    """One spout task, one window task: arrival order is emit order, so the windows are known
+    in advance: every ``slide`` tuples the last ``size``, then at the end of input the window
+    the next slide would fire, with the tuples it has. Under at-least-once every tuple is acked
+    once its window was processed (a whole number of tumbling windows: a tuple still waiting
+    for its window would hold the bounded spout open until it times out)."""
+    run = run_local(_window_topology(f"count-{slide}", bolt, config, count, 0.0,
+                                     reliable=reliable), timeout=TIMEOUT, collect_dir=tmp_path)
+    assert run.status == "FINISHED"
+    got = [values for _, _, values, _ in sorted(
+        (c.values for c in run.collected("collect")), key=lambda w: w[2][-1])]
+    ends = list(range(slide, count + 1, slide))
+    expected = [list(range(max(0, end - size), end)) for end in ends]
+    if ends[-1] != count:
+        expected.append(list(range(max(0, ends[-1] - (size - slide)), count)))
+    assert got == expected
+    if reliable:
+        log = _spout_log(tmp_path)
+        assert sorted(log["ack"]) == list(range(count)) and not log["fail"]
 
 
 def test_sliding_window_acks_each_tuple_when_it_leaves_the_window(tmp_path):

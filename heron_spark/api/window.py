@@ -26,6 +26,15 @@ until every tuple has left; tumbling: one last window) and acks them. Subclasses
 override ``end_of_input`` call ``super().end_of_input()``.
 
 Durations may be fractional seconds (Heron truncates them to whole seconds).
+
+Count windows (heron_spark; Heron has them in its Java API only): give the bolt a count
+instead of a duration, ``TumblingWindowBolt.WINDOW_COUNT`` (a window every N tuples, holding
+those N) or ``SlidingWindowBolt.WINDOW_COUNT`` and ``WINDOW_SLIDE_COUNT`` (every S tuples, a
+window of the last N). There are no ticks: a window fires on the tuple that completes it.
+``window_info`` spans the arrival times of its first and last tuple. Under at-least-once a
+tuple is acked after the last window that holds it was processed; with a slow input that
+may take longer than ``topology.message.timeout.secs`` (the tuple then fails and replays).
+At the end of input, the window the next slide would have fired is fired with the tuples it has.
 """
 
 from __future__ import annotations
@@ -100,6 +109,71 @@ class TimeWindows:
             yield window, tuples, expired
 
 
+class CountWindows:
+    """Count windowing of one task, without a bolt: every ``slide`` tuples added, a window of
+    the last ``size`` (``slide == size``: tumbling). Not thread-safe."""
+
+    def __init__(self, size: int, slide: int) -> None:
+        self.size = size
+        self.slide = slide
+        self.tuples: deque = deque()  # (tuple, arrival), in arrival order
+        self.pending = 0              # tuples added since the last window fired
+
+    def add(self, tup: Any, now: float) -> tuple[WindowContext, list, list] | None:
+        """Keep ``tup``; when it completes a window, return the window, its tuples and the
+        tuples no later window will hold (to ack once the window was processed)."""
+        self.tuples.append((tup, now))
+        self.pending += 1
+        if self.pending < self.slide:
+            return None
+        return self._fire()
+
+    def flush(self) -> tuple[WindowContext, list, list] | None:
+        """End of input: the last window, if tuples arrived since the previous one; every
+        tuple left is released with it."""
+        if not self.pending:
+            released = [t for t, _ in self.tuples]
+            self.tuples.clear()
+            return None if not released else (None, [], released)
+        window, tuples, released = self._fire()
+        released += [t for t, _ in self.tuples]
+        self.tuples.clear()
+        return window, tuples, released
+
+    def _fire(self) -> tuple[WindowContext, list, list]:
+        self.pending = 0
+        held = list(self.tuples)[-self.size:]
+        window = WindowContext(held[0][1], held[-1][1])
+        keep = max(self.size - self.slide, 0)  # the next window holds the last size - slide
+        released = []
+        while len(self.tuples) > keep:
+            released.append(self.tuples.popleft()[0])
+        return window, [t for t, _ in held], released
+
+
+def count_settings(config: dict, count_key: str, slide_key: str | None,
+                   component: str | None) -> tuple[int, int]:
+    """Return (size, slide) in tuples; raise ``TopologyValueError`` when they are not
+    positive integers or the slide is larger than the size."""
+    size = _count(config[count_key], count_key, component)
+    slide = size
+    if slide_key is not None and config.get(slide_key) is not None:
+        slide = _count(config[slide_key], slide_key, component)
+        if slide > size:
+            raise TopologyValueError("the slide count is larger than the window count",
+                                     component=component, value=slide, kind="config",
+                                     fix=f"set {slide_key!r} <= {count_key!r} ({size})")
+    return size, slide
+
+
+def _count(value: Any, key: str, component: str | None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise TopologyValueError(f"{key!r} must be a positive whole number of tuples",
+                                 component=component, value=value, kind="config",
+                                 fix=f"set {key!r} to an int > 0")
+    return value
+
+
 def window_settings(config: dict, duration_key: str, slide_key: str | None,
                     component: str | None) -> tuple[float, float]:
     """Return (duration, slide) in seconds from ``config``; raise ``TopologyValueError`` when
@@ -154,7 +228,23 @@ class _WindowBolt(Bolt):
 
     WINDOW_DURATION_SECS = ""
     WINDOW_SLIDEINTERVAL_SECS: str | None = None
+    WINDOW_COUNT = ""
+    WINDOW_SLIDE_COUNT: str | None = None
     _windows: TimeWindows | None = None
+    _counts: CountWindows | None = None
+
+    @classmethod
+    def _check_config(cls, config: dict, component: str | None) -> None:
+        if cls.WINDOW_COUNT in config and cls.WINDOW_DURATION_SECS in config:
+            raise TopologyValueError("a window bolt takes a duration or a count, not both",
+                                     component=component, kind="config",
+                                     fix=f"set {cls.WINDOW_DURATION_SECS!r} (time windows) or "
+                                         f"{cls.WINDOW_COUNT!r} (count windows)")
+        if cls.WINDOW_COUNT in config:
+            count_settings(config, cls.WINDOW_COUNT, cls.WINDOW_SLIDE_COUNT, component)
+        elif cls.WINDOW_DURATION_SECS in config:
+            window_settings(config, cls.WINDOW_DURATION_SECS, cls.WINDOW_SLIDEINTERVAL_SECS,
+                            component)
 
     @classmethod
     def spec(cls, name=None, par=1, inputs=None, config=None, optional_outputs=None):
@@ -163,9 +253,8 @@ class _WindowBolt(Bolt):
             raise TopologyValueError(f"{cls.__name__} does not implement processWindow()",
                                      component=name, kind="class",
                                      fix="define processWindow(self, window_info, tuples)")
-        if isinstance(config, dict) and cls.WINDOW_DURATION_SECS in config:
-            window_settings(config, cls.WINDOW_DURATION_SECS, cls.WINDOW_SLIDEINTERVAL_SECS,
-                            name)
+        if isinstance(config, dict):
+            cls._check_config(config, name)
         return super().spec(name=name, par=par, inputs=inputs, config=config,
                             optional_outputs=optional_outputs)
 
@@ -177,6 +266,12 @@ class _WindowBolt(Bolt):
     def initialize(self, config: dict, context) -> None:
         """Read the window settings and set the tick frequency; subclasses call this first."""
         component = context.get_component_id() if context is not None else None
+        self._check_config(config, component)
+        if self.WINDOW_COUNT in config:  # count windows: no ticks
+            self._counts = CountWindows(*count_settings(config, self.WINDOW_COUNT,
+                                                        self.WINDOW_SLIDE_COUNT, component))
+            self._windows = None
+            return
         duration, slide = window_settings(config, self.WINDOW_DURATION_SECS,
                                           self.WINDOW_SLIDEINTERVAL_SECS, component)
         held = duration + slide if self.WINDOW_SLIDEINTERVAL_SECS else duration
@@ -185,6 +280,24 @@ class _WindowBolt(Bolt):
         self.slide_interval = slide
         config[keys.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = slide
         self._windows = TimeWindows(duration, slide, time.time())
+
+    def _count_add(self, tup) -> None:
+        """Count windows: keep ``tup``; fire the window it completes, then ack the tuples no
+        later window holds."""
+        fired = self._counts.add(tup, _time_of(tup))
+        if fired is not None:
+            self._process_then_ack(*fired)
+
+    def _count_flush(self) -> None:
+        fired = self._counts.flush()
+        if fired is not None:
+            self._process_then_ack(*fired)
+
+    def _process_then_ack(self, window, tuples: list, released: list) -> None:
+        if window is not None:
+            self.processWindow(window, tuples)
+        for tup in released:
+            self.ack(tup)
 
     def _state(self) -> TimeWindows:
         windows = self._windows
@@ -201,9 +314,14 @@ class SlidingWindowBolt(_WindowBolt):
 
     WINDOW_DURATION_SECS = "slidingwindowbolt_duration_secs"
     WINDOW_SLIDEINTERVAL_SECS = "slidingwindowbolt_slideinterval_secs"
+    WINDOW_COUNT = "slidingwindowbolt_count"
+    WINDOW_SLIDE_COUNT = "slidingwindowbolt_slide_count"
 
     def process(self, tup) -> None:
         """Keep ``tup`` in the window; ack the tuples that left it."""
+        if self._counts is not None:
+            self._count_add(tup)
+            return
         windows = self._state()
         now = _time_of(tup)
         windows.add(tup, now)
@@ -212,6 +330,8 @@ class SlidingWindowBolt(_WindowBolt):
 
     def process_tick(self, tup) -> None:
         """Fire the window ending now, then ack the tuples that left it."""
+        if self._counts is not None:
+            return  # count windows fire on tuples, not ticks
         window, tuples, expired = self._state().slide_to(_time_of(tup))
         for old in expired:
             self.ack(old)
@@ -219,6 +339,9 @@ class SlidingWindowBolt(_WindowBolt):
 
     def end_of_input(self) -> None:
         """Fire the windows the remaining tuples would still be in, acking them as they leave."""
+        if self._counts is not None:
+            self._count_flush()
+            return
         for window, tuples, expired in self._state().drain_sliding():
             for old in expired:
                 self.ack(old)
@@ -231,18 +354,27 @@ class TumblingWindowBolt(_WindowBolt):
     previous call, then acks them (see the module docstring)."""
 
     WINDOW_DURATION_SECS = "tumblingwindowbolt_duration_secs"
+    WINDOW_COUNT = "tumblingwindowbolt_count"
 
     def process(self, tup) -> None:
         """Keep ``tup`` for the current window."""
+        if self._counts is not None:
+            self._count_add(tup)
+            return
         windows = self._state()
         windows.add(tup, _time_of(tup))
 
     def process_tick(self, tup) -> None:
         """Fire the window ending now and ack its tuples."""
+        if self._counts is not None:
+            return  # count windows fire on tuples, not ticks
         self._fire(_time_of(tup))
 
     def end_of_input(self) -> None:
         """Fire the last, partial window (if it holds tuples)."""
+        if self._counts is not None:
+            self._count_flush()
+            return
         if self._state().tuples:
             self._fire(time.time())
 
@@ -253,4 +385,4 @@ class TumblingWindowBolt(_WindowBolt):
             self.ack(tup)
 
 
-__all__ = ["SlidingWindowBolt", "TimeWindows", "TumblingWindowBolt", "WindowContext"]
+__all__ = ["CountWindows", "SlidingWindowBolt", "TimeWindows", "TumblingWindowBolt", "WindowContext"]
