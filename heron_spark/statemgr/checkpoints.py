@@ -73,15 +73,18 @@ class CheckpointStore:
                       if i.type == pafs.FileType.Directory and i.base_name.isdigit())
 
     def retain(self, keep: int) -> None:
-        """Delete every checkpoint older than ``keep`` (and abandoned ones newer than none)."""
+        """Delete every checkpoint older than ``keep``."""
         for checkpoint_id in self.checkpoints():
             if checkpoint_id < keep:
-                try:
-                    self.fs.delete_dir(posixpath.join(self.base, str(checkpoint_id)))
-                except OSError as exc:  # another cleaner got there first, or a flaky store
-                    log.warning("could not delete checkpoint %d: %s", checkpoint_id, exc)
+                self._delete(checkpoint_id)
 
     def clear(self) -> None:
         """Delete every checkpoint of the topology (a new run starts from empty state)."""
         for checkpoint_id in self.checkpoints():
-            self.retain(checkpoint_id + 1)
+            self._delete(checkpoint_id)
+
+    def _delete(self, checkpoint_id: int) -> None:
+        try:
+            self.fs.delete_dir(posixpath.join(self.base, str(checkpoint_id)))
+        except OSError as exc:  # another cleaner got there first, or a flaky store
+            log.warning("could not delete checkpoint %d: %s", checkpoint_id, exc)

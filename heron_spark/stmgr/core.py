@@ -526,9 +526,7 @@ class StmgrCore:
         # Every queue is dropped: congestion announced by peers is over (a peer that is still
         # congested says so again), and held spouts must be read for their restore reports.
         self.backpressure.remote.clear()
-        self._apply_spout_gate()
-        for task in self.spout_tasks & self.connected:
-            self.io.set_reading(task, True)
+        self._apply_spout_gate()  # restoring: reads every spout, whatever the congestion
         self._send_fences()
         if self.started:
             frame = frames.control_frame(stmgr_pb2.StmgrToInstance(restore=restore))

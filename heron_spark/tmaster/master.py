@@ -22,6 +22,7 @@ from heron_spark.plan.logical import checkpoint_interval_secs
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
+from heron_spark.statemgr.checkpoints import CheckpointStore
 from heron_spark.tmaster.checkpoints import CheckpointCoordinator
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener
@@ -85,8 +86,9 @@ class TMaster:
         self.host = host
         self.port = self.listener.port
         self.checkpoints: CheckpointCoordinator | None = None  # effectively once
-        self._checkpoint_root = checkpoint_root
+        self._checkpoint_store: CheckpointStore | None = None
         if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+            self._checkpoint_store = CheckpointStore(checkpoint_root, self.name)
             self.checkpoints = CheckpointCoordinator(
                 self.all_tasks, checkpoint_interval_secs(plan.logical.config),
                 committed_checkpoint, self._broadcast, self._on_commit, time.monotonic)
@@ -246,13 +248,11 @@ class TMaster:
             self._send(conn, frame)
 
     def _on_commit(self, checkpoint_id: int, epoch: int) -> None:
-        from heron_spark.statemgr.checkpoints import CheckpointStore
-
         self.statemgr.set_committed_checkpoint(self.name, {
-            "id": checkpoint_id, "epoch": epoch, "root": self._checkpoint_root,
+            "id": checkpoint_id, "epoch": epoch, "root": self._checkpoint_store.root,
             "time": time.time()})
         try:
-            CheckpointStore(self._checkpoint_root, self.name).retain(checkpoint_id)
+            self._checkpoint_store.retain(checkpoint_id)
         except Exception as exc:  # noqa: BLE001 - cleaning up old checkpoints is best effort
             log.warning("could not delete checkpoints older than %d: %s", checkpoint_id, exc)
         log.debug("checkpoint %d committed", checkpoint_id)
