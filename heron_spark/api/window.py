@@ -155,14 +155,22 @@ def count_settings(config: dict, count_key: str, slide_key: str | None,
                    component: str | None) -> tuple[int, int]:
     """Return (size, slide) in tuples; raise ``TopologyValueError`` when they are not
     positive integers or the slide is larger than the size."""
-    size = _count(config[count_key], count_key, component)
+    return _size_and_slide(config, count_key, slide_key, component, _count,
+                           "the slide count is larger than the window count")
+
+
+def _size_and_slide(config: dict, size_key: str, slide_key: str | None,
+                    component: str | None, parse, too_large: str) -> tuple:
+    """Return (size, slide) read with ``parse``; the slide defaults to the size and may not
+    exceed it (``too_large`` says so)."""
+    size = parse(config[size_key], size_key, component)
     slide = size
     if slide_key is not None and config.get(slide_key) is not None:
-        slide = _count(config[slide_key], slide_key, component)
+        slide = parse(config[slide_key], slide_key, component)
         if slide > size:
-            raise TopologyValueError("the slide count is larger than the window count",
-                                     component=component, value=slide, kind="config",
-                                     fix=f"set {slide_key!r} <= {count_key!r} ({size})")
+            raise TopologyValueError(too_large, component=component, value=slide,
+                                     kind="config",
+                                     fix=f"set {slide_key!r} <= {size_key!r} ({size})")
     return size, slide
 
 
@@ -182,15 +190,8 @@ def window_settings(config: dict, duration_key: str, slide_key: str | None,
         raise TopologyValueError(f"a window bolt needs its window duration {duration_key!r}",
                                  component=component, kind="config",
                                  fix=f"pass config={{{duration_key!r}: seconds}} to add_bolt")
-    duration = _seconds(config[duration_key], duration_key, component)
-    slide = duration
-    if slide_key is not None and config.get(slide_key) is not None:
-        slide = _seconds(config[slide_key], slide_key, component)
-        if slide > duration:
-            raise TopologyValueError("the slide interval is longer than the window duration",
-                                     component=component, value=slide, kind="config",
-                                     fix=f"set {slide_key!r} <= {duration_key!r} ({duration})")
-    return duration, slide
+    return _size_and_slide(config, duration_key, slide_key, component, _seconds,
+                           "the slide interval is longer than the window duration")
 
 
 def _seconds(value: Any, key: str, component: str | None) -> float:
@@ -234,17 +235,21 @@ class _WindowBolt(Bolt):
     _counts: CountWindows | None = None
 
     @classmethod
-    def _check_config(cls, config: dict, component: str | None) -> None:
+    def _settings(cls, config: dict, component: str | None) -> tuple | None:
+        """Return (count windows?, size, slide) from ``config``, None when it sets neither a
+        count nor a duration; raise ``TopologyValueError`` for unusable settings."""
         if cls.WINDOW_COUNT in config and cls.WINDOW_DURATION_SECS in config:
             raise TopologyValueError("a window bolt takes a duration or a count, not both",
                                      component=component, kind="config",
                                      fix=f"set {cls.WINDOW_DURATION_SECS!r} (time windows) or "
                                          f"{cls.WINDOW_COUNT!r} (count windows)")
         if cls.WINDOW_COUNT in config:
-            count_settings(config, cls.WINDOW_COUNT, cls.WINDOW_SLIDE_COUNT, component)
-        elif cls.WINDOW_DURATION_SECS in config:
-            window_settings(config, cls.WINDOW_DURATION_SECS, cls.WINDOW_SLIDEINTERVAL_SECS,
-                            component)
+            return (True, *count_settings(config, cls.WINDOW_COUNT, cls.WINDOW_SLIDE_COUNT,
+                                          component))
+        if cls.WINDOW_DURATION_SECS in config:
+            return (False, *window_settings(config, cls.WINDOW_DURATION_SECS,
+                                            cls.WINDOW_SLIDEINTERVAL_SECS, component))
+        return None
 
     @classmethod
     def spec(cls, name=None, par=1, inputs=None, config=None, optional_outputs=None):
@@ -254,7 +259,7 @@ class _WindowBolt(Bolt):
                                      component=name, kind="class",
                                      fix="define processWindow(self, window_info, tuples)")
         if isinstance(config, dict):
-            cls._check_config(config, name)
+            cls._settings(config, name)
         return super().spec(name=name, par=par, inputs=inputs, config=config,
                             optional_outputs=optional_outputs)
 
@@ -266,14 +271,16 @@ class _WindowBolt(Bolt):
     def initialize(self, config: dict, context) -> None:
         """Read the window settings and set the tick frequency; subclasses call this first."""
         component = context.get_component_id() if context is not None else None
-        self._check_config(config, component)
-        if self.WINDOW_COUNT in config:  # count windows: no ticks
-            self._counts = CountWindows(*count_settings(config, self.WINDOW_COUNT,
-                                                        self.WINDOW_SLIDE_COUNT, component))
+        settings = self._settings(config, component)
+        if settings is None:  # raises: a window bolt needs its duration
+            settings = (False, *window_settings(config, self.WINDOW_DURATION_SECS,
+                                                self.WINDOW_SLIDEINTERVAL_SECS, component))
+        counted, size, slide = settings
+        if counted:  # count windows: no ticks
+            self._counts = CountWindows(size, slide)
             self._windows = None
             return
-        duration, slide = window_settings(config, self.WINDOW_DURATION_SECS,
-                                          self.WINDOW_SLIDEINTERVAL_SECS, component)
+        duration = size
         held = duration + slide if self.WINDOW_SLIDEINTERVAL_SECS else duration
         _check_timeout(config, held, component)
         self.window_duration = duration
