@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Callable
@@ -166,3 +168,12 @@ def kill9_all(work_dir: Path) -> list[int]:
         except ProcessLookupError:
             pass
     return killed
+
+
+def start_driver(kind: str, args: list[str], log: Path) -> subprocess.Popen:
+    """Start ``resumable_driver.py KIND ARGS`` (a Spark driver submitting the ``kind`` word
+    count), its output appended to ``log``."""
+    tests = Path(__file__).resolve().parent
+    with open(log, "ab") as out:
+        return subprocess.Popen([sys.executable, str(tests / "resumable_driver.py"), kind, *args],
+                                stdout=out, stderr=subprocess.STDOUT, cwd=tests.parent)

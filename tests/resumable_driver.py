@@ -1,7 +1,8 @@
-"""A Spark driver program for the driver-restart test: submits the reliable word count, waits.
+"""A Spark driver program for the driver-restart tests: submits a word count, waits.
 
-Usage: python resumable_driver.py NAME CORPUS OUT STATEMGR_URL WORK_DIR
-Prints ``status <STATE> generation <N>`` at the end. Started (and killed) by the tests.
+Usage: python resumable_driver.py KIND NAME CORPUS OUT STATEMGR_URL WORK_DIR
+KIND is ``reliable`` (the at-least-once word count) or ``stateful`` (the effectively-once
+one). Prints ``status <STATE> generation <N>`` at the end. Started (and killed) by the tests.
 """
 
 from __future__ import annotations
@@ -14,17 +15,25 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
 import reliable_word_count as rwc  # noqa: E402
+import stateful_word_count as swc  # noqa: E402
 from heron_spark import submit  # noqa: E402
 
 
+def _topology(kind: str, name: str, corpus: Path, out: Path):
+    """The topology of ``kind`` and the runtime conf it runs with."""
+    if kind == "stateful":
+        return swc.build(name, corpus, out, config={swc.SLEEP_MS: 2}), swc.SHORT_QUEUES
+    return rwc.build(name, corpus, out,
+                     config={rwc.SLEEP_MS: 3, "topology.message.timeout.secs": 5,
+                             "topology.max.spout.pending": 200}), {}
+
+
 def main(argv: list[str]) -> int:
-    name, corpus, out, statemgr, work = argv
-    topology = rwc.build(name, Path(corpus), Path(out),
-                         config={rwc.SLEEP_MS: 3, "topology.message.timeout.secs": 5,
-                                 "topology.max.spout.pending": 200})
+    kind, name, corpus, out, statemgr, work = argv
+    topology, conf = _topology(kind, name, Path(corpus), Path(out))
     handle = submit(topology, master="local[4]",
                     conf={"heron.statemgr": statemgr, "heron.work.dir": work,
-                          "heron.tracker.port": -1})
+                          "heron.tracker.port": -1, **conf})
     print("running", flush=True)
     status = handle.wait(timeout=600)
     print(f"status {status} generation {handle.status_detail()['generation']}", flush=True)

@@ -10,8 +10,6 @@ ZooKeeper (same topology id, next generation, the spouts' committed offsets) and
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,15 +21,9 @@ from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
 from zk_support import zookeeper  # noqa: F401
 
-TESTS = Path(__file__).resolve().parent
 NAME = "resumable"
 LINES = 2500
 
-
-def _driver(args: list[str], log: Path) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, str(TESTS / "resumable_driver.py"), *args],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=TESTS.parent)
 
 
 def _acks_by(out: Path, pids: set[int]) -> int:
@@ -44,7 +36,7 @@ def test_driver_restart_resumes_from_zookeeper(spark, tmp_path, zookeeper):  # n
     corpus, out, work = tmp_path / "corpus.txt", tmp_path / "out", tmp_path / "work"
     text = rwc.write_corpus(corpus, LINES)
     args = [NAME, str(corpus), str(out), url, str(work)]
-    first = _driver(args, tmp_path / "driver-1.log")
+    first = faults.start_driver("reliable", args, tmp_path / "driver-1.log")
     try:
         with open_state_manager(url) as statemgr:
             faults.wait_for(lambda: (statemgr.get_spout_state(NAME, "lines.0") or {})
@@ -69,7 +61,7 @@ def test_driver_restart_resumes_from_zookeeper(spark, tmp_path, zookeeper):  # n
             faults.wait_for(lambda: statemgr.get_tmaster_location(NAME) is None, 30,
                             "the dead TMaster's ephemeral node to vanish")
             assert statemgr.get_execution_state(NAME)["state"] == "RUNNING"  # never ended
-        second = _driver(args, tmp_path / "driver-2.log")
+        second = faults.start_driver("reliable", args, tmp_path / "driver-2.log")
         assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
     finally:
         for proc in (first, locals().get("second")):

@@ -9,17 +9,12 @@ strikes after at least two checkpoints committed, so the rollback goes back to a
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
 import fault_support as faults
 import stateful_word_count as swc
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
 
-TESTS = Path(__file__).resolve().parent
 TIMEOUT = 240
 LINES = 8000
 
@@ -105,18 +100,13 @@ def test_container_killed(spark, tmp_path, hconf):
     print(f"checkpoints: {checkpoint}")
 
 
-def _driver(args: list[str], log: Path) -> subprocess.Popen:
-    with open(log, "ab") as out:
-        return subprocess.Popen([sys.executable, str(TESTS / "stateful_driver.py"), *args],
-                                stdout=out, stderr=subprocess.STDOUT, cwd=TESTS.parent)
-
 
 def test_driver_killed_and_resumed(tmp_path, hconf):
     name = "eo-driver"
     corpus, out, work = tmp_path / "corpus.txt", tmp_path / "out", tmp_path / "work"
     text = swc.write_corpus(corpus, LINES)
     args = [name, str(corpus), str(out), hconf["heron.statemgr"], str(work)]
-    first = _driver(args, tmp_path / "driver-1.log")
+    first = faults.start_driver("stateful", args, tmp_path / "driver-1.log")
     second = None
     try:
         committed = _wait_commits(hconf, name)
@@ -125,7 +115,7 @@ def test_driver_killed_and_resumed(tmp_path, hconf):
         faults.wait_for(lambda: not faults.find(work, "instance")
                         and not faults.find(work, "stmgr"), 60,
                         "the killed driver's containers to exit")
-        second = _driver(args, tmp_path / "driver-2.log")
+        second = faults.start_driver("stateful", args, tmp_path / "driver-2.log")
         assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
     finally:
         for proc in (first, second):

@@ -117,6 +117,25 @@ def test_session_heron_spark_creates_runs_the_drivers_python(bare_python, tmp_pa
     assert outcome["status"] == "FINISHED", outcome["stderr"][-4000:]
 
 
+def _submit_refused(driver: str, tmp_path, what: str) -> dict:
+    """Run ``driver`` (it builds ``b``) submitting ``b`` on local[2] in a clean environment;
+    return the WorkerEnvironmentError's missing module and message (fail if it submitted)."""
+    driver += (
+        f"conf = {{'heron.statemgr': 'file://{tmp_path}/state', "
+        f"'heron.work.dir': '{tmp_path}/work'}}\n"
+        "try:\n"
+        "    heron_spark.submit(b.build(), conf=conf, master='local[2]')\n"
+        "    print('OUTCOME submitted')\n"
+        "except heron_spark.WorkerEnvironmentError as exc:\n"
+        "    print('OUTCOME ' + json.dumps({'missing': exc.missing, 'message': str(exc)}))\n")
+    proc = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, env=_clean_env(),
+                          capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("OUTCOME ")]
+    assert lines, proc.stderr[-4000:]
+    assert lines[-1] != "OUTCOME submitted", f"submit accepted {what} executors cannot load"
+    return json.loads(lines[-1][len("OUTCOME "):])
+
+
 def test_unimportable_user_module_names_the_module_and_the_fix(tmp_path):
     """A topology whose classes live in a module only the driver can import."""
     package = tmp_path / "driver_only"
@@ -138,20 +157,8 @@ def test_unimportable_user_module_names_the_module_and_the_fix(tmp_path):
         "b = TopologyBuilder('driveronly')\n"
         "s = b.add_spout('numbers', only_here.Numbers, par=1)\n"
         "b.add_bolt('sink', only_here.Sink, par=1, inputs={s: Grouping.SHUFFLE})\n"
-        "b.set_config({'topology.stmgrs': 1})\n"
-        f"conf = {{'heron.statemgr': 'file://{tmp_path}/state', "
-        f"'heron.work.dir': '{tmp_path}/work'}}\n"
-        "try:\n"
-        "    heron_spark.submit(b.build(), conf=conf, master='local[2]')\n"
-        "    print('OUTCOME submitted')\n"
-        "except heron_spark.WorkerEnvironmentError as exc:\n"
-        "    print('OUTCOME ' + json.dumps({'missing': exc.missing, 'message': str(exc)}))\n")
-    proc = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, env=_clean_env(),
-                          capture_output=True, text=True, timeout=300)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("OUTCOME ")]
-    assert lines, proc.stderr[-4000:]
-    assert lines[-1] != "OUTCOME submitted", "submit accepted a topology executors cannot load"
-    outcome = json.loads(lines[-1][len("OUTCOME "):])
+        "b.set_config({'topology.stmgrs': 1})\n")
+    outcome = _submit_refused(driver, tmp_path, "a topology")
     assert outcome["missing"] == "only_here"
     assert "--py-files" in outcome["message"] and "addPyFile" in outcome["message"]
 
@@ -179,19 +186,7 @@ def test_a_serializer_only_the_driver_has_names_the_module_and_the_fix(tmp_path)
         "s = b.add_spout('numbers', Numbers, par=1)\n"
         "b.add_bolt('sink', Sink, par=1, inputs={s: Grouping.SHUFFLE})\n"
         "b.set_config({'topology.stmgrs': 1,\n"
-        "              'topology.serializer.classname': 'only_here_serializer.Ser'})\n"
-        f"conf = {{'heron.statemgr': 'file://{tmp_path}/state', "
-        f"'heron.work.dir': '{tmp_path}/work'}}\n"
-        "try:\n"
-        "    heron_spark.submit(b.build(), conf=conf, master='local[2]')\n"
-        "    print('OUTCOME submitted')\n"
-        "except heron_spark.WorkerEnvironmentError as exc:\n"
-        "    print('OUTCOME ' + json.dumps({'missing': exc.missing, 'message': str(exc)}))\n")
-    proc = subprocess.run([sys.executable, "-c", driver], cwd=tmp_path, env=_clean_env(),
-                          capture_output=True, text=True, timeout=300)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("OUTCOME ")]
-    assert lines, proc.stderr[-4000:]
-    assert lines[-1] != "OUTCOME submitted", "submit accepted a serializer executors cannot load"
-    outcome = json.loads(lines[-1][len("OUTCOME "):])
+        "              'topology.serializer.classname': 'only_here_serializer.Ser'})\n")
+    outcome = _submit_refused(driver, tmp_path, "a serializer")
     assert outcome["missing"] == "only_here_serializer"
     assert "--py-files" in outcome["message"]
