@@ -161,3 +161,23 @@ class DuplicateMetricError(HeronSparkError, RuntimeError):
         super().__init__(f"component {component!r} task {task_id}: a metric named {name!r} is "
                          f"already registered. Fix: register each metric once, under its own "
                          f"name")
+
+
+class TrackerRequestError(HeronSparkError, ValueError):
+    """A tracker HTTP request cannot be answered: a bad parameter (400), an unknown topology,
+    component or file (404), a topology with no live TMaster (503), ...
+
+    ``status`` is the HTTP status the tracker answers with; ``param`` the query parameter at
+    fault (or None).
+    """
+
+    def __init__(self, status: int, problem: str, *, param: str | None = None,
+                 value: Any = _UNSET, fix: str | None = None) -> None:
+        self.status = status
+        self.param = param
+        self.value = None if value is _UNSET else value
+        self.fix = fix
+        where = f"parameter {param!r}: " if param else ""
+        got = "" if value is _UNSET else f" (got {value!r})"
+        how = f". Fix: {fix}" if fix else ""
+        super().__init__(f"{where}{problem}{got}{how}")

@@ -20,7 +20,8 @@ class TopologyHandle:
         self._tmaster = tmaster
         self._kill_grace = kill_grace_secs
         self._stage: BarrierStage | None = None
-        self.tracker_url: str | None = None
+        self.tracker_url: str | None = None  # the tracker serving this driver's topologies
+        self._tracker_auth = None  # its Authenticator (set by submit)
         self._closers: list = []
 
     def _attach(self, stage: BarrierStage) -> None:
@@ -55,6 +56,22 @@ class TopologyHandle:
         """Latest metrics summed per component (``__emit-count/<stream>``, ``__execute-count``,
         user metrics)."""
         return self._tmaster.metrics_by_component()
+
+    def ui_link(self) -> str:
+        """Return a fresh one-time login link to the tracker's web UI (``tracker_url``).
+
+        Opening it sets a session cookie and redirects to the UI; it works once, within 10
+        minutes. Driver only; ConfigError if the tracker is off (``heron.tracker.port`` -1).
+        """
+        if self.tracker_url is None or self._tracker_auth is None:
+            from heron_spark.config import TRACKER_PORT
+            from heron_spark.errors import ConfigError
+
+            raise ConfigError(TRACKER_PORT, -1, "set heron.tracker.port to 0 (any free port) "
+                                                "or a port number to run the tracker")
+        from heron_spark.tracker.auth import login_link
+
+        return login_link(self.tracker_url, self._tracker_auth.token)
 
     def wait_running(self, timeout: float | None = None) -> bool:
         """Wait until the physical plan is broadcast; return False on timeout or early end."""

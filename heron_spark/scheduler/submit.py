@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 import uuid
 import weakref
 from typing import Any
@@ -28,7 +30,6 @@ from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
-from heron_spark.tmaster.tracker import start_tracker
 from heron_spark.wire.auth import new_secret
 
 log = logging.getLogger(__name__)
@@ -79,11 +80,14 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
                       generation, system.instance_restart_max, system.restart_window_secs,
                       checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)))
+    tmaster.submission = _submission(spark.sparkContext.master, local)
     tracker = None
-    if system.tracker_port >= 0:
-        tracker = start_tracker(tmaster, host, system.tracker_port, secret,
-                                max_connections=system.tracker_max_connections,
-                                idle_timeout_secs=system.tracker_idle_timeout_secs)
+    if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
+        from heron_spark.tracker import service as tracker_service
+
+        tracker = tracker_service.acquire(system.statemgr, host, system.tracker_port,
+                                          max_connections=system.tracker_max_connections,
+                                          idle_timeout_secs=system.tracker_idle_timeout_secs)
     try:
         statemgr.claim_tmaster(plan.name, {
             "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": secret,
@@ -91,7 +95,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     except BaseException:
         tmaster.close()
         if tracker is not None:
-            tracker.shutdown()
+            tracker_service.release(tracker)
         statemgr.close()
         raise
     if resume:
@@ -108,7 +112,8 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     tmaster.start()
     handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs)
     if tracker is not None:
-        handle.tracker_url = f"http://{host}:{tracker.server_address[1]}"
+        handle.tracker_url = tracker.url
+        handle._tracker_auth = tracker.app.auth
     task = ContainerTask(plan.name, definition, packing.SerializeToString(),
                          _config_fields(system), secret, host, tmaster.port, generation, local)
 
@@ -125,7 +130,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
             _copy_gauges(spark, tmaster)
         tmaster.close()
         if tracker is not None:
-            tracker.shutdown()
+            tracker_service.release(tracker)
         statemgr.release_tmaster(plan.name)
         statemgr.close()
 
@@ -143,6 +148,17 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     log.info("submitted %s: %d containers, %d tasks; tracker %s", plan.name,
              view.container_count, len(view.task_component), handle.tracker_url)
     return handle
+
+
+def _submission(master: str, local: bool) -> dict:
+    """Heron's execution-state metadata: cluster (``local`` or the Spark master URL), environ
+    (``default``), role and submission user (who submits), submission time (epoch secs)."""
+    from heron_spark import __version__
+
+    user = getpass.getuser()
+    return {"cluster": "local" if local else master, "environ": "default", "role": user,
+            "submission_user": user, "submission_time": int(time.time()),
+            "release_version": __version__}
 
 
 def _resubmission_policy(tmaster: TMaster, system: SystemConfig):

@@ -60,6 +60,10 @@ class StmgrTransport(Protocol):
     def to_tmaster(self, frame: bytes) -> None:
         """Queue ``frame`` for the TMaster."""
 
+    def serve_file(self, request: tmaster_pb2.FileRequest) -> None:
+        """Answer the tracker's ``request`` for a file of the container's work dir (through
+        the TMaster)."""
+
     def set_reading(self, task: int, reading: bool) -> None:
         """Stop or resume taking frames from local ``task``."""
 
@@ -502,6 +506,8 @@ class StmgrCore:
                 for task in sorted(self.spout_tasks & self.connected):
                     self._send_gate(task)
                     self.io.to_instance(task, frame)
+        elif body == "file_request":
+            self.io.serve_file(message.file_request)
         elif body == "shutdown":
             log.info("shutdown from TMaster: %s %s",
                      tmaster_pb2.ShutdownReason.Name(message.shutdown.reason),

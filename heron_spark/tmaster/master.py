@@ -23,6 +23,7 @@ from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
 from heron_spark.statemgr.checkpoints import CheckpointStore
+from heron_spark.tmaster import views
 from heron_spark.tmaster.checkpoints import CheckpointCoordinator
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener
@@ -86,6 +87,10 @@ class TMaster:
         self.host = host
         self.port = self.listener.port
         self.checkpoints: CheckpointCoordinator | None = None  # effectively once
+        self.files = views.FileFetcher()  # the tracker's container file requests
+        # Heron's execution state metadata (cluster, environ, role, submission_time/_user),
+        # set by submit; shown by the tracker.
+        self.submission: dict = {}
         self._checkpoint_store: CheckpointStore | None = None
         if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
             self._checkpoint_store = CheckpointStore(checkpoint_root, self.name)
@@ -151,6 +156,8 @@ class TMaster:
                 self.checkpoints.on_stored(message.stored.task_id, message.stored.checkpoint_id)
             elif body == "restored" and self.checkpoints is not None:
                 self.checkpoints.on_restored(message.restored.task_id, message.restored.epoch)
+            elif body == "file_response":
+                self.files.on_response(message.file_response)
 
     def _on_instance_failed(self, failed: tmaster_pb2.InstanceFailed) -> None:
         """Count a task's failure; fail the topology once it fails too often (its container
@@ -275,6 +282,9 @@ class TMaster:
     def _on_control_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         request = tmaster_pb2.ControlRequest()
         request.ParseFromString(payload)
+        if request.WhichOneof("body") == "query":  # a tracker asking for live data
+            self._send(conn, frames.control_frame(views.answer(self, request.query)))
+            return
         if request.WhichOneof("body") == "kill":
             self.kill("killed through the control port")
         with self._lock:
@@ -334,7 +344,8 @@ class TMaster:
                     "drained_tasks": len(self.drained), "tasks": len(self.all_tasks),
                     "generation": self.generation,
                     "instance_failures": {str(k): v for k, v in self.failures.items()},
-                    "checkpoint": self.checkpoints.status() if self.checkpoints else None}
+                    "checkpoint": self.checkpoints.status() if self.checkpoints else None,
+                    "submission": self.submission}
 
     def _save_state(self) -> None:
         self.statemgr.set_execution_state(self.name, self.status())
