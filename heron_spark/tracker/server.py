@@ -85,6 +85,8 @@ class TrackerServer(ThreadingHTTPServer):
     def url(self) -> str:
         """``http://host:port`` of this server."""
         host, port = self.server_address[:2]
+        if host in ("0.0.0.0", "::", ""):  # every address: advertise the host's name
+            host = socket.gethostname()
         return f"http://{host}:{port}"
 
     @property
