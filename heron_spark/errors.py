@@ -161,3 +161,19 @@ class DuplicateMetricError(HeronSparkError, RuntimeError):
         super().__init__(f"component {component!r} task {task_id}: a metric named {name!r} is "
                          f"already registered. Fix: register each metric once, under its own "
                          f"name")
+
+
+class MetricsQueryError(HeronSparkError, ValueError):
+    """A metrics view or query (the tracker's ``/topologies/metrics*`` and exceptions views)
+    names something malformed or unknown: a bad token, component, instance or time range."""
+
+    def __init__(self, problem: str, *, query: str = "", token: str = "", position: int = 0,
+                 fix: str = "") -> None:
+        self.problem = problem
+        self.query = query
+        self.token = token
+        self.position = position
+        self.fix = fix
+        where = f" at {position} ({token!r}) in {query!r}" if query else \
+            (f" ({token!r})" if token else "")
+        super().__init__(f"{problem}{where}. Fix: {fix}" if fix else f"{problem}{where}")
