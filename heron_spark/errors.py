@@ -181,3 +181,19 @@ class TrackerRequestError(HeronSparkError, ValueError):
         got = "" if value is _UNSET else f" (got {value!r})"
         how = f". Fix: {fix}" if fix else ""
         super().__init__(f"{where}{problem}{got}{how}")
+
+
+class MetricsQueryError(HeronSparkError, ValueError):
+    """A metrics view or query (the tracker's ``/topologies/metrics*`` and exceptions views)
+    names something malformed or unknown: a bad token, component, instance or time range."""
+
+    def __init__(self, problem: str, *, query: str = "", token: str = "", position: int = 0,
+                 fix: str = "") -> None:
+        self.problem = problem
+        self.query = query
+        self.token = token
+        self.position = position
+        self.fix = fix
+        where = f" at {position} ({token!r}) in {query!r}" if query else \
+            (f" ({token!r})" if token else "")
+        super().__init__(f"{problem}{where}. Fix: {fix}" if fix else f"{problem}{where}")

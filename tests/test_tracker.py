@@ -22,7 +22,6 @@ from fault_support import wait_for
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, submit
 from heron_spark.statemgr import open_state_manager
 from heron_spark.tmaster import client
-from heron_spark.tmaster.master import TMaster
 from heron_spark.tracker.auth import CSRF_HEADER, SESSION_COOKIE, tracker_token
 
 CLI = [sys.executable, "-m", "heron_spark.cli"]
@@ -45,10 +44,18 @@ class SinkBolt(Bolt):
         pass
 
 
-def _topology(name: str, spout: str, bolt: str, containers: int):
+class FailOnceBolt(Bolt):
+    """Raises on tuple 20 of the (single) spout: one exception for the exception views."""
+
+    def process(self, tup):
+        if tup.values[0] == 20:
+            raise ValueError("tuple 20 is not welcome here")
+
+
+def _topology(name: str, spout: str, bolt: str, containers: int, bolt_class=SinkBolt):
     builder = TopologyBuilder(name)
     numbers = builder.add_spout(spout, SlowSpout, par=containers)
-    builder.add_bolt(bolt, SinkBolt, par=2, inputs={numbers: Grouping.SHUFFLE})
+    builder.add_bolt(bolt, bolt_class, par=2, inputs={numbers: Grouping.SHUFFLE})
     builder.set_config({"topology.stmgrs": containers})
     return builder.build()
 
@@ -89,7 +96,8 @@ def running(spark, tmp_path_factory):
     handles = []
     try:
         handles.append(submit(_topology("alpha", "numbers", "sink", 2), spark, conf=conf))
-        handles.append(submit(_topology("beta", "ticks", "drain", 1), spark, conf=conf))
+        handles.append(submit(_topology("beta", "ticks", "drain", 1, FailOnceBolt), spark,
+                              conf=conf))
         for handle in handles:
             assert handle.wait_running(120), handle.status
         with open_state_manager(conf["heron.statemgr"]) as statemgr:
@@ -294,18 +302,49 @@ def test_the_cli_prints_a_working_link_and_a_standalone_tracker_serves_all(runni
         assert standalone.wait(30) == 0, standalone.stderr.read()
 
 
-@pytest.mark.skipif(not hasattr(TMaster, "metrics_view"),
-                    reason="TMaster metric views come with branch metrics (part A)")
-def test_live_metric_views_have_heron_shapes(running):
+def test_live_metric_and_exception_views_have_heron_shapes(running):
     tracker = running["tracker"]
+    alpha = running["handles"][0]
+    sinks = sorted(i for i in tracker.get("/topologies/physicalplan",
+                                          topology="alpha")["bolts"]["sink"])
+    metric = "__execute-count/numbers/default"
+    wait_for(lambda: len(tracker.get("/topologies/metrics", topology="alpha", component="sink",
+                                     metricname=metric)["metrics"][metric]) == 2, 60,
+             "both sink instances' execute counts")
     metrics = tracker.get("/topologies/metrics", topology="alpha", component="sink",
-                          metricname="__execute-count/numbers/default", interval=-1)
-    assert set(metrics) >= {"metrics", "interval", "component"}
+                          metricname=metric, interval=-1)
+    assert (set(metrics), metrics["component"]) == ({"metrics", "interval", "component"}, "sink")
+    assert sorted(metrics["metrics"][metric]) == sinks
+    assert all(float(v) > 0 for v in metrics["metrics"][metric].values())
+    one = tracker.get("/topologies/metrics", topology="alpha", component="sink",
+                      metricname=metric, instance=sinks[0])
+    assert list(one["metrics"][metric]) == [sinks[0]]
     now = int(time.time())
     timeline = tracker.get("/topologies/metrics/timeline", topology="alpha", component="sink",
-                           metricname="__execute-count/numbers/default",
-                           starttime=now - 600, endtime=now)
-    assert set(timeline) >= {"starttime", "endtime", "component", "timeline"}
+                           metricname=metric, starttime=now - 600, endtime=now + 60)
+    assert set(timeline) == {"starttime", "endtime", "component", "timeline"}
+    assert sorted(timeline["timeline"][metric]) == sinks
+    query = tracker.get("/topologies/metrics/query", topology="alpha",
+                        query=f"SUM(TS(sink,*,{metric}))", starttime=now - 600,
+                        endtime=now + 60)
+    assert set(query) == {"starttime", "endtime", "timeline"}
+    assert set(query["timeline"][0]) == {"instance", "data"}
+    status, _, body = tracker.request("GET", "/topologies/metrics/query",
+                                      {"topology": "alpha", "query": "SUM(TS(sink,*,",
+                                       "starttime": now - 600, "endtime": now})
+    assert status == 400 and b"detail" in body
+    assert tracker.request("GET", "/topologies/metrics",
+                           {"topology": "alpha", "component": "nope"})[0] == 400
+    assert alpha.status == "RUNNING"
+
+    wait_for(lambda: tracker.get("/topologies/exceptions", topology="beta", component="drain"),
+             60, "the drain bolt's exception")
+    (entry,) = tracker.get("/topologies/exceptions", topology="beta", component="drain")
+    assert set(entry) == {"hostname", "lasttime", "firsttime", "count", "stacktrace",
+                          "logging", "instance_id"}
+    assert "tuple 20 is not welcome here" in entry["stacktrace"] and entry["count"] == "1"
+    assert entry["instance_id"].startswith("container_0_drain_")
+    (summary,) = tracker.get("/topologies/exceptionsummary", topology="beta", component="drain")
+    assert set(summary) == {"class_name", "lasttime", "firsttime", "count"}
+    assert "ValueError" in summary["class_name"]
     assert tracker.get("/topologies/exceptions", topology="alpha", component="sink") == []
-    assert tracker.get("/topologies/exceptionsummary", topology="alpha",
-                       component="sink") == []

@@ -30,6 +30,7 @@ from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
+from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire.auth import new_secret
 
 log = logging.getLogger(__name__)
@@ -79,7 +80,11 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     committed = (statemgr.get_committed_checkpoint(plan.name) or {}) if resume else {}
     tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
                       generation, system.instance_restart_max, system.restart_window_secs,
-                      checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)))
+                      checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)),
+                      history=MetricsCache(system.tmaster_metrics_bucket_secs,
+                                           system.tmaster_metrics_retention_secs,
+                                           system.tmaster_metrics_max_series),
+                      exceptions_per_instance=system.tmaster_exceptions_per_instance)
     tmaster.submission = _submission(spark.sparkContext.master, local)
     tracker = None
     if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies

@@ -23,8 +23,10 @@ from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
 from heron_spark.statemgr.checkpoints import CheckpointStore
-from heron_spark.tmaster import views
+from heron_spark.tmaster import live_queries, views
 from heron_spark.tmaster.checkpoints import CheckpointCoordinator
+from heron_spark.tmaster.exception_log import ExceptionLog
+from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener
 
@@ -55,7 +57,8 @@ class TMaster:
     def __init__(self, plan: PlanView, statemgr: StateManager, secret: str, host: str,
                  topology_id: str, frame_max_bytes: int, generation: int = 0,
                  restart_max: int = 5, restart_window_secs: float = 60.0,
-                 checkpoint_root: str = "", committed_checkpoint: int = 0) -> None:
+                 checkpoint_root: str = "", committed_checkpoint: int = 0,
+                 history: MetricsCache | None = None, exceptions_per_instance: int = 20) -> None:
         self.plan = plan
         self.name = plan.logical.name
         self.topology_id = topology_id
@@ -73,6 +76,8 @@ class TMaster:
         self.drained: set[int] = set()
         self.all_tasks = set(plan.task_component)
         self.metrics: dict[tuple[str, int], dict[str, float]] = {}
+        self.history = history or MetricsCache()   # per-minute metrics for the views
+        self.exceptions = ExceptionLog(exceptions_per_instance)
         self.restart_max = restart_max
         self.restart_window_secs = restart_window_secs
         self.failures: collections.Counter = collections.Counter()  # task id -> failures
@@ -87,7 +92,7 @@ class TMaster:
         self.host = host
         self.port = self.listener.port
         self.checkpoints: CheckpointCoordinator | None = None  # effectively once
-        self.files = views.FileFetcher()  # the tracker's container file requests
+        self.files = live_queries.FileFetcher()  # the tracker's container file requests
         # Heron's execution state metadata (cluster, environ, role, submission_time/_user),
         # set by submit; shown by the tracker.
         self.submission: dict = {}
@@ -163,6 +168,10 @@ class TMaster:
         """Count a task's failure; fail the topology once it fails too often (its container
         restarts it otherwise)."""
         self.failures[failed.task_id] += 1
+        register = self.registrations.get(self.plan.task_container.get(failed.task_id, -1))
+        self.exceptions.record(failed.task_id, failed.component,
+                               register.host if register is not None else "",
+                               failed.error, failed.log_path, time.time())
         log.error("task %d of %s failed (%d so far): %s", failed.task_id, failed.component,
                   self.failures[failed.task_id], failed.error.strip().splitlines()[-1:] or "")
         self.failure = failed
@@ -278,12 +287,15 @@ class TMaster:
                 values = self.metrics.setdefault((publish.component, publish.task_id), {})
                 for metric in publish.metrics:
                     values[metric.name] = metric.value
+                self.history.add(publish.component, publish.task_id,
+                                 [(m.name, m.value) for m in publish.metrics],
+                                 publish.timestamp_ms)
 
     def _on_control_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         request = tmaster_pb2.ControlRequest()
         request.ParseFromString(payload)
         if request.WhichOneof("body") == "query":  # a tracker asking for live data
-            self._send(conn, frames.control_frame(views.answer(self, request.query)))
+            self._send(conn, frames.control_frame(live_queries.answer(self, request.query)))
             return
         if request.WhichOneof("body") == "kill":
             self.kill("killed through the control port")
@@ -332,6 +344,39 @@ class TMaster:
         with self._lock:
             return aggregate.by_component(self.metrics, self.failures,
                                           self.plan.task_component)
+
+    def metrics_view(self, component: str, names: list[str] | None,
+                     instances: list[str] | None, interval_secs: int) -> dict:
+        """Heron's ``/topologies/metrics``: each metric of each instance over the last
+        ``interval_secs`` (<= 0: all kept). See ``tmaster.views``; raises MetricsQueryError."""
+        with self._lock:
+            return views.metrics_view(self.plan, self.history, time.time(), component, names,
+                                      instances, interval_secs)
+
+    def timeline_view(self, component: str, names: list[str] | None,
+                      instances: list[str] | None, start_secs: int, end_secs: int) -> dict:
+        """Heron's ``/topologies/metrics/timeline``: per-minute values in [start, end]."""
+        with self._lock:
+            return views.timeline_view(self.plan, self.history, component, names, instances,
+                                       start_secs, end_secs)
+
+    def query_view(self, query: str, start_secs: int, end_secs: int) -> list:
+        """Heron's ``/topologies/metrics/query``: evaluate a metrics query (``TS(...)``, ...)."""
+        with self._lock:
+            return views.query_view(self.plan, self.history, query, start_secs, end_secs)
+
+    def exceptions_view(self, component: str, instances: list[str] | None = None) -> list:
+        """Heron's ``/topologies/exceptions``: what instances of ``component`` (``*``: any)
+        died of, one entry per distinct stack trace."""
+        with self._lock:
+            return views.exceptions_view(self.plan, self.exceptions, component, instances)
+
+    def exception_summary_view(self, component: str,
+                               instances: list[str] | None = None) -> list:
+        """Heron's ``/topologies/exceptionsummary``: those exceptions per class name."""
+        with self._lock:
+            return views.exception_summary_view(self.plan, self.exceptions, component,
+                                                instances)
 
     def status(self) -> dict:
         """A JSON-ready summary: state, times, stmgrs and their last heartbeat."""

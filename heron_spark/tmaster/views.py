@@ -1,258 +1,170 @@
-"""Answer a tracker's ``ViewQuery`` with the TMaster's live data; fetch container files.
+"""Metric and exception views in the shapes of Heron's tracker responses.
 
-Runs in the Spark driver, on the reader thread of the control connection that asked (one
-per connection, so waiting here for a stmgr's ``FileResponse`` never blocks that stmgr's
-reader). Tracker paths and parameters are Heron's (``/topologies/metrics?component=...``);
-results are Heron's tracker shapes, bare (no ``{"status", "result"}`` envelope).
+The TMaster's ``metrics_view``, ``timeline_view``, ``query_view``, ``exceptions_view`` and
+``exception_summary_view`` call these with its plan, metrics history (``MetricsCache``) and
+``ExceptionLog``; the tracker serves their results as JSON. Shapes (Heron's; metric values and
+counts are strings, as Heron's tracker returns them):
 
-Live paths: ``/topologies/metrics``, ``/metrics/timeline``, ``/metrics/query``,
-``/exceptions``, ``/exceptionsummary`` (through the TMaster's ``*_view`` methods),
-``/topologies/runtimestate``, ``/topologies/pid``, ``/topologies/container/filedata`` and
-``/filestats`` (through the container's stmgr), ``/topologies/status`` (the TMaster's status)
-and ``prometheus`` (every instance's latest metrics).
+- metrics: ``{"metrics": {metric: {instance id: value}}, "interval": secs, "component": c}``
+- timeline: ``{"starttime", "endtime", "component", "timeline": {metric: {instance id:
+  {"<minute secs>": value}}}}``
+- query: ``[{"instance": id or None, "data": {"<minute secs>": value}}]``
+- exceptions: ``[{"hostname", "lasttime", "firsttime", "count", "stacktrace", "logging",
+  "instance_id"}]``; summary: ``[{"class_name", "lasttime", "firsttime", "count"}]``
+
+Instances are named ``container_<index>_<component>_<task>`` (``metrics.names.instance_id``);
+the stream managers (component ``__stmgr__``) ``stmgr-<container index>``. A metrics view of an
+unknown component or instance, or of component ``*``/empty, raises ``MetricsQueryError``
+(Heron's TMaster answers those with an error too); the exceptions views take ``*``/empty as
+every component. I/O-free and pure; the TMaster calls them under its lock.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
-import threading
-from typing import TYPE_CHECKING, Callable
+from heron_spark.errors import MetricsQueryError
+from heron_spark.metrics import names
+from heron_spark.plan.view import PlanView
+from heron_spark.tmaster.exception_log import ExceptionLog, format_time
+from heron_spark.tmaster.metrics_cache import MetricsCache
+from heron_spark.tmaster.metrics_query import Evaluator
 
-from heron_spark.container.file_view import FILE_DATA_MAX_BYTES, check_relative
-from heron_spark.errors import TrackerRequestError
-from heron_spark.proto import tmaster_pb2
-from heron_spark.wire import frames
-
-if TYPE_CHECKING:
-    from heron_spark.tmaster.master import TMaster
-
-FILE_TIMEOUT_SECS = 10.0
-PENDING_FILES_MAX = 64  # file requests waiting for stmgrs at once (beyond: 503)
+ALL = ("", "*")
 
 
-def instance_id(container: int, component: str, task: int) -> str:
-    """Heron's instance id: ``container_<container index>_<component>_<task id>``."""
-    return f"container_{container}_{component}_{task}"
+def stmgr_id(container_index: int) -> str:
+    """Return the instance id of a container's stream manager in the views."""
+    return f"stmgr-{container_index}"
 
 
-class FileFetcher:
-    """Requests to stmgrs for container files, matched to their responses by request id.
+def instance_ids(plan: PlanView, component: str) -> dict[str, int]:
+    """Return instance id -> task id of ``component`` (``__stmgr__``: the stream managers)."""
+    if component == names.STMGR_COMPONENT:
+        return {stmgr_id(i): -1 - i for i in range(plan.container_count)}
+    return {plan.instance_id(task): task for task in plan.component_tasks[component]}
 
-    Thread-safe: requesters wait on their own event; the stmgr reader thread completes them.
-    """
 
-    def __init__(self) -> None:
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._pending: dict[int, list] = {}  # id -> [event, response]
+def _known(plan: PlanView) -> list[str]:
+    return sorted(plan.component_tasks) + [names.STMGR_COMPONENT]
 
-    def fetch(self, send: Callable[[bytes], bool], op: str, path: str, offset: int = 0,
-              length: int = 0, timeout: float = FILE_TIMEOUT_SECS) -> tmaster_pb2.FileResponse:
-        """Send a ``FileRequest`` with ``send``; wait for its response or raise 503/504."""
-        with self._lock:
-            if len(self._pending) >= PENDING_FILES_MAX:
-                raise TrackerRequestError(503, "too many container file requests in flight",
-                                          fix="retry in a moment")
-            request_id = next(self._ids)
-            slot = self._pending[request_id] = [threading.Event(), None]
+
+def resolve(plan: PlanView, component: str, instances: list[str] | None,
+            what: str = "metrics") -> dict[str, int]:
+    """Return instance id -> task of ``instances`` (None/empty: all) of ``component``; raise
+    MetricsQueryError for a component or instance the topology does not have."""
+    if component in ALL:
+        raise MetricsQueryError(f"the {what} view needs one component", token=component,
+                                fix=f"name one of {_known(plan)}")
+    if component not in plan.component_tasks and component != names.STMGR_COMPONENT:
+        raise MetricsQueryError(f"unknown component {component!r}", token=component,
+                                fix=f"name one of {_known(plan)}")
+    ids = instance_ids(plan, component)
+    if not instances:
+        return ids
+    unknown = [i for i in instances if i not in ids]
+    if unknown:
+        raise MetricsQueryError(f"component {component!r} has no instance {unknown[0]!r}",
+                                token=unknown[0], fix=f"use one of {sorted(ids)}")
+    return {i: ids[i] for i in instances}
+
+
+def _names(cache: MetricsCache, component: str, tasks, metrics: list[str] | None) -> list[str]:
+    if metrics:
+        return list(metrics)
+    return sorted({n for task in tasks for n in cache.names(component, task)})
+
+
+def metrics_view(plan: PlanView, cache: MetricsCache, now: float, component: str,
+                 metrics: list[str] | None, instances: list[str] | None,
+                 interval_secs: int) -> dict:
+    """Each metric of each instance over the last ``interval_secs`` (<= 0: all kept): a
+    counter's sum, a latency's mean, another metric's last value. ``metrics`` None/empty:
+    every metric the component published."""
+    ids = resolve(plan, component, instances)
+    out: dict[str, dict[str, str]] = {}
+    for metric in _names(cache, component, ids.values(), metrics):
+        values = {}
+        for instance, task in ids.items():
+            value = cache.over(component, task, metric, interval_secs)
+            if value is not None:
+                values[instance] = repr(float(value))
+        out[metric] = values
+    if interval_secs > 0:
+        interval = int(interval_secs)
+    else:
+        oldest = cache.oldest_bucket()
+        interval = 0 if oldest is None else max(0, int(now - oldest))
+    return {"metrics": out, "interval": interval, "component": component}
+
+
+def timeline_view(plan: PlanView, cache: MetricsCache, component: str,
+                  metrics: list[str] | None, instances: list[str] | None,
+                  start_secs: int, end_secs: int) -> dict:
+    """Each metric of each instance per minute, for the minutes starting in [start, end]."""
+    if start_secs > end_secs:
+        raise MetricsQueryError("starttime is after endtime", token=str(start_secs),
+                                fix="pass starttime <= endtime (epoch seconds)")
+    ids = resolve(plan, component, instances, "timeline")
+    timeline: dict[str, dict[str, dict[str, str]]] = {}
+    for metric in _names(cache, component, ids.values(), metrics):
+        per_instance = {}
+        for instance, task in ids.items():
+            points = cache.timeline(component, task, metric, start_secs, end_secs)
+            if points:
+                per_instance[instance] = {str(t): repr(float(v)) for t, v in sorted(points.items())}
+        timeline[metric] = per_instance
+    return {"starttime": start_secs, "endtime": end_secs, "component": component,
+            "timeline": timeline}
+
+
+def query_view(plan: PlanView, cache: MetricsCache, query: str, start_secs: int,
+               end_secs: int) -> list:
+    """Evaluate Heron's metrics query language (``metrics_query``) over the history."""
+    def fetch(component: str, instance: str | None, metric: str, start: int, end: int):
         try:
-            request = tmaster_pb2.FileRequest(request_id=request_id, op=op, path=path,
-                                              offset=offset, length=length)
-            if not send(frames.control_frame(tmaster_pb2.TmasterToStmgr(file_request=request))):
-                raise TrackerRequestError(503, "the container's stmgr is not connected",
-                                          param="container", fix="retry once it registers")
-            if not slot[0].wait(timeout):
-                raise TrackerRequestError(504, f"the container's stmgr did not answer within "
-                                          f"{timeout:g} s", param="container")
-            return slot[1]
-        finally:
-            with self._lock:
-                self._pending.pop(request_id, None)
+            ids = resolve(plan, component, [instance] if instance else None, "query")
+        except MetricsQueryError as exc:
+            raise MetricsQueryError(exc.problem, query=query, token=exc.token,
+                                    position=max(0, query.find(exc.token)), fix=exc.fix) from None
+        return {inst: cache.timeline(component, task, metric, start, end)
+                for inst, task in ids.items()}
 
-    def on_response(self, response: tmaster_pb2.FileResponse) -> None:
-        """Complete the request ``response`` answers (late answers are dropped)."""
-        with self._lock:
-            slot = self._pending.get(response.request_id)
-            if slot is not None:
-                slot[1] = response
-                slot[0].set()
+    return Evaluator(fetch, cache.bucket_secs).run(query, int(start_secs), int(end_secs))
 
 
-def answer(tmaster: "TMaster", query: tmaster_pb2.ViewQuery) -> tmaster_pb2.ControlResponse:
-    """Run ``query`` against ``tmaster``; 200 with JSON, or the error's status and message."""
-    try:
-        params = json.loads(query.params_json or "{}")
-        handler = _HANDLERS.get(query.path)
-        if handler is None:
-            raise TrackerRequestError(404, "the TMaster serves no such view", value=query.path)
-        result = handler(tmaster, _Params(params))
-    except TrackerRequestError as exc:
-        return tmaster_pb2.ControlResponse(ok=False, code=exc.status, detail=str(exc))
-    except (ValueError, KeyError, TypeError) as exc:  # a view refusing its arguments
-        return tmaster_pb2.ControlResponse(ok=False, code=400, detail=str(exc))
-    return tmaster_pb2.ControlResponse(ok=True, code=200, json=json.dumps(result))
+def _exception_tasks(plan: PlanView, component: str, instances: list[str] | None) -> set[int] | None:
+    if component in ALL:
+        if not instances:
+            return None
+        ids = {plan.instance_id(t): t for t in plan.task_component}
+        unknown = [i for i in instances if i not in ids]
+        if unknown:
+            raise MetricsQueryError(f"the topology has no instance {unknown[0]!r}",
+                                    token=unknown[0], fix=f"use one of {sorted(ids)}")
+        return {ids[i] for i in instances}
+    return set(resolve(plan, component, instances, "exceptions").values())
 
 
-class _Params:
-    """Query parameters as Heron's tracker reads them (every value a list of strings)."""
-
-    def __init__(self, raw: dict) -> None:
-        self.raw = {k: [str(v) for v in (vs if isinstance(vs, list) else [vs])]
-                    for k, vs in raw.items()}
-
-    def all(self, name: str) -> list[str]:
-        return self.raw.get(name, [])
-
-    def one(self, name: str, default: str | None = None) -> str:
-        values = self.raw.get(name)
-        if values:
-            return values[-1]
-        if default is None:
-            raise TrackerRequestError(400, "missing query parameter", param=name,
-                                      fix=f"add {name}=... to the URL")
-        return default
-
-    def int(self, name: str, default: int | None = None) -> int:
-        text = self.one(name, None if default is None else str(default))
-        try:
-            return int(text)
-        except ValueError:
-            raise TrackerRequestError(400, "not an integer", param=name, value=text) from None
+def exceptions_view(plan: PlanView, log: ExceptionLog, component: str,
+                    instances: list[str] | None) -> list:
+    """Each distinct exception of each instance, oldest first per instance."""
+    return [{"hostname": e.hostname, "lasttime": format_time(e.lasttime),
+             "firsttime": format_time(e.firsttime), "count": str(e.count),
+             "stacktrace": e.stacktrace, "logging": e.logging,
+             "instance_id": plan.instance_id(e.task_id)}
+            for e in log.entries(_exception_tasks(plan, component, instances))]
 
 
-def _view(tmaster: "TMaster", method: str):
-    view = getattr(tmaster, method, None)
-    if view is None:
-        raise TrackerRequestError(501, f"this TMaster has no {method}", fix="upgrade heron_spark")
-    return view
-
-
-def _metrics(tmaster, p: _Params):
-    return _view(tmaster, "metrics_view")(p.one("component"), p.all("metricname"),
-                                          p.all("instance") or None, p.int("interval", -1))
-
-
-def _timeline(tmaster, p: _Params):
-    start, end = p.int("starttime"), p.int("endtime")
-    if start > end:
-        raise TrackerRequestError(400, "starttime is after endtime", param="starttime",
-                                  value=(start, end))
-    return _view(tmaster, "timeline_view")(p.one("component"), p.all("metricname"),
-                                           p.all("instance") or None, start, end)
-
-
-def _query(tmaster, p: _Params):
-    start, end = p.int("starttime"), p.int("endtime")
-    timeline = _view(tmaster, "query_view")(p.one("query"), start, end)
-    return {"starttime": start, "endtime": end, "timeline": timeline}
-
-
-def _exceptions(tmaster, p: _Params):
-    return _view(tmaster, "exceptions_view")(p.one("component"), p.all("instance") or None)
-
-
-def _exception_summary(tmaster, p: _Params):
-    return _view(tmaster, "exception_summary_view")(p.one("component"),
-                                                    p.all("instance") or None)
-
-
-def _runtime_state(tmaster, p: _Params):
-    with tmaster._lock:
-        registered = set(tmaster.registrations)
-        count = tmaster.plan.container_count
-        has_plan = tmaster.physical_plan is not None
-    return {"has_physical_plan": has_plan, "has_packing_plan": True,
-            "has_tmanager_location": True, "has_scheduler_location": False,
-            "stmgrs": {f"stmgr-{i}": {"is_registered": i in registered} for i in range(count)}}
-
-
-def _pid(tmaster, p: _Params):
-    wanted = p.one("instance")
-    with tmaster._lock:
-        plan = tmaster.physical_plan
-        instances = list(plan.instances) if plan is not None else []
-        stmgrs = list(plan.stmgrs) if plan is not None else []
-    for info in instances:
-        if instance_id(info.container_index, info.component, info.task_id) == wanted:
-            return {"command": f"pid of {wanted}", "stdout": f"{info.pid}\n", "stderr": ""}
-    for stmgr in stmgrs:
-        if f"stmgr-{stmgr.container_index}" == wanted:
-            return {"command": f"pid of {wanted}", "stdout": f"{stmgr.pid}\n", "stderr": ""}
-    raise TrackerRequestError(404, "no such instance in the physical plan", param="instance",
-                              value=wanted, fix="use an id from /topologies/physicalplan")
-
-
-def _container_file(op: str):
-    def handler(tmaster, p: _Params):
-        text = p.one("container")
-        try:
-            container = int(text)
-        except ValueError:
-            raise TrackerRequestError(400, "not a container index", param="container",
-                                      value=text) from None
-        path = p.one("path", ".")
-        check_relative(path)
-        offset = p.int("offset", 0) if op == "data" else 0
-        length = p.int("length", -1) if op == "data" else 0
-        if op == "data":
-            length = FILE_DATA_MAX_BYTES if length == -1 else min(length, FILE_DATA_MAX_BYTES)
-        with tmaster._lock:
-            conn = tmaster.stmgrs.get(container)
-        if conn is None:
-            raise TrackerRequestError(404 if not 0 <= container < tmaster.plan.container_count
-                                      else 503, "no stmgr connected for this container",
-                                      param="container", value=container,
-                                      fix="use an index from /topologies/physicalplan")
-        response = tmaster.files.fetch(lambda frame: _try_send(conn, frame), op, path,
-                                       offset, length)
-        if response.code != 200:
-            raise TrackerRequestError(response.code, response.error)
-        return json.loads(response.json)
-    return handler
-
-
-def _try_send(conn, frame: bytes) -> bool:
-    from heron_spark.wire.connection import ConnectionClosed
-
-    try:
-        conn.send(frame)
-    except ConnectionClosed:
-        return False
-    return True
-
-
-def _status(tmaster, p: _Params):
-    return tmaster.status()
-
-
-def _prometheus(tmaster, p: _Params):
-    """Every instance's latest metrics: ``[[component, instance id, metric, value], ...]``."""
-    with tmaster._lock:
-        containers = {}
-        plan = tmaster.physical_plan
-        if plan is not None:
-            containers = {i.task_id: i.container_index for i in plan.instances}
-        rows = []
-        for (component, task), values in sorted(tmaster.metrics.items()):
-            if task < 0:  # a stmgr's own metrics (published as -1 - container index)
-                ident = f"stmgr-{-1 - task}"
-            else:
-                ident = instance_id(containers.get(task, -1), component, task)
-            rows.extend([component, ident, name, value] for name, value in sorted(values.items()))
-    return rows
-
-
-_HANDLERS = {
-    "/topologies/metrics": _metrics,
-    "/topologies/metrics/timeline": _timeline,
-    "/topologies/metrics/query": _query,
-    "/topologies/exceptions": _exceptions,
-    "/topologies/exceptionsummary": _exception_summary,
-    "/topologies/runtimestate": _runtime_state,
-    "/topologies/pid": _pid,
-    "/topologies/container/filedata": _container_file("data"),
-    "/topologies/container/filestats": _container_file("stats"),
-    "/topologies/status": _status,
-    "prometheus": _prometheus,
-}
+def exception_summary_view(plan: PlanView, log: ExceptionLog, component: str,
+                           instances: list[str] | None) -> list:
+    """The exceptions grouped by class name, over the instances asked for."""
+    grouped: dict[str, list] = {}
+    for e in log.entries(_exception_tasks(plan, component, instances)):
+        group = grouped.get(e.class_name)
+        if group is None:
+            grouped[e.class_name] = [e.firsttime, e.lasttime, e.count]
+        else:
+            group[0] = min(group[0], e.firsttime)
+            group[1] = max(group[1], e.lasttime)
+            group[2] += e.count
+    return [{"class_name": name, "firsttime": format_time(first), "lasttime": format_time(last),
+             "count": str(count)} for name, (first, last, count) in sorted(grouped.items())]

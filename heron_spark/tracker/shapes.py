@@ -15,7 +15,8 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from heron_spark.proto import packing_pb2, physical_plan_pb2, topology_pb2
-from heron_spark.tmaster.views import instance_id
+from heron_spark.metrics.names import instance_id
+from heron_spark.tmaster.views import stmgr_id
 
 DEFAULT_CLUSTER = "local"
 DEFAULT_ENVIRON = "default"
@@ -104,7 +105,7 @@ def physical_plan(name: str, plan: physical_plan_pb2.PhysicalPlan | None,
     stmgrs, instances, groups = {}, {}, {}
     if plan is not None:
         for stmgr in plan.stmgrs:
-            sid = f"stmgr-{stmgr.container_index}"
+            sid = stmgr_id(stmgr.container_index)
             stmgrs[sid] = {"id": sid, "host": stmgr.host, "port": stmgr.data_port,
                            "shell_port": None, "cwd": "", "pid": stmgr.pid, "joburl": "",
                            "logfiles": _file_url("filestats", name, stmgr.container_index,
@@ -112,7 +113,7 @@ def physical_plan(name: str, plan: physical_plan_pb2.PhysicalPlan | None,
                            "instance_ids": [], "container": stmgr.container_index}
         for info in sorted(plan.instances, key=lambda i: i.task_id):
             ident = instance_id(info.container_index, info.component, info.task_id)
-            sid = f"stmgr-{info.container_index}"
+            sid = stmgr_id(info.container_index)
             log_path = instance_log_path(info.component, info.task_id)
             (spouts if info.component in spouts else bolts).setdefault(info.component,
                                                                        []).append(ident)
