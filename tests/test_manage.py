@@ -180,6 +180,9 @@ def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
         faults.wait_for(lambda: len(set(faults.find(work / "gen-0" / "container-1", "instance"))
                                     - old_instances) == len(old_instances), 60,
                         "container 1's instances to restart")
+        faults.wait_for(lambda: [s for s in handle.physical_plan.stmgrs
+                                 if s.container_index == 1 and s.pid != old_stmgr], 60,
+                        "the TMaster to re-broadcast the plan with the restarted stmgr")
         assert faults.find(work, "stmgr", container=0) == [other_stmgr]
 
         refused = _cli("update", name, "--component-parallelism", "nope:2")

@@ -101,6 +101,8 @@ class TMaster:
         # next generation (see scheduler.update). None: updates are refused.
         self.updater: Callable[[dict[str, int]], int] | None = None
         self.updating = False  # between an update's stop of the old generation and the new plan
+        self._update_detail = ""
+        self._stopped_generation: int | None = None  # the generation an update stopped
         self.checkpoints: CheckpointCoordinator | None = None  # effectively once
         self._checkpoint_store: CheckpointStore | None = None
         if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
@@ -210,6 +212,10 @@ class TMaster:
         if register.generation != self.generation:
             log.warning("ignoring stmgr %d of generation %d (current %d)",
                         register.container_index, register.generation, self.generation)
+            return
+        if self._stopped_generation == self.generation:
+            # It (re)started after an update stopped its generation: stop it too.
+            self._send(self.stmgrs[register.container_index], self._updating_frame())
             return
         previous = self.registrations.get(register.container_index)
         self.registrations[register.container_index] = register
@@ -380,9 +386,16 @@ class TMaster:
         not end; the driver launches the next generation once the containers are gone."""
         with self._lock:
             self.updating = True
-            self._broadcast(tmaster_pb2.TmasterToStmgr(shutdown=tmaster_pb2.Shutdown(
-                reason=tmaster_pb2.UPDATING, detail=detail)))
+            self._stopped_generation = self.generation
+            self._update_detail = detail
+            frame = self._updating_frame()
+            for conn in list(self.stmgrs.values()):
+                self._send(conn, frame)
             self._save_state()
+
+    def _updating_frame(self) -> bytes:
+        return frames.control_frame(tmaster_pb2.TmasterToStmgr(shutdown=tmaster_pb2.Shutdown(
+            reason=tmaster_pb2.UPDATING, detail=self._update_detail)))
 
     # ---- lifecycle -----------------------------------------------------------------------
     def kill(self, detail: str = "killed") -> None:
