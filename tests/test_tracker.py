@@ -21,7 +21,6 @@ from fault_support import wait_for
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, submit
 from heron_spark.statemgr import open_state_manager
-from heron_spark.tmaster import client
 from heron_spark.tracker.auth import CSRF_HEADER, SESSION_COOKIE, tracker_token
 
 CLI = [sys.executable, "-m", "heron_spark.cli"]
@@ -264,12 +263,20 @@ def test_auth_bearer_login_link_cookie_and_csrf(running):
     proven = {**session, CSRF_HEADER: "1", "Origin": tracker.url}
     status, _, body = tracker.request("POST", "/topologies/deactivate", verb, proven,
                                       auth=False)
-    if hasattr(client, "deactivate_topology"):  # part D's verbs merged
-        assert status == 200, body
-        wait_for(lambda: alpha.status == "PAUSED", 30, "alpha paused")
-        assert tracker.request("POST", "/topologies/activate", verb)[0] == 200  # Bearer
-    else:
-        assert status == 501 and b"deactivate" in body
+    assert status == 200 and json.loads(body)["result"] == "PAUSED", body
+    assert alpha.status == "PAUSED"
+    assert tracker.get("/topologies/executionstate", topology="alpha")["status"] == "PAUSED"
+    status, _, body = tracker.request("POST", "/topologies/deactivate", verb)  # Bearer
+    assert status == 409 and b"already" in body  # a wrong-state verb: TopologyStateError
+    assert tracker.request("POST", "/topologies/activate", verb)[0] == 200
+    assert alpha.status == "RUNNING"
+    status, _, body = tracker.request("POST", "/topologies/restart",
+                                      {**verb, "container": 9})
+    assert status == 400 and b"container" in body
+    status, _, body = tracker.request("POST", "/topologies/update",
+                                      {**verb, "component_parallelism": "nope:2"})
+    assert status == 400 and b"nope" in body
+    assert tracker.request("POST", "/topologies/update", verb)[0] == 400
     assert tracker.request("PUT", "/topologies/deactivate", verb)[0] == 405
 
 

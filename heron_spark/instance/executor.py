@@ -39,7 +39,7 @@ from heron_spark.instance.context import InstanceContext
 from heron_spark.instance.stateful import TaskState
 from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.plan.view import PlanView
-from heron_spark.proto import stmgr_pb2, tmaster_pb2
+from heron_spark.proto import physical_plan_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.wire import frames, tree_ids, tuple_batch
 
 _LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
@@ -96,6 +96,7 @@ class TaskExecutor:
         if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
             self.stateful = TaskState(config, plan.logical.name, task_id)
         self.held = False  # effectively once: a spout waits for the end of a restore
+        self.paused = False  # the topology is deactivated: a spout does not emit
         self.hooks: hooks.TaskHooks | None = None  # set once the task has a task hook
         self.global_counts = MultiCountMetric()    # this task's global_metrics (``__auto__``)
         self.means = task_metrics.IntervalMean()   # the metrics thread's, for latencies
@@ -174,6 +175,7 @@ class TaskExecutor:
         if body == "start":
             if not self.started:
                 start = message.start
+                self.paused = start.paused
                 self.start(start.epoch, start.checkpoint_id, start.hold)
         elif body == "checkpoint":
             if self.started and self.stateful is not None:
@@ -208,7 +210,9 @@ class TaskExecutor:
         component anew (``init_state``, ``initialize``); a spout holds until ``resume``."""
         self.logger.info("task %d restores checkpoint %d (epoch %d)", self.task_id,
                          checkpoint_id, epoch)
+        paused = self.paused  # a restore does not change whether the topology is deactivated
         type(self).__init__(self, *self._init_args, **self._init_kwargs)
+        self.paused = paused
         self.start(epoch, checkpoint_id, hold=True)
 
     def end_turn(self, now: float, force: bool = False) -> None:
@@ -321,12 +325,29 @@ class SpoutExecutor(TaskExecutor):
             self._bind(Spout, "emit", self.collector.spout_emit_plain)
 
     def _initialized(self, config: dict) -> None:
-        self.component.activate()
+        if not self.paused:  # deployed deactivated: ``activate`` comes with the activation
+            self.component.activate()
+
+    def set_paused(self, paused: bool) -> None:
+        """Deactivate (``paused``) or activate the spout, as Heron does: ``deactivate()`` once,
+        then no ``next_tuple`` until ``activate()``; acks and fails still arrive meanwhile."""
+        if paused == self.paused:
+            return
+        self.paused = paused
+        if not self.started:
+            return  # start() reads ``paused``
+        if paused:
+            self.collector.flush_all()  # what it emitted before goes out now
+            self.component.deactivate()
+        else:
+            self.component.activate()
+        self.logger.info("spout task %d %s", self.task_id,
+                         "deactivated" if paused else "activated")
 
     # the loop
     def may_emit(self) -> bool:
         """True when ``next_tuple`` may run now."""
-        if self.gated or self.exhausted or self.held:
+        if self.gated or self.exhausted or self.held or self.paused:
             return False
         if self.trees is not None and self.trees.full:
             return False
@@ -387,6 +408,8 @@ class SpoutExecutor(TaskExecutor):
         elif body == "gate":
             self.gated = message.gate.paused
             self.routed = message.gate.routed
+        elif body == "activation":
+            self.set_paused(message.activation.state == physical_plan_pb2.PAUSED)
         else:
             self.on_control(message)
 

@@ -83,6 +83,8 @@ class BarrierStage:
 
     When a run fails, ``retry(error, task)`` decides: it returns the ``ContainerTask`` of the
     next attempt (a new generation), or None to stop and report ``error`` to ``on_exit``.
+    ``relaunch`` (an update) queues the next run: when the current one ends, its ``switch``
+    callback runs and, if it returns True, the new task runs on its container count.
     """
 
     def __init__(self, spark, task: ContainerTask, containers: int,
@@ -100,6 +102,8 @@ class BarrierStage:
         self._on_exit = on_exit
         self._retry = retry
         self._planned = planned
+        self._relaunch: tuple[ContainerTask, int, Callable[[], bool]] | None = None
+        self._relaunch_lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name=f"barrier-{task.topology}",
                                        daemon=True)
 
@@ -117,12 +121,16 @@ class BarrierStage:
                 try:
                     rdd = sc.parallelize(range(self.containers), self.containers)
                     self.result = rdd.barrier().mapPartitions(self.task).collect()
-                    return
+                    if not self._next_run():
+                        return
+                    continue
                 except Exception as exc:  # noqa: BLE001 - retried, or reported to the handle
                     if self._planned(exc):  # a kill or Ctrl-C: the end asked for, not a fault
                         log.info("barrier stage of %s (generation %d) stopped as asked",
                                  self.task.topology, self.task.generation)
                         raise
+                    if self._next_run():  # an update stopped it: its containers may fail
+                        continue
                     log.error("barrier stage of %s (generation %d) failed: %s",
                               self.task.topology, self.task.generation,
                               str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -134,6 +142,25 @@ class BarrierStage:
             self.error = exc
         finally:
             self._on_exit(self.result, self.error)
+
+    def relaunch(self, task: ContainerTask, containers: int, switch: Callable[[], bool]) -> None:
+        """Run ``task`` on ``containers`` once the current run ends (any thread)."""
+        with self._relaunch_lock:
+            self._relaunch = (task, containers, switch)
+
+    def _next_run(self) -> bool:
+        """Take a queued relaunch: True when the loop must run the new task now."""
+        with self._relaunch_lock:
+            queued, self._relaunch = self._relaunch, None
+        if queued is None:
+            return False
+        task, containers, switch = queued
+        if not switch():
+            return False
+        log.info("barrier stage of %s: generation %d on %d containers", task.topology,
+                 task.generation, containers)
+        self.task, self.containers, self.result = task, containers, None
+        return True
 
     def cancel(self) -> None:
         """Cancel the Spark job group: Spark kills the barrier tasks (and so their children)."""

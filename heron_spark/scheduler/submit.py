@@ -27,6 +27,7 @@ from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
                                                    is_local_master)
+from heron_spark.scheduler.update import Rescaler
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
@@ -38,12 +39,14 @@ _CLI_CONTEXT: dict[str, Any] | None = None  # set by `heron-spark submit` while 
 
 
 def submit(topology, spark=None, conf: dict | None = None, name: str | None = None,
-           master: str | None = None) -> TopologyHandle:
+           master: str | None = None, deactivated: bool = False) -> TopologyHandle:
     """Submit ``topology`` (a ``Topology`` subclass or a ``TopologyBuilder``) and return a handle.
 
     ``conf`` holds ``heron.*`` runtime keys and ``topology.*`` keys that override the
     topology's own config. ``spark`` defaults to the active session, else a new one on
-    ``master`` (default ``local[*]``). Runs on the driver only.
+    ``master`` (default ``local[*]``). ``deactivated`` deploys it paused (Heron's
+    ``--deploy-deactivated``): nothing is emitted until ``handle.activate()``. Runs on the
+    driver only.
     """
     _check_driver()
     if _CLI_CONTEXT is not None:  # `heron-spark submit` flags apply to submits in the file
@@ -51,6 +54,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         conf = {**(options.get("conf") or {}), **(conf or {})}
         name = name or options.get("name")
         master = master or options.get("master")
+        deactivated = deactivated or bool(options.get("deactivated"))
 
     prepared = prepare(topology, conf, name)
     plan, system, packing, view = prepared.logical, prepared.system, prepared.packing, \
@@ -71,6 +75,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     topology_id = prior.get("id") if resume else None
     topology_id = topology_id or f"{plan.name}-{uuid.uuid4().hex[:12]}"
     generation = int(prior.get("generation", 0)) + 1 if resume else 0
+    deactivated = deactivated or (resume and bool(prior.get("paused")))  # stays deactivated
     secret = new_secret()
     local = is_local_master(spark.sparkContext.master)
     host = system.tmaster_host or ("127.0.0.1" if local else
@@ -84,7 +89,8 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                       history=MetricsCache(system.tmaster_metrics_bucket_secs,
                                            system.tmaster_metrics_retention_secs,
                                            system.tmaster_metrics_max_series),
-                      exceptions_per_instance=system.tmaster_exceptions_per_instance)
+                      exceptions_per_instance=system.tmaster_exceptions_per_instance,
+                      deactivated=deactivated)
     tmaster.submission = _submission(spark.sparkContext.master, local)
     tracker = None
     if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
@@ -146,6 +152,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                          _resubmission_policy(tmaster, system),
                          planned=lambda error: tmaster.state.ended or is_cancellation(error))
     handle._attach(stage)
+    tmaster.updater = Rescaler(spark, system, statemgr, tmaster, stage, topology_id)
     stage.start()
     _install_sigterm(handle)
     if _CLI_CONTEXT is not None:
@@ -308,7 +315,7 @@ def _check_driver() -> None:
         raise WrongPlaceError("submit() runs on the Spark driver, not inside a Spark task")
 
 
-_LIVE_STATES = ("STARTING", "RUNNING")
+_LIVE_STATES = ("STARTING", "RUNNING", "PAUSED")
 _LIVE_HANDLES: "weakref.WeakSet[TopologyHandle]" = weakref.WeakSet()
 _SIGTERM_INSTALLED = False
 

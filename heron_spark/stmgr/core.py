@@ -32,6 +32,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
+from heron_spark._process import STMGR_RESTART_EXIT
 from heron_spark.api import api_constants as keys
 from heron_spark.config import SystemConfig
 from heron_spark.metrics import names
@@ -133,6 +134,8 @@ class StmgrCore:
         self._done: dict[int, tuple[list, list]] = {}
         self.started = False
         self.stopping = False
+        self.paused = False  # the topology is deactivated: local spouts do not emit
+        self.restart_requested = False  # ``heron restart``: exit for the supervisor to restart
         self.tuples_routed = 0
         # Heron's __server/* traffic counters (tuples and frame bytes, DATA frames only)
         self.tuples_from_workers = self.bytes_from_workers = 0
@@ -252,7 +255,7 @@ class StmgrCore:
             start=stmgr_pb2.StartProcessing(generation=self.plan.physical.generation,
                                             epoch=self.epoch,
                                             checkpoint_id=self.restore_checkpoint,
-                                            hold=self.restoring))))
+                                            hold=self.restoring, paused=self.paused))))
         if task in self.spout_tasks:
             self._send_gate(task)
         self._replay_ends([task], self.ended_sources)
@@ -519,6 +522,15 @@ class StmgrCore:
                     self.io.to_instance(task, frame)
         elif body == "file_request":
             self.io.serve_file(message.file_request)
+        elif body == "activation":
+            self._set_paused(message.activation.state == physical_plan_pb2.PAUSED)
+        elif body == "shutdown" and message.shutdown.reason == tmaster_pb2.RESTARTING:
+            # Exit without telling the instances: the supervisor kills them and restarts the
+            # stmgr, then them (at-least-once spouts replay what was not acked).
+            log.info("restart asked by the TMaster: %s", message.shutdown.detail)
+            self.stopping = True
+            self.restart_requested = True
+            return STMGR_RESTART_EXIT
         elif body == "shutdown":
             log.info("shutdown from TMaster: %s %s",
                      tmaster_pb2.ShutdownReason.Name(message.shutdown.reason),
@@ -572,6 +584,8 @@ class StmgrCore:
         """Take a new physical plan: (re)target peer links and, the first time, start the
         local instances."""
         self.plan = PlanView(self.plan.logical, self.plan.packing, plan)
+        if plan.state != physical_plan_pb2.TOPOLOGY_STATE_UNSET:
+            self._set_paused(plan.state == physical_plan_pb2.PAUSED)
         self.io.retarget_peers({c: a for c, a in self.plan.stmgr_address.items()
                                 if c != self.index})
         self._send_fences()
@@ -581,6 +595,20 @@ class StmgrCore:
                 self._start_instance(task)
             log.info("physical plan generation %d applied; %d local instances started",
                      plan.generation, len(self.connected))
+
+    def _set_paused(self, paused: bool) -> None:
+        """Deactivate or activate the topology here: tell every started local spout."""
+        if paused == self.paused:
+            return
+        self.paused = paused
+        log.info("topology %s", "deactivated" if paused else "activated")
+        if not self.started:
+            return  # the spouts learn it from StartProcessing
+        state = physical_plan_pb2.PAUSED if paused else physical_plan_pb2.RUNNING
+        frame = frames.control_frame(stmgr_pb2.StmgrToInstance(
+            activation=tmaster_pb2.SetTopologyState(state=state)))
+        for task in sorted(self.spout_tasks & self.connected & set(self.instance_pids)):
+            self.io.to_instance(task, frame)
 
     def _to_tmaster(self, message: tmaster_pb2.StmgrToTmaster) -> None:
         self.io.to_tmaster(frames.control_frame(message))

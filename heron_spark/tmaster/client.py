@@ -1,11 +1,19 @@
-"""Talk to a running topology's TMaster through its secret-checked control port."""
+"""Talk to a running topology's TMaster through its secret-checked control port.
+
+Plain functions of (state manager, topology name): the CLI, the tracker and tests call them
+from any process that can read the state manager. A verb the TMaster refuses raises the
+TMaster's own error class (``TopologyStateError``, ``TopologyValueError``,
+``ClusterCapacityError``) with its message; a topology whose TMaster does not answer raises
+``TopologyStateError`` with its last recorded state.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 
-from heron_spark.errors import TopologyNotFoundError
+from heron_spark import errors
+from heron_spark.errors import TopologyNotFoundError, TopologyStateError
 from heron_spark.proto import tmaster_pb2
 from heron_spark.statemgr.base import StateManager
 from heron_spark.wire import frames
@@ -54,6 +62,59 @@ def kill_topology(statemgr: StateManager, name: str) -> str:
         state = (statemgr.get_execution_state(name) or {}).get("state", "UNKNOWN")
         return f"not running (last state {state})"
     return response.state
+
+
+def activate_topology(statemgr: StateManager, name: str) -> str:
+    """``heron activate``: resume a deactivated topology's spouts; return its new state."""
+    return _verb(statemgr, name, "activate it", tmaster_pb2.ControlRequest(activate=True)).state
+
+
+def deactivate_topology(statemgr: StateManager, name: str) -> str:
+    """``heron deactivate``: stop ``name``'s spouts emitting (bolts go on, acks still flow);
+    return its new state (PAUSED)."""
+    return _verb(statemgr, name, "deactivate it",
+                 tmaster_pb2.ControlRequest(deactivate=True)).state
+
+
+def restart_topology(statemgr: StateManager, name: str, container: int | None = None) -> str:
+    """``heron restart``: restart every process of ``container`` (None: of every container);
+    return what the TMaster did. The containers restart in the background."""
+    restart = tmaster_pb2.RestartRequest(all=container is None, container=container or 0)
+    return _verb(statemgr, name, "restart it",
+                 tmaster_pb2.ControlRequest(restart=restart)).detail
+
+
+def update_topology(statemgr: StateManager, name: str, parallelism: dict[str, int]) -> str:
+    """``heron update --component-parallelism``: rescale components (``{name: tasks}``);
+    return what the TMaster did. The new generation starts in the background."""
+    update = tmaster_pb2.UpdateRequest(parallelism={str(k): int(v)
+                                                    for k, v in parallelism.items()})
+    return _verb(statemgr, name, "update it", tmaster_pb2.ControlRequest(update=update)).detail
+
+
+def _verb(statemgr: StateManager, name: str, action: str,
+          request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse:
+    if statemgr.get_topology(name) is None:
+        raise TopologyNotFoundError(name, statemgr.location)
+    response = _request(statemgr, name, request)
+    if response is None:
+        state = (statemgr.get_execution_state(name) or {}).get("state", "UNKNOWN")
+        raise TopologyStateError(name, f"not running (last state {state})", action,
+                                 f"submit it again: heron-spark submit FILE {name}")
+    if not response.ok:
+        _raise_refusal(name, response)
+    return response
+
+
+def _raise_refusal(name: str, response: tmaster_pb2.ControlResponse) -> None:
+    """Raise the TMaster's refusal as its own class, with the TMaster's message."""
+    cls = getattr(errors, response.error, None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.HeronSparkError)):
+        cls = TopologyStateError
+    exc = cls.__new__(cls)  # the fields were filled in the TMaster; the message says it all
+    Exception.__init__(exc, response.detail)
+    exc.topology, exc.state = name, response.state
+    raise exc
 
 
 VIEW_MAX_BYTES = 16 << 20  # a view's JSON (a file slice of 256 KiB, escaped, fits)
