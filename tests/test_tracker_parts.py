@@ -187,3 +187,30 @@ def test_unauthenticated_browser_and_api_requests_get_clear_401s(tmp_path):
         unknown = app.handle(Request("GET", "/topologies/logicalplan",
                                      {"topology": ["nope"]}, bearer))
         assert unknown.status == 404
+
+
+def test_a_driver_shares_one_tracker_and_falls_back_from_a_busy_port(tmp_path):
+    import socket
+
+    from heron_spark.tracker import service
+
+    url = f"file://{tmp_path}/state"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        first = service.acquire(url, "127.0.0.1", port, idle_timeout_secs=1.0)
+        try:
+            assert first.server_address[1] not in (0, port)  # not the busy port
+            assert service.acquire(url, "127.0.0.1", port) is first  # shared
+            with open_state_manager(url) as statemgr:
+                assert service.tracker_urls(statemgr) == [first.url]
+            service.release(first)
+            with open_state_manager(url) as statemgr:  # one user left: still serving
+                assert service.tracker_urls(statemgr) == [first.url]
+        finally:
+            service.release(first)
+        with open_state_manager(url) as statemgr:  # the last release shut it down
+            assert service.tracker_urls(statemgr) == []
+            assert not [k for k in statemgr.keys(auth.TRACKER_KEYSPACE)
+                        if k.startswith(auth.LOCATION_PREFIX)]

@@ -10,6 +10,7 @@ driver submits to the same state manager (refcounted: it stops with the last one
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -67,7 +68,17 @@ def acquire(statemgr_url: str, host: str, port: int, **limits) -> server.Tracker
     with _shared_lock:
         entry = _shared.get(key)
         if entry is None:
-            entry = _shared[key] = [start_tracker(statemgr_url, host, port, **limits), 0]
+            try:
+                tracker = start_tracker(statemgr_url, host, port, **limits)
+            except OSError as exc:
+                if port == 0 or exc.errno != errno.EADDRINUSE:
+                    raise
+                # Another driver's tracker (or any program) holds the port: the topology still
+                # gets one; `heron-spark ui` finds it through the state manager.
+                log.warning("tracker port %d on %s is in use (%s); serving on a free port "
+                            "instead", port, host, exc)
+                tracker = start_tracker(statemgr_url, host, 0, **limits)
+            entry = _shared[key] = [tracker, 0]
         entry[1] += 1
         return entry[0]
 
