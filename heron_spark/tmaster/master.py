@@ -3,9 +3,10 @@
 It waits for every stmgr to register, builds the physical plan, stores and broadcasts it,
 tracks heartbeats, drained tasks and metrics, and drives the end of the topology (finished,
 killed or failed). It also runs the management verbs (deactivate, activate, restart, update:
-``tmaster.control``). Threads: the listener, one reader per connection (they call the handlers
-below under ``_lock``), and the optional tracker HTTP server. ``done`` is set once the
-topology has ended.
+``tmaster.control``) and answers a tracker's live queries (``tmaster.live_queries``: metrics,
+exceptions, pids, container files fetched through the stmgrs). Threads: the listener and one
+reader per connection (they call the handlers below under ``_lock``); the tracker HTTP server
+runs apart (``heron_spark.tracker``). ``done`` is set once the topology has ended.
 """
 
 from __future__ import annotations
