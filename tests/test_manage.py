@@ -231,6 +231,11 @@ def _check_counts(text, out, hconf, name) -> int:
     return records - sum(expected.values())
 
 
+def _plan_stmgrs(handle) -> dict[int, int]:
+    """Container index -> pid of its stmgr in the TMaster's physical plan."""
+    return {s.container_index: s.pid for s in handle.physical_plan.stmgrs}
+
+
 def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     name = "manage-restart"
     text, out, handle = _start_word_count(spark, tmp_path, hconf, name, 3000,
@@ -238,17 +243,17 @@ def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     work = tmp_path / "work" / name
     try:
         seen = _wait_progress(out, 20_000, "the word count to make progress")
-        stmgrs = {c: faults.find(work, "stmgr", container=c) for c in (0, 1)}
+        stmgrs = _plan_stmgrs(handle)
         assert handle.restart(1) == [1]
-        faults.wait_for(lambda: faults.find(work, "stmgr", container=1) not in ([], stmgrs[1]),
-                        60, "container 1's stmgr to restart")
-        assert faults.find(work, "stmgr", container=0) == stmgrs[0]
+        faults.wait_for(lambda: _plan_stmgrs(handle)[1] != stmgrs[1], 60,
+                        "container 1's restarted stmgr to register")
+        assert _plan_stmgrs(handle)[0] == stmgrs[0]
+        assert faults.find(work, "stmgr", container=0) == [stmgrs[0]]
         seen = _wait_progress(out, seen + 20_000, "progress after restarting container 1")
-        stmgrs = {c: faults.find(work, "stmgr", container=c) for c in (0, 1)}
+        stmgrs = _plan_stmgrs(handle)
         assert handle.restart() == [0, 1]
-        for c in (0, 1):
-            faults.wait_for(lambda c=c: faults.find(work, "stmgr", container=c)
-                            not in ([], stmgrs[c]), 60, f"container {c}'s stmgr to restart")
+        faults.wait_for(lambda: all(p != stmgrs[c] for c, p in _plan_stmgrs(handle).items()),
+                        60, "every restarted stmgr to register")
         with pytest.raises(TopologyValueError):
             handle.restart(2)
         assert handle.wait(timeout=TIMEOUT) == "FINISHED"
