@@ -296,3 +296,29 @@ def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
     assert len({t for tasks in routes[3].values() for t in tasks}) == 3
     replayed = _check_counts(text, out, hconf, name)
     print(f"{replayed} word records replayed")
+
+
+# ---- effectively once --------------------------------------------------------------------
+def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, hconf):
+    import stateful_word_count as swc
+
+    name = "manage-eo"
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = swc.write_corpus(corpus, 2000)
+    topology = swc.build(name, corpus, out, interval=0.2)
+    handle = submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
+                    master="local[4]", deactivated=True)
+    try:
+        assert handle.wait_running(timeout=120)
+        assert handle.status == "PAUSED"
+        # Checkpoints start, pass their markers through every bolt and commit while paused.
+        faults.wait_for(lambda: handle.status_detail()["checkpoint"]["committed"] >= 2, 90,
+                        "two checkpoints committed while deactivated")
+        assert swc.read_counts(out) == {}
+        with pytest.raises(TopologyValueError):
+            handle.update({"count": 3})  # its state is per task: refused
+        handle.activate()
+        assert handle.wait(timeout=TIMEOUT) == "FINISHED", handle.status_detail()
+    finally:
+        handle.kill()
+    assert swc.read_counts(out) == swc.expected_counts(text)
