@@ -167,30 +167,50 @@ def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
         assert all(_last(out, t, "activate") == 0 for t in tasks)
         assert _cli("activate", name).returncode == 1
         assert "PAUSED" in _cli("deactivate", name).stdout
-        assert _cli("activate", name).returncode == 0
 
+        # Restart container 1 while deactivated: its new spout comes up paused.
+        [spout] = [i.task_id for i in handle.physical_plan.instances
+                   if i.component == "numbers" and i.container_index == 1]
+        old_logs = set(out.glob(f"spout-{spout}-*.log"))
+        instance_log = work / "gen-0" / "container-1" / "logs" / f"instance-numbers-{spout}.log"
         [old_stmgr] = faults.find(work, "stmgr", container=1)
         [other_stmgr] = faults.find(work, "stmgr", container=0)
-        old_instances = set(faults.find(work / "gen-0" / "container-1", "instance"))
         assert _cli("restart", name, "7").returncode == 1  # no such container
         done = _cli("restart", name, "1")
         assert done.returncode == 0, done
-        faults.wait_for(lambda: [p for p in faults.find(work, "stmgr", container=1)
-                                 if p != old_stmgr], 60, "container 1's stmgr to restart")
-        faults.wait_for(lambda: len(set(faults.find(work / "gen-0" / "container-1", "instance"))
-                                    - old_instances) == len(old_instances), 60,
-                        "container 1's instances to restart")
         faults.wait_for(lambda: [s for s in handle.physical_plan.stmgrs
                                  if s.container_index == 1 and s.pid != old_stmgr], 60,
                         "the TMaster to re-broadcast the plan with the restarted stmgr")
+        # start() logs this after initialize() and (were it active) activate() returned.
+        faults.wait_for(lambda: instance_log.read_text().count(f"task {spout} of numbers "
+                                                               f"started") == 2, 60,
+                        "the restarted spout to start")
+        [new_log] = set(out.glob(f"spout-{spout}-*.log")) - old_logs
+        assert new_log.read_text().splitlines() == ["initialize"]
         assert faults.find(work, "stmgr", container=0) == [other_stmgr]
+        assert _cli("activate", name).returncode == 0
+        faults.wait_for(lambda: new_log.read_text().splitlines()[:3] == ["initialize",
+                                                                         "activate 0", "ack"],
+                        60, "the restarted spout to be activated and emit")
 
         refused = _cli("update", name, "--component-parallelism", "nope:2")
         assert refused.returncode == 1 and "nope" in refused.stderr, refused
+        # Update while deactivated: the new generation comes up paused too.
+        assert "PAUSED" in _cli("deactivate", name).stdout
+        before = set(out.glob("spout-*.log"))
         done = _cli("update", name, "--component-parallelism", "sink:3")
         assert done.returncode == 0, done
         assert handle.wait_generation(1, 120)
         assert sum(i.component == "sink" for i in handle.physical_plan.instances) == 3
+        assert handle.status == "PAUSED"
+        gen1 = work / "gen-1"
+        faults.wait_for(lambda: all(f"task {t} of numbers started" in "".join(
+            p.read_text() for p in gen1.glob(f"container-*/logs/instance-numbers-{t}.log"))
+            for t in tasks), 60, "the new generation's spouts to start")
+        new_logs = set(out.glob("spout-*.log")) - before
+        assert len(new_logs) == len(tasks)
+        assert all(p.read_text().splitlines() == ["initialize"] for p in new_logs)
+        assert _cli("activate", name).returncode == 0
         assert handle.status == "RUNNING"
         assert _cli("kill", name).returncode == 0
         assert handle.wait(timeout=60) == "KILLED"
