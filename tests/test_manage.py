@@ -24,6 +24,7 @@ from heron_spark.proto import physical_plan_pb2
 from heron_spark.scheduler.submit import submit
 from heron_spark.scheduler.update import with_parallelism
 from heron_spark.statemgr import open_state_manager
+from heron_spark.tmaster import client
 
 TIMEOUT = 240
 SPOUTS = 2
@@ -108,7 +109,15 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
         tasks = _spout_tasks(handle)
         faults.wait_for(lambda: all(_acks(out, t) > 50 for t in tasks), 60, "spouts to emit")
 
-        handle.deactivate()
+        with open_state_manager(hconf["heron.statemgr"]) as statemgr:  # as the tracker does
+            with pytest.raises(TopologyStateError) as remote:
+                client.activate_topology(statemgr, name)
+            assert (remote.value.topology, remote.value.state) == (name, "RUNNING")
+            with pytest.raises(TopologyValueError):
+                client.update_topology(statemgr, name, {"nope": 2})
+            with pytest.raises(TopologyValueError):
+                client.restart_topology(statemgr, name, 5)
+            assert client.deactivate_topology(statemgr, name) == "PAUSED"
         assert handle.status == "PAUSED"
         assert handle.physical_plan.state == physical_plan_pb2.PAUSED
         assert _execution_state(hconf, name)["state"] == "PAUSED"
@@ -139,6 +148,10 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
     with pytest.raises(TopologyStateError) as ended:
         handle.deactivate()
     assert ended.value.state == "KILLED"
+    with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+        with pytest.raises(TopologyStateError) as gone:
+            client.deactivate_topology(statemgr, name)
+        assert "KILLED" in gone.value.state
 
 
 def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
