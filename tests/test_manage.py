@@ -24,6 +24,7 @@ from heron_spark.proto import physical_plan_pb2
 from heron_spark.scheduler.submit import submit
 from heron_spark.scheduler.update import with_parallelism
 from heron_spark.statemgr import open_state_manager
+from heron_spark.tmaster import client
 
 TIMEOUT = 240
 SPOUTS = 2
@@ -108,7 +109,15 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
         tasks = _spout_tasks(handle)
         faults.wait_for(lambda: all(_acks(out, t) > 50 for t in tasks), 60, "spouts to emit")
 
-        handle.deactivate()
+        with open_state_manager(hconf["heron.statemgr"]) as statemgr:  # as the tracker does
+            with pytest.raises(TopologyStateError) as remote:
+                client.activate_topology(statemgr, name)
+            assert (remote.value.topology, remote.value.state) == (name, "RUNNING")
+            with pytest.raises(TopologyValueError):
+                client.update_topology(statemgr, name, {"nope": 2})
+            with pytest.raises(TopologyValueError):
+                client.restart_topology(statemgr, name, 5)
+            assert client.deactivate_topology(statemgr, name) == "PAUSED"
         assert handle.status == "PAUSED"
         assert handle.physical_plan.state == physical_plan_pb2.PAUSED
         assert _execution_state(hconf, name)["state"] == "PAUSED"
@@ -139,6 +148,10 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
     with pytest.raises(TopologyStateError) as ended:
         handle.deactivate()
     assert ended.value.state == "KILLED"
+    with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+        with pytest.raises(TopologyStateError) as gone:
+            client.deactivate_topology(statemgr, name)
+        assert "KILLED" in gone.value.state
 
 
 def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
@@ -167,30 +180,50 @@ def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
         assert all(_last(out, t, "activate") == 0 for t in tasks)
         assert _cli("activate", name).returncode == 1
         assert "PAUSED" in _cli("deactivate", name).stdout
-        assert _cli("activate", name).returncode == 0
 
+        # Restart container 1 while deactivated: its new spout comes up paused.
+        [spout] = [i.task_id for i in handle.physical_plan.instances
+                   if i.component == "numbers" and i.container_index == 1]
+        old_logs = set(out.glob(f"spout-{spout}-*.log"))
+        instance_log = work / "gen-0" / "container-1" / "logs" / f"instance-numbers-{spout}.log"
         [old_stmgr] = faults.find(work, "stmgr", container=1)
         [other_stmgr] = faults.find(work, "stmgr", container=0)
-        old_instances = set(faults.find(work / "gen-0" / "container-1", "instance"))
         assert _cli("restart", name, "7").returncode == 1  # no such container
         done = _cli("restart", name, "1")
         assert done.returncode == 0, done
-        faults.wait_for(lambda: [p for p in faults.find(work, "stmgr", container=1)
-                                 if p != old_stmgr], 60, "container 1's stmgr to restart")
-        faults.wait_for(lambda: len(set(faults.find(work / "gen-0" / "container-1", "instance"))
-                                    - old_instances) == len(old_instances), 60,
-                        "container 1's instances to restart")
         faults.wait_for(lambda: [s for s in handle.physical_plan.stmgrs
                                  if s.container_index == 1 and s.pid != old_stmgr], 60,
                         "the TMaster to re-broadcast the plan with the restarted stmgr")
+        # start() logs this after initialize() and (were it active) activate() returned.
+        faults.wait_for(lambda: instance_log.read_text().count(f"task {spout} of numbers "
+                                                               f"started") == 2, 60,
+                        "the restarted spout to start")
+        [new_log] = set(out.glob(f"spout-{spout}-*.log")) - old_logs
+        assert new_log.read_text().splitlines() == ["initialize"]
         assert faults.find(work, "stmgr", container=0) == [other_stmgr]
+        assert _cli("activate", name).returncode == 0
+        faults.wait_for(lambda: new_log.read_text().splitlines()[:3] == ["initialize",
+                                                                         "activate 0", "ack"],
+                        60, "the restarted spout to be activated and emit")
 
         refused = _cli("update", name, "--component-parallelism", "nope:2")
         assert refused.returncode == 1 and "nope" in refused.stderr, refused
+        # Update while deactivated: the new generation comes up paused too.
+        assert "PAUSED" in _cli("deactivate", name).stdout
+        before = set(out.glob("spout-*.log"))
         done = _cli("update", name, "--component-parallelism", "sink:3")
         assert done.returncode == 0, done
         assert handle.wait_generation(1, 120)
         assert sum(i.component == "sink" for i in handle.physical_plan.instances) == 3
+        assert handle.status == "PAUSED"
+        gen1 = work / "gen-1"
+        faults.wait_for(lambda: all(f"task {t} of numbers started" in "".join(
+            p.read_text() for p in gen1.glob(f"container-*/logs/instance-numbers-{t}.log"))
+            for t in tasks), 60, "the new generation's spouts to start")
+        new_logs = set(out.glob("spout-*.log")) - before
+        assert len(new_logs) == len(tasks)
+        assert all(p.read_text().splitlines() == ["initialize"] for p in new_logs)
+        assert _cli("activate", name).returncode == 0
         assert handle.status == "RUNNING"
         assert _cli("kill", name).returncode == 0
         assert handle.wait(timeout=60) == "KILLED"
@@ -231,6 +264,11 @@ def _check_counts(text, out, hconf, name) -> int:
     return records - sum(expected.values())
 
 
+def _plan_stmgrs(handle) -> dict[int, int]:
+    """Container index -> pid of its stmgr in the TMaster's physical plan."""
+    return {s.container_index: s.pid for s in handle.physical_plan.stmgrs}
+
+
 def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     name = "manage-restart"
     text, out, handle = _start_word_count(spark, tmp_path, hconf, name, 3000,
@@ -238,17 +276,17 @@ def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     work = tmp_path / "work" / name
     try:
         seen = _wait_progress(out, 20_000, "the word count to make progress")
-        stmgrs = {c: faults.find(work, "stmgr", container=c) for c in (0, 1)}
+        stmgrs = _plan_stmgrs(handle)
         assert handle.restart(1) == [1]
-        faults.wait_for(lambda: faults.find(work, "stmgr", container=1) not in ([], stmgrs[1]),
-                        60, "container 1's stmgr to restart")
-        assert faults.find(work, "stmgr", container=0) == stmgrs[0]
+        faults.wait_for(lambda: _plan_stmgrs(handle)[1] != stmgrs[1], 60,
+                        "container 1's restarted stmgr to register")
+        assert _plan_stmgrs(handle)[0] == stmgrs[0]
+        assert faults.find(work, "stmgr", container=0) == [stmgrs[0]]
         seen = _wait_progress(out, seen + 20_000, "progress after restarting container 1")
-        stmgrs = {c: faults.find(work, "stmgr", container=c) for c in (0, 1)}
+        stmgrs = _plan_stmgrs(handle)
         assert handle.restart() == [0, 1]
-        for c in (0, 1):
-            faults.wait_for(lambda c=c: faults.find(work, "stmgr", container=c)
-                            not in ([], stmgrs[c]), 60, f"container {c}'s stmgr to restart")
+        faults.wait_for(lambda: all(p != stmgrs[c] for c, p in _plan_stmgrs(handle).items()),
+                        60, "every restarted stmgr to register")
         with pytest.raises(TopologyValueError):
             handle.restart(2)
         assert handle.wait(timeout=TIMEOUT) == "FINISHED"
@@ -291,3 +329,29 @@ def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
     assert len({t for tasks in routes[3].values() for t in tasks}) == 3
     replayed = _check_counts(text, out, hconf, name)
     print(f"{replayed} word records replayed")
+
+
+# ---- effectively once --------------------------------------------------------------------
+def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, hconf):
+    import stateful_word_count as swc
+
+    name = "manage-eo"
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = swc.write_corpus(corpus, 2000)
+    topology = swc.build(name, corpus, out, interval=0.2)
+    handle = submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
+                    master="local[4]", deactivated=True)
+    try:
+        assert handle.wait_running(timeout=120)
+        assert handle.status == "PAUSED"
+        # Checkpoints start, pass their markers through every bolt and commit while paused.
+        faults.wait_for(lambda: handle.status_detail()["checkpoint"]["committed"] >= 2, 90,
+                        "two checkpoints committed while deactivated")
+        assert swc.read_counts(out) == {}
+        with pytest.raises(TopologyValueError):
+            handle.update({"count": 3})  # its state is per task: refused
+        handle.activate()
+        assert handle.wait(timeout=TIMEOUT) == "FINISHED", handle.status_detail()
+    finally:
+        handle.kill()
+    assert swc.read_counts(out) == swc.expected_counts(text)

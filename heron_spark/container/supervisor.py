@@ -249,8 +249,8 @@ class Supervisor:
             inst.restart_at = None
             inst.restarts += 1
         metrics = self.children[METRICSMGR]
-        if metrics.alive:
-            _process.terminate([metrics.proc], self.config.kill_grace_secs)
+        if metrics.alive:  # a restart, as Heron's: no grace (its last interval is lost)
+            _kill_now(metrics.proc)
         metrics.restarts += 1
         self._spawn(metrics)
         stmgr = self.children[STMGR]

@@ -111,8 +111,11 @@ def _raise_refusal(name: str, response: tmaster_pb2.ControlResponse) -> None:
     cls = getattr(errors, response.error, None)
     if not (isinstance(cls, type) and issubclass(cls, errors.HeronSparkError)):
         cls = TopologyStateError
-    exc = cls.__new__(cls)  # the fields were filled in the TMaster; the message says it all
+    exc = cls.__new__(cls)  # its fields stayed in the TMaster; the message names them all
     Exception.__init__(exc, response.detail)
+    for field in ("problem", "component", "value", "fix", "action"):
+        setattr(exc, field, None)
+    exc.kind = "remote"
     exc.topology, exc.state = name, response.state
     raise exc
 
