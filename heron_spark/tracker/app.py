@@ -18,7 +18,7 @@ must match the topology's: see ``shapes``), ``topology`` (required on per-topolo
 Stored data (plans, execution state, config) comes from the state manager; live data
 (metrics, timelines, queries, exceptions, runtime state, files, pids) from the topology's
 TMaster through its control port (``tmaster.client.query_view``, answered by
-``tmaster.views``).
+``tmaster.live_queries``, which calls the TMaster's ``*_view`` methods).
 """
 
 from __future__ import annotations
