@@ -1,0 +1,77 @@
+// Per-minute charts of a component's counters and latencies from /topologies/metrics/timeline,
+// drawn with vis-timeline-graph2d's Graph2d (served from /vendor/). Runs in the browser.
+/* global vis */
+import {get} from "./api.js";
+import {el} from "./dom.js";
+import {COLUMNS, metricNames, timelineSeries} from "./metrics.js";
+
+export const WINDOW_SECS = 30 * 60;
+
+const CHARTS = [
+  {id: "counts", title: "Tuples per minute", kind: "count"},
+  {id: "latency", title: "Latency per minute (ms, average of instances)", kind: "latency"},
+];
+
+/** Charts for one component; `update` fetches the last WINDOW_SECS and redraws in place. */
+export class ComponentCharts {
+  constructor(section) {
+    this.section = section;
+    this.graphs = {};
+    this.component = null;
+  }
+
+  async update(topo, logicalPlan, component) {
+    if (component !== this.component) this.reset(component);
+    const names = metricNames(logicalPlan, component);
+    const end = Math.floor(Date.now() / 1000);
+    const response = await get("/topologies/metrics/timeline", {
+      ...topo, component, starttime: end - WINDOW_SECS, endtime: end,
+      metricname: Object.values(names).flat()});
+    const series = timelineSeries(response, names);
+    for (const chart of CHARTS) {
+      const keys = COLUMNS.filter(c => c.kind === chart.kind && series[c.key]?.length);
+      const items = keys.flatMap(c => series[c.key].map(p => ({
+        x: p.x, y: chart.kind === "latency" ? p.y / 1e6 / countInstances(response, c.key,
+                                                                          names) : p.y,
+        group: c.key})));
+      this.draw(chart, keys.map(c => ({id: c.key, content: c.label})), items, end);
+    }
+  }
+
+  reset(component) {
+    for (const graph of Object.values(this.graphs)) graph.destroy();
+    this.graphs = {};
+    this.component = component;
+    this.section.replaceChildren(el("h2", {}, `${component}: last ${WINDOW_SECS / 60} minutes`),
+      ...CHARTS.map(c => el("div", {class: "chart", "data-chart": c.id}, [
+        el("h3", {}, c.title), el("div", {id: `chart-${c.id}`})])));
+  }
+
+  draw(chart, groups, items, end) {
+    const box = this.section.querySelector(`#chart-${chart.id}`);
+    box.parentElement.setAttribute("data-points", items.length);
+    const options = {
+      height: "180px", start: (end - WINDOW_SECS) * 1000, end: end * 1000,
+      legend: {enabled: true}, drawPoints: {size: 4}, shaded: false,
+      dataAxis: {left: {range: {min: 0}}}, moveable: false, zoomable: false};
+    const graph = this.graphs[chart.id];
+    if (!graph) {
+      this.graphs[chart.id] = new vis.Graph2d(box, new vis.DataSet(items),
+                                              new vis.DataSet(groups), options);
+    } else {
+      graph.setGroups(new vis.DataSet(groups));
+      graph.setItems(new vis.DataSet(items));
+      graph.setOptions({start: options.start, end: options.end});
+    }
+  }
+}
+
+function countInstances(response, key, names) {
+  const seen = new Set();
+  for (const metric of names[key] || []) {
+    for (const instance of Object.keys(response?.timeline?.[metric] || {})) {
+      seen.add(`${metric}|${instance}`);
+    }
+  }
+  return Math.max(seen.size, 1);
+}

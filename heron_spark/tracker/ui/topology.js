@@ -1,0 +1,109 @@
+// One topology: state, logical plan graph, physical plan, per-component metrics table, charts,
+// exceptions and instance logs. `refresh()` re-fetches everything (called every few seconds);
+// the graph is redrawn only when the plan changes. Runs in the browser.
+import {get} from "./api.js";
+import {ComponentCharts} from "./charts.js";
+import {el} from "./dom.js";
+import {drawLogicalPlan} from "./graph.js";
+import {LogViewer, renderExceptions} from "./logs.js";
+import {backpressure, COLUMNS, componentMetrics, format} from "./metrics.js";
+import {renderPhysicalPlan} from "./physical.js";
+
+/** Windows of the metrics table, in seconds; -1 is since the topology started (Heron's). */
+export const INTERVALS = [[-1, "all time"], [600, "10 minutes"], [3600, "1 hour"],
+                          [10800, "3 hours"]];
+
+export class TopologyView {
+  constructor(main, params) {
+    this.key = JSON.stringify(params);
+    this.topo = {cluster: params.cluster, environ: params.environ, role: params.role,
+                 topology: params.topology};
+    this.interval = -1;
+    this.selected = null;
+    this.planKey = null;
+    const section = (id, extra = {}) => el("section", {id, ...extra});
+    this.parts = {
+      head: section("summary"), logical: section("logical"), physical: section("physical"),
+      metrics: section("metrics"), charts: section("charts"),
+      exceptions: section("exceptions"), log: section("log", {hidden: true}),
+    };
+    this.charts = new ComponentCharts(this.parts.charts);
+    this.logs = new LogViewer(this.parts.log, this.topo);
+    main.replaceChildren(this.parts.head,
+                         el("div", {class: "row"}, [this.parts.logical, this.parts.physical]),
+                         this.parts.metrics, this.parts.charts, this.parts.exceptions,
+                         this.parts.log);
+    document.getElementById("crumb").textContent = `/ ${params.topology}`;
+  }
+
+  async refresh() {
+    const [state, logical, physical] = await Promise.all([
+      get("/topologies/executionstate", this.topo), get("/topologies/logicalplan", this.topo),
+      get("/topologies/physicalplan", this.topo)]);
+    this.renderHead(state);
+    const components = [...Object.keys(logical.spouts || {}), ...Object.keys(logical.bolts || {})];
+    const parallelism = Object.fromEntries(components.map(
+      c => [c, ((physical.spouts || {})[c] || (physical.bolts || {})[c] || []).length]));
+    const planKey = JSON.stringify([logical, parallelism]);
+    if (planKey !== this.planKey) {
+      this.planKey = planKey;
+      const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+      this.parts.logical.replaceChildren(el("h2", {}, "Logical plan"), svg);
+      drawLogicalPlan(svg, logical, parallelism);
+    }
+    renderPhysicalPlan(this.parts.physical, physical,
+                       (inst, stmgr) => this.logs.open(inst, stmgr));
+    if (!components.includes(this.selected)) this.selected = components[0] ?? null;
+    await Promise.all([this.renderMetrics(logical, components),
+                       this.renderExceptions(components),
+                       this.selected && this.charts.update(this.topo, logical, this.selected)]);
+  }
+
+  renderHead(state) {
+    const status = String(state.status || "UNKNOWN").toUpperCase();
+    this.parts.head.replaceChildren(el("h2", {}, [
+      `${this.topo.topology} `,
+      el("span", {class: `state state-${status}`, "data-state": status}, status),
+      el("span", {class: "muted"}, `  ${state.cluster ?? this.topo.cluster} / ` +
+         `${state.environ ?? this.topo.environ} / ${state.role ?? this.topo.role ?? ""}`),
+    ]));
+  }
+
+  async renderMetrics(logical, components) {
+    const interval = this.interval;
+    const [rows, pressure] = await Promise.all([
+      Promise.all(components.map(c => componentMetrics(this.topo, logical, c, interval))),
+      backpressure(this.topo, components, interval).catch(() => ({}))]);
+    const body = components.map((name, i) => {
+      const values = {...rows[i].values};
+      if (name in pressure) values.backpressure = pressure[name];
+      return el("tr", {class: `clickable${name === this.selected ? " selected" : ""}`,
+                       "data-component": name,
+                       "data-kind": name in (logical.spouts || {}) ? "spout" : "bolt",
+                       onclick: () => { this.selected = name; this.refresh(); }}, [
+        el("td", {}, name), el("td", {}, name in (logical.spouts || {}) ? "spout" : "bolt"),
+        ...COLUMNS.map(c => el("td", {class: "num", "data-metric": c.key,
+                                      "data-value": values[c.key]},
+                               format(values[c.key], c.kind)))]);
+    });
+    const select = el("select", {id: "interval", onchange: e => {
+      this.interval = Number(e.target.value); this.refresh(); }},
+    INTERVALS.map(([secs, label]) => el("option", {value: secs, selected: secs === interval},
+                                        label)));
+    this.parts.metrics.replaceChildren(
+      el("h2", {}, "Components"),
+      el("div", {class: "controls"}, ["Window: ", select,
+        el("span", {class: "muted"}, "click a row for its charts")]),
+      el("table", {id: "metrics-table", "data-interval": interval}, [
+        el("thead", {}, [el("tr", {}, [el("th", {}, "Component"), el("th", {}, "Kind"),
+          ...COLUMNS.map(c => el("th", {class: "num"}, c.label))])]),
+        el("tbody", {}, body)]));
+  }
+
+  async renderExceptions(components) {
+    const lists = await Promise.all(components.map(
+      c => get("/topologies/exceptions", {...this.topo, component: c})));
+    renderExceptions(this.parts.exceptions,
+                     Object.fromEntries(components.map((c, i) => [c, lists[i] || []])));
+  }
+}
