@@ -20,8 +20,13 @@ export function query(params) {
   return q.toString();
 }
 
+// The tracker refuses a cookie-authenticated POST without this header (CSRF guard).
+const CSRF_HEADER = "X-Heron-Spark-Request";
+
 async function call(method, path, params) {
-  const response = await fetch(`${path}?${query(params)}`, {method, credentials: "same-origin"});
+  const headers = method === "GET" ? {} : {[CSRF_HEADER]: "1"};
+  const response = await fetch(`${path}?${query(params)}`,
+                               {method, headers, credentials: "same-origin"});
   const text = await response.text();
   let body;
   try { body = text ? JSON.parse(text) : null; } catch { body = text; }

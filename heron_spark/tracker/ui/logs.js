@@ -30,9 +30,10 @@ function firstLine(text) {
   return lines[lines.length - 1];
 }
 
-/** The path /container/filedata wants for an instance's log (its `logfile`, or the path inside
- * a logfile URL). */
+/** The path /container/filedata wants for an instance's log: its `logfile_path`, else the
+ * `path` parameter of its `logfile` URL (or `logfile` itself when it is a plain path). */
 export function logPath(instance) {
+  if (instance.logfile_path) return instance.logfile_path;
   const file = String(instance.logfile || "");
   if (/^[a-z]+:\/\//i.test(file) || file.startsWith("/topologies/")) {
     const url = new URL(file, location.href);
@@ -51,7 +52,7 @@ export class LogViewer {
 
   async open(instance, stmgr) {
     this.instance = instance;
-    this.container = containerOf(instance.stmgr_id || stmgr.id);
+    this.container = instance.container ?? containerOf(instance.stmgr_id || stmgr.id);
     this.path = logPath(instance);
     const size = await this.slice(-1, 0);   // Heron: offset -1 answers the file's size
     this.size = Number(size.offset) || 0;

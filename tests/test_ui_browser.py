@@ -1,0 +1,219 @@
+"""The tracker's web UI in a real headless Chromium, against a real topology on Spark.
+
+A word count (``ui_topology``: at-least-once, 240 sentences, then idle but RUNNING) runs on
+``local[4]``; Chromium opens a login link, and the test checks what a person would see: the
+topology listed as RUNNING, a logical-plan node per component, every instance of the physical
+plan with a pid, the numbers of the components table equal to the tracker's
+``/topologies/metrics`` (exactly: once every sentence is acked the counters stop moving), the
+per-minute charts drawn, and an instance's log read through ``/topologies/container/filedata``.
+A full-page screenshot goes to ``build/screenshots/topology.png``.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them): without them
+the test is skipped, or fails under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import ui_topology as topo
+from fault_support import wait_for
+
+from heron_spark import submit
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--window-size=1400,1000"]
+SCREENSHOT = Path(__file__).resolve().parent.parent / "build" / "screenshots" / "topology.png"
+COMPONENTS = {"sentences", "split", "count"}
+COUNT_COLUMNS = ["emit-count", "execute-count", "ack-count", "fail-count"]
+ALL_TIME = -1  # the table's default window: since the topology started
+
+
+def _browser():
+    """A headless Chromium under chromedriver with a fresh profile; skip (or fail in CI)."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("the selenium package (pip install -e '.[test]')")
+    if missing:
+        reason = (f"the UI browser test needs {', '.join(missing)}; install Debian's chromium "
+                  f"and chromium-driver (.ci/run does)")
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='heron-ui-chromium-')}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+
+
+class Tracker:
+    """The tracker's JSON API as a script uses it: Bearer token, Heron's query parameters."""
+
+    def __init__(self, base: str, token: str) -> None:
+        self.base = base.rstrip("/")
+        self.token = token
+        self.ids: dict = {}
+
+    def get(self, path: str, **params):
+        query = urllib.parse.urlencode({**self.ids, **params}, doseq=True)
+        request = urllib.request.Request(f"{self.base}{path}?{query}",
+                                         headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def component_counts(self, component: str, names: dict[str, list[str]]) -> dict[str, float]:
+        """Sum each column's metrics over instances and streams, as the table does."""
+        answer = self.get("/topologies/metrics", component=component, interval=ALL_TIME,
+                          metricname=[n for ns in names.values() for n in ns])
+        metrics = answer["metrics"]
+        return {key: sum(float(v) for n in ns for v in metrics.get(n, {}).values())
+                for key, ns in names.items() if any(n in metrics for n in ns)}
+
+
+def _metric_names(component: str) -> dict[str, list[str]]:
+    """Heron's metric names of the UI table's count columns, for ``ui_topology``'s plan."""
+    if component == "sentences":
+        return {"emit-count": ["__emit-count/default"], "ack-count": ["__ack-count/default"],
+                "fail-count": ["__fail-count/default"]}
+    source = {"split": "sentences", "count": "split"}[component]
+    names = {key: [f"__{key}/{source}/default"]
+             for key in ("execute-count", "ack-count", "fail-count")}
+    if component == "split":
+        names["emit-count"] = ["__emit-count/default"]
+    return names
+
+
+def _table(driver) -> dict[str, dict[str, float]]:
+    """The components table as shown: {component: {column: value}} from data-value."""
+    rows = driver.execute_script("""
+        const out = {};
+        for (const tr of document.querySelectorAll('#metrics-table tbody tr[data-component]')) {
+          const row = out[tr.dataset.component] = {};
+          for (const td of tr.querySelectorAll('td[data-metric][data-value]')) {
+            row[td.dataset.metric] = Number(td.dataset.value);
+          }
+        }
+        return out;""")
+    return {c: {k: v for k, v in row.items() if k in COUNT_COLUMNS} for c, row in rows.items()}
+
+
+def _screenshot(driver, path: Path) -> Path:
+    """Write a full-page PNG (beyond the viewport) through Chromium's DevTools protocol."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot",
+                                  {"format": "png", "captureBeyondViewport": True})
+    path.write_bytes(base64.b64decode(shot["data"]))
+    return path
+
+
+def _errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, hconf):
+    driver = _browser()
+    name = "ui_word_count"
+    handle = submit(topo.topology(name), spark=spark.session, conf=hconf, master="local[4]")
+    try:
+        assert handle.wait_running(120), handle.status_detail()
+        link = handle.ui_link()
+        base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))
+        tracker = Tracker(base, handle.tracker_token())
+
+        # The list: this topology, RUNNING; its ids are the API's query parameters.
+        driver.get(link)
+        row = f'tr[data-topology="{name}"]'
+        wait_for(lambda: driver.find_elements("css selector", f"{row} [data-state]"), 30,
+                 "the topology in the UI's list")
+        assert driver.find_element("css selector", f"{row} [data-state]").text == "RUNNING"
+        states = tracker.get("/topologies/states")
+        (cluster, environs), = states.items()
+        (environ, topologies), = environs.items()
+        tracker.ids = {"cluster": cluster, "environ": environ, "topology": name}
+        if topologies[name].get("role"):
+            tracker.ids["role"] = topologies[name]["role"]
+        driver.find_element("css selector", f"{row} a").click()
+
+        # Every component in the table and as a node of the logical plan graph.
+        def shown(css: str) -> set[str]:
+            return {e.get_attribute("data-component")
+                    for e in driver.find_elements("css selector", css)}
+        wait_for(lambda: shown("#metrics-table tbody tr[data-component]") == COMPONENTS, 30,
+                 "a table row per component")
+        wait_for(lambda: shown("#logical g.node[data-component]") == COMPONENTS, 10,
+                 "a graph node per component")
+        edges = driver.find_elements("css selector", "#logical g.edgePath")
+        assert len(edges) == 2  # sentences -> split -> count
+
+        # Every instance of the physical plan, with its pid.
+        plan = tracker.get("/topologies/physicalplan")
+        instances = {i: inst for i, inst in plan["instances"].items()}
+        assert len(instances) == 5
+        wait_for(lambda: {e.get_attribute("data-instance") for e in driver.find_elements(
+            "css selector", "#physical tr[data-instance]")} == set(instances), 10,
+            "a row per instance in the physical plan")
+        for instance_id, inst in instances.items():
+            pid = driver.find_element(
+                "css selector", f'#physical tr[data-instance="{instance_id}"] [data-field=pid]')
+            assert pid.text == str(inst["pid"]) and inst["pid"] > 0
+
+        # Numbers: once every sentence is acked the counters stop, so table == API exactly.
+        words = topo.total_words()
+        expected = {"sentences": {"emit-count": topo.LINES, "ack-count": topo.LINES,
+                                  "fail-count": 0},
+                    "split": {"execute-count": topo.LINES, "ack-count": topo.LINES,
+                              "fail-count": 0, "emit-count": words},
+                    "count": {"execute-count": words, "ack-count": words, "fail-count": 0}}
+
+        def api_counts() -> dict:
+            return {c: tracker.component_counts(c, _metric_names(c)) for c in COMPONENTS}
+        wait_for(lambda: api_counts() == expected, 90,
+                 f"the tracker's counters to reach {expected}")
+        wait_for(lambda: _table(driver) == expected, 30, "the table to show the same counters")
+        shown_counts, api_now = _table(driver), api_counts()
+        assert shown_counts == api_now == expected
+        rate = driver.find_element(
+            "css selector", '#metrics-table tr[data-component="split"] td[data-metric=execute-rate]')
+        assert float(rate.get_attribute("data-value")) > 0
+
+        # Charts: drawn by Graph2d from /metrics/timeline.
+        wait_for(lambda: int(driver.find_element(
+            "css selector", "[data-chart=counts]").get_attribute("data-points") or 0) > 0, 90,
+            "points in the counts chart")
+        assert driver.find_elements("css selector", "[data-chart=counts] .vis-graph-group0")
+
+        # An instance's log, opened from the physical plan.
+        count_task = next(i for i, inst in instances.items() if inst["name"] == "count")
+        driver.find_element("css selector", f'button[data-log="{count_task}"]').click()
+        log_css = f'#log-text[data-instance="{count_task}"]'
+        wait_for(lambda: topo.READY_LINE in "".join(
+            e.text for e in driver.find_elements("css selector", log_css)), 20,
+            f"{count_task}'s log in the log view")
+        inst = instances[count_task]
+        tail = tracker.get("/topologies/container/filedata", container=inst["container"],
+                           path=inst["logfile_path"], offset=0, length=1 << 16)
+        assert f"{topo.READY_LINE} {inst['task_id']}" in tail["data"]
+        assert f"{topo.READY_LINE} {inst['task_id']}" in driver.find_element(
+            "css selector", log_css).text
+
+        assert _errors(driver) == []
+        print(f"\nscreenshot: {_screenshot(driver, SCREENSHOT)}")
+    finally:
+        driver.quit()
+        handle.kill()
