@@ -1,7 +1,7 @@
 // One topology: state, logical plan graph, physical plan, per-component metrics table, charts,
 // exceptions and instance logs. `refresh()` re-fetches everything (called every few seconds);
 // the graph is redrawn only when the plan changes. Runs in the browser.
-import {get} from "./api.js";
+import {get, post} from "./api.js";
 import {ComponentCharts} from "./charts.js";
 import {el} from "./dom.js";
 import {drawLogicalPlan} from "./graph.js";
@@ -21,6 +21,8 @@ export class TopologyView {
     this.interval = -1;
     this.selected = null;
     this.planKey = null;
+    this.busy = false;        // a management verb is in flight: its buttons are disabled
+    this.verbResult = "";     // what the last verb answered, shown next to the buttons
     const section = (id, extra = {}) => el("section", {id, ...extra});
     this.parts = {
       head: section("summary"), logical: section("logical"), physical: section("physical"),
@@ -61,12 +63,35 @@ export class TopologyView {
 
   renderHead(state) {
     const status = String(state.status || "UNKNOWN").toUpperCase();
+    const live = status === "RUNNING" || status === "PAUSED";
+    const verb = (name, label, enabled, ask) => el("button", {
+      "data-verb": name, disabled: !enabled || this.busy,
+      onclick: () => (!ask || confirm(ask)) && this.manage(name)}, label);
     this.parts.head.replaceChildren(el("h2", {}, [
       `${this.topo.topology} `,
       el("span", {class: `state state-${status}`, "data-state": status}, status),
       el("span", {class: "muted"}, `  ${state.cluster ?? this.topo.cluster} / ` +
          `${state.environ ?? this.topo.environ} / ${state.role ?? this.topo.role ?? ""}`),
+    ]), el("div", {class: "controls"}, [
+      verb("deactivate", "Deactivate", status === "RUNNING"),
+      verb("activate", "Activate", status === "PAUSED"),
+      verb("restart", "Restart", live, `Restart every container of ${this.topo.topology}?`),
+      el("span", {id: "verb-result", class: "muted"}, this.verbResult || ""),
     ]));
+  }
+
+  /** POST /topologies/<verb> (Heron's management verbs, through the tracker); refresh after. */
+  async manage(verb) {
+    this.busy = true;
+    try {
+      await post(`/topologies/${verb}`, this.topo);
+      this.verbResult = `${verb}: done`;
+    } catch (err) {
+      this.verbResult = `${verb} failed: ${err.message || err}`;
+    } finally {
+      this.busy = false;
+    }
+    await this.refresh();
   }
 
   async renderMetrics(logical, components) {
