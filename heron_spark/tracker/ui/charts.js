@@ -52,7 +52,7 @@ export class ComponentCharts {
     box.parentElement.setAttribute("data-points", items.length);
     const options = {
       height: "180px", start: (end - WINDOW_SECS) * 1000, end: end * 1000,
-      legend: {enabled: true}, drawPoints: {size: 4}, shaded: false,
+      legend: {enabled: true}, drawPoints: {size: 4}, shaded: false, interpolation: false,
       dataAxis: {left: {range: {min: 0}}}, moveable: false, zoomable: false};
     const graph = this.graphs[chart.id];
     if (!graph) {
