@@ -27,6 +27,8 @@ import ui_topology as topo
 from fault_support import wait_for
 
 from heron_spark import submit
+from heron_spark.statemgr import open_state_manager
+from heron_spark.tracker.auth import tracker_token
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -70,9 +72,9 @@ class Tracker:
         self.token = token
         self.ids: dict = {}
 
-    def get(self, path: str, **params):
+    def get(self, route: str, **params):
         query = urllib.parse.urlencode({**self.ids, **params}, doseq=True)
-        request = urllib.request.Request(f"{self.base}{path}?{query}",
+        request = urllib.request.Request(f"{self.base}{route}?{query}",
                                          headers={"Authorization": f"Bearer {self.token}"})
         with urllib.request.urlopen(request, timeout=10) as response:
             return json.loads(response.read())
@@ -134,7 +136,7 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
         assert handle.wait_running(120), handle.status_detail()
         link = handle.ui_link()
         base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))
-        tracker = Tracker(base, handle.tracker_token())
+        tracker = Tracker(base, tracker_token(open_state_manager(hconf["heron.statemgr"])))
 
         # The list: this topology, RUNNING; its ids are the API's query parameters.
         driver.get(link)

@@ -28,13 +28,17 @@ export class ComponentCharts {
       ...topo, component, starttime: end - WINDOW_SECS, endtime: end,
       metricname: Object.values(names).flat()});
     const series = timelineSeries(response, names);
+    // The x range: from a minute before the first point (within the window) to now, so a
+    // young topology's few minutes fill the chart instead of its right edge.
+    const first = Math.min(...Object.values(series).flat().map(p => p.x / 1000), end);
+    const start = Math.max(end - WINDOW_SECS, Math.min(first - 60, end - 300));
     for (const chart of CHARTS) {
       const keys = COLUMNS.filter(c => c.kind === chart.kind && series[c.key]?.length);
       const items = keys.flatMap(c => series[c.key].map(p => ({
         x: p.x, y: chart.kind === "latency" ? p.y / 1e6 / countInstances(response, c.key,
                                                                           names) : p.y,
         group: c.key})));
-      this.draw(chart, keys.map(c => ({id: c.key, content: c.label})), items, end);
+      this.draw(chart, keys.map(c => ({id: c.key, content: c.label})), items, start, end);
     }
   }
 
@@ -42,17 +46,18 @@ export class ComponentCharts {
     for (const graph of Object.values(this.graphs)) graph.destroy();
     this.graphs = {};
     this.component = component;
-    this.section.replaceChildren(el("h2", {}, `${component}: last ${WINDOW_SECS / 60} minutes`),
+    this.section.replaceChildren(el("h2", {}, `${component}: per minute, ` +
+                                             `last ${WINDOW_SECS / 60} minutes at most`),
       ...CHARTS.map(c => el("div", {class: "chart", "data-chart": c.id}, [
         el("h3", {}, c.title), el("div", {id: `chart-${c.id}`})])));
   }
 
-  draw(chart, groups, items, end) {
+  draw(chart, groups, items, start, end) {
     const box = this.section.querySelector(`#chart-${chart.id}`);
     box.parentElement.setAttribute("data-points", items.length);
     const options = {
-      height: "180px", start: (end - WINDOW_SECS) * 1000, end: end * 1000,
-      legend: {enabled: true}, drawPoints: {size: 4}, shaded: false, interpolation: false,
+      height: "180px", start: start * 1000, end: end * 1000,
+      legend: {enabled: true, left: {position: "top-right"}}, drawPoints: {size: 4}, shaded: false, interpolation: false,
       dataAxis: {left: {range: {min: 0}}}, moveable: false, zoomable: false};
     const graph = this.graphs[chart.id];
     if (!graph) {

@@ -43,7 +43,7 @@ export class TopologyView {
       get("/topologies/executionstate", this.topo), get("/topologies/logicalplan", this.topo),
       get("/topologies/physicalplan", this.topo)]);
     this.renderHead(state);
-    const components = [...Object.keys(logical.spouts || {}), ...Object.keys(logical.bolts || {})];
+    const components = upstreamFirst(logical);
     const parallelism = Object.fromEntries(components.map(
       c => [c, ((physical.spouts || {})[c] || (physical.bolts || {})[c] || []).length]));
     const planKey = JSON.stringify([logical, parallelism]);
@@ -131,4 +131,19 @@ export class TopologyView {
     renderExceptions(this.parts.exceptions,
                      Object.fromEntries(components.map((c, i) => [c, lists[i] || []])));
   }
+}
+
+/** Component names, spouts first, then each bolt after every component it reads from (by
+ * depth from the spouts; names break ties), as the table lists them. */
+export function upstreamFirst(logical) {
+  const depth = {};
+  for (const name of Object.keys(logical.spouts || {})) depth[name] = 0;
+  const bolts = Object.entries(logical.bolts || {});
+  for (let round = 0; round <= bolts.length; round++) {   // longest path; a cycle stops here
+    for (const [name, bolt] of bolts) {
+      const inputs = (bolt.inputs || []).map(i => depth[i.component_name] ?? -1);
+      depth[name] = Math.max(depth[name] ?? 1, 1 + Math.max(0, ...inputs));
+    }
+  }
+  return Object.keys(depth).sort((a, b) => depth[a] - depth[b] || a.localeCompare(b));
 }
