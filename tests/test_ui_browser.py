@@ -194,11 +194,14 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
             "css selector", '#metrics-table tr[data-component="split"] td[data-metric=execute-rate]')
         assert float(rate.get_attribute("data-value")) > 0
 
-        # Charts: drawn by Graph2d from /metrics/timeline.
+        # Charts: /metrics/timeline's points handed to Graph2d, which draws them on a later
+        # animation frame.
         wait_for(lambda: int(driver.find_element(
             "css selector", "[data-chart=counts]").get_attribute("data-points") or 0) > 0, 90,
             "points in the counts chart")
-        assert driver.find_elements("css selector", "[data-chart=counts] .vis-graph-group0")
+        wait_for(lambda: driver.find_elements(
+            "css selector", "[data-chart=counts] .vis-line-graph .series-emit-count.vis-point"), 10,
+            "Graph2d to draw the counts chart's points")
 
         # An instance's log, opened from the physical plan.
         count_task = next(i for i, inst in instances.items() if inst["name"] == "count")

@@ -16,7 +16,7 @@ const CHARTS = [
 export class ComponentCharts {
   constructor(section) {
     this.section = section;
-    this.graphs = {};
+    this.graphs = {};     // chart id -> {graph, items, groups} (vis DataSets, updated in place)
     this.component = null;
   }
 
@@ -34,16 +34,18 @@ export class ComponentCharts {
     const start = Math.max(end - WINDOW_SECS, Math.min(first - 60, end - 300));
     for (const chart of CHARTS) {
       const keys = COLUMNS.filter(c => c.kind === chart.kind && series[c.key]?.length);
-      const items = keys.flatMap(c => series[c.key].map(p => ({
-        x: p.x, y: chart.kind === "latency" ? p.y / 1e6 / countInstances(response, c.key,
-                                                                          names) : p.y,
-        group: c.key})));
-      this.draw(chart, keys.map(c => ({id: c.key, content: c.label})), items, start, end);
+      const items = keys.flatMap(c => series[c.key].map(p => ({   // latency: ns -> ms, mean
+        x: p.x, y: chart.kind === "latency" ? p.y / p.n / 1e6 : p.y, group: c.key})));
+      // A fixed class per metric: the same colour on every refresh (Graph2d numbers new
+      // groups otherwise) and a hook for tests (.series-<key>).
+      const groups = keys.map(c => ({id: c.key, content: c.label, className:
+        `vis-graph-group${COLUMNS.indexOf(c) % 10} series-${c.key}`}));
+      this.draw(chart, groups, items, start, end);
     }
   }
 
   reset(component) {
-    for (const graph of Object.values(this.graphs)) graph.destroy();
+    for (const drawn of Object.values(this.graphs)) drawn.graph.destroy();
     this.graphs = {};
     this.component = component;
     this.section.replaceChildren(el("h2", {}, `${component}: per minute, ` +
@@ -55,28 +57,18 @@ export class ComponentCharts {
   draw(chart, groups, items, start, end) {
     const box = this.section.querySelector(`#chart-${chart.id}`);
     box.parentElement.setAttribute("data-points", items.length);
-    const options = {
-      height: "180px", start: start * 1000, end: end * 1000,
-      legend: {enabled: true, left: {position: "top-right"}}, drawPoints: {size: 4}, shaded: false, interpolation: false,
-      dataAxis: {left: {range: {min: 0}}}, moveable: false, zoomable: false};
-    const graph = this.graphs[chart.id];
-    if (!graph) {
-      this.graphs[chart.id] = new vis.Graph2d(box, new vis.DataSet(items),
-                                              new vis.DataSet(groups), options);
-    } else {
-      graph.setGroups(new vis.DataSet(groups));
-      graph.setItems(new vis.DataSet(items));
-      graph.setOptions({start: options.start, end: options.end});
+    let drawn = this.graphs[chart.id];
+    if (!drawn) {
+      drawn = this.graphs[chart.id] = {items: new vis.DataSet(), groups: new vis.DataSet()};
+      drawn.graph = new vis.Graph2d(box, drawn.items, drawn.groups, {
+        height: "180px", legend: {enabled: true, left: {position: "top-right"}},
+        drawPoints: {size: 4}, shaded: false, interpolation: false,
+        dataAxis: {left: {range: {min: 0}}}, moveable: false, zoomable: false});
     }
+    drawn.groups.clear();
+    drawn.groups.add(groups);
+    drawn.items.clear();
+    drawn.items.add(items);
+    drawn.graph.setWindow(start * 1000, end * 1000, {animation: false});
   }
-}
-
-function countInstances(response, key, names) {
-  const seen = new Set();
-  for (const metric of names[key] || []) {
-    for (const instance of Object.keys(response?.timeline?.[metric] || {})) {
-      seen.add(`${metric}|${instance}`);
-    }
-  }
-  return Math.max(seen.size, 1);
 }

@@ -103,7 +103,8 @@ export function format(value, kind) {
   return Math.round(value).toLocaleString("en-US");
 }
 
-/** Sum a /metrics/timeline answer ({timeline: {metric: {instance: {t: v}}}}) per minute. */
+/** Sum a /metrics/timeline answer ({timeline: {metric: {instance: {t: v}}}}) per minute:
+ * {key -> [{x: ms, y: sum, n: values summed}]}, oldest first. */
 export function timelineSeries(response, metricsByKey) {
   const series = {};
   const timeline = response?.timeline || {};
@@ -112,12 +113,13 @@ export function timelineSeries(response, metricsByKey) {
     for (const metric of list) {
       for (const perInstance of Object.values(timeline[metric] || {})) {
         for (const [t, v] of Object.entries(perInstance)) {
-          points[t] = (points[t] || 0) + Number(v);
+          const point = points[t] || (points[t] = {x: Number(t) * 1000, y: 0, n: 0});
+          point.y += Number(v);
+          point.n += 1;
         }
       }
     }
-    series[key] = Object.entries(points).map(([t, v]) => ({x: Number(t) * 1000, y: v}))
-      .sort((a, b) => a.x - b.x);
+    series[key] = Object.values(points).sort((a, b) => a.x - b.x);
   }
   return series;
 }
