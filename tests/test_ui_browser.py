@@ -1,11 +1,12 @@
 """The tracker's web UI in a real headless Chromium, against a real topology on Spark.
 
-A word count (``ui_topology``: at-least-once, 240 sentences, then idle but RUNNING) runs on
-``local[4]``; Chromium opens a login link, and the test checks what a person would see: the
-topology listed as RUNNING, a logical-plan node per component, every instance of the physical
-plan with a pid, the numbers of the components table equal to the tracker's
-``/topologies/metrics`` (exactly: once every sentence is acked the counters stop moving), the
-per-minute charts drawn, and an instance's log read through ``/topologies/container/filedata``.
+A word count (``ui_topology``: at-least-once, 240 sentences, then idle but RUNNING, beside a
+spout that crashes once) runs on ``local[4]``; Chromium opens a login link, and the test checks
+what a person would see: the topology listed as RUNNING, a logical-plan node per component, the
+crash's traceback under exceptions, every instance of the physical plan with its pid, the
+numbers of the components table equal to the tracker's ``/topologies/metrics`` (exactly: once
+every sentence is acked the counters stop moving), the per-minute charts drawn, and an
+instance's log read through ``/topologies/container/filedata``.
 A full-page screenshot goes to ``build/screenshots/topology.png``.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them): without them
@@ -36,7 +37,7 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic
                   "--no-first-run", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--window-size=1400,1000"]
 SCREENSHOT = Path(__file__).resolve().parent.parent / "build" / "screenshots" / "topology.png"
-COMPONENTS = {"sentences", "split", "count"}
+COMPONENTS = {"sentences", "split", "count", "crasher"}
 COUNT_COLUMNS = ["emit-count", "execute-count", "ack-count", "fail-count"]
 ALL_TIME = -1  # the table's default window: since the topology started
 
@@ -90,9 +91,10 @@ class Tracker:
 
 def _metric_names(component: str) -> dict[str, list[str]]:
     """Heron's metric names of the UI table's count columns, for ``ui_topology``'s plan."""
-    if component == "sentences":
-        return {"emit-count": ["__emit-count/default"], "ack-count": ["__ack-count/default"],
-                "fail-count": ["__fail-count/default"]}
+    if component in ("sentences", "crasher"):
+        stream = "default" if component == "sentences" else "unused"
+        return {"emit-count": [f"__emit-count/{stream}"], "ack-count": [f"__ack-count/{stream}"],
+                "fail-count": [f"__fail-count/{stream}"]}
     source = {"split": "sentences", "count": "split"}[component]
     names = {key: [f"__{key}/{source}/default"]
              for key in ("execute-count", "ack-count", "fail-count")}
@@ -131,7 +133,8 @@ def _errors(driver) -> list[str]:
 def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, hconf):
     driver = _browser()
     name = "ui_word_count"
-    handle = submit(topo.topology(name), spark=spark.session, conf=hconf, master="local[4]")
+    handle = submit(topo.topology(name, tmp_path), spark=spark.session, conf=hconf,
+                    master="local[4]")
     try:
         assert handle.wait_running(120), handle.status_detail()
         link = handle.ui_link()
@@ -161,19 +164,33 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
         wait_for(lambda: shown("#logical g.node[data-component]") == COMPONENTS, 10,
                  "a graph node per component")
         edges = driver.find_elements("css selector", "#logical g.edgePath")
-        assert len(edges) == 2  # sentences -> split -> count
+        assert len(edges) == 2  # sentences -> split -> count; the crasher feeds nothing
 
-        # Every instance of the physical plan, with its pid.
+        # The crash, with its traceback, as /topologies/exceptions reports it.
+        crash_css = '#exceptions details[data-component="crasher"]'
+        wait_for(lambda: driver.find_elements("css selector", crash_css), 60,
+                 "the crasher's exception in the UI")
+        (reported,) = tracker.get("/topologies/exceptions", component="crasher")
+        assert topo.CRASH_MESSAGE in reported["stacktrace"]
+        assert "Traceback" in reported["stacktrace"]
+        crash = driver.find_element("css selector", crash_css)
+        assert crash.get_attribute("data-instance") == reported["instance_id"]
+        crash.find_element("css selector", "summary").click()  # unfold the traceback
+        shown_trace = crash.find_element("css selector", "pre").text
+        assert reported["stacktrace"].strip().splitlines()[-1] in shown_trace
+        assert "Traceback" in shown_trace
+
+        # Every instance of the physical plan, with its pid (the crasher's is its restart's).
+        def instances_shown() -> dict[str, str]:
+            return {e.get_attribute("data-instance"): e.find_element(
+                "css selector", "[data-field=pid]").text
+                for e in driver.find_elements("css selector", "#physical tr[data-instance]")}
         plan = tracker.get("/topologies/physicalplan")
-        instances = {i: inst for i, inst in plan["instances"].items()}
-        assert len(instances) == 5
-        wait_for(lambda: {e.get_attribute("data-instance") for e in driver.find_elements(
-            "css selector", "#physical tr[data-instance]")} == set(instances), 10,
-            "a row per instance in the physical plan")
-        for instance_id, inst in instances.items():
-            pid = driver.find_element(
-                "css selector", f'#physical tr[data-instance="{instance_id}"] [data-field=pid]')
-            assert pid.text == str(inst["pid"]) and inst["pid"] > 0
+        instances = plan["instances"]
+        assert len(instances) == 6 and all(inst["pid"] > 0 for inst in instances.values())
+        wait_for(lambda: instances_shown() == {i: str(inst["pid"]) for i, inst in
+                                               instances.items()}, 10,
+                 f"the physical plan's instances and pids {instances}")
 
         # Numbers: once every sentence is acked the counters stop, so table == API exactly.
         words = topo.total_words()
@@ -185,11 +202,15 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
 
         def api_counts() -> dict:
             return {c: tracker.component_counts(c, _metric_names(c)) for c in COMPONENTS}
-        wait_for(lambda: api_counts() == expected, 90,
+        def word_count(counts: dict) -> dict:
+            return {c: v for c, v in counts.items() if c in expected}
+        wait_for(lambda: word_count(api_counts()) == expected, 90,
                  f"the tracker's counters to reach {expected}")
-        wait_for(lambda: _table(driver) == expected, 30, "the table to show the same counters")
-        shown_counts, api_now = _table(driver), api_counts()
-        assert shown_counts == api_now == expected
+        # Every component, the crasher's too (its zeros appear once its restart publishes);
+        # the table refreshes every 5 s, so wait for it to catch up with the settled API.
+        wait_for(lambda: _table(driver) == api_counts(), 30,
+                 "the table to show the tracker's counters")
+        assert word_count(_table(driver)) == expected
         rate = driver.find_element(
             "css selector", '#metrics-table tr[data-component="split"] td[data-metric=execute-rate]')
         assert float(rate.get_attribute("data-value")) > 0

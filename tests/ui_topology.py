@@ -4,12 +4,16 @@ of sentences, then idles without ending, so it stays RUNNING with counters that 
 ``Sentences`` (1 task) emits ``LINES`` sentences with message ids, then nothing; ``Split``
 (2 tasks, shuffle) emits one anchored tuple per word; ``Count`` (2 tasks, fields on word)
 counts and logs ``READY_LINE`` once at start, which the test finds through the UI's log view.
+``Crasher`` (1 task, apart from the word count) raises ``CRASH_MESSAGE`` in its first
+``next_tuple`` ever (a marker file in ``DIR_KEY`` remembers it), then idles once restarted: an
+exception with a traceback for the UI to show.
 """
 
 from __future__ import annotations
 
 import collections
 import time
+from pathlib import Path
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 
@@ -19,6 +23,8 @@ CORPUS = ["the quick brown fox jumps over the lazy dog",
           "the stream manager routes every tuple between instances",
           "to be or not to be"]
 READY_LINE = "count bolt ready on task"
+CRASH_MESSAGE = "crasher: failing on purpose, once"
+DIR_KEY = "test.ui.dir"
 IDLE_SECS = 0.05  # a spout with nothing left to emit naps in next_tuple instead of spinning
 
 
@@ -72,10 +78,28 @@ class Count(Bolt):
         self.ack(tup)
 
 
-def topology(name: str) -> TopologyBuilder:
+class Crasher(Spout):
+    """Raises CRASH_MESSAGE once per topology run (its first next_tuple), then idles."""
+
+    outputs = ["unused"]
+
+    def initialize(self, config, context):
+        self.marker = Path(config[DIR_KEY]) / f"crashed-{context.get_task_id()}"
+
+    def next_tuple(self):
+        if not self.marker.exists():
+            self.marker.touch()
+            raise RuntimeError(CRASH_MESSAGE)
+        time.sleep(IDLE_SECS)
+
+
+def topology(name: str, folder: Path) -> TopologyBuilder:
+    """The word count plus the crasher; ``folder`` keeps the crasher's marker."""
     builder = TopologyBuilder(name)
     sentences = builder.add_spout("sentences", Sentences, par=1)
     split = builder.add_bolt("split", Split, par=2, inputs={sentences: Grouping.SHUFFLE})
     builder.add_bolt("count", Count, par=2, inputs={split: Grouping.fields("word")})
-    builder.set_config({"topology.stmgrs": 2, "topology.reliability.mode": "ATLEAST_ONCE"})
+    builder.add_spout("crasher", Crasher, par=1)
+    builder.set_config({"topology.stmgrs": 2, "topology.reliability.mode": "ATLEAST_ONCE",
+                        DIR_KEY: str(folder)})
     return builder
