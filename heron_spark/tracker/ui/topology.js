@@ -55,7 +55,7 @@ export class TopologyView {
     }
     renderPhysicalPlan(this.parts.physical, physical,
                        (inst, stmgr) => this.logs.open(inst, stmgr));
-    if (!components.includes(this.selected)) this.selected = components[0] ?? null;
+    if (!components.includes(this.selected)) this.selected = firstFeeding(logical, components);
     await Promise.all([this.renderMetrics(logical, components),
                        this.renderExceptions(components),
                        this.selected && this.charts.update(this.topo, logical, this.selected)]);
@@ -146,4 +146,12 @@ export function upstreamFirst(logical) {
     }
   }
   return Object.keys(depth).sort((a, b) => depth[a] - depth[b] || a.localeCompare(b));
+}
+
+/** The component charted until the user picks one: the first that feeds a bolt (a spout of
+ * the main flow rather than a side one), else the first. */
+function firstFeeding(logical, components) {
+  const feeding = new Set(Object.values(logical.bolts || {}).flatMap(
+    b => (b.inputs || []).map(i => i.component_name)));
+  return components.find(c => feeding.has(c)) ?? components[0] ?? null;
 }
