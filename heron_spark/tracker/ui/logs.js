@@ -70,7 +70,10 @@ export class LogViewer {
     const end = this.offset + Number(chunk.length ?? (chunk.data || "").length);
     this.size = Math.max(this.size, end);
     const page = (label, target, enabled) => el("button", {
-      "data-page": label, disabled: !enabled, onclick: () => this.show(target)}, label);
+      "data-page": label, disabled: !enabled, onclick: () => this.show(target).catch(err => {
+        this.section.querySelector(".controls").append(
+          el("span", {class: "error"}, String(err.message || err)));
+      })}, label);
     this.section.replaceChildren(
       el("h2", {}, `Log of ${this.instance.id}`),
       el("div", {class: "controls"}, [

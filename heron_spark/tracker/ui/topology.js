@@ -54,11 +54,22 @@ export class TopologyView {
       drawLogicalPlan(svg, logical, parallelism);
     }
     renderPhysicalPlan(this.parts.physical, physical,
-                       (inst, stmgr) => this.logs.open(inst, stmgr));
+                       (inst, stmgr) => this.logs.open(inst, stmgr).catch(err => {
+                         this.parts.log.hidden = false;
+                         this.parts.log.replaceChildren(el("p", {class: "error"},
+                                                           String(err.message || err)));
+                       }));
     if (!components.includes(this.selected)) this.selected = firstFeeding(logical, components);
-    await Promise.all([this.renderMetrics(logical, components),
-                       this.renderExceptions(components),
-                       this.selected && this.charts.update(this.topo, logical, this.selected)]);
+    // Live views need a running TMaster (a FINISHED or KILLED topology has none): each part
+    // that cannot load says why in place, and the plans above stay.
+    const live = [[this.parts.metrics, () => this.renderMetrics(logical, components)],
+                  [this.parts.exceptions, () => this.renderExceptions(components)],
+                  [this.parts.charts, () => this.selected &&
+                    this.charts.update(this.topo, logical, this.selected)]];
+    await Promise.all(live.map(([part, load]) => load().catch(err => {
+      if (part === this.parts.charts) this.charts.component = null;  // rebuilt next time
+      part.replaceChildren(el("p", {class: "error"}, String(err.message || err)));
+    })));
   }
 
   renderHead(state) {
