@@ -61,7 +61,7 @@ export class ComponentCharts {
     if (!drawn) {
       drawn = this.graphs[chart.id] = {items: new vis.DataSet(), groups: new vis.DataSet()};
       drawn.graph = new vis.Graph2d(box, drawn.items, drawn.groups, {
-        height: "180px", legend: {enabled: true, left: {position: "top-right"}},
+        height: "180px", legend: {enabled: true, left: {position: "top-left"}},
         drawPoints: {size: 4}, shaded: false, interpolation: false,
         dataAxis: {left: {range: {min: 0}}}, moveable: false, zoomable: false});
     }
