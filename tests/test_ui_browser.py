@@ -5,8 +5,9 @@ spout that crashes once) runs on ``local[4]``; Chromium opens a login link, and 
 what a person would see: the topology listed as RUNNING, a logical-plan node per component, the
 crash's traceback under exceptions, every instance of the physical plan with its pid, the
 numbers of the components table equal to the tracker's ``/topologies/metrics`` (exactly: once
-every sentence is acked the counters stop moving), the per-minute charts drawn, and an
-instance's log read through ``/topologies/container/filedata``.
+every sentence is acked the counters stop moving), the per-minute charts drawn, an
+instance's log read through ``/topologies/container/filedata``, and the Deactivate / Activate
+buttons taking the topology to PAUSED and back to RUNNING.
 A full-page screenshot goes to ``build/screenshots/topology.png``.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them): without them
@@ -126,6 +127,37 @@ def _screenshot(driver, path: Path) -> Path:
     return path
 
 
+def _read(driver, script: str, *args):
+    """Run ``script`` in the page and return its value: one atomic read of the DOM (the page
+    re-renders its sections every few seconds, which makes element handles go stale)."""
+    return driver.execute_script(script, *args)
+
+
+def _text(driver, css: str) -> str | None:
+    """The text of the first element matching ``css`` now, or None."""
+    return _read(driver, "return document.querySelector(arguments[0])?.innerText ?? null", css)
+
+
+def _attrs(driver, css: str, name: str) -> list[str]:
+    """Attribute ``name`` of every element matching ``css`` now."""
+    return _read(driver, "return [...document.querySelectorAll(arguments[0])]"
+                         ".map(e => e.getAttribute(arguments[1]))", css, name)
+
+
+def _click(driver, css: str, timeout: float = 10) -> None:
+    """Click the element matching ``css``, again if a re-render replaced it mid-click."""
+    from selenium.common.exceptions import (NoSuchElementException,
+                                            StaleElementReferenceException)
+
+    def attempt() -> bool:
+        try:
+            driver.find_element("css selector", css).click()
+            return True
+        except (StaleElementReferenceException, NoSuchElementException):
+            return False
+    wait_for(attempt, timeout, f"a click on {css}")
+
+
 def _errors(driver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
@@ -144,47 +176,45 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
         # The list: this topology, RUNNING; its ids are the API's query parameters.
         driver.get(link)
         row = f'tr[data-topology="{name}"]'
-        wait_for(lambda: driver.find_elements("css selector", f"{row} [data-state]"), 30,
-                 "the topology in the UI's list")
-        assert driver.find_element("css selector", f"{row} [data-state]").text == "RUNNING"
+        wait_for(lambda: _text(driver, f"{row} [data-state]"), 30, "the topology in the list")
+        assert _text(driver, f"{row} [data-state]") == "RUNNING"
         states = tracker.get("/topologies/states")
         (cluster, environs), = states.items()
         (environ, topologies), = environs.items()
         tracker.ids = {"cluster": cluster, "environ": environ, "topology": name}
         if topologies[name].get("role"):
             tracker.ids["role"] = topologies[name]["role"]
-        driver.find_element("css selector", f"{row} a").click()
+        _click(driver, f"{row} a")
 
         # Every component in the table and as a node of the logical plan graph.
         def shown(css: str) -> set[str]:
-            return {e.get_attribute("data-component")
-                    for e in driver.find_elements("css selector", css)}
+            return set(_attrs(driver, css, "data-component"))
         wait_for(lambda: shown("#metrics-table tbody tr[data-component]") == COMPONENTS, 30,
                  "a table row per component")
         wait_for(lambda: shown("#logical g.node[data-component]") == COMPONENTS, 10,
                  "a graph node per component")
-        edges = driver.find_elements("css selector", "#logical g.edgePath")
-        assert len(edges) == 2  # sentences -> split -> count; the crasher feeds nothing
+        # sentences -> split -> count; the crasher feeds nothing
+        assert len(_attrs(driver, "#logical g.edgePath", "class")) == 2
 
         # The crash, with its traceback, as /topologies/exceptions reports it.
         crash_css = '#exceptions details[data-component="crasher"]'
-        wait_for(lambda: driver.find_elements("css selector", crash_css), 60,
+        wait_for(lambda: _attrs(driver, crash_css, "data-instance"), 60,
                  "the crasher's exception in the UI")
         (reported,) = tracker.get("/topologies/exceptions", component="crasher")
         assert topo.CRASH_MESSAGE in reported["stacktrace"]
         assert "Traceback" in reported["stacktrace"]
-        crash = driver.find_element("css selector", crash_css)
-        assert crash.get_attribute("data-instance") == reported["instance_id"]
-        crash.find_element("css selector", "summary").click()  # unfold the traceback
-        shown_trace = crash.find_element("css selector", "pre").text
+        assert _attrs(driver, crash_css, "data-instance") == [reported["instance_id"]]
+        _click(driver, f"{crash_css} summary")  # unfold the traceback (kept open on refresh)
+        shown_trace = wait_for(lambda: _text(driver, f"{crash_css}[open] pre"), 10,
+                               "the unfolded traceback")
         assert reported["stacktrace"].strip().splitlines()[-1] in shown_trace
         assert "Traceback" in shown_trace
 
         # Every instance of the physical plan, with its pid (the crasher's is its restart's).
         def instances_shown() -> dict[str, str]:
-            return {e.get_attribute("data-instance"): e.find_element(
-                "css selector", "[data-field=pid]").text
-                for e in driver.find_elements("css selector", "#physical tr[data-instance]")}
+            return _read(driver, """return Object.fromEntries([...document.querySelectorAll(
+                '#physical tr[data-instance]')].map(tr => [tr.dataset.instance,
+                tr.querySelector('[data-field=pid]').textContent]))""")
         plan = tracker.get("/topologies/physicalplan")
         instances = plan["instances"]
         assert len(instances) == 6 and all(inst["pid"] > 0 for inst in instances.values())
@@ -211,35 +241,41 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
         wait_for(lambda: _table(driver) == api_counts(), 30,
                  "the table to show the tracker's counters")
         assert word_count(_table(driver)) == expected
-        rate = driver.find_element(
-            "css selector", '#metrics-table tr[data-component="split"] td[data-metric=execute-rate]')
-        assert float(rate.get_attribute("data-value")) > 0
+        (rate,) = _attrs(driver, '#metrics-table tr[data-component="split"] '
+                                 'td[data-metric=execute-rate]', "data-value")
+        assert float(rate) > 0
 
         # Charts: /metrics/timeline's points handed to Graph2d, which draws them on a later
         # animation frame.
-        wait_for(lambda: int(driver.find_element(
-            "css selector", "[data-chart=counts]").get_attribute("data-points") or 0) > 0, 90,
-            "points in the counts chart")
-        wait_for(lambda: driver.find_elements(
-            "css selector", "[data-chart=counts] .vis-line-graph .series-emit-count.vis-point"), 10,
-            "Graph2d to draw the counts chart's points")
+        wait_for(lambda: int((_attrs(driver, "[data-chart=counts]", "data-points") or ["0"])[0]
+                             or 0) > 0, 90, "points in the counts chart")
+        wait_for(lambda: _attrs(driver, "[data-chart=counts] .vis-line-graph "
+                                        ".series-emit-count.vis-point", "class"), 10,
+                 "Graph2d to draw the counts chart's points")
 
         # An instance's log, opened from the physical plan.
         count_task = next(i for i, inst in instances.items() if inst["name"] == "count")
-        driver.find_element("css selector", f'button[data-log="{count_task}"]').click()
+        _click(driver, f'button[data-log="{count_task}"]')
         log_css = f'#log-text[data-instance="{count_task}"]'
-        wait_for(lambda: topo.READY_LINE in "".join(
-            e.text for e in driver.find_elements("css selector", log_css)), 20,
-            f"{count_task}'s log in the log view")
+        wait_for(lambda: topo.READY_LINE in (_text(driver, log_css) or ""), 20,
+                 f"{count_task}'s log in the log view")
         inst = instances[count_task]
         tail = tracker.get("/topologies/container/filedata", container=inst["container"],
                            path=inst["logfile_path"], offset=0, length=1 << 16)
         assert f"{topo.READY_LINE} {inst['task_id']}" in tail["data"]
-        assert f"{topo.READY_LINE} {inst['task_id']}" in driver.find_element(
-            "css selector", log_css).text
+        assert f"{topo.READY_LINE} {inst['task_id']}" in _text(driver, log_css)
 
         assert _errors(driver) == []
         print(f"\nscreenshot: {_screenshot(driver, SCREENSHOT)}")
+
+        # Management: Deactivate, then Activate, through the page's buttons (POST verbs).
+        for verb, state in (("deactivate", "PAUSED"), ("activate", "RUNNING")):
+            _click(driver, f"button[data-verb={verb}]:not([disabled])")
+            wait_for(lambda state=state: tracker.get("/topologies/executionstate")["status"]
+                     == state, 60, f"the tracker to report {state} after {verb}")
+            wait_for(lambda state=state: _text(driver, "#summary [data-state]") == state, 20,
+                     f"the page to show {state} after {verb}")
+        assert _errors(driver) == []
     finally:
         driver.quit()
         handle.kill()
