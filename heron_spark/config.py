@@ -53,6 +53,8 @@ TRACKER_MAX_CONNECTIONS = "heron.tracker.max.connections"
 TRACKER_IDLE_TIMEOUT_SECS = "heron.tracker.idle.timeout.secs"
 PYTHON_GC_YOUNG_OBJECTS = "heron.python.gc.young.objects"
 CHECKPOINT_ROOT = "heron.checkpoint.root"
+TMASTER_STMGR_HEARTBEAT_TIMEOUT_SECS = "heron.tmaster.stmgr.heartbeat.timeout.secs"
+SUBMIT_PROGRESS = "heron.submit.progress"
 
 CONF_FILE_NAME = "heron_spark.yaml"
 CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
@@ -121,6 +123,11 @@ class SystemConfig:
     # Effectively once: where task state is checkpointed, a pyarrow.fs URL (file://, hdfs://,
     # s3://) or a local path; empty: <work_dir>/checkpoints (one machine only).
     checkpoint_root: str = ""
+    # The TMaster drops a stmgr silent for this long, and restarts the Spark stage if it has
+    # not registered again after as long again (a stopped container, a lost executor).
+    tmaster_stmgr_heartbeat_timeout_secs: float = 30.0
+    # submit() shows "containers registered k/N" while the topology starts.
+    submit_progress: bool = True
 
     def validate(self) -> "SystemConfig":
         """Return self, or raise ConfigError naming the first unusable value."""
@@ -140,10 +147,12 @@ class SystemConfig:
                               f"({self.backpressure_high_water_tuples})")
         for key in (PYTHON_GC_YOUNG_OBJECTS, BATCH_LINGER_MS, RESTART_BACKOFF_SECS,
                     RESTART_BACKOFF_MAX_SECS, STALL_TIMEOUT_SECS,
-                    USER_CODE_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS):
+                    USER_CODE_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS,
+                    TMASTER_STMGR_HEARTBEAT_TIMEOUT_SECS):
             if getattr(self, _field_of(key)) < 0:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 0")
-        for key in (STALL_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS):
+        for key in (STALL_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS,
+                    TMASTER_STMGR_HEARTBEAT_TIMEOUT_SECS):
             if getattr(self, _field_of(key)) == 0:
                 raise ConfigError(key, 0, "use a positive number of seconds")
         if not 0 <= self.backpressure_low_water_bytes < self.backpressure_high_water_bytes:

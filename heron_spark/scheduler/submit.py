@@ -78,7 +78,8 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     committed = (statemgr.get_committed_checkpoint(plan.name) or {}) if resume else {}
     tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
                       generation, system.instance_restart_max, system.restart_window_secs,
-                      checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)))
+                      checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)),
+                      stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs)
     tracker = None
     if system.tracker_port >= 0:
         tracker = start_tracker(tmaster, host, system.tracker_port, secret,
@@ -136,6 +137,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                          _resubmission_policy(tmaster, system),
                          planned=lambda error: tmaster.state.ended or is_cancellation(error))
     handle._attach(stage)
+    tmaster.recover_containers = stage.recover
     stage.start()
     _install_sigterm(handle)
     if _CLI_CONTEXT is not None:
