@@ -87,7 +87,9 @@ class SystemConfig:
     frame_max_bytes: int = 256 * MiB
     tracker_port: int = 0           # 0: any free port; -1: no tracker HTTP server
     spark_slots_wait_secs: float = 60.0
-    spark_jvm_bridge: bool = False  # load jvm_bridge/ into a session submit() creates
+    # Load jvm_bridge/ into a session submit() creates: "auto" when javac and the bridge's
+    # sources are there (else one info line), "true" (fail if it cannot), "false".
+    spark_jvm_bridge: str = "auto"
     # Failure recovery: a task failing more than instance_restart_max times (a stmgr dying more
     # than stmgr_restart_max times) within restart_window_secs fails the topology (the Spark
     # stage). A failed stage is resubmitted up to stage_resubmit_max times in a row, waiting
@@ -179,7 +181,16 @@ def _field_of(key: str) -> str:
     return _FIELD_OF[key]
 
 
+BRIDGE_MODES = {"auto": "auto", "true": "true", "1": "true", "yes": "true", "on": "true",
+                "false": "false", "0": "false", "no": "false", "off": "false"}
+
+
 def _coerce(key: str, value: Any, default: Any) -> Any:
+    if key == SPARK_JVM_BRIDGE:
+        mode = BRIDGE_MODES.get(str(value).strip().lower())
+        if mode is None:
+            raise ConfigError(key, value, "use auto, true or false")
+        return mode
     try:
         if isinstance(default, bool):
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")

@@ -16,7 +16,7 @@ from heron_spark import _pickling
 from heron_spark._failure_window import FailureWindow
 from heron_spark.config import SystemConfig
 from heron_spark.container.task import ContainerTask
-from heron_spark.errors import TopologyStateError, WrongPlaceError
+from heron_spark.errors import HeronSparkError, TopologyStateError, WrongPlaceError
 from heron_spark.plan.logical import LogicalPlan
 from heron_spark.plan.prepare import prepare
 from heron_spark.proto import topology_pb2
@@ -113,7 +113,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     task = ContainerTask(plan.name, definition, packing.SerializeToString(),
                          _config_fields(system), secret, host, tmaster.port, generation, local)
 
-    bridge = system.spark_jvm_bridge and _bridge_loaded(spark)
+    bridge = system.spark_jvm_bridge != "false" and _bridge_loaded(spark)
 
     def on_stage_exit(result, error) -> None:
         if error is not None and is_cancellation(error):
@@ -240,7 +240,7 @@ def _spark_session(spark, master: str | None, system: SystemConfig):
 
     existing = spark if spark is not None else SparkSession.getActiveSession()
     if existing is not None:
-        if system.spark_jvm_bridge:
+        if system.spark_jvm_bridge == "true" and not _bridge_loaded(existing):
             log.warning("heron.spark.jvm.bridge applies only to a session submit() creates; "
                         "add jvm_bridge.spark_conf(jvm_bridge.build_jar()) to your session")
         return existing
@@ -251,12 +251,38 @@ def _spark_session(spark, master: str | None, system: SystemConfig):
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded default
         builder = builder.master("local[*]")
-    if system.spark_jvm_bridge:
-        from heron_spark.scheduler import jvm_bridge
-
-        for key, value in jvm_bridge.spark_conf(jvm_bridge.build_jar()).items():
-            builder = builder.config(key, value)
+    for key, value in {**_SESSION_CONF, **_bridge_conf(system.spark_jvm_bridge)}.items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# Set on a session submit() creates: topology gauges (jvm_bridge) on the driver UI's
+# /metrics/prometheus/ (Spark's PrometheusServlet sink), executor metrics on
+# /metrics/executors/prometheus, and no console progress bar drawing over submit's own output.
+_SESSION_CONF = {
+    "spark.ui.prometheus.enabled": "true",
+    "spark.metrics.conf.*.sink.prometheusServlet.class":
+        "org.apache.spark.metrics.sink.PrometheusServlet",
+    "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def _bridge_conf(mode: str) -> dict[str, str]:
+    """The Spark settings loading the JVM bridge: "true" fails loudly if it cannot be built,
+    "auto" goes on without it (one info line), "false" never tries."""
+    if mode == "false":
+        return {}
+    from heron_spark.scheduler import jvm_bridge
+
+    try:
+        return jvm_bridge.spark_conf(jvm_bridge.build_jar())
+    except (HeronSparkError, OSError) as exc:
+        if mode == "true":
+            raise
+        log.info("Spark metrics of the topology are off (heron.spark.jvm.bridge=auto could "
+                 "not build the JVM bridge: %s)", str(exc).splitlines()[0])
+        return {}
 
 
 def _topology_proto(plan: LogicalPlan, topology_id: str, definition: bytes):
