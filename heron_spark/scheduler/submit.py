@@ -21,6 +21,7 @@ from heron_spark.plan.logical import LogicalPlan
 from heron_spark.plan.prepare import prepare
 from heron_spark.proto import topology_pb2
 from heron_spark.scheduler.handle import TopologyHandle
+from heron_spark.scheduler import progress
 from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
@@ -139,6 +140,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     handle._attach(stage)
     tmaster.recover_containers = stage.recover
     stage.start()
+    handle._progress = progress.watch(tmaster, system.submit_progress)
     _install_sigterm(handle)
     if _CLI_CONTEXT is not None:
         _CLI_CONTEXT["handles"].append(handle)
