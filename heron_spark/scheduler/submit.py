@@ -22,10 +22,11 @@ from heron_spark.plan.prepare import prepare
 from heron_spark.proto import topology_pb2
 from heron_spark.scheduler.handle import TopologyHandle
 from heron_spark.scheduler import progress
+from heron_spark.scheduler.executors import ContainerExecutors
 from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
-                                                   is_local_master)
+                                                   is_local_master, job_group)
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
@@ -132,7 +133,8 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         statemgr.close()
 
     if bridge:
-        threading.Thread(target=_publish_gauges, args=(spark, tmaster, system), daemon=True,
+        threading.Thread(target=_publish_gauges, args=(spark, tmaster, system),
+                         daemon=True,
                          name=f"gauges-{plan.name}").start()
     stage = BarrierStage(spark, task, view.container_count, on_stage_exit,
                          _resubmission_policy(tmaster, system),
@@ -196,18 +198,51 @@ def _bridge_loaded(spark) -> bool:
 
 
 def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
-    """Copy the TMaster's per-component metrics into Spark's metrics system until the end."""
-    from heron_spark.scheduler import jvm_bridge
+    """Copy the TMaster's per-component metrics into Spark's metrics system until the end;
+    hand Spark's loss of an executor hosting a container to the TMaster."""
 
     interval = system.metrics_interval_ms / 1000.0
-    while True:
-        ended = tmaster.closed.wait(interval)
-        if not ended:  # the final copy is on_stage_exit's, before wait() returns
-            _copy_gauges(spark, tmaster)
-        for event in jvm_bridge.drain_events(spark):
-            log.warning("Spark event during topology %s: %s", tmaster.name, event)
-        if ended:
-            return
+    executors = ContainerExecutors(job_group(tmaster.name))
+    lock = threading.Lock()
+
+    def on_event(event: dict) -> None:  # from any topology's publisher thread
+        with lock:
+            loss = executors.on_event(event, tmaster.generation)
+        if loss is not None:
+            tmaster.executor_lost(loss.executor, loss.containers, loss.reason, loss.generation)
+
+    with _BRIDGE_LOCK:
+        _BRIDGE_LISTENERS[id(on_event)] = on_event
+    try:
+        while True:
+            ended = tmaster.closed.wait(interval)
+            if not ended:  # the final copy is on_stage_exit's, before wait() returns
+                _copy_gauges(spark, tmaster)
+            _dispatch_bridge_events(spark)
+            if ended:
+                return
+    finally:
+        with _BRIDGE_LOCK:
+            _BRIDGE_LISTENERS.pop(id(on_event), None)
+
+
+# The bridge's event queue is one per JVM: whichever topology's publisher drains it hands every
+# event to every topology of this driver.
+_BRIDGE_LOCK = threading.Lock()
+_BRIDGE_LISTENERS: dict[int, Any] = {}
+
+
+def _dispatch_bridge_events(spark) -> None:
+    from heron_spark.scheduler import jvm_bridge
+
+    with _BRIDGE_LOCK:
+        events = jvm_bridge.drain_events(spark)
+        listeners = list(_BRIDGE_LISTENERS.values())
+    for event in events:
+        if event.get("type") != "task_start":
+            log.warning("Spark event: %s", event)
+        for listener in listeners:
+            listener(event)
 
 
 def _copy_gauges(spark, tmaster: TMaster) -> None:

@@ -76,6 +76,7 @@ class TMaster:
         # (set by submit: the barrier stage's ``recover``) restarts the stage.
         self.liveness = StmgrLiveness(stmgr_heartbeat_timeout_secs)
         self.recover_containers: Callable[[str], None] | None = None
+        self.executor_losses: list[dict] = []  # Spark executors lost with containers on them
         self.drained: set[int] = set()
         self.all_tasks = set(plan.task_component)
         self.metrics: dict[tuple[str, int], dict[str, float]] = {}
@@ -303,6 +304,31 @@ class TMaster:
             if recover is not None:
                 recover(reason)
 
+    def executor_lost(self, executor: str, containers: tuple[int, ...], reason: str,
+                      generation: int) -> None:
+        """Spark removed ``executor``, which hosted ``containers`` of ``generation``: restart
+        the stage now, unless that generation has been replaced already (Spark failed the
+        stage itself and the resubmission policy ran first)."""
+        with self._lock:
+            if self.state.ended:
+                return
+            current = generation == self.generation
+            self.executor_losses.append({
+                "executor": executor, "containers": list(containers), "reason": reason,
+                "time": time.time(), "generation": generation,
+                "action": "restart" if current else f"none: generation {self.generation} runs"})
+            del self.executor_losses[:-20]
+            recover = self.recover_containers
+        detail = (f"Spark removed executor {executor}, which hosted container(s) "
+                  f"{list(containers)} of generation {generation}: {reason}")
+        if not current:
+            log.warning("topology %s: %s; already replaced by generation %d", self.name, detail,
+                        self.generation)
+            return
+        log.error("topology %s: %s; restarting its containers now", self.name, detail)
+        if recover is not None:
+            recover(detail)
+
     def _on_metrics_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         snapshot = metrics_pb2.MetricsSnapshot()
         snapshot.ParseFromString(payload)
@@ -374,6 +400,7 @@ class TMaster:
                     "heartbeat_ages_secs": {str(k): v for k, v in
                                             self.liveness.ages(time.monotonic()).items()},
                     "dead_stmgrs": sorted(self.liveness.dead_since),
+                    "executor_losses": list(self.executor_losses),
                     "drained_tasks": len(self.drained), "tasks": len(self.all_tasks),
                     "generation": self.generation,
                     "instance_failures": {str(k): v for k, v in self.failures.items()},
