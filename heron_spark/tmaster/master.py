@@ -3,8 +3,8 @@
 It waits for every stmgr to register, builds the physical plan, stores and broadcasts it,
 tracks heartbeats, drained tasks and metrics, and drives the end of the topology (finished,
 killed or failed). Threads: the listener, one reader per connection (they call the handlers
-below under ``_lock``), and the optional tracker HTTP server. ``done`` is set once the
-topology has ended.
+below under ``_lock``), the liveness check (``check_liveness``, about once a second), and the
+optional tracker HTTP server. ``done`` is set once the topology has ended.
 """
 
 from __future__ import annotations
