@@ -36,6 +36,10 @@ setup(
             "pytest-spark>=0.8",
             "grpcio-tools==1.85.1",
             "ruff>=0.6",
+            # tests/test_notebook.py runs a real Jupyter kernel that submits a topology and
+            # displays its handle, as a notebook user does.
+            "nbclient>=0.10",
+            "ipykernel>=6",
         ],
     },
     entry_points={"console_scripts": ["heron-spark=heron_spark.cli.main:main"]},
