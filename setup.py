@@ -19,6 +19,8 @@ setup(
               *(("heronpy" + p[len("heron_spark.heronpy"):]) for p in
                 find_packages(include=["heron_spark.heronpy", "heron_spark.heronpy.*"]))],
     package_dir={"heronpy": "heron_spark/heronpy"},
+    # The tracker's web UI: static files served from the installed package.
+    package_data={"heron_spark.tracker": ["ui/*", "ui/*/*"]},
     install_requires=[
         "pyspark>=4.0,<5",
         "pyarrow>=15",

@@ -34,6 +34,9 @@ HEARTBEAT_INTERVAL_SECS = 0.25
 _PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
 GIL_SWITCH_INTERVAL_SECS = 0.0005
+# The stmgr's exit code when the TMaster asked its container to restart (``heron restart``):
+# its supervisor restarts it and every instance at once, without counting a failure.
+STMGR_RESTART_EXIT = 4
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 
 

@@ -55,6 +55,10 @@ PYTHON_GC_YOUNG_OBJECTS = "heron.python.gc.young.objects"
 CHECKPOINT_ROOT = "heron.checkpoint.root"
 TMASTER_STMGR_HEARTBEAT_TIMEOUT_SECS = "heron.tmaster.stmgr.heartbeat.timeout.secs"
 SUBMIT_PROGRESS = "heron.submit.progress"
+TMASTER_METRICS_BUCKET_SECS = "heron.tmaster.metrics.bucket.secs"
+TMASTER_METRICS_RETENTION_SECS = "heron.tmaster.metrics.retention.secs"
+TMASTER_METRICS_MAX_SERIES = "heron.tmaster.metrics.max.series"
+TMASTER_EXCEPTIONS_PER_INSTANCE = "heron.tmaster.exceptions.per.instance"
 
 CONF_FILE_NAME = "heron_spark.yaml"
 CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
@@ -130,6 +134,14 @@ class SystemConfig:
     tmaster_stmgr_heartbeat_timeout_secs: float = 30.0
     # submit() shows "containers registered k/N" while the topology starts.
     submit_progress: bool = True
+    # The TMaster's metrics history (the tracker's metrics, timeline and query views): one
+    # value per bucket (Heron: a minute) per (component, task, metric), kept for retention
+    # (Heron: 3 hours), at most max_series series; and at most exceptions_per_instance
+    # distinct stack traces per task for the exceptions views.
+    tmaster_metrics_bucket_secs: int = 60
+    tmaster_metrics_retention_secs: int = 3 * 3600
+    tmaster_metrics_max_series: int = 200_000
+    tmaster_exceptions_per_instance: int = 20
 
     def validate(self) -> "SystemConfig":
         """Return self, or raise ConfigError naming the first unusable value."""
@@ -140,7 +152,9 @@ class SystemConfig:
                     HEARTBEAT_INTERVAL_MS, METRICS_INTERVAL_MS):
             if getattr(self, _field_of(key)) < 1:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 1")
-        for key in (BACKPRESSURE_HIGH_WATER_TUPLES, TRACKER_MAX_CONNECTIONS):
+        for key in (BACKPRESSURE_HIGH_WATER_TUPLES, TRACKER_MAX_CONNECTIONS,
+                    TMASTER_METRICS_BUCKET_SECS, TMASTER_METRICS_MAX_SERIES,
+                    TMASTER_EXCEPTIONS_PER_INSTANCE):
             if getattr(self, _field_of(key)) < 1:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 1")
         if not 0 <= self.backpressure_low_water_tuples < self.backpressure_high_water_tuples:
@@ -161,6 +175,10 @@ class SystemConfig:
             raise ConfigError(BACKPRESSURE_LOW_WATER_BYTES, self.backpressure_low_water_bytes,
                               f"use a value below {BACKPRESSURE_HIGH_WATER_BYTES} "
                               f"({self.backpressure_high_water_bytes})")
+        if self.tmaster_metrics_retention_secs < self.tmaster_metrics_bucket_secs:
+            raise ConfigError(TMASTER_METRICS_RETENTION_SECS, self.tmaster_metrics_retention_secs,
+                              f"keep at least one bucket: use a value >= "
+                              f"{TMASTER_METRICS_BUCKET_SECS} ({self.tmaster_metrics_bucket_secs})")
         if self.batch_flush_interval_ms <= 0:
             raise ConfigError(BATCH_FLUSH_INTERVAL_MS, self.batch_flush_interval_ms,
                               "use a positive number of milliseconds")

@@ -131,14 +131,15 @@ class RecordingCountBolt(Bolt):
 
 def build(name: str, corpus: Path, out: Path, *, spouts: int = 2, splits: int = 2,
           counts: int = 2, containers: int = 2, config: dict | None = None,
-          auto_ack: bool = False):
-    """Return the at-least-once word-count topology class."""
+          auto_ack: bool = False, count_bolt: type | None = None):
+    """Return the at-least-once word-count topology class (``count_bolt``: a subclass of
+    ``RecordingCountBolt`` to use instead)."""
     builder = TopologyBuilder(name)
     spout = builder.add_spout("lines", LoggingFileSpout, par=spouts,
                               config={**LoggingFileSpout.settings(str(corpus)), OUT: str(out)})
     split = builder.add_bolt("split", AutoAckSplitBolt if auto_ack else SplitBolt, par=splits,
                              inputs={spout: Grouping.SHUFFLE}, config={OUT: str(out)})
-    builder.add_bolt("count", RecordingCountBolt, par=counts,
+    builder.add_bolt("count", count_bolt or RecordingCountBolt, par=counts,
                      inputs={split: Grouping.fields("word")}, config={OUT: str(out)})
     builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE", "topology.stmgrs": containers,
                         "topology.message.timeout.secs": 10, **(config or {})})

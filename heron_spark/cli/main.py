@@ -1,4 +1,5 @@
-"""``heron-spark``: submit, kill, list topologies; print the effective config.
+"""``heron-spark``: submit, kill, list, activate, deactivate, restart and update topologies;
+run a tracker, open its UI; print the effective config and the versions.
 
 ``heron-spark submit [options] FILE [NAME] [ARGS...]`` runs FILE as ``heron submit`` does: options
 come before FILE; NAME and ARGS reach the file as ``sys.argv[1:]``.
@@ -42,7 +43,8 @@ def cmd_submit(args) -> int:
     path = Path(args.file).resolve()
     if not path.is_file():
         raise SystemExit(f"no such topology file: {path}")
-    options = {"conf": _conf_pairs(args.conf), "name": args.name, "master": args.master}
+    options = {"conf": _conf_pairs(args.conf), "name": args.name, "master": args.master,
+               "deactivated": args.deploy_deactivated}
     submit_module._CLI_CONTEXT = {"options": options, "handles": []}
     # As ``heron submit`` does: the file sees NAME and the extra arguments as sys.argv[1:].
     sys.argv = [str(path), *([args.name] if args.name else []), *args.args]
@@ -70,6 +72,10 @@ def cmd_submit(args) -> int:
                                  f"found {[c.__name__ for c in classes]}")
             submit_module.submit(classes[0])  # the CLI options apply; the handle is recorded
         for handle in handles:
+            if handle.tracker_url is not None:
+                print(f"topology {handle.name}: tracker UI (one-time login link): "
+                      f"{handle.ui_link()}", flush=True)
+        for handle in handles:
             status = handle.wait()
             print(f"topology {handle.name}: {status}")
         return code
@@ -81,6 +87,67 @@ def cmd_kill(args) -> int:
     from heron_spark.tmaster.client import kill_topology
 
     print(f"{args.name}: {kill_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
+    return 0
+
+
+def cmd_activate(args) -> int:
+    from heron_spark.tmaster.client import activate_topology
+
+    print(f"{args.name}: {activate_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
+    return 0
+
+
+def cmd_deactivate(args) -> int:
+    from heron_spark.tmaster.client import deactivate_topology
+
+    print(f"{args.name}: {deactivate_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
+    return 0
+
+
+def cmd_restart(args) -> int:
+    from heron_spark.tmaster.client import restart_topology
+
+    detail = restart_topology(_statemgr(_conf_pairs(args.conf)), args.name, args.container)
+    print(f"{args.name}: {detail}")
+    return 0
+
+
+def _parallelism_pairs(pairs: list[str]) -> dict[str, int]:
+    parallelism = {}
+    for pair in pairs:
+        component, sep, count = pair.rpartition(":")
+        if not sep or not component or not count.strip().lstrip("-").isdigit():
+            raise SystemExit(f"--component-parallelism takes COMPONENT:N, got {pair!r}")
+        parallelism[component] = int(count)
+    return parallelism
+
+
+def cmd_update(args) -> int:
+    from heron_spark.tmaster.client import update_topology
+
+    parallelism = _parallelism_pairs(args.component_parallelism)
+    if not parallelism:
+        raise SystemExit("update needs at least one --component-parallelism COMPONENT:N")
+    detail = update_topology(_statemgr(_conf_pairs(args.conf)), args.name, parallelism)
+    print(f"{args.name}: {detail}")
+    return 0
+
+
+def cmd_version(args) -> int:
+    """Print heron_spark's, pyspark's, pyarrow's and Python's versions."""
+    import platform
+    from importlib import metadata
+
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    print(f"heron_spark {version('heron_spark')}")
+    print(f"pyspark {version('pyspark')}")
+    print(f"pyarrow {version('pyarrow')}")
+    print(f"python {platform.python_version()} ({sys.executable})")
     return 0
 
 
@@ -98,6 +165,53 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_tracker(args) -> int:
+    """Run a standalone tracker for every topology of the state manager until interrupted."""
+    import signal
+    import threading
+
+    from heron_spark.config import build_system_config, read_conf_file
+    from heron_spark.tracker.auth import login_link
+    from heron_spark.tracker.service import start_tracker
+
+    system = build_system_config(read_conf_file(), _conf_pairs(args.conf))
+    port = args.port if args.port is not None else max(system.tracker_port, 0)
+    server = start_tracker(system.statemgr, args.host, port,
+                           max_connections=system.tracker_max_connections,
+                           idle_timeout_secs=system.tracker_idle_timeout_secs)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"tracker for {system.statemgr} at {server.url}", flush=True)
+    print(f"UI (one-time login link): {login_link(server.url, server.app.auth.token)}",
+          flush=True)
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+    return 0
+
+
+def cmd_ui(args) -> int:
+    """Print a fresh one-time login link to a running tracker (and its Bearer token)."""
+    from heron_spark.tracker.auth import login_link, tracker_token
+    from heron_spark.tracker.service import tracker_urls
+
+    with _statemgr(_conf_pairs(args.conf)) as statemgr:
+        if args.name and statemgr.get_topology(args.name) is None:
+            raise SystemExit(f"no topology {args.name!r} in {statemgr.location}")
+        urls = tracker_urls(statemgr, args.name)
+        if not urls:
+            raise SystemExit(f"no tracker answers for {statemgr.location}: submit a topology "
+                             f"(its driver runs one) or run `heron-spark tracker`")
+        token = tracker_token(statemgr)
+    print(login_link(urls[0], token))
+    if args.token:
+        print(f"Authorization: Bearer {token}")
+    return 0
+
+
 def cmd_config(args) -> int:
     from heron_spark.config import build_system_config, read_conf_file
 
@@ -112,6 +226,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     submit = sub.add_parser("submit", help="run a topology file and wait for it to end")
     submit.add_argument("--master", help="Spark master URL (default: local[*] or spark-submit's)")
+    submit.add_argument("--deploy-deactivated", action="store_true",
+                        help="start it deactivated: spouts emit nothing until "
+                             "`heron-spark activate NAME`")
     submit.add_argument("file", help="Python file defining or building a topology")
     submit.add_argument("name", nargs="?", help="topology name (and class, if several); the file "
                         "reads it as sys.argv[1]")
@@ -119,8 +236,30 @@ def build_parser() -> argparse.ArgumentParser:
                         help="further arguments, passed to the file as sys.argv[2:]")
     kill = sub.add_parser("kill", help="kill a running topology")
     kill.add_argument("name")
+    for verb, text in (("activate", "resume a deactivated topology's spouts"),
+                       ("deactivate", "stop a topology's spouts emitting (bolts go on)")):
+        sub.add_parser(verb, help=text).add_argument("name")
+    restart = sub.add_parser("restart", help="restart every process of one container or all")
+    restart.add_argument("name")
+    restart.add_argument("container", nargs="?", type=int,
+                         help="container index (default: every container)")
+    update = sub.add_parser("update", help="rescale components of a running topology")
+    update.add_argument("name")
+    update.add_argument("--component-parallelism", action="append", default=[],
+                        metavar="COMPONENT:N", help="new parallelism of COMPONENT (repeatable)")
     sub.add_parser("list", help="list topologies in the state manager")
     sub.add_parser("config", help="print the effective runtime configuration")
+    tracker = sub.add_parser("tracker", help="run a tracker (HTTP API + UI) for every topology "
+                             "in the state manager")
+    tracker.add_argument("--port", type=int, help="port (default: heron.tracker.port, 0: any)")
+    tracker.add_argument("--host", default="127.0.0.1",
+                         help="address to listen on (default 127.0.0.1; 0.0.0.0: every one)")
+    ui = sub.add_parser("ui", help="print a one-time login link to a running tracker's UI")
+    ui.add_argument("name", nargs="?", help="topology whose driver's tracker to prefer")
+    ui.add_argument("--token", action="store_true",
+                    help="also print the Bearer token for scripts")
+    sub.add_parser("version", help="print heron_spark's, pyspark's, pyarrow's and Python's "
+                   "versions")
     for command in sub.choices.values():
         command.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                              help="override a heron.* or topology.* key (repeatable)")
@@ -130,7 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    handlers = {"submit": cmd_submit, "kill": cmd_kill, "list": cmd_list, "config": cmd_config}
+    handlers = {"submit": cmd_submit, "kill": cmd_kill, "list": cmd_list, "config": cmd_config,
+                "activate": cmd_activate, "deactivate": cmd_deactivate, "restart": cmd_restart,
+                "update": cmd_update, "version": cmd_version, "tracker": cmd_tracker,
+                "ui": cmd_ui}
     try:
         return handlers[args.command](args)
     except HeronSparkError as exc:

@@ -11,7 +11,10 @@ waits on a child: one poll loop looks at every child each ``_POLL_SECS`` and
 - when the stmgr dies, kills its instances (they lost their connections) and restarts them
   once the new stmgr is ready. More than ``heron.stmgr.restart.max`` stmgr deaths within
   ``heron.restart.window.secs`` raise, failing the barrier task (the driver resubmits the
-  stage). The TMaster bounds instance restarts (the stmgr reports each failure).
+  stage). The TMaster bounds instance restarts (the stmgr reports each failure);
+- when the stmgr exits with ``STMGR_RESTART_EXIT`` (the TMaster asked for a restart of the
+  container, ``heron restart``), restarts every child at once: the metrics manager now, the
+  stmgr now, the instances once it is ready. Such an exit is not counted as a death.
 
 The supervisor's own heartbeat is touched by a separate thread; its children kill it if it
 stalls (see ``_process``). Runs on a Spark executor, in the barrier task's thread.
@@ -210,6 +213,9 @@ class Supervisor:
             log.info("container %d: %s exited with %s while the stmgr shuts down", self.index,
                      child.name, _describe(code))
             return None
+        if child.name == STMGR and code == _process.STMGR_RESTART_EXIT:
+            self._restart_all(now)
+            return None
         if child.name == STMGR:
             deaths = self._stmgr_deaths.record()
             if deaths > self.config.stmgr_restart_max:
@@ -230,6 +236,26 @@ class Supervisor:
             return None
         self._schedule_restart(child, code, now)
         return None
+
+    def _restart_all(self, now: float) -> None:
+        """Restart every process of the container, as asked (not a failure: no backoff)."""
+        log.warning("container %d: restarting the stmgr, the metrics manager and every instance "
+                    "as asked", self.index)
+        self._instances_started_for = None
+        for task in self.instance_components:
+            inst = self.children[_task(task)]
+            if inst.alive:
+                _kill_now(inst.proc)
+            inst.restart_at = None
+            inst.restarts += 1
+        metrics = self.children[METRICSMGR]
+        if metrics.alive:  # a restart, as Heron's: no grace (its last interval is lost)
+            _kill_now(metrics.proc)
+        metrics.restarts += 1
+        self._spawn(metrics)
+        stmgr = self.children[STMGR]
+        stmgr.restarts += 1
+        stmgr.restart_at = now  # spawned by the next turn of the loop
 
     def _schedule_restart(self, child: _Child, code: int, now: float) -> None:
         lived = now - child.started

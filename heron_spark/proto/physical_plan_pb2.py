@@ -24,17 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13physical_plan.proto\x12\x0bheron_spark\"R\n\tStmgrInfo\x12\x17\n\x0f\x63ontainer_index\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x11\n\tdata_port\x18\x03 \x01(\x05\x12\x0b\n\x03pid\x18\x04 \x01(\x05\"q\n\x0cInstanceInfo\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\x11\n\tcomponent\x18\x02 \x01(\t\x12\x17\n\x0f\x63omponent_index\x18\x03 \x01(\x05\x12\x17\n\x0f\x63ontainer_index\x18\x04 \x01(\x05\x12\x0b\n\x03pid\x18\x05 \x01(\x05\"\xa4\x01\n\x0cPhysicalPlan\x12\x15\n\rtopology_name\x18\x01 \x01(\t\x12\x13\n\x0btopology_id\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\x03\x12&\n\x06stmgrs\x18\x04 \x03(\x0b\x32\x16.heron_spark.StmgrInfo\x12,\n\tinstances\x18\x05 \x03(\x0b\x32\x19.heron_spark.InstanceInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x13physical_plan.proto\x12\x0bheron_spark\"R\n\tStmgrInfo\x12\x17\n\x0f\x63ontainer_index\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x11\n\tdata_port\x18\x03 \x01(\x05\x12\x0b\n\x03pid\x18\x04 \x01(\x05\"q\n\x0cInstanceInfo\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\x11\n\tcomponent\x18\x02 \x01(\t\x12\x17\n\x0f\x63omponent_index\x18\x03 \x01(\x05\x12\x17\n\x0f\x63ontainer_index\x18\x04 \x01(\x05\x12\x0b\n\x03pid\x18\x05 \x01(\x05\"\xcf\x01\n\x0cPhysicalPlan\x12\x15\n\rtopology_name\x18\x01 \x01(\t\x12\x13\n\x0btopology_id\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\x03\x12&\n\x06stmgrs\x18\x04 \x03(\x0b\x32\x16.heron_spark.StmgrInfo\x12,\n\tinstances\x18\x05 \x03(\x0b\x32\x19.heron_spark.InstanceInfo\x12)\n\x05state\x18\x06 \x01(\x0e\x32\x1a.heron_spark.TopologyState*B\n\rTopologyState\x12\x18\n\x14TOPOLOGY_STATE_UNSET\x10\x00\x12\x0b\n\x07RUNNING\x10\x01\x12\n\n\x06PAUSED\x10\x02\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'physical_plan_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_TOPOLOGYSTATE']._serialized_start=445
+  _globals['_TOPOLOGYSTATE']._serialized_end=511
   _globals['_STMGRINFO']._serialized_start=36
   _globals['_STMGRINFO']._serialized_end=118
   _globals['_INSTANCEINFO']._serialized_start=120
   _globals['_INSTANCEINFO']._serialized_end=233
   _globals['_PHYSICALPLAN']._serialized_start=236
-  _globals['_PHYSICALPLAN']._serialized_end=400
+  _globals['_PHYSICALPLAN']._serialized_end=443
 # @@protoc_insertion_point(module_scope)

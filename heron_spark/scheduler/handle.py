@@ -1,4 +1,5 @@
-"""The handle ``submit`` returns: wait for, inspect and kill a running topology. Driver only."""
+"""The handle ``submit`` returns: wait for, inspect, manage (deactivate, activate, restart,
+update) and kill a running topology. Driver only."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ class TopologyHandle:
         self._tmaster = tmaster
         self._kill_grace = kill_grace_secs
         self._stage: BarrierStage | None = None
-        self.tracker_url: str | None = None
+        self.tracker_url: str | None = None  # the tracker serving this driver's topologies
+        self._tracker_auth = None  # its Authenticator (set by submit)
         self._closers: list = []
         self._progress = None  # the start-up progress thread (scheduler/progress.py), if any
 
@@ -29,7 +31,7 @@ class TopologyHandle:
 
     @property
     def status(self) -> str:
-        """STARTING, RUNNING, FINISHED, KILLED or FAILED."""
+        """STARTING, RUNNING, PAUSED (deactivated), FINISHED, KILLED or FAILED."""
         return self._tmaster.state.value
 
     @property
@@ -56,6 +58,22 @@ class TopologyHandle:
         """Latest metrics summed per component (``__emit-count/<stream>``, ``__execute-count``,
         user metrics)."""
         return self._tmaster.metrics_by_component()
+
+    def ui_link(self) -> str:
+        """Return a fresh one-time login link to the tracker's web UI (``tracker_url``).
+
+        Opening it sets a session cookie and redirects to the UI; it works once, within 10
+        minutes. Driver only; ConfigError if the tracker is off (``heron.tracker.port`` -1).
+        """
+        if self.tracker_url is None or self._tracker_auth is None:
+            from heron_spark.config import TRACKER_PORT
+            from heron_spark.errors import ConfigError
+
+            raise ConfigError(TRACKER_PORT, -1, "set heron.tracker.port to 0 (any free port) "
+                                                "or a port number to run the tracker")
+        from heron_spark.tracker.auth import login_link
+
+        return login_link(self.tracker_url, self._tracker_auth.token)
 
     def wait_running(self, timeout: float | None = None) -> bool:
         """Wait until the physical plan is broadcast; return False on timeout or early end."""
@@ -105,6 +123,46 @@ class TopologyHandle:
                         self.name)
             self._stage.cancel()
             self._stage.join(self._kill_grace + 10)
+
+    # ---- management verbs (as Heron's CLI) -------------------------------------------------
+    def deactivate(self) -> None:
+        """Stop the spouts emitting (``deactivate()`` is called on each); bolts go on and
+        acks still flow. Raises TopologyStateError if it has ended or is already deactivated."""
+        self._tmaster.set_paused(True)
+
+    def activate(self) -> None:
+        """Resume a deactivated topology (``activate()`` on each spout, then ``next_tuple``).
+        Raises TopologyStateError if it has ended or is not deactivated."""
+        self._tmaster.set_paused(False)
+
+    def restart(self, container: int | None = None) -> list[int]:
+        """Restart every process (stmgr, metrics manager, instances) of ``container``, or of
+        every container; return the containers asked. Under at-least-once nothing is lost:
+        the spouts replay what was not acked. Returns at once; they restart in the background."""
+        return self._tmaster.restart(container)
+
+    def update(self, component_parallelism: dict[str, int],
+               timeout: float | None = 120.0) -> int:
+        """Rescale components (``{"count": 3}``): stop the containers and run the new packing
+        plan as the next generation; wait up to ``timeout`` s (None: no wait) for it to run.
+        Return the new generation. Raises TopologyValueError (bad name or count),
+        TopologyStateError (ended, or an update already under way), ClusterCapacityError."""
+        generation = self._tmaster.update(dict(component_parallelism))
+        if timeout is not None and not self.wait_generation(generation, timeout):
+            raise TimeoutError(f"topology {self.name!r}: generation {generation} not running "
+                               f"after {timeout} s (state {self.status})")
+        return generation
+
+    def wait_generation(self, generation: int, timeout: float) -> bool:
+        """Wait until ``generation``'s physical plan is broadcast; False on timeout or end."""
+        deadline = time.monotonic() + timeout
+        tmaster = self._tmaster
+        while not (tmaster.generation >= generation and tmaster.physical_plan is not None
+                   and not tmaster.updating):
+            if tmaster.done.is_set() or time.monotonic() >= deadline:
+                return False
+            tmaster.done.wait(0.05)
+        return True
 
     def _raise_if_failed(self) -> None:
         if self._tmaster.state != TopologyState.FAILED:

@@ -108,6 +108,8 @@ class BarrierStage:
     next attempt (a new generation), or None to stop and report ``error`` to ``on_exit``.
     ``recover(reason)`` (any thread) cancels the running attempt and hands a ``StageRecovery``
     to ``retry``. Each attempt is submitted with its own job description (``job_description``).
+    ``relaunch`` (an update) queues the next run: when the current one ends, its ``switch``
+    callback runs and, if it returns True, the new task runs on its container count.
     """
 
     def __init__(self, spark, task: ContainerTask, containers: int,
@@ -127,6 +129,8 @@ class BarrierStage:
         self._planned = planned
         self._recovery: tuple[int, str] | None = None  # (attempt, reason), set by recover()
         self._recovery_lock = threading.Lock()
+        self._relaunch: tuple[ContainerTask, int, Callable[[], bool]] | None = None
+        self._relaunch_lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name=f"barrier-{task.topology}",
                                        daemon=True)
 
@@ -148,7 +152,9 @@ class BarrierStage:
                 try:
                     rdd = sc.parallelize(range(self.containers), self.containers)
                     self.result = rdd.barrier().mapPartitions(self.task).collect()
-                    return
+                    if not self._next_run():
+                        return
+                    continue
                 except Exception as exc:  # noqa: BLE001 - retried, or reported to the handle
                     with self._recovery_lock:
                         asked, self._recovery = self._recovery, None
@@ -160,6 +166,8 @@ class BarrierStage:
                         log.info("barrier stage of %s (generation %d) stopped as asked",
                                  self.task.topology, self.task.generation)
                         raise exc
+                    if self._next_run():  # an update stopped it: its containers may fail
+                        continue
                     log.error("barrier stage of %s (generation %d) failed: %s",
                               self.task.topology, self.task.generation,
                               str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
@@ -181,6 +189,25 @@ class BarrierStage:
             self._recovery = (self.attempts, reason)
         log.warning("topology %s: restarting its containers: %s", self.task.topology, reason)
         self.spark.sparkContext.cancelJobGroup(self.group)
+
+    def relaunch(self, task: ContainerTask, containers: int, switch: Callable[[], bool]) -> None:
+        """Run ``task`` on ``containers`` once the current run ends (any thread)."""
+        with self._relaunch_lock:
+            self._relaunch = (task, containers, switch)
+
+    def _next_run(self) -> bool:
+        """Take a queued relaunch: True when the loop must run the new task now."""
+        with self._relaunch_lock:
+            queued, self._relaunch = self._relaunch, None
+        if queued is None:
+            return False
+        task, containers, switch = queued
+        if not switch():
+            return False
+        log.info("barrier stage of %s: generation %d on %d containers", task.topology,
+                 task.generation, containers)
+        self.task, self.containers, self.result = task, containers, None
+        return True
 
     def cancel(self) -> None:
         """Cancel the Spark job group: Spark kills the barrier tasks (and so their children)."""

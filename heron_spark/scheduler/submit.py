@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 import uuid
 import weakref
 from typing import Any
@@ -27,10 +29,11 @@ from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
                                                    is_local_master, job_group)
+from heron_spark.scheduler.update import Rescaler
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
-from heron_spark.tmaster.tracker import start_tracker
+from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire.auth import new_secret
 
 log = logging.getLogger(__name__)
@@ -38,12 +41,14 @@ _CLI_CONTEXT: dict[str, Any] | None = None  # set by `heron-spark submit` while 
 
 
 def submit(topology, spark=None, conf: dict | None = None, name: str | None = None,
-           master: str | None = None) -> TopologyHandle:
+           master: str | None = None, deactivated: bool = False) -> TopologyHandle:
     """Submit ``topology`` (a ``Topology`` subclass or a ``TopologyBuilder``) and return a handle.
 
     ``conf`` holds ``heron.*`` runtime keys and ``topology.*`` keys that override the
     topology's own config. ``spark`` defaults to the active session, else a new one on
-    ``master`` (default ``local[*]``). Runs on the driver only.
+    ``master`` (default ``local[*]``). ``deactivated`` deploys it paused (Heron's
+    ``--deploy-deactivated``): nothing is emitted until ``handle.activate()``. Runs on the
+    driver only.
     """
     _check_driver()
     if _CLI_CONTEXT is not None:  # `heron-spark submit` flags apply to submits in the file
@@ -51,6 +56,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         conf = {**(options.get("conf") or {}), **(conf or {})}
         name = name or options.get("name")
         master = master or options.get("master")
+        deactivated = deactivated or bool(options.get("deactivated"))
 
     prepared = prepare(topology, conf, name)
     plan, system, packing, view = prepared.logical, prepared.system, prepared.packing, \
@@ -71,6 +77,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     topology_id = prior.get("id") if resume else None
     topology_id = topology_id or f"{plan.name}-{uuid.uuid4().hex[:12]}"
     generation = int(prior.get("generation", 0)) + 1 if resume else 0
+    deactivated = deactivated or (resume and bool(prior.get("paused")))  # stays deactivated
     secret = new_secret()
     local = is_local_master(spark.sparkContext.master)
     host = system.tmaster_host or ("127.0.0.1" if local else
@@ -81,12 +88,20 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
                       generation, system.instance_restart_max, system.restart_window_secs,
                       checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)),
-                      stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs)
+                      stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs,
+                      history=MetricsCache(system.tmaster_metrics_bucket_secs,
+                                           system.tmaster_metrics_retention_secs,
+                                           system.tmaster_metrics_max_series),
+                      exceptions_per_instance=system.tmaster_exceptions_per_instance,
+                      deactivated=deactivated)
+    tmaster.submission = _submission(spark.sparkContext.master, local)
     tracker = None
-    if system.tracker_port >= 0:
-        tracker = start_tracker(tmaster, host, system.tracker_port, secret,
-                                max_connections=system.tracker_max_connections,
-                                idle_timeout_secs=system.tracker_idle_timeout_secs)
+    if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
+        from heron_spark.tracker import service as tracker_service
+
+        tracker = tracker_service.acquire(system.statemgr, host, system.tracker_port,
+                                          max_connections=system.tracker_max_connections,
+                                          idle_timeout_secs=system.tracker_idle_timeout_secs)
     try:
         statemgr.claim_tmaster(plan.name, {
             "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": secret,
@@ -94,7 +109,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     except BaseException:
         tmaster.close()
         if tracker is not None:
-            tracker.shutdown()
+            tracker_service.release(tracker)
         statemgr.close()
         raise
     if resume:
@@ -111,7 +126,8 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     tmaster.start()
     handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs)
     if tracker is not None:
-        handle.tracker_url = f"http://{host}:{tracker.server_address[1]}"
+        handle.tracker_url = tracker.url
+        handle._tracker_auth = tracker.app.auth
     task = ContainerTask(plan.name, definition, packing.SerializeToString(),
                          _config_fields(system), secret, host, tmaster.port, generation, local)
 
@@ -128,7 +144,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
             _copy_gauges(spark, tmaster)
         tmaster.close()
         if tracker is not None:
-            tracker.shutdown()
+            tracker_service.release(tracker)
         statemgr.release_tmaster(plan.name)
         statemgr.close()
 
@@ -141,6 +157,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                          planned=lambda error: tmaster.state.ended or is_cancellation(error))
     handle._attach(stage)
     tmaster.recover_containers = stage.recover
+    tmaster.updater = Rescaler(spark, system, statemgr, tmaster, stage, topology_id)
     stage.start()
     handle._progress = progress.watch(tmaster, system.submit_progress)
     _install_sigterm(handle)
@@ -149,6 +166,17 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     log.info("submitted %s: %d containers, %d tasks; tracker %s", plan.name,
              view.container_count, len(view.task_component), handle.tracker_url)
     return handle
+
+
+def _submission(master: str, local: bool) -> dict:
+    """Heron's execution-state metadata: cluster (``local`` or the Spark master URL), environ
+    (``default``), role and submission user (who submits), submission time (epoch secs)."""
+    from heron_spark import __version__
+
+    user = getpass.getuser()
+    return {"cluster": "local" if local else master, "environ": "default", "role": user,
+            "submission_user": user, "submission_time": int(time.time()),
+            "release_version": __version__}
 
 
 def _resubmission_policy(tmaster: TMaster, system: SystemConfig):
@@ -352,7 +380,7 @@ def _check_driver() -> None:
         raise WrongPlaceError("submit() runs on the Spark driver, not inside a Spark task")
 
 
-_LIVE_STATES = ("STARTING", "RUNNING")
+_LIVE_STATES = ("STARTING", "RUNNING", "PAUSED")
 _LIVE_HANDLES: "weakref.WeakSet[TopologyHandle]" = weakref.WeakSet()
 _SIGTERM_INSTALLED = False
 

@@ -1,10 +1,19 @@
-"""Talk to a running topology's TMaster through its secret-checked control port."""
+"""Talk to a running topology's TMaster through its secret-checked control port.
+
+Plain functions of (state manager, topology name): the CLI, the tracker and tests call them
+from any process that can read the state manager. A verb the TMaster refuses raises the
+TMaster's own error class (``TopologyStateError``, ``TopologyValueError``,
+``ClusterCapacityError``) with its message; a topology whose TMaster does not answer raises
+``TopologyStateError`` with its last recorded state.
+"""
 
 from __future__ import annotations
 
+import json
 import os
 
-from heron_spark.errors import TopologyNotFoundError
+from heron_spark import errors
+from heron_spark.errors import TopologyNotFoundError, TopologyStateError
 from heron_spark.proto import tmaster_pb2
 from heron_spark.statemgr.base import StateManager
 from heron_spark.wire import frames
@@ -13,21 +22,22 @@ from heron_spark.wire.connection import dial
 _TIMEOUT_SECS = 5.0
 
 
-def _request(statemgr: StateManager, name: str,
-             request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse | None:
+def _request(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequest,
+             max_bytes: int = 1 << 20,
+             timeout: float = _TIMEOUT_SECS) -> tmaster_pb2.ControlResponse | None:
     location = statemgr.get_tmaster_location(name) or {}
     if not location.get("port") or not location.get("secret"):
         return None
     try:
         sock = dial(location["host"], location["port"], location["secret"], name, "control",
-                    os.getpid(), timeout=_TIMEOUT_SECS)
+                    os.getpid(), timeout=timeout)
     except OSError:
         return None
     try:
-        sock.settimeout(_TIMEOUT_SECS)
+        sock.settimeout(timeout)
         sock.sendall(frames.control_frame(request))
         reader = sock.makefile("rb", buffering=0)
-        _kind, payload = frames.read_frame(reader, 1 << 20)
+        _kind, payload = frames.read_frame(reader, max_bytes)
         response = tmaster_pb2.ControlResponse()
         response.ParseFromString(payload)
         return response
@@ -52,3 +62,78 @@ def kill_topology(statemgr: StateManager, name: str) -> str:
         state = (statemgr.get_execution_state(name) or {}).get("state", "UNKNOWN")
         return f"not running (last state {state})"
     return response.state
+
+
+def activate_topology(statemgr: StateManager, name: str) -> str:
+    """``heron activate``: resume a deactivated topology's spouts; return its new state."""
+    return _verb(statemgr, name, "activate it", tmaster_pb2.ControlRequest(activate=True)).state
+
+
+def deactivate_topology(statemgr: StateManager, name: str) -> str:
+    """``heron deactivate``: stop ``name``'s spouts emitting (bolts go on, acks still flow);
+    return its new state (PAUSED)."""
+    return _verb(statemgr, name, "deactivate it",
+                 tmaster_pb2.ControlRequest(deactivate=True)).state
+
+
+def restart_topology(statemgr: StateManager, name: str, container: int | None = None) -> str:
+    """``heron restart``: restart every process of ``container`` (None: of every container);
+    return what the TMaster did. The containers restart in the background."""
+    restart = tmaster_pb2.RestartRequest(all=container is None, container=container or 0)
+    return _verb(statemgr, name, "restart it",
+                 tmaster_pb2.ControlRequest(restart=restart)).detail
+
+
+def update_topology(statemgr: StateManager, name: str, parallelism: dict[str, int]) -> str:
+    """``heron update --component-parallelism``: rescale components (``{name: tasks}``);
+    return what the TMaster did. The new generation starts in the background."""
+    update = tmaster_pb2.UpdateRequest(parallelism={str(k): int(v)
+                                                    for k, v in parallelism.items()})
+    return _verb(statemgr, name, "update it", tmaster_pb2.ControlRequest(update=update)).detail
+
+
+def _verb(statemgr: StateManager, name: str, action: str,
+          request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse:
+    if statemgr.get_topology(name) is None:
+        raise TopologyNotFoundError(name, statemgr.location)
+    response = _request(statemgr, name, request)
+    if response is None:
+        state = (statemgr.get_execution_state(name) or {}).get("state", "UNKNOWN")
+        raise TopologyStateError(name, f"not running (last state {state})", action,
+                                 f"submit it again: heron-spark submit FILE {name}")
+    if not response.ok:
+        _raise_refusal(name, response)
+    return response
+
+
+def _raise_refusal(name: str, response: tmaster_pb2.ControlResponse) -> None:
+    """Raise the TMaster's refusal as its own class, with the TMaster's message."""
+    cls = getattr(errors, response.error, None)
+    if not (isinstance(cls, type) and issubclass(cls, errors.HeronSparkError)):
+        cls = TopologyStateError
+    exc = cls.__new__(cls)  # its fields stayed in the TMaster; the message names them all
+    Exception.__init__(exc, response.detail)
+    for field in ("problem", "component", "value", "fix", "action"):
+        setattr(exc, field, None)
+    exc.kind = "remote"
+    exc.topology, exc.state = name, response.state
+    raise exc
+
+
+VIEW_MAX_BYTES = 16 << 20  # a view's JSON (a file slice of 256 KiB, escaped, fits)
+VIEW_TIMEOUT_SECS = 15.0   # the TMaster may wait up to 10 s for a stmgr's file answer
+
+
+def query_view(statemgr: StateManager, name: str, path: str,
+               params: dict[str, list[str]]) -> tuple[int, object]:
+    """Ask the TMaster of ``name`` for the live view ``path`` (a tracker path) with Heron's
+    query ``params``; return (HTTP status, result or error message). 503 if no TMaster
+    answers."""
+    request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
+        path=path, params_json=json.dumps(params)))
+    response = _request(statemgr, name, request, VIEW_MAX_BYTES, VIEW_TIMEOUT_SECS)
+    if response is None:
+        return 503, f"topology {name!r} has no live TMaster (it is not running)"
+    if response.code == 200:
+        return 200, json.loads(response.json)
+    return response.code or 500, response.detail

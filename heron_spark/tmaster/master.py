@@ -2,9 +2,12 @@
 
 It waits for every stmgr to register, builds the physical plan, stores and broadcasts it,
 tracks heartbeats, drained tasks and metrics, and drives the end of the topology (finished,
-killed or failed). Threads: the listener, one reader per connection (they call the handlers
-below under ``_lock``), the liveness check (``check_liveness``, about once a second), and the
-optional tracker HTTP server. ``done`` is set once the topology has ended.
+killed or failed). It also runs the management verbs (deactivate, activate, restart, update:
+``tmaster.control``) and answers a tracker's live queries (``tmaster.live_queries``: metrics,
+exceptions, pids, container files fetched through the stmgrs). Threads: the listener, one
+reader per connection (they call the handlers below under ``_lock``) and the liveness check
+(``check_liveness``, about once a second); the tracker HTTP server runs apart
+(``heron_spark.tracker``). ``done`` is set once the topology has ended.
 """
 
 from __future__ import annotations
@@ -18,14 +21,18 @@ from typing import Callable
 
 from heron_spark._failure_window import FailureWindow
 from heron_spark.api import api_constants as keys
+from heron_spark.errors import TopologyStateError, TopologyValueError
 from heron_spark.metrics import aggregate
 from heron_spark.plan.logical import checkpoint_interval_secs
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
 from heron_spark.statemgr.checkpoints import CheckpointStore
+from heron_spark.tmaster import control, live_queries, views
 from heron_spark.tmaster.checkpoints import CheckpointCoordinator
 from heron_spark.tmaster.liveness import StmgrLiveness
+from heron_spark.tmaster.exception_log import ExceptionLog
+from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener
 
@@ -37,6 +44,7 @@ class TopologyState(enum.Enum):
 
     STARTING = "STARTING"      # waiting for every stmgr to register
     RUNNING = "RUNNING"
+    PAUSED = "PAUSED"          # deactivated: spouts are not asked for tuples (Heron's PAUSED)
     FINISHED = "FINISHED"      # every spout exhausted and every task drained
     KILLED = "KILLED"
     FAILED = "FAILED"
@@ -44,6 +52,11 @@ class TopologyState(enum.Enum):
     @property
     def ended(self) -> bool:
         return self in (TopologyState.FINISHED, TopologyState.KILLED, TopologyState.FAILED)
+
+    @property
+    def processing(self) -> bool:
+        """True while the containers run the physical plan (RUNNING or PAUSED)."""
+        return self in (TopologyState.RUNNING, TopologyState.PAUSED)
 
 
 _REASON = {TopologyState.FINISHED: tmaster_pb2.FINISHED, TopologyState.KILLED: tmaster_pb2.KILLED,
@@ -57,7 +70,9 @@ class TMaster:
                  topology_id: str, frame_max_bytes: int, generation: int = 0,
                  restart_max: int = 5, restart_window_secs: float = 60.0,
                  checkpoint_root: str = "", committed_checkpoint: int = 0,
-                 stmgr_heartbeat_timeout_secs: float = 30.0) -> None:
+                 stmgr_heartbeat_timeout_secs: float = 30.0,
+                 history: MetricsCache | None = None, exceptions_per_instance: int = 20,
+                 deactivated: bool = False) -> None:
         self.plan = plan
         self.name = plan.logical.name
         self.topology_id = topology_id
@@ -80,6 +95,8 @@ class TMaster:
         self.drained: set[int] = set()
         self.all_tasks = set(plan.task_component)
         self.metrics: dict[tuple[str, int], dict[str, float]] = {}
+        self.history = history or MetricsCache()   # per-minute metrics for the views
+        self.exceptions = ExceptionLog(exceptions_per_instance)
         self.restart_max = restart_max
         self.restart_window_secs = restart_window_secs
         self.failures: collections.Counter = collections.Counter()  # task id -> failures
@@ -93,7 +110,18 @@ class TMaster:
         self.listener = Listener(host, 0, secret, self.name, self._on_peer, name="tmaster")
         self.host = host
         self.port = self.listener.port
+        self.paused = deactivated  # deactivated: spouts emit nothing (state PAUSED once running)
+        # ``heron update``: set by the submitter; takes {component: parallelism} and starts the
+        # next generation (see scheduler.update). None: updates are refused.
+        self.updater: Callable[[dict[str, int]], int] | None = None
+        self.updating = False  # between an update's stop of the old generation and the new plan
+        self._update_detail = ""
+        self._stopped_generation: int | None = None  # the generation an update stopped
         self.checkpoints: CheckpointCoordinator | None = None  # effectively once
+        self.files = live_queries.FileFetcher()  # the tracker's container file requests
+        # Heron's execution state metadata (cluster, environ, role, submission_time/_user),
+        # set by submit; shown by the tracker.
+        self.submission: dict = {}
         self._checkpoint_store: CheckpointStore | None = None
         if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
             self._checkpoint_store = CheckpointStore(checkpoint_root, self.name)
@@ -162,11 +190,17 @@ class TMaster:
                 self.checkpoints.on_stored(message.stored.task_id, message.stored.checkpoint_id)
             elif body == "restored" and self.checkpoints is not None:
                 self.checkpoints.on_restored(message.restored.task_id, message.restored.epoch)
+            elif body == "file_response":
+                self.files.on_response(message.file_response)
 
     def _on_instance_failed(self, failed: tmaster_pb2.InstanceFailed) -> None:
         """Count a task's failure; fail the topology once it fails too often (its container
         restarts it otherwise)."""
         self.failures[failed.task_id] += 1
+        register = self.registrations.get(self.plan.task_container.get(failed.task_id, -1))
+        self.exceptions.record(failed.task_id, failed.component,
+                               register.host if register is not None else "",
+                               failed.error, failed.log_path, time.time())
         log.error("task %d of %s failed (%d so far): %s", failed.task_id, failed.component,
                   self.failures[failed.task_id], failed.error.strip().splitlines()[-1:] or "")
         self.failure = failed
@@ -180,10 +214,16 @@ class TMaster:
         elif self.physical_plan is not None:
             self._restore(f"task {failed.task_id} failed")
 
-    def begin_generation(self, generation: int) -> None:
-        """Forget the containers of the failed stage: a new one (``generation``) starts now."""
+    def begin_generation(self, generation: int, plan: PlanView | None = None) -> None:
+        """Forget the containers of the failed (or stopped) stage: a new one (``generation``)
+        starts now, on ``plan`` when an update changed it."""
         with self._lock:
             self.generation = generation
+            if plan is not None:
+                self.plan = plan
+                self.all_tasks = set(plan.task_component)
+                self.metrics = {key: value for key, value in self.metrics.items()
+                                if plan.task_component.get(key[1]) == key[0]}
             old = list(self.stmgrs.values())
             self.stmgrs.clear()
             self.registrations.clear()
@@ -200,6 +240,10 @@ class TMaster:
         if register.generation != self.generation:
             log.warning("ignoring stmgr %d of generation %d (current %d)",
                         register.container_index, register.generation, self.generation)
+            return
+        if self._stopped_generation == self.generation:
+            # It (re)started after an update stopped its generation: stop it too.
+            self._send(self.stmgrs[register.container_index], self._updating_frame())
             return
         previous = self.registrations.get(register.container_index)
         self.registrations[register.container_index] = register
@@ -228,7 +272,8 @@ class TMaster:
             return
         plan = physical_plan_pb2.PhysicalPlan(topology_name=self.name,
                                               topology_id=self.topology_id,
-                                              generation=self.generation)
+                                              generation=self.generation,
+                                              state=self._plan_state())
         for index in sorted(self.registrations):
             reg = self.registrations[index]
             plan.stmgrs.add(container_index=index, host=reg.host, data_port=reg.data_port,
@@ -240,11 +285,12 @@ class TMaster:
         frame = frames.control_frame(tmaster_pb2.TmasterToStmgr(plan=plan))
         for conn in self.stmgrs.values():
             self._send(conn, frame)
+        self.updating = False
         if self.state == TopologyState.STARTING:
-            self.state = TopologyState.RUNNING
+            self.state = TopologyState.PAUSED if self.paused else TopologyState.RUNNING
             self.started_at = time.time()
             self.running.set()
-            self._save_state()
+        self._save_state()
         log.info("physical plan broadcast to %d stmgrs", len(self.stmgrs))
 
     # ---- effectively once ------------------------------------------------------------------
@@ -273,7 +319,7 @@ class TMaster:
     def _checkpoint_loop(self) -> None:
         while not self.done.wait(0.05):
             with self._lock:
-                if self.state == TopologyState.RUNNING:
+                if self.state.processing:  # checkpoints go on while deactivated
                     self.checkpoints.tick(time.monotonic())
 
     # ---- liveness --------------------------------------------------------------------------
@@ -337,16 +383,107 @@ class TMaster:
                 values = self.metrics.setdefault((publish.component, publish.task_id), {})
                 for metric in publish.metrics:
                     values[metric.name] = metric.value
+                self.history.add(publish.component, publish.task_id,
+                                 [(m.name, m.value) for m in publish.metrics],
+                                 publish.timestamp_ms)
 
     def _on_control_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         request = tmaster_pb2.ControlRequest()
         request.ParseFromString(payload)
-        if request.WhichOneof("body") == "kill":
-            self.kill("killed through the control port")
+        if request.WhichOneof("body") == "query":  # a tracker asking for live data
+            self._send(conn, frames.control_frame(live_queries.answer(self, request.query)))
+            return
+        self._send(conn, frames.control_frame(control.handle(self, request)))
+
+    # ---- management verbs (heron deactivate / activate / restart / update) ---------------
+    def _plan_state(self) -> int:
+        return physical_plan_pb2.PAUSED if self.paused else physical_plan_pb2.RUNNING
+
+    def _refuse_unless_live(self, action: str) -> None:
+        if self.state.ended:
+            raise TopologyStateError(self.name, self.state.value, action,
+                                     "it has ended; submit it again to run it")
+        if self.updating:
+            raise TopologyStateError(self.name, "UPDATING", action,
+                                     "wait until the update's new containers run")
+
+    def set_paused(self, paused: bool) -> None:
+        """Deactivate (``paused``) or activate the topology: every stmgr tells its spouts.
+
+        Raises TopologyStateError when it has ended or is already in that state."""
+        action = "deactivate it" if paused else "activate it"
         with self._lock:
-            response = tmaster_pb2.ControlResponse(ok=True, state=self.state.value,
-                                                   detail=self.detail)
-        self._send(conn, frames.control_frame(response))
+            self._refuse_unless_live(action)
+            if paused == self.paused:
+                word = "deactivated" if paused else "active"
+                state = self.state.value if self.state.processing else \
+                    f"{self.state.value} ({word})"
+                raise TopologyStateError(
+                    self.name, state, action, f"it is already {word}; use heron-spark "
+                    f"{'activate' if paused else 'deactivate'} {self.name}")
+            self.paused = paused
+            if self.state.processing:
+                self.state = TopologyState.PAUSED if paused else TopologyState.RUNNING
+            if self.physical_plan is not None:
+                self.physical_plan.state = self._plan_state()
+                self.statemgr.set_physical_plan(self.name, self.physical_plan)
+            self._broadcast(tmaster_pb2.TmasterToStmgr(
+                activation=tmaster_pb2.SetTopologyState(state=self._plan_state())))
+            self._save_state()
+        log.info("topology %s %s", self.name, "deactivated" if paused else "activated")
+
+    def restart(self, container: int | None = None) -> list[int]:
+        """Restart every process of ``container`` (None: of every container); return the
+        containers asked. Their supervisors restart the stmgr and instances; the stage stays."""
+        with self._lock:
+            self._refuse_unless_live("restart it")
+            if not self.state.processing:
+                raise TopologyStateError(self.name, self.state.value, "restart it",
+                                         "wait until it is RUNNING (every stmgr registered)")
+            count = self.plan.container_count
+            if container is not None and not 0 <= container < count:
+                raise TopologyValueError("no such container", value=container,
+                                         kind="container",
+                                         fix=f"pass a container index from 0 to {count - 1}")
+            targets = list(range(count)) if container is None else [container]
+            frame = frames.control_frame(tmaster_pb2.TmasterToStmgr(shutdown=tmaster_pb2.Shutdown(
+                reason=tmaster_pb2.RESTARTING, detail="restart asked")))
+            for index in targets:
+                conn = self.stmgrs.get(index)
+                if conn is not None:
+                    self._send(conn, frame)
+        log.info("topology %s: restarting containers %s", self.name, targets)
+        return targets
+
+    def update(self, parallelism: dict[str, int]) -> int:
+        """Rescale components to ``parallelism``; return the generation that runs the new
+        packing plan. The submitter's ``updater`` validates and relaunches (Spark driver)."""
+        with self._lock:
+            self._refuse_unless_live("update it")
+            if not self.state.processing:
+                raise TopologyStateError(self.name, self.state.value, "update it",
+                                         "wait until it is RUNNING (every stmgr registered)")
+            updater = self.updater
+        if updater is None:
+            raise TopologyStateError(self.name, self.state.value, "update it",
+                                     "only a topology submitted to Spark can be updated")
+        return updater(parallelism)
+
+    def stop_generation(self, detail: str) -> None:
+        """Tell every stmgr of this generation to shut down for an update: the topology does
+        not end; the driver launches the next generation once the containers are gone."""
+        with self._lock:
+            self.updating = True
+            self._stopped_generation = self.generation
+            self._update_detail = detail
+            frame = self._updating_frame()
+            for conn in list(self.stmgrs.values()):
+                self._send(conn, frame)
+            self._save_state()
+
+    def _updating_frame(self) -> bytes:
+        return frames.control_frame(tmaster_pb2.TmasterToStmgr(shutdown=tmaster_pb2.Shutdown(
+            reason=tmaster_pb2.UPDATING, detail=self._update_detail)))
 
     # ---- lifecycle -----------------------------------------------------------------------
     def kill(self, detail: str = "killed") -> None:
@@ -389,6 +526,39 @@ class TMaster:
             return aggregate.by_component(self.metrics, self.failures,
                                           self.plan.task_component)
 
+    def metrics_view(self, component: str, names: list[str] | None,
+                     instances: list[str] | None, interval_secs: int) -> dict:
+        """Heron's ``/topologies/metrics``: each metric of each instance over the last
+        ``interval_secs`` (<= 0: all kept). See ``tmaster.views``; raises MetricsQueryError."""
+        with self._lock:
+            return views.metrics_view(self.plan, self.history, time.time(), component, names,
+                                      instances, interval_secs)
+
+    def timeline_view(self, component: str, names: list[str] | None,
+                      instances: list[str] | None, start_secs: int, end_secs: int) -> dict:
+        """Heron's ``/topologies/metrics/timeline``: per-minute values in [start, end]."""
+        with self._lock:
+            return views.timeline_view(self.plan, self.history, component, names, instances,
+                                       start_secs, end_secs)
+
+    def query_view(self, query: str, start_secs: int, end_secs: int) -> list:
+        """Heron's ``/topologies/metrics/query``: evaluate a metrics query (``TS(...)``, ...)."""
+        with self._lock:
+            return views.query_view(self.plan, self.history, query, start_secs, end_secs)
+
+    def exceptions_view(self, component: str, instances: list[str] | None = None) -> list:
+        """Heron's ``/topologies/exceptions``: what instances of ``component`` (``*``: any)
+        died of, one entry per distinct stack trace."""
+        with self._lock:
+            return views.exceptions_view(self.plan, self.exceptions, component, instances)
+
+    def exception_summary_view(self, component: str,
+                               instances: list[str] | None = None) -> list:
+        """Heron's ``/topologies/exceptionsummary``: those exceptions per class name."""
+        with self._lock:
+            return views.exception_summary_view(self.plan, self.exceptions, component,
+                                                instances)
+
     def status(self) -> dict:
         """A JSON-ready summary: state, times, stmgrs and their last heartbeat."""
         with self._lock:
@@ -402,9 +572,11 @@ class TMaster:
                     "dead_stmgrs": sorted(self.liveness.dead_since),
                     "executor_losses": list(self.executor_losses),
                     "drained_tasks": len(self.drained), "tasks": len(self.all_tasks),
-                    "generation": self.generation,
+                    "generation": self.generation, "paused": self.paused,
+                    "updating": self.updating,
                     "instance_failures": {str(k): v for k, v in self.failures.items()},
-                    "checkpoint": self.checkpoints.status() if self.checkpoints else None}
+                    "checkpoint": self.checkpoints.status() if self.checkpoints else None,
+                    "submission": self.submission}
 
     def _save_state(self) -> None:
         self.statemgr.set_execution_state(self.name, self.status())

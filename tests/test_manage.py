@@ -1,0 +1,357 @@
+"""Managing a running topology as Heron users do: deactivate / activate, restart, update,
+from the handle and from the ``heron-spark`` CLI (subprocesses), on real processes
+(``local[4]``).
+
+- Deactivate: every spout gets ``deactivate()`` once and no more ``next_tuple``; acks still
+  flow (every tuple emitted before is acked while paused); activate resumes. Deploying
+  deactivated emits nothing until activated.
+- Restart (one container, then all) and update (count 2 -> 3 -> 1) of the at-least-once word
+  count: exact counts after de-duplication; after each update every word reaches exactly one
+  count task of that parallelism (fields grouping stays consistent).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import fault_support as faults
+import manage_topologies as mt
+import pytest
+import reliable_word_count as rwc
+from heron_spark.errors import TopologyStateError, TopologyValueError
+from heron_spark.proto import physical_plan_pb2
+from heron_spark.scheduler.submit import submit
+from heron_spark.scheduler.update import with_parallelism
+from heron_spark.statemgr import open_state_manager
+from heron_spark.tmaster import client
+
+TIMEOUT = 240
+SPOUTS = 2
+WC_CONF = {"topology.message.timeout.secs": 4, "topology.max.spout.pending": 300}
+
+
+# ---- no Spark ------------------------------------------------------------------------------
+def test_update_request_is_checked_before_anything(tmp_path):
+    from heron_spark.plan.prepare import prepare
+
+    plan = prepare(rwc.build("wc", tmp_path / "c.txt", tmp_path / "out")).logical
+    with pytest.raises(TopologyValueError) as bad_name:
+        with_parallelism(plan, {"nope": 2})
+    assert bad_name.value.component == "nope"
+    for count in (0, -1, True, "3"):
+        with pytest.raises(TopologyValueError) as bad_count:
+            with_parallelism(plan, {"count": count})
+        assert bad_count.value.component == "count" and bad_count.value.value == count
+    with pytest.raises(TopologyValueError):
+        with_parallelism(plan, {"count": 2})  # unchanged
+    with pytest.raises(TopologyValueError):
+        with_parallelism(plan, {})
+    rescaled = with_parallelism(plan, {"count": 3, "split": 1})
+    assert [rescaled.components[c].parallelism for c in ("lines", "split", "count")] == [2, 1, 3]
+    assert plan.components["count"].parallelism == 2  # the running plan is untouched
+
+
+def test_cli_version_and_update_flags():
+    from heron_spark.cli.main import _parallelism_pairs, build_parser
+
+    args = build_parser().parse_args(["update", "wc", "--component-parallelism", "count:3",
+                                      "--component-parallelism", "split:1"])
+    assert _parallelism_pairs(args.component_parallelism) == {"count": 3, "split": 1}
+    assert build_parser().parse_args(["submit", "--deploy-deactivated", "f.py"]).deploy_deactivated
+    with pytest.raises(SystemExit):
+        _parallelism_pairs(["count"])
+    done = _cli("version")
+    assert done.returncode == 0
+    lines = done.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == ["heron_spark", "pyspark", "pyarrow", "python"]
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "heron_spark.cli.main", *args],
+                          capture_output=True, text=True, timeout=60)
+
+
+def _lines(out, task: int) -> list[str]:
+    return mt.read_spout_logs(out).get(task, [])
+
+
+def _acks(out, task: int) -> int:
+    return _lines(out, task).count("ack")
+
+
+def _last(out, task: int, verb: str) -> int | None:
+    values = [int(line.split()[1]) for line in _lines(out, task) if line.startswith(verb + " ")]
+    return values[-1] if values else None
+
+
+def _spout_tasks(handle) -> list[int]:
+    return sorted(i.task_id for i in handle.physical_plan.instances if i.component == "numbers")
+
+
+def _execution_state(hconf, name: str) -> dict:
+    with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+        return statemgr.get_execution_state(name) or {}
+
+
+# ---- deactivate / activate -----------------------------------------------------------------
+def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
+    name, out = "manage-pause", tmp_path / "out"
+    handle = submit(mt.build_activation(name, out), spark=spark.session, conf=hconf,
+                    master="local[4]")
+    try:
+        assert handle.wait_running(timeout=120)
+        assert handle.status == "RUNNING"
+        with pytest.raises(TopologyStateError) as running:
+            handle.activate()
+        assert running.value.state == "RUNNING"
+        tasks = _spout_tasks(handle)
+        faults.wait_for(lambda: all(_acks(out, t) > 50 for t in tasks), 60, "spouts to emit")
+
+        with open_state_manager(hconf["heron.statemgr"]) as statemgr:  # as the tracker does
+            with pytest.raises(TopologyStateError) as remote:
+                client.activate_topology(statemgr, name)
+            assert (remote.value.topology, remote.value.state) == (name, "RUNNING")
+            with pytest.raises(TopologyValueError):
+                client.update_topology(statemgr, name, {"nope": 2})
+            with pytest.raises(TopologyValueError):
+                client.restart_topology(statemgr, name, 5)
+            assert client.deactivate_topology(statemgr, name) == "PAUSED"
+        assert handle.status == "PAUSED"
+        assert handle.physical_plan.state == physical_plan_pb2.PAUSED
+        assert _execution_state(hconf, name)["state"] == "PAUSED"
+        with pytest.raises(TopologyStateError) as again:
+            handle.deactivate()
+        assert again.value.state == "PAUSED"
+        faults.wait_for(lambda: all(_last(out, t, "deactivate") is not None for t in tasks), 30,
+                        "deactivate() on every spout")
+        stopped = {t: _last(out, t, "deactivate") for t in tasks}
+        # Acks still flow while paused: every tuple emitted before deactivate() is acked.
+        faults.wait_for(lambda: all(_acks(out, t) == stopped[t] for t in tasks), 60,
+                        "every tuple emitted before the deactivation to be acked")
+
+        handle.activate()
+        assert handle.status == "RUNNING"
+        faults.wait_for(lambda: all(_last(out, t, "activate") == stopped[t] for t in tasks), 30,
+                        "activate() on every spout, with nothing emitted while paused")
+        faults.wait_for(lambda: all(_acks(out, t) > stopped[t] + 50 for t in tasks), 60,
+                        "the spouts to emit again")
+        for task in tasks:
+            lines = _lines(out, task)
+            assert "next_tuple-while-inactive" not in lines
+            assert [line.split()[0] for line in lines if line.split()[0] in
+                    ("activate", "deactivate")] == ["activate", "deactivate", "activate"]
+    finally:
+        handle.kill()
+    assert handle.wait(timeout=60) == "KILLED"
+    with pytest.raises(TopologyStateError) as ended:
+        handle.deactivate()
+    assert ended.value.state == "KILLED"
+    with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+        with pytest.raises(TopologyStateError) as gone:
+            client.deactivate_topology(statemgr, name)
+        assert "KILLED" in gone.value.state
+
+
+def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
+    name, out = "manage-cli", tmp_path / "out"
+    handle = submit(mt.build_activation(name, out), spark=spark.session, conf=hconf,
+                    master="local[4]", deactivated=True)
+    work = tmp_path / "work" / name
+    try:
+        assert handle.wait_running(timeout=120)
+        assert handle.status == "PAUSED"
+        tasks = _spout_tasks(handle)
+        tmaster = handle._tmaster
+        # The spouts are up and their processes publish metrics: time passed, nothing emitted.
+        faults.wait_for(lambda: all(("numbers", t) in tmaster.metrics for t in tasks)
+                        and all(_lines(out, t) for t in tasks), 60, "spouts to start")
+        assert all(_lines(out, t) == ["initialize"] for t in tasks)
+        listed = _cli("list")
+        assert f"{name}\tPAUSED\tlive" in listed.stdout, listed
+
+        refused = _cli("deactivate", name)
+        assert refused.returncode == 1 and "PAUSED" in refused.stderr, refused
+        done = _cli("activate", name)
+        assert done.returncode == 0 and "RUNNING" in done.stdout, done
+        assert handle.status == "RUNNING"
+        faults.wait_for(lambda: all(_acks(out, t) > 20 for t in tasks), 60, "spouts to emit")
+        assert all(_last(out, t, "activate") == 0 for t in tasks)
+        assert _cli("activate", name).returncode == 1
+        assert "PAUSED" in _cli("deactivate", name).stdout
+
+        # Restart container 1 while deactivated: its new spout comes up paused.
+        [spout] = [i.task_id for i in handle.physical_plan.instances
+                   if i.component == "numbers" and i.container_index == 1]
+        old_logs = set(out.glob(f"spout-{spout}-*.log"))
+        instance_log = work / "gen-0" / "container-1" / "logs" / f"instance-numbers-{spout}.log"
+        [old_stmgr] = faults.find(work, "stmgr", container=1)
+        [other_stmgr] = faults.find(work, "stmgr", container=0)
+        assert _cli("restart", name, "7").returncode == 1  # no such container
+        done = _cli("restart", name, "1")
+        assert done.returncode == 0, done
+        faults.wait_for(lambda: [s for s in handle.physical_plan.stmgrs
+                                 if s.container_index == 1 and s.pid != old_stmgr], 60,
+                        "the TMaster to re-broadcast the plan with the restarted stmgr")
+        # start() logs this after initialize() and (were it active) activate() returned.
+        faults.wait_for(lambda: instance_log.read_text().count(f"task {spout} of numbers "
+                                                               f"started") == 2, 60,
+                        "the restarted spout to start")
+        [new_log] = set(out.glob(f"spout-{spout}-*.log")) - old_logs
+        assert new_log.read_text().splitlines() == ["initialize"]
+        assert faults.find(work, "stmgr", container=0) == [other_stmgr]
+        assert _cli("activate", name).returncode == 0
+        faults.wait_for(lambda: new_log.read_text().splitlines()[:3] == ["initialize",
+                                                                         "activate 0", "ack"],
+                        60, "the restarted spout to be activated and emit")
+
+        refused = _cli("update", name, "--component-parallelism", "nope:2")
+        assert refused.returncode == 1 and "nope" in refused.stderr, refused
+        # Update while deactivated: the new generation comes up paused too.
+        assert "PAUSED" in _cli("deactivate", name).stdout
+        before = set(out.glob("spout-*.log"))
+        done = _cli("update", name, "--component-parallelism", "sink:3")
+        assert done.returncode == 0, done
+        assert handle.wait_generation(1, 120)
+        assert sum(i.component == "sink" for i in handle.physical_plan.instances) == 3
+        assert handle.status == "PAUSED"
+        gen1 = work / "gen-1"
+        faults.wait_for(lambda: all(f"task {t} of numbers started" in "".join(
+            p.read_text() for p in gen1.glob(f"container-*/logs/instance-numbers-{t}.log"))
+            for t in tasks), 60, "the new generation's spouts to start")
+        new_logs = set(out.glob("spout-*.log")) - before
+        assert len(new_logs) == len(tasks)
+        assert all(p.read_text().splitlines() == ["initialize"] for p in new_logs)
+        assert _cli("activate", name).returncode == 0
+        assert handle.status == "RUNNING"
+        assert _cli("kill", name).returncode == 0
+        assert handle.wait(timeout=60) == "KILLED"
+        refused = _cli("activate", name)
+        assert refused.returncode == 1 and "KILLED" in refused.stderr, refused
+    finally:
+        handle.kill()
+
+
+# ---- restart and update under at-least-once -------------------------------------------------
+def _start_word_count(spark, tmp_path, hconf, name, lines, **config):
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = rwc.write_corpus(corpus, lines)
+    topology = mt.build_word_count(name, corpus, out, spouts=SPOUTS,
+                                   config={**WC_CONF, **config})
+    handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
+    assert handle.wait_running(timeout=120)
+    return text, out, handle
+
+
+def _progress(out) -> int:
+    return sum(path.stat().st_size for path in out.glob("count-*.log"))
+
+
+def _wait_progress(out, more_than: int, what: str) -> int:
+    return faults.wait_for(lambda: (_progress(out) > more_than) and _progress(out), 90, what)
+
+
+def _check_counts(text, out, hconf, name) -> int:
+    raw, unique, records = rwc.read_counts(out)
+    expected = rwc.expected_counts(text)
+    short = {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
+    assert not short, f"words counted fewer times than they occur: {short}"
+    assert unique == expected
+    acks, _ = rwc.read_spout_log(out)
+    assert set(acks) == {f"corpus.txt:{i}" for i in range(len(text))}
+    assert rwc.committed_acks(hconf["heron.statemgr"], name, SPOUTS) == len(text)
+    return records - sum(expected.values())
+
+
+def _plan_stmgrs(handle) -> dict[int, int]:
+    """Container index -> pid of its stmgr in the TMaster's physical plan."""
+    return {s.container_index: s.pid for s in handle.physical_plan.stmgrs}
+
+
+def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
+    name = "manage-restart"
+    text, out, handle = _start_word_count(spark, tmp_path, hconf, name, 3000,
+                                          **{rwc.SLEEP_MS: 3})
+    work = tmp_path / "work" / name
+    try:
+        seen = _wait_progress(out, 20_000, "the word count to make progress")
+        stmgrs = _plan_stmgrs(handle)
+        assert handle.restart(1) == [1]
+        faults.wait_for(lambda: _plan_stmgrs(handle)[1] != stmgrs[1], 60,
+                        "container 1's restarted stmgr to register")
+        assert _plan_stmgrs(handle)[0] == stmgrs[0]
+        assert faults.find(work, "stmgr", container=0) == [stmgrs[0]]
+        seen = _wait_progress(out, seen + 20_000, "progress after restarting container 1")
+        stmgrs = _plan_stmgrs(handle)
+        assert handle.restart() == [0, 1]
+        faults.wait_for(lambda: all(p != stmgrs[c] for c, p in _plan_stmgrs(handle).items()),
+                        60, "every restarted stmgr to register")
+        with pytest.raises(TopologyValueError):
+            handle.restart(2)
+        assert handle.wait(timeout=TIMEOUT) == "FINISHED"
+    finally:
+        handle.kill()
+    assert handle.status_detail()["generation"] == 0  # restarted in place, not resubmitted
+    replayed = _check_counts(text, out, hconf, name)
+    print(f"{replayed} word records replayed")
+
+
+def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
+    name = "manage-update"
+    text, out, handle = _start_word_count(spark, tmp_path, hconf, name, 5000,
+                                          **{rwc.SLEEP_MS: 3})
+    try:
+        with pytest.raises(TopologyValueError) as bad:
+            handle.update({"count": 0})
+        assert bad.value.component == "count"
+        seen = _wait_progress(out, 20_000, "the word count to make progress")
+        assert handle.update({"count": 3}) == 1
+        assert sorted(i.component_index for i in handle.physical_plan.instances
+                      if i.component == "count") == [0, 1, 2]
+        with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+            packing = statemgr.get_packing_plan(name)
+            topology = statemgr.get_topology(name)
+        assert sum(i.component == "count" for c in packing.containers for i in c.instances) == 3
+        assert {c.name: c.parallelism for c in topology.components}["count"] == 3
+        faults.wait_for(lambda: sum(len(w) for w in mt.read_routes(out).get(3, {}).values())
+                        >= 40, 90, "all words to reach the three count tasks")
+        _wait_progress(out, seen + 20_000, "progress with three count tasks")
+        assert handle.update({"count": 1}) == 2
+        assert handle.wait(timeout=TIMEOUT) == "FINISHED"
+    finally:
+        handle.kill()
+    routes = mt.read_routes(out)
+    assert set(routes) == {2, 3, 1}
+    for parallelism, words in routes.items():
+        split = {w: tasks for w, tasks in words.items() if len(tasks) != 1}
+        assert not split, f"parallelism {parallelism}: words counted by several tasks: {split}"
+    assert len({t for tasks in routes[3].values() for t in tasks}) == 3
+    replayed = _check_counts(text, out, hconf, name)
+    print(f"{replayed} word records replayed")
+
+
+# ---- effectively once --------------------------------------------------------------------
+def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, hconf):
+    import stateful_word_count as swc
+
+    name = "manage-eo"
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = swc.write_corpus(corpus, 2000)
+    topology = swc.build(name, corpus, out, interval=0.2)
+    handle = submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
+                    master="local[4]", deactivated=True)
+    try:
+        assert handle.wait_running(timeout=120)
+        assert handle.status == "PAUSED"
+        # Checkpoints start, pass their markers through every bolt and commit while paused.
+        faults.wait_for(lambda: handle.status_detail()["checkpoint"]["committed"] >= 2, 90,
+                        "two checkpoints committed while deactivated")
+        assert swc.read_counts(out) == {}
+        with pytest.raises(TopologyValueError):
+            handle.update({"count": 3})  # its state is per task: refused
+        handle.activate()
+        assert handle.wait(timeout=TIMEOUT) == "FINISHED", handle.status_detail()
+    finally:
+        handle.kill()
+    assert swc.read_counts(out) == swc.expected_counts(text)
