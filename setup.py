@@ -41,6 +41,10 @@ setup(
             # tests/test_ui_browser.py drives headless Chromium (Debian's chromium +
             # chromium-driver, which .ci/run installs) to check the tracker UI in a real browser.
             "selenium>=4.20",
+            # tests/test_notebook.py runs a real Jupyter kernel that submits a topology and
+            # displays its handle, as a notebook user does.
+            "nbclient>=0.10",
+            "ipykernel>=6",
         ],
     },
     entry_points={"console_scripts": ["heron-spark=heron_spark.cli.main:main"]},

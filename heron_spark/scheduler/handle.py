@@ -24,6 +24,7 @@ class TopologyHandle:
         self.tracker_url: str | None = None  # the tracker serving this driver's topologies
         self._tracker_auth = None  # its Authenticator (set by submit)
         self._closers: list = []
+        self._progress = None  # the start-up progress thread (scheduler/progress.py), if any
 
     def _attach(self, stage: BarrierStage) -> None:
         self._stage = stage
@@ -171,5 +172,27 @@ class TopologyHandle:
             raise TopologyRuntimeError.from_instance_failure(failure)
         raise TopologyRuntimeError(self._tmaster.detail or "topology failed")
 
+    def _view(self):
+        """What ``repr`` and the notebook table show (see ``scheduler/notebook.py``)."""
+        from heron_spark.scheduler import notebook
+
+        tmaster = self._tmaster
+        started = tmaster.started_at
+        elapsed = None if started is None else (tmaster.ended_at or time.time()) - started
+        ui_link = getattr(self, "ui_link", None)  # a login link, where the tracker has one
+        link = ui_link() if callable(ui_link) else self.tracker_url
+        components = {name: (decl.is_spout, decl.parallelism)
+                      for name, decl in tmaster.plan.logical.components.items()}
+        return notebook.build_view(tmaster.status(), tmaster.metrics_by_component(),
+                                   components, elapsed, link)
+
     def __repr__(self) -> str:
-        return f"TopologyHandle(name={self.name!r}, status={self.status})"
+        from heron_spark.scheduler import notebook
+
+        return notebook.text(self._view())
+
+    def _repr_html_(self) -> str:
+        """The notebook view: state, containers, per-component counts and rates, UI link."""
+        from heron_spark.scheduler import notebook
+
+        return notebook.html_table(self._view())

@@ -18,15 +18,17 @@ from heron_spark import _pickling
 from heron_spark._failure_window import FailureWindow
 from heron_spark.config import SystemConfig
 from heron_spark.container.task import ContainerTask
-from heron_spark.errors import TopologyStateError, WrongPlaceError
+from heron_spark.errors import HeronSparkError, TopologyStateError, WrongPlaceError
 from heron_spark.plan.logical import LogicalPlan
 from heron_spark.plan.prepare import prepare
 from heron_spark.proto import topology_pb2
 from heron_spark.scheduler.handle import TopologyHandle
+from heron_spark.scheduler import progress
+from heron_spark.scheduler.executors import ContainerExecutors
 from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
-                                                   is_local_master)
+                                                   is_local_master, job_group)
 from heron_spark.scheduler.update import Rescaler
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
@@ -86,6 +88,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
                       generation, system.instance_restart_max, system.restart_window_secs,
                       checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)),
+                      stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs,
                       history=MetricsCache(system.tmaster_metrics_bucket_secs,
                                            system.tmaster_metrics_retention_secs,
                                            system.tmaster_metrics_max_series),
@@ -128,7 +131,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     task = ContainerTask(plan.name, definition, packing.SerializeToString(),
                          _config_fields(system), secret, host, tmaster.port, generation, local)
 
-    bridge = system.spark_jvm_bridge and _bridge_loaded(spark)
+    bridge = system.spark_jvm_bridge != "false" and _bridge_loaded(spark)
 
     def on_stage_exit(result, error) -> None:
         if error is not None and is_cancellation(error):
@@ -146,14 +149,17 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         statemgr.close()
 
     if bridge:
-        threading.Thread(target=_publish_gauges, args=(spark, tmaster, system), daemon=True,
+        threading.Thread(target=_publish_gauges, args=(spark, tmaster, system),
+                         daemon=True,
                          name=f"gauges-{plan.name}").start()
     stage = BarrierStage(spark, task, view.container_count, on_stage_exit,
                          _resubmission_policy(tmaster, system),
                          planned=lambda error: tmaster.state.ended or is_cancellation(error))
     handle._attach(stage)
+    tmaster.recover_containers = stage.recover
     tmaster.updater = Rescaler(spark, system, statemgr, tmaster, stage, topology_id)
     stage.start()
+    handle._progress = progress.watch(tmaster, system.submit_progress)
     _install_sigterm(handle)
     if _CLI_CONTEXT is not None:
         _CLI_CONTEXT["handles"].append(handle)
@@ -220,18 +226,51 @@ def _bridge_loaded(spark) -> bool:
 
 
 def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
-    """Copy the TMaster's per-component metrics into Spark's metrics system until the end."""
-    from heron_spark.scheduler import jvm_bridge
+    """Copy the TMaster's per-component metrics into Spark's metrics system until the end;
+    hand Spark's loss of an executor hosting a container to the TMaster."""
 
     interval = system.metrics_interval_ms / 1000.0
-    while True:
-        ended = tmaster.closed.wait(interval)
-        if not ended:  # the final copy is on_stage_exit's, before wait() returns
-            _copy_gauges(spark, tmaster)
-        for event in jvm_bridge.drain_events(spark):
-            log.warning("Spark event during topology %s: %s", tmaster.name, event)
-        if ended:
-            return
+    executors = ContainerExecutors(job_group(tmaster.name))
+    lock = threading.Lock()
+
+    def on_event(event: dict) -> None:  # from any topology's publisher thread
+        with lock:
+            loss = executors.on_event(event, tmaster.generation)
+        if loss is not None:
+            tmaster.executor_lost(loss.executor, loss.containers, loss.reason, loss.generation)
+
+    with _BRIDGE_LOCK:
+        _BRIDGE_LISTENERS[id(on_event)] = on_event
+    try:
+        while True:
+            ended = tmaster.closed.wait(interval)
+            if not ended:  # the final copy is on_stage_exit's, before wait() returns
+                _copy_gauges(spark, tmaster)
+            _dispatch_bridge_events(spark)
+            if ended:
+                return
+    finally:
+        with _BRIDGE_LOCK:
+            _BRIDGE_LISTENERS.pop(id(on_event), None)
+
+
+# The bridge's event queue is one per JVM: whichever topology's publisher drains it hands every
+# event to every topology of this driver.
+_BRIDGE_LOCK = threading.Lock()
+_BRIDGE_LISTENERS: dict[int, Any] = {}
+
+
+def _dispatch_bridge_events(spark) -> None:
+    from heron_spark.scheduler import jvm_bridge
+
+    with _BRIDGE_LOCK:
+        events = jvm_bridge.drain_events(spark)
+        listeners = list(_BRIDGE_LISTENERS.values())
+    for event in events:
+        if event.get("type") != "task_start":
+            log.warning("Spark event: %s", event)
+        for listener in listeners:
+            listener(event)
 
 
 def _copy_gauges(spark, tmaster: TMaster) -> None:
@@ -266,7 +305,7 @@ def _spark_session(spark, master: str | None, system: SystemConfig):
 
     existing = spark if spark is not None else SparkSession.getActiveSession()
     if existing is not None:
-        if system.spark_jvm_bridge:
+        if system.spark_jvm_bridge == "true" and not _bridge_loaded(existing):
             log.warning("heron.spark.jvm.bridge applies only to a session submit() creates; "
                         "add jvm_bridge.spark_conf(jvm_bridge.build_jar()) to your session")
         return existing
@@ -277,12 +316,38 @@ def _spark_session(spark, master: str | None, system: SystemConfig):
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded default
         builder = builder.master("local[*]")
-    if system.spark_jvm_bridge:
-        from heron_spark.scheduler import jvm_bridge
-
-        for key, value in jvm_bridge.spark_conf(jvm_bridge.build_jar()).items():
-            builder = builder.config(key, value)
+    for key, value in {**_SESSION_CONF, **_bridge_conf(system.spark_jvm_bridge)}.items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# Set on a session submit() creates: topology gauges (jvm_bridge) on the driver UI's
+# /metrics/prometheus/ (Spark's PrometheusServlet sink), executor metrics on
+# /metrics/executors/prometheus, and no console progress bar drawing over submit's own output.
+_SESSION_CONF = {
+    "spark.ui.prometheus.enabled": "true",
+    "spark.metrics.conf.*.sink.prometheusServlet.class":
+        "org.apache.spark.metrics.sink.PrometheusServlet",
+    "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def _bridge_conf(mode: str) -> dict[str, str]:
+    """The Spark settings loading the JVM bridge: "true" fails loudly if it cannot be built,
+    "auto" goes on without it (one info line), "false" never tries."""
+    if mode == "false":
+        return {}
+    from heron_spark.scheduler import jvm_bridge
+
+    try:
+        return jvm_bridge.spark_conf(jvm_bridge.build_jar())
+    except (HeronSparkError, OSError) as exc:
+        if mode == "true":
+            raise
+        log.info("Spark metrics of the topology are off (heron.spark.jvm.bridge=auto could "
+                 "not build the JVM bridge: %s)", str(exc).splitlines()[0])
+        return {}
 
 
 def _topology_proto(plan: LogicalPlan, topology_id: str, definition: bytes):
