@@ -38,6 +38,9 @@ setup(
             "pytest-spark>=0.8",
             "grpcio-tools==1.85.1",
             "ruff>=0.6",
+            # tests/test_ui_browser.py drives headless Chromium (Debian's chromium +
+            # chromium-driver, which .ci/run installs) to check the tracker UI in a real browser.
+            "selenium>=4.20",
             # tests/test_notebook.py runs a real Jupyter kernel that submits a topology and
             # displays its handle, as a notebook user does.
             "nbclient>=0.10",

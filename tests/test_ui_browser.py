@@ -1,0 +1,281 @@
+"""The tracker's web UI in a real headless Chromium, against a real topology on Spark.
+
+A word count (``ui_topology``: at-least-once, 240 sentences, then idle but RUNNING, beside a
+spout that crashes once) runs on ``local[4]``; Chromium opens a login link, and the test checks
+what a person would see: the topology listed as RUNNING, a logical-plan node per component, the
+crash's traceback under exceptions, every instance of the physical plan with its pid, the
+numbers of the components table equal to the tracker's ``/topologies/metrics`` (exactly: once
+every sentence is acked the counters stop moving), the per-minute charts drawn, an
+instance's log read through ``/topologies/container/filedata``, and the Deactivate / Activate
+buttons taking the topology to PAUSED and back to RUNNING.
+A full-page screenshot goes to ``build/screenshots/topology.png``.
+
+Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them): without them
+the test is skipped, or fails under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import tempfile
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+import ui_topology as topo
+from fault_support import wait_for
+
+from heron_spark import submit
+from heron_spark.statemgr import open_state_manager
+from heron_spark.tracker.auth import tracker_token
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--window-size=1400,1000"]
+SCREENSHOT = Path(__file__).resolve().parent.parent / "build" / "screenshots" / "topology.png"
+COMPONENTS = {"sentences", "split", "count", "crasher"}
+COUNT_COLUMNS = ["emit-count", "execute-count", "ack-count", "fail-count"]
+ALL_TIME = -1  # the table's default window: since the topology started
+
+
+def _browser():
+    """A headless Chromium under chromedriver with a fresh profile; skip (or fail in CI)."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing.append("the selenium package (pip install -e '.[test]')")
+    if missing:
+        reason = (f"the UI browser test needs {', '.join(missing)}; install Debian's chromium "
+                  f"and chromium-driver (.ci/run does)")
+        if os.environ.get("CI", "").lower() in ("1", "true", "yes"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='heron-ui-chromium-')}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    return webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
+
+
+class Tracker:
+    """The tracker's JSON API as a script uses it: Bearer token, Heron's query parameters."""
+
+    def __init__(self, base: str, token: str) -> None:
+        self.base = base.rstrip("/")
+        self.token = token
+        self.ids: dict = {}
+
+    def get(self, route: str, **params):
+        query = urllib.parse.urlencode({**self.ids, **params}, doseq=True)
+        request = urllib.request.Request(f"{self.base}{route}?{query}",
+                                         headers={"Authorization": f"Bearer {self.token}"})
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    def component_counts(self, component: str, names: dict[str, list[str]]) -> dict[str, float]:
+        """Sum each column's metrics over instances and streams, as the table does."""
+        answer = self.get("/topologies/metrics", component=component, interval=ALL_TIME,
+                          metricname=[n for ns in names.values() for n in ns])
+        metrics = answer["metrics"]
+        return {key: sum(float(v) for n in ns for v in metrics.get(n, {}).values())
+                for key, ns in names.items() if any(n in metrics for n in ns)}
+
+
+def _metric_names(component: str) -> dict[str, list[str]]:
+    """Heron's metric names of the UI table's count columns, for ``ui_topology``'s plan."""
+    if component in ("sentences", "crasher"):
+        stream = "default" if component == "sentences" else "unused"
+        return {"emit-count": [f"__emit-count/{stream}"], "ack-count": [f"__ack-count/{stream}"],
+                "fail-count": [f"__fail-count/{stream}"]}
+    source = {"split": "sentences", "count": "split"}[component]
+    names = {key: [f"__{key}/{source}/default"]
+             for key in ("execute-count", "ack-count", "fail-count")}
+    if component == "split":
+        names["emit-count"] = ["__emit-count/default"]
+    return names
+
+
+def _table(driver) -> dict[str, dict[str, float]]:
+    """The components table as shown: {component: {column: value}} from data-value."""
+    rows = driver.execute_script("""
+        const out = {};
+        for (const tr of document.querySelectorAll('#metrics-table tbody tr[data-component]')) {
+          const row = out[tr.dataset.component] = {};
+          for (const td of tr.querySelectorAll('td[data-metric][data-value]')) {
+            row[td.dataset.metric] = Number(td.dataset.value);
+          }
+        }
+        return out;""")
+    return {c: {k: v for k, v in row.items() if k in COUNT_COLUMNS} for c, row in rows.items()}
+
+
+def _screenshot(driver, path: Path) -> Path:
+    """Write a full-page PNG (beyond the viewport) through Chromium's DevTools protocol."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    shot = driver.execute_cdp_cmd("Page.captureScreenshot",
+                                  {"format": "png", "captureBeyondViewport": True})
+    path.write_bytes(base64.b64decode(shot["data"]))
+    return path
+
+
+def _read(driver, script: str, *args):
+    """Run ``script`` in the page and return its value: one atomic read of the DOM (the page
+    re-renders its sections every few seconds, which makes element handles go stale)."""
+    return driver.execute_script(script, *args)
+
+
+def _text(driver, css: str) -> str | None:
+    """The text of the first element matching ``css`` now, or None."""
+    return _read(driver, "return document.querySelector(arguments[0])?.innerText ?? null", css)
+
+
+def _attrs(driver, css: str, name: str) -> list[str]:
+    """Attribute ``name`` of every element matching ``css`` now."""
+    return _read(driver, "return [...document.querySelectorAll(arguments[0])]"
+                         ".map(e => e.getAttribute(arguments[1]))", css, name)
+
+
+def _click(driver, css: str, timeout: float = 10) -> None:
+    """Click the element matching ``css``, again if a re-render replaced it mid-click."""
+    from selenium.common.exceptions import (NoSuchElementException,
+                                            StaleElementReferenceException)
+
+    def attempt() -> bool:
+        try:
+            driver.find_element("css selector", css).click()
+            return True
+        except (StaleElementReferenceException, NoSuchElementException):
+            return False
+    wait_for(attempt, timeout, f"a click on {css}")
+
+
+def _errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
+def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, hconf):
+    driver = _browser()
+    name = "ui_word_count"
+    handle = submit(topo.topology(name, tmp_path), spark=spark.session, conf=hconf,
+                    master="local[4]")
+    try:
+        assert handle.wait_running(120), handle.status_detail()
+        link = handle.ui_link()
+        base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))
+        tracker = Tracker(base, tracker_token(open_state_manager(hconf["heron.statemgr"])))
+
+        # The list: this topology, RUNNING; its ids are the API's query parameters.
+        driver.get(link)
+        row = f'tr[data-topology="{name}"]'
+        wait_for(lambda: _text(driver, f"{row} [data-state]"), 30, "the topology in the list")
+        assert _text(driver, f"{row} [data-state]") == "RUNNING"
+        states = tracker.get("/topologies/states")
+        (cluster, environs), = states.items()
+        (environ, topologies), = environs.items()
+        tracker.ids = {"cluster": cluster, "environ": environ, "topology": name}
+        if topologies[name].get("role"):
+            tracker.ids["role"] = topologies[name]["role"]
+        _click(driver, f"{row} a")
+
+        # Every component in the table and as a node of the logical plan graph.
+        def shown(css: str) -> set[str]:
+            return set(_attrs(driver, css, "data-component"))
+        wait_for(lambda: shown("#metrics-table tbody tr[data-component]") == COMPONENTS, 30,
+                 "a table row per component")
+        wait_for(lambda: shown("#logical g.node[data-component]") == COMPONENTS, 10,
+                 "a graph node per component")
+        # sentences -> split -> count; the crasher feeds nothing
+        assert len(_attrs(driver, "#logical g.edgePath", "class")) == 2
+
+        # The crash, with its traceback, as /topologies/exceptions reports it.
+        crash_css = '#exceptions details[data-component="crasher"]'
+        wait_for(lambda: _attrs(driver, crash_css, "data-instance"), 60,
+                 "the crasher's exception in the UI")
+        (reported,) = tracker.get("/topologies/exceptions", component="crasher")
+        assert topo.CRASH_MESSAGE in reported["stacktrace"]
+        assert "Traceback" in reported["stacktrace"]
+        assert _attrs(driver, crash_css, "data-instance") == [reported["instance_id"]]
+        _click(driver, f"{crash_css} summary")  # unfold the traceback (kept open on refresh)
+        shown_trace = wait_for(lambda: _text(driver, f"{crash_css}[open] pre"), 10,
+                               "the unfolded traceback")
+        assert reported["stacktrace"].strip().splitlines()[-1] in shown_trace
+        assert "Traceback" in shown_trace
+
+        # Every instance of the physical plan, with its pid (the crasher's is its restart's).
+        def instances_shown() -> dict[str, str]:
+            return _read(driver, """return Object.fromEntries([...document.querySelectorAll(
+                '#physical tr[data-instance]')].map(tr => [tr.dataset.instance,
+                tr.querySelector('[data-field=pid]').textContent]))""")
+        plan = tracker.get("/topologies/physicalplan")
+        instances = plan["instances"]
+        assert len(instances) == 6 and all(inst["pid"] > 0 for inst in instances.values())
+        wait_for(lambda: instances_shown() == {i: str(inst["pid"]) for i, inst in
+                                               instances.items()}, 10,
+                 f"the physical plan's instances and pids {instances}")
+
+        # Numbers: once every sentence is acked the counters stop, so table == API exactly.
+        words = topo.total_words()
+        expected = {"sentences": {"emit-count": topo.LINES, "ack-count": topo.LINES,
+                                  "fail-count": 0},
+                    "split": {"execute-count": topo.LINES, "ack-count": topo.LINES,
+                              "fail-count": 0, "emit-count": words},
+                    "count": {"execute-count": words, "ack-count": words, "fail-count": 0}}
+
+        def api_counts() -> dict:
+            return {c: tracker.component_counts(c, _metric_names(c)) for c in COMPONENTS}
+        def word_count(counts: dict) -> dict:
+            return {c: v for c, v in counts.items() if c in expected}
+        wait_for(lambda: word_count(api_counts()) == expected, 90,
+                 f"the tracker's counters to reach {expected}")
+        # Every component, the crasher's too (its zeros appear once its restart publishes);
+        # the table refreshes every 5 s, so wait for it to catch up with the settled API.
+        wait_for(lambda: _table(driver) == api_counts(), 30,
+                 "the table to show the tracker's counters")
+        assert word_count(_table(driver)) == expected
+        (rate,) = _attrs(driver, '#metrics-table tr[data-component="split"] '
+                                 'td[data-metric=execute-rate]', "data-value")
+        assert float(rate) > 0
+
+        # Charts: /metrics/timeline's points handed to Graph2d, which draws them on a later
+        # animation frame.
+        wait_for(lambda: int((_attrs(driver, "[data-chart=counts]", "data-points") or ["0"])[0]
+                             or 0) > 0, 90, "points in the counts chart")
+        wait_for(lambda: _attrs(driver, "[data-chart=counts] .vis-line-graph "
+                                        ".series-emit-count.vis-point", "class"), 10,
+                 "Graph2d to draw the counts chart's points")
+
+        # An instance's log, opened from the physical plan.
+        count_task = next(i for i, inst in instances.items() if inst["name"] == "count")
+        _click(driver, f'button[data-log="{count_task}"]')
+        log_css = f'#log-text[data-instance="{count_task}"]'
+        wait_for(lambda: topo.READY_LINE in (_text(driver, log_css) or ""), 20,
+                 f"{count_task}'s log in the log view")
+        inst = instances[count_task]
+        tail = tracker.get("/topologies/container/filedata", container=inst["container"],
+                           path=inst["logfile_path"], offset=0, length=1 << 16)
+        assert f"{topo.READY_LINE} {inst['task_id']}" in tail["data"]
+        assert f"{topo.READY_LINE} {inst['task_id']}" in _text(driver, log_css)
+
+        assert _errors(driver) == []
+        print(f"\nscreenshot: {_screenshot(driver, SCREENSHOT)}")
+
+        # Management: Deactivate, then Activate, through the page's buttons (POST verbs).
+        for verb, state in (("deactivate", "PAUSED"), ("activate", "RUNNING")):
+            _click(driver, f"button[data-verb={verb}]:not([disabled])")
+            wait_for(lambda state=state: tracker.get("/topologies/executionstate")["status"]
+                     == state, 60, f"the tracker to report {state} after {verb}")
+            wait_for(lambda state=state: _text(driver, "#summary [data-state]") == state, 20,
+                     f"the page to show {state} after {verb}")
+        assert _errors(driver) == []
+    finally:
+        driver.quit()
+        handle.kill()
