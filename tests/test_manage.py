@@ -355,3 +355,40 @@ def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, h
     finally:
         handle.kill()
     assert swc.read_counts(out) == swc.expected_counts(text)
+
+
+def test_cli_submit_deploy_deactivated(tmp_path, hconf):
+    """``heron-spark submit --deploy-deactivated``: its own driver, paused until activated."""
+    from pathlib import Path
+
+    name, out = "manage-cli-submit", tmp_path / "out"
+    topology_file = Path(__file__).resolve().parent / "manage_cli_topology.py"
+    err_path = tmp_path / "submit.err"
+    with open(err_path, "w") as err:
+        driver = subprocess.Popen([sys.executable, "-m", "heron_spark.cli", "submit",
+                                   "--master", "local[2]", "--deploy-deactivated",
+                                   str(topology_file), name, str(out)],
+                                  cwd=tmp_path, stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        def paused():
+            assert driver.poll() is None, err_path.read_text()[-4000:]
+            return _execution_state(hconf, name).get("state") == "PAUSED"
+
+        faults.wait_for(paused, 180, "the topology to run deactivated")
+        assert f"{name}\tPAUSED\tlive" in _cli("list").stdout
+        faults.wait_for(lambda: len(mt.read_spout_logs(out)) == 2, 60, "spouts to start")
+        assert _cli("activate", name).returncode == 0
+        faults.wait_for(lambda: all(lines.count("ack") > 20
+                                    for lines in mt.read_spout_logs(out).values()), 60,
+                        "spouts to emit once activated")
+        assert all(lines[:2] == ["initialize", "activate 0"]
+                   for lines in mt.read_spout_logs(out).values())
+        assert _cli("kill", name).returncode == 0
+        stdout, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            _cli("kill", name)
+            driver.kill()
+            driver.wait(30)
+    assert driver.returncode == 0, err_path.read_text()[-4000:]
+    assert f"topology {name}: KILLED" in stdout
