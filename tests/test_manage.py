@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import fault_support as faults
+import heron_spark
 import manage_topologies as mt
 import pytest
 import reliable_word_count as rwc
@@ -339,7 +340,7 @@ def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, h
     corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
     text = swc.write_corpus(corpus, 2000)
     topology = swc.build(name, corpus, out, interval=0.2)
-    handle = submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
+    handle = heron_spark.submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
                     master="local[4]", deactivated=True)
     try:
         assert handle.wait_running(timeout=120)
