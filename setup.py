@@ -19,6 +19,8 @@ setup(
               *(("heronpy" + p[len("heron_spark.heronpy"):]) for p in
                 find_packages(include=["heron_spark.heronpy", "heron_spark.heronpy.*"]))],
     package_dir={"heronpy": "heron_spark/heronpy"},
+    # The tracker's web UI: static files served from the installed package.
+    package_data={"heron_spark.tracker": ["ui/*", "ui/*/*"]},
     install_requires=[
         "pyspark>=4.0,<5",
         "pyarrow>=15",
@@ -36,6 +38,10 @@ setup(
             "pytest-spark>=0.8",
             "grpcio-tools==1.85.1",
             "ruff>=0.6",
+            # tests/test_notebook.py runs a real Jupyter kernel that submits a topology and
+            # displays its handle, as a notebook user does.
+            "nbclient>=0.10",
+            "ipykernel>=6",
         ],
     },
     entry_points={"console_scripts": ["heron-spark=heron_spark.cli.main:main"]},

@@ -53,6 +53,12 @@ TRACKER_MAX_CONNECTIONS = "heron.tracker.max.connections"
 TRACKER_IDLE_TIMEOUT_SECS = "heron.tracker.idle.timeout.secs"
 PYTHON_GC_YOUNG_OBJECTS = "heron.python.gc.young.objects"
 CHECKPOINT_ROOT = "heron.checkpoint.root"
+TMASTER_STMGR_HEARTBEAT_TIMEOUT_SECS = "heron.tmaster.stmgr.heartbeat.timeout.secs"
+SUBMIT_PROGRESS = "heron.submit.progress"
+TMASTER_METRICS_BUCKET_SECS = "heron.tmaster.metrics.bucket.secs"
+TMASTER_METRICS_RETENTION_SECS = "heron.tmaster.metrics.retention.secs"
+TMASTER_METRICS_MAX_SERIES = "heron.tmaster.metrics.max.series"
+TMASTER_EXCEPTIONS_PER_INSTANCE = "heron.tmaster.exceptions.per.instance"
 
 CONF_FILE_NAME = "heron_spark.yaml"
 CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
@@ -85,7 +91,9 @@ class SystemConfig:
     frame_max_bytes: int = 256 * MiB
     tracker_port: int = 0           # 0: any free port; -1: no tracker HTTP server
     spark_slots_wait_secs: float = 60.0
-    spark_jvm_bridge: bool = False  # load jvm_bridge/ into a session submit() creates
+    # Load jvm_bridge/ into a session submit() creates: "auto" when javac and the bridge's
+    # sources are there (else one info line), "true" (fail if it cannot), "false".
+    spark_jvm_bridge: str = "auto"
     # Failure recovery: a task failing more than instance_restart_max times (a stmgr dying more
     # than stmgr_restart_max times) within restart_window_secs fails the topology (the Spark
     # stage). A failed stage is resubmitted up to stage_resubmit_max times in a row, waiting
@@ -121,6 +129,19 @@ class SystemConfig:
     # Effectively once: where task state is checkpointed, a pyarrow.fs URL (file://, hdfs://,
     # s3://) or a local path; empty: <work_dir>/checkpoints (one machine only).
     checkpoint_root: str = ""
+    # The TMaster drops a stmgr silent for this long, and restarts the Spark stage if it has
+    # not registered again after as long again (a stopped container, a lost executor).
+    tmaster_stmgr_heartbeat_timeout_secs: float = 30.0
+    # submit() shows "containers registered k/N" while the topology starts.
+    submit_progress: bool = True
+    # The TMaster's metrics history (the tracker's metrics, timeline and query views): one
+    # value per bucket (Heron: a minute) per (component, task, metric), kept for retention
+    # (Heron: 3 hours), at most max_series series; and at most exceptions_per_instance
+    # distinct stack traces per task for the exceptions views.
+    tmaster_metrics_bucket_secs: int = 60
+    tmaster_metrics_retention_secs: int = 3 * 3600
+    tmaster_metrics_max_series: int = 200_000
+    tmaster_exceptions_per_instance: int = 20
 
     def validate(self) -> "SystemConfig":
         """Return self, or raise ConfigError naming the first unusable value."""
@@ -131,7 +152,9 @@ class SystemConfig:
                     HEARTBEAT_INTERVAL_MS, METRICS_INTERVAL_MS):
             if getattr(self, _field_of(key)) < 1:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 1")
-        for key in (BACKPRESSURE_HIGH_WATER_TUPLES, TRACKER_MAX_CONNECTIONS):
+        for key in (BACKPRESSURE_HIGH_WATER_TUPLES, TRACKER_MAX_CONNECTIONS,
+                    TMASTER_METRICS_BUCKET_SECS, TMASTER_METRICS_MAX_SERIES,
+                    TMASTER_EXCEPTIONS_PER_INSTANCE):
             if getattr(self, _field_of(key)) < 1:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 1")
         if not 0 <= self.backpressure_low_water_tuples < self.backpressure_high_water_tuples:
@@ -140,16 +163,22 @@ class SystemConfig:
                               f"({self.backpressure_high_water_tuples})")
         for key in (PYTHON_GC_YOUNG_OBJECTS, BATCH_LINGER_MS, RESTART_BACKOFF_SECS,
                     RESTART_BACKOFF_MAX_SECS, STALL_TIMEOUT_SECS,
-                    USER_CODE_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS):
+                    USER_CODE_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS,
+                    TMASTER_STMGR_HEARTBEAT_TIMEOUT_SECS):
             if getattr(self, _field_of(key)) < 0:
                 raise ConfigError(key, getattr(self, _field_of(key)), "use a value >= 0")
-        for key in (STALL_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS):
+        for key in (STALL_TIMEOUT_SECS, TRACKER_IDLE_TIMEOUT_SECS,
+                    TMASTER_STMGR_HEARTBEAT_TIMEOUT_SECS):
             if getattr(self, _field_of(key)) == 0:
                 raise ConfigError(key, 0, "use a positive number of seconds")
         if not 0 <= self.backpressure_low_water_bytes < self.backpressure_high_water_bytes:
             raise ConfigError(BACKPRESSURE_LOW_WATER_BYTES, self.backpressure_low_water_bytes,
                               f"use a value below {BACKPRESSURE_HIGH_WATER_BYTES} "
                               f"({self.backpressure_high_water_bytes})")
+        if self.tmaster_metrics_retention_secs < self.tmaster_metrics_bucket_secs:
+            raise ConfigError(TMASTER_METRICS_RETENTION_SECS, self.tmaster_metrics_retention_secs,
+                              f"keep at least one bucket: use a value >= "
+                              f"{TMASTER_METRICS_BUCKET_SECS} ({self.tmaster_metrics_bucket_secs})")
         if self.batch_flush_interval_ms <= 0:
             raise ConfigError(BATCH_FLUSH_INTERVAL_MS, self.batch_flush_interval_ms,
                               "use a positive number of milliseconds")
@@ -170,7 +199,16 @@ def _field_of(key: str) -> str:
     return _FIELD_OF[key]
 
 
+BRIDGE_MODES = {"auto": "auto", "true": "true", "1": "true", "yes": "true", "on": "true",
+                "false": "false", "0": "false", "no": "false", "off": "false"}
+
+
 def _coerce(key: str, value: Any, default: Any) -> Any:
+    if key == SPARK_JVM_BRIDGE:
+        mode = BRIDGE_MODES.get(str(value).strip().lower())
+        if mode is None:
+            raise ConfigError(key, value, "use auto, true or false")
+        return mode
     try:
         if isinstance(default, bool):
             return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")

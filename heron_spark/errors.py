@@ -161,3 +161,39 @@ class DuplicateMetricError(HeronSparkError, RuntimeError):
         super().__init__(f"component {component!r} task {task_id}: a metric named {name!r} is "
                          f"already registered. Fix: register each metric once, under its own "
                          f"name")
+
+
+class TrackerRequestError(HeronSparkError, ValueError):
+    """A tracker HTTP request cannot be answered: a bad parameter (400), an unknown topology,
+    component or file (404), a topology with no live TMaster (503), ...
+
+    ``status`` is the HTTP status the tracker answers with; ``param`` the query parameter at
+    fault (or None).
+    """
+
+    def __init__(self, status: int, problem: str, *, param: str | None = None,
+                 value: Any = _UNSET, fix: str | None = None) -> None:
+        self.status = status
+        self.param = param
+        self.value = None if value is _UNSET else value
+        self.fix = fix
+        where = f"parameter {param!r}: " if param else ""
+        got = "" if value is _UNSET else f" (got {value!r})"
+        how = f". Fix: {fix}" if fix else ""
+        super().__init__(f"{where}{problem}{got}{how}")
+
+
+class MetricsQueryError(HeronSparkError, ValueError):
+    """A metrics view or query (the tracker's ``/topologies/metrics*`` and exceptions views)
+    names something malformed or unknown: a bad token, component, instance or time range."""
+
+    def __init__(self, problem: str, *, query: str = "", token: str = "", position: int = 0,
+                 fix: str = "") -> None:
+        self.problem = problem
+        self.query = query
+        self.token = token
+        self.position = position
+        self.fix = fix
+        where = f" at {position} ({token!r}) in {query!r}" if query else \
+            (f" ({token!r})" if token else "")
+        super().__init__(f"{problem}{where}. Fix: {fix}" if fix else f"{problem}{where}")

@@ -155,3 +155,30 @@ def test_submit_publishes_topology_metrics_as_spark_gauges(tmp_path):
 
     words = sum(expected_counts(200, 2).values())
     assert f"GAUGE {float(words)}" in out.stdout, out.stdout + out.stderr[-2000:]
+
+
+def test_auto_goes_on_without_the_bridge_and_true_fails_loudly(tmp_path, monkeypatch, caplog):
+    """heron.spark.jvm.bridge: "auto" (the default) logs one line and goes on when the bridge
+    cannot be built (no javac here); "true" raises; "false" never tries."""
+    import logging
+
+    from heron_spark.config import SPARK_JVM_BRIDGE, SystemConfig, build_system_config
+    from heron_spark.scheduler import submit as submit_module
+
+    assert SystemConfig().spark_jvm_bridge == "auto"
+    with monkeypatch.context() as patch:
+        patch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))  # no cached jar
+        patch.setattr(jvm_bridge.shutil, "which", lambda name: None)
+        with caplog.at_level(logging.INFO, logger=submit_module.__name__):
+            assert submit_module._bridge_conf("auto") == {}
+        [record] = [r for r in caplog.records if "heron.spark.jvm.bridge" in r.getMessage()]
+        assert record.levelno == logging.INFO and "javac" in record.getMessage()
+        with pytest.raises(ConfigError) as info:
+            submit_module._bridge_conf("true")
+        assert info.value.key == SPARK_JVM_BRIDGE
+        assert submit_module._bridge_conf("false") == {}
+    assert submit_module._bridge_conf("auto") == jvm_bridge.spark_conf(jvm_bridge.build_jar())
+    assert build_system_config({SPARK_JVM_BRIDGE: True}).spark_jvm_bridge == "true"
+    assert build_system_config({SPARK_JVM_BRIDGE: "Off"}).spark_jvm_bridge == "false"
+    with pytest.raises(ConfigError):
+        build_system_config({SPARK_JVM_BRIDGE: "maybe"})

@@ -105,22 +105,24 @@ def test_cli_kill_and_second_submit_refused(running, conf, tmp_path):
 
 
 def _check_tracker(handle, conf):
-    """The tracker answers only requests carrying the topology secret."""
+    """The tracker answers only requests carrying the tracker token of the state manager."""
     import json
     import urllib.error
     import urllib.request
 
     from heron_spark.statemgr import open_state_manager
+    from heron_spark.tracker.auth import tracker_token
 
-    url = f"{handle.tracker_url}/topology"
+    url = f"{handle.tracker_url}/topologies/executionstate?topology={handle.name}"
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(url, timeout=10)
     assert refused.value.code == 401
-    secret = open_state_manager(conf["heron.statemgr"]).get_tmaster_location(handle.name)["secret"]
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {secret}"})
+    with open_state_manager(conf["heron.statemgr"]) as statemgr:
+        token = tracker_token(statemgr)
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
     with urllib.request.urlopen(request, timeout=10) as response:
-        status = json.loads(response.read())
-    assert status["state"] == "RUNNING" and status["containers"] == 2
+        state = json.loads(response.read())
+    assert (state["status"], state["live"], state["jobname"]) == ("RUNNING", True, handle.name)
     # heron.tracker.idle.timeout.secs (2 here, 10 by default) reaches the submitted tracker.
     import socket
     from urllib.parse import urlsplit

@@ -367,3 +367,40 @@ def test_user_code_that_never_returns_is_killed_with_a_clear_message(spark, tmp_
     assert "heron.instance.user.code.timeout.secs" in failure.error
     assert "time.sleep(3600)" in failure.error  # the stuck task's stack
     _check_exact(text, out, hconf, name)
+
+
+def test_stopped_container_group_is_found_dead_by_the_tmaster(spark, tmp_path, hconf):
+    """Unlike the test above (only the supervisor stopped: its children notice and kill it),
+    here the whole container is stopped, supervisor and children: nothing on the executor can
+    notice. The TMaster's heartbeat check finds the stmgr dead within the configured timeout
+    and, as it does not come back, restarts the Spark stage."""
+    name = "stop-group"
+    timeout = 3.0
+    text, out, handle = _reliable(spark, tmp_path, hconf, name, 4000,
+                                  **{"heron.tmaster.stmgr.heartbeat.timeout.secs": timeout,
+                                     "heron.stage.resubmit.backoff.secs": 0.2})
+    work = tmp_path / "work" / name
+    _wait_progress(out, 10_000)
+    [stmgr] = faults.find(work, "stmgr", container=0)
+    group = [faults.parent_of(stmgr)] + [pid for role in ("stmgr", "instance", "metrics")
+                                         for pid in faults.find(work, role, container=0)]
+    started = {pid: faults.start_ticks(pid) for pid in group}
+    try:
+        for pid in group:
+            os.kill(pid, signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        status = faults.wait_for(
+            lambda: (lambda s: 0 in s["dead_stmgrs"] and s)(handle.status_detail()),
+            timeout + 10, "the TMaster to find the stopped stmgr dead")
+        found_after = time.monotonic() - stopped_at
+        # At most one heartbeat interval (1 s) plus one check period (0.75 s) late.
+        assert found_after < timeout + 2.0, found_after
+        assert status["heartbeat_ages_secs"]["0"] > timeout
+        assert status["generation"] == 0
+        assert handle.wait(timeout=TIMEOUT) == "FINISHED"
+        assert handle.status_detail()["generation"] >= 1
+        _check_exact(text, out, hconf, name)
+    finally:
+        for pid, ticks in started.items():
+            if faults.start_ticks(pid) == ticks:  # still the same process: do not leave it
+                os.kill(pid, signal.SIGKILL)

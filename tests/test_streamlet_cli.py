@@ -5,6 +5,7 @@ are exact under at-least-once."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 
 from test_heronpy_compat import _cli, _env
@@ -52,6 +53,9 @@ def test_a_streamlet_program_runs_under_the_cli_on_spark(tmp_path):
         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     assert "topology streamlet_words: FINISHED" in done.stdout
+    assert re.search(r"topology streamlet_words: tracker UI \(one-time login link\): "
+                     r"http://[\w.]+:\d+/login\?token=[0-9a-f]+\.\d+\.[0-9a-f]+$",
+                     done.stdout, re.MULTILINE), done.stdout
     totals: dict[str, int] = {}
     windows = set()
     for line in sink.read_text().splitlines():

@@ -20,15 +20,11 @@ import time
 import pytest
 from fault_support import wait_for
 
-from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 from heron_spark.config import TRACKER_IDLE_TIMEOUT_SECS, TRACKER_MAX_CONNECTIONS
 from heron_spark.errors import ConfigError
-from heron_spark.plan.logical import build_logical_plan
-from heron_spark.plan.packing import pack
-from heron_spark.plan.view import PlanView
 from heron_spark.statemgr import open_state_manager
-from heron_spark.tmaster.master import TMaster
-from heron_spark.tmaster.tracker import start_tracker
+from heron_spark.tracker.auth import TOKEN_KEY, TRACKER_KEYSPACE
+from heron_spark.tracker.service import start_tracker
 
 SECRET = "s3cret-for-tests"
 AUTH = {"Authorization": f"Bearer {SECRET}"}
@@ -37,37 +33,18 @@ IDLE_SECS = 1.0
 SLACK_SECS = 2.0  # scheduling slack on a busy 2-core machine
 
 
-class Word(Spout):
-    outputs = ["w"]
-
-    def next_tuple(self):
-        pass
-
-
-class Count(Bolt):
-    def process(self, tup):
-        pass
-
-
 @pytest.fixture
-def tmaster(tmp_path):
-    builder = TopologyBuilder("trackerlimits")
-    words = builder.add_spout("word", Word, par=1)
-    builder.add_bolt("count", Count, par=2, inputs={words: Grouping.SHUFFLE})
-    plan = build_logical_plan(builder.build())
-    statemgr = open_state_manager(f"file://{tmp_path}/state")
-    master = TMaster(PlanView(plan, pack(plan)), statemgr, SECRET, "127.0.0.1",
-                     "trackerlimits-0", 1 << 20)
-    try:
-        yield master
-    finally:
-        master.close()
-        statemgr.close()
+def statemgr_url(tmp_path):
+    """The state manager a tracker serves, its tracker token set to SECRET."""
+    url = f"file://{tmp_path}/state"
+    with open_state_manager(url) as statemgr:
+        statemgr.put(TRACKER_KEYSPACE, TOKEN_KEY, SECRET.encode(), private=True)
+    return url
 
 
 @contextlib.contextmanager
-def serving(tmaster):
-    server = start_tracker(tmaster, "127.0.0.1", 0, SECRET, max_connections=MAX_CONNECTIONS,
+def serving(statemgr_url):
+    server = start_tracker(statemgr_url, "127.0.0.1", 0, max_connections=MAX_CONNECTIONS,
                            idle_timeout_secs=IDLE_SECS)
     try:
         yield server
@@ -76,8 +53,8 @@ def serving(tmaster):
 
 
 @pytest.fixture
-def tracker(tmaster):
-    with serving(tmaster) as server:
+def tracker(statemgr_url):
+    with serving(statemgr_url) as server:
         yield server
 
 
@@ -110,10 +87,10 @@ def _wait_closed(sock: socket.socket, timeout: float) -> bool:
     return False
 
 
-def test_idle_connections_are_bounded_and_closed_after_the_idle_timeout(tmaster):
+def test_idle_connections_are_bounded_and_closed_after_the_idle_timeout(statemgr_url):
     baseline = threading.active_count()
     bound = baseline + 1 + MAX_CONNECTIONS + 2  # the serving thread, one per slot, slack
-    with serving(tmaster) as server:
+    with serving(statemgr_url) as server:
         opened: dict[socket.socket, float] = {}
         replies: dict[socket.socket, bytes] = {}
         closed_after: dict[socket.socket, float] = {}
@@ -152,7 +129,7 @@ def test_idle_connections_are_bounded_and_closed_after_the_idle_timeout(tmaster)
             wait_for(lambda: server.open_connections == 0, SLACK_SECS, "every slot freed")
             wait_for(lambda: threading.active_count() <= baseline + 1, SLACK_SECS,
                      "the handler threads to end")
-            assert _request(server, "GET", "/topology", AUTH)[0] == 200  # serves again
+            assert _request(server, "GET", "/topologies", AUTH)[0] == 200  # serves again
         finally:
             for sock in opened:
                 sock.close()
@@ -162,8 +139,8 @@ def test_half_sent_and_trickled_requests_are_closed_after_the_idle_timeout(track
     half = _connect(tracker)
     trickle = _connect(tracker)
     started = time.monotonic()
-    half.sendall(b"GET /topology HTTP/1.0\r\nAuthorization: Bea")
-    trickle.sendall(b"GET /topology HTTP/1.0\r\nX-Padding: ")
+    half.sendall(b"GET /topologies HTTP/1.0\r\nAuthorization: Bea")
+    trickle.sendall(b"GET /topologies HTTP/1.0\r\nX-Padding: ")
     try:
         # One byte every 0.2 s: a plain socket timeout would never fire.
         while not _wait_closed(trickle, 0.2):
@@ -180,21 +157,21 @@ def test_half_sent_and_trickled_requests_are_closed_after_the_idle_timeout(track
         trickle.close()
 
 
-@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "HEAD", "BREW"])
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH", "OPTIONS", "BREW"])
 def test_every_method_is_authenticated_before_it_is_refused(tracker, method):
-    body = None if method == "HEAD" else b'{"state": "KILLED"}'
-    status, headers, _ = _request(tracker, method, "/topology", body=body)
+    body = b'{"state": "KILLED"}'
+    status, headers, _ = _request(tracker, method, "/topologies", body=body)
     assert (status, headers["WWW-Authenticate"]) == (401, "Bearer")
     wrong = {"Authorization": "Bearer not-the-secret"}
-    assert _request(tracker, method, "/topology", wrong, body)[0] == 401
-    status, headers, text = _request(tracker, method, "/topology", AUTH, body)
-    assert (status, headers["Allow"]) == (405, "GET")
-    assert (text == b"") if method == "HEAD" else (method.encode() in text)
+    assert _request(tracker, method, "/topologies", wrong, body)[0] == 401
+    status, headers, text = _request(tracker, method, "/topologies", AUTH, body)
+    assert (status, headers["Allow"]) == (405, "GET, HEAD")
+    assert method.encode() in text
 
 
 def test_a_reset_connection_is_logged_at_debug_level_and_never_printed(tracker, capfd, caplog):
-    caplog.set_level(logging.DEBUG, logger="heron_spark.tmaster.tracker")
-    request = f"GET /topology HTTP/1.0\r\nAuthorization: Bearer {SECRET}\r\n\r\n".encode()
+    caplog.set_level(logging.DEBUG, logger="heron_spark.tracker.server")
+    request = f"GET /topologies HTTP/1.0\r\nAuthorization: Bearer {SECRET}\r\n\r\n".encode()
     for sent in (b"", request[:30], request):  # nothing, half a request, a whole one
         sock = _connect(tracker)
         sock.sendall(sent)
@@ -204,35 +181,33 @@ def test_a_reset_connection_is_logged_at_debug_level_and_never_printed(tracker, 
         sock.close()  # linger 0: a TCP reset
         wait_for(lambda: tracker.open_connections == 0, 5, "the server to drop the connection")
     assert capfd.readouterr().err == ""
-    tracker_records = [r for r in caplog.records if r.name == "heron_spark.tmaster.tracker"]
+    tracker_records = [r for r in caplog.records if r.name == "heron_spark.tracker.server"]
     assert all(r.levelno <= logging.DEBUG for r in tracker_records)
     assert sum("dropped" in r.getMessage() for r in tracker_records) >= 2
 
 
 def test_authenticated_gets_still_work(tracker):
-    status, headers, body = _request(tracker, "GET", "/topology", AUTH)
+    status, headers, body = _request(tracker, "GET", "/topologies", AUTH)
     assert (status, headers["Content-Type"]) == (200, "application/json")
-    view = json.loads(body)
-    assert (view["name"], view["state"]) == ("trackerlimits", "STARTING")
-    assert view["tasks"] == 3
-    assert json.loads(_request(tracker, "GET", "/topology/physicalplan", AUTH)[2]) == {}
-    assert _request(tracker, "GET", "/topology/metrics", AUTH)[0] == 200
+    assert json.loads(body) == {}  # no topology in this state manager
+    status, _, body = _request(tracker, "HEAD", "/topologies", AUTH)
+    assert (status, body) == (200, b"")
     assert _request(tracker, "GET", "/metrics", AUTH)[0] == 200
     assert _request(tracker, "GET", "/nope", AUTH)[0] == 404
-    assert _request(tracker, "GET", "/topology")[0] == 401
+    assert _request(tracker, "GET", "/topologies")[0] == 401
 
 
-def test_unusable_limits_are_refused_with_their_config_key(tmaster):
+def test_unusable_limits_are_refused_with_their_config_key(statemgr_url):
     with pytest.raises(ConfigError) as error:
-        start_tracker(tmaster, "127.0.0.1", 0, SECRET, max_connections=0)
+        start_tracker(statemgr_url, "127.0.0.1", 0, max_connections=0)
     assert (error.value.key, error.value.value) == (TRACKER_MAX_CONNECTIONS, 0)
     with pytest.raises(ConfigError) as error:
-        start_tracker(tmaster, "127.0.0.1", 0, SECRET, idle_timeout_secs=0)
+        start_tracker(statemgr_url, "127.0.0.1", 0, idle_timeout_secs=0)
     assert (error.value.key, error.value.value) == (TRACKER_IDLE_TIMEOUT_SECS, 0)
 
 
-def test_shutdown_closes_the_port_and_open_connections(tmaster):
-    with serving(tmaster) as server:
+def test_shutdown_closes_the_port_and_open_connections(statemgr_url):
+    with serving(statemgr_url) as server:
         idle = _connect(server)
         wait_for(lambda: server.open_connections == 1, 5, "the server to take the connection")
         address = server.server_address

@@ -1,5 +1,5 @@
 """``heron-spark``: submit, kill, list, activate, deactivate, restart and update topologies;
-print the effective config and the versions.
+run a tracker, open its UI; print the effective config and the versions.
 
 ``heron-spark submit [options] FILE [NAME] [ARGS...]`` runs FILE as ``heron submit`` does: options
 come before FILE; NAME and ARGS reach the file as ``sys.argv[1:]``.
@@ -71,6 +71,10 @@ def cmd_submit(args) -> int:
                                  f"build_and_submit) or define exactly one Topology subclass; "
                                  f"found {[c.__name__ for c in classes]}")
             submit_module.submit(classes[0])  # the CLI options apply; the handle is recorded
+        for handle in handles:
+            if handle.tracker_url is not None:
+                print(f"topology {handle.name}: tracker UI (one-time login link): "
+                      f"{handle.ui_link()}", flush=True)
         for handle in handles:
             status = handle.wait()
             print(f"topology {handle.name}: {status}")
@@ -161,6 +165,53 @@ def cmd_list(args) -> int:
     return 0
 
 
+def cmd_tracker(args) -> int:
+    """Run a standalone tracker for every topology of the state manager until interrupted."""
+    import signal
+    import threading
+
+    from heron_spark.config import build_system_config, read_conf_file
+    from heron_spark.tracker.auth import login_link
+    from heron_spark.tracker.service import start_tracker
+
+    system = build_system_config(read_conf_file(), _conf_pairs(args.conf))
+    port = args.port if args.port is not None else max(system.tracker_port, 0)
+    server = start_tracker(system.statemgr, args.host, port,
+                           max_connections=system.tracker_max_connections,
+                           idle_timeout_secs=system.tracker_idle_timeout_secs)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"tracker for {system.statemgr} at {server.url}", flush=True)
+    print(f"UI (one-time login link): {login_link(server.url, server.app.auth.token)}",
+          flush=True)
+    try:
+        stop.wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.shutdown()
+    return 0
+
+
+def cmd_ui(args) -> int:
+    """Print a fresh one-time login link to a running tracker (and its Bearer token)."""
+    from heron_spark.tracker.auth import login_link, tracker_token
+    from heron_spark.tracker.service import tracker_urls
+
+    with _statemgr(_conf_pairs(args.conf)) as statemgr:
+        if args.name and statemgr.get_topology(args.name) is None:
+            raise SystemExit(f"no topology {args.name!r} in {statemgr.location}")
+        urls = tracker_urls(statemgr, args.name)
+        if not urls:
+            raise SystemExit(f"no tracker answers for {statemgr.location}: submit a topology "
+                             f"(its driver runs one) or run `heron-spark tracker`")
+        token = tracker_token(statemgr)
+    print(login_link(urls[0], token))
+    if args.token:
+        print(f"Authorization: Bearer {token}")
+    return 0
+
+
 def cmd_config(args) -> int:
     from heron_spark.config import build_system_config, read_conf_file
 
@@ -198,6 +249,15 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="COMPONENT:N", help="new parallelism of COMPONENT (repeatable)")
     sub.add_parser("list", help="list topologies in the state manager")
     sub.add_parser("config", help="print the effective runtime configuration")
+    tracker = sub.add_parser("tracker", help="run a tracker (HTTP API + UI) for every topology "
+                             "in the state manager")
+    tracker.add_argument("--port", type=int, help="port (default: heron.tracker.port, 0: any)")
+    tracker.add_argument("--host", default="127.0.0.1",
+                         help="address to listen on (default 127.0.0.1; 0.0.0.0: every one)")
+    ui = sub.add_parser("ui", help="print a one-time login link to a running tracker's UI")
+    ui.add_argument("name", nargs="?", help="topology whose driver's tracker to prefer")
+    ui.add_argument("--token", action="store_true",
+                    help="also print the Bearer token for scripts")
     sub.add_parser("version", help="print heron_spark's, pyspark's, pyarrow's and Python's "
                    "versions")
     for command in sub.choices.values():
@@ -211,7 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     handlers = {"submit": cmd_submit, "kill": cmd_kill, "list": cmd_list, "config": cmd_config,
                 "activate": cmd_activate, "deactivate": cmd_deactivate, "restart": cmd_restart,
-                "update": cmd_update, "version": cmd_version}
+                "update": cmd_update, "version": cmd_version, "tracker": cmd_tracker,
+                "ui": cmd_ui}
     try:
         return handlers[args.command](args)
     except HeronSparkError as exc:

@@ -27,6 +27,22 @@ from heron_spark.wire.tree_ids import ROOT_SEQUENCE_MASK, ROOT_TASK_SHIFT, unpac
 _EXPIRY_CHECK_SECS = 0.1
 _first = itemgetter(0)
 _roots_of = itemgetter(6)  # HeronTuple.roots
+_source_of = itemgetter(1, 2)  # HeronTuple (component, stream)
+_stamp_of = itemgetter(5)  # HeronTuple.timestamp (time.time() when its batch arrived)
+_NS = 1_000_000_000
+
+
+class StreamTally:
+    """Heron's per-stream ack metrics of one task, as cumulative totals: acked, failed and
+    timed-out tuples, and the sums of their latencies in ns (``__complete-latency`` /
+    ``__process-latency`` and ``__fail-latency`` are these sums over the counts, per interval).
+    Written by the loop thread; the metrics thread reads the numbers."""
+
+    __slots__ = ("acked", "failed", "timed_out", "ack_ns", "fail_ns")
+
+    def __init__(self) -> None:
+        self.acked = self.failed = self.timed_out = 0
+        self.ack_ns = self.fail_ns = 0.0
 
 
 class SpoutTrees:
@@ -36,12 +52,13 @@ class SpoutTrees:
                  clock=time.monotonic) -> None:
         self._base = task_id << ROOT_TASK_SHIFT
         self._sequence = random.getrandbits(ROOT_TASK_SHIFT)  # a restarted task picks new ids
-        self._open: dict[int, tuple[Any, float]] = {}  # insertion order: oldest first
+        self._open: dict[int, tuple[Any, float, str]] = {}  # insertion order: oldest first
         self.timeout = timeout_secs
         self.max_pending = max_pending
         self._clock = clock
         self.acked = self.failed = self.timed_out = 0
         self.latency_ms_total = 0.0
+        self.by_stream: dict[str, StreamTally] = {}  # Heron's per-stream ack metrics
         self._next_expiry_check = 0.0
 
     def __len__(self) -> int:
@@ -52,21 +69,46 @@ class SpoutTrees:
         """True while ``topology.max.spout.pending`` trees are open: stop calling next_tuple."""
         return self.max_pending is not None and len(self._open) >= self.max_pending
 
-    def open(self, message_id: Any) -> int:
-        """Start a tree for ``message_id``; return its root id."""
+    def open(self, message_id: Any, stream: str = "default") -> int:
+        """Start a tree for ``message_id``, emitted on ``stream``; return its root id."""
         self._sequence = (self._sequence + 1) & ROOT_SEQUENCE_MASK
         root = self._base | self._sequence
-        self._open[root] = (message_id, self._clock())
+        self._open[root] = (message_id, self._clock(), stream)
         return root
+
+    def tally(self, stream: str) -> StreamTally:
+        """Return ``stream``'s ack metrics (created at 0)."""
+        tally = self.by_stream.get(stream)
+        if tally is None:
+            tally = self.by_stream[stream] = StreamTally()
+        return tally
+
+    def _count(self, entries: list, now: float, acked: bool) -> None:
+        """Add closed trees (message id, birth, stream) to their streams' tallies."""
+        streams = {entry[2] for entry in entries}
+        for stream in streams:
+            mine = entries if len(streams) == 1 else [e for e in entries if e[2] == stream]
+            age_ns = (now * len(mine) - math.fsum(e[1] for e in mine)) * _NS
+            tally = self.tally(stream)
+            if acked:
+                tally.acked += len(mine)
+                tally.ack_ns += age_ns
+            else:
+                tally.failed += len(mine)
+                tally.fail_ns += age_ns
 
     def close(self, acked_raw: bytes, failed_raw: bytes) -> tuple[list, list]:
         """Close the trees a stmgr reported; return (acked, failed) message ids."""
         acked = self._pop(unpack(acked_raw).tolist())
         failed = self._pop(unpack(failed_raw).tolist())
+        now = self._clock()
         if acked:
-            ids, born = zip(*acked)
-            self.latency_ms_total += (self._clock() * len(born) - math.fsum(born)) * 1000.0
+            self._count(acked, now, True)
+            ids, born, _ = zip(*acked)
+            self.latency_ms_total += (now * len(born) - math.fsum(born)) * 1000.0
             acked = list(ids)
+        if failed:
+            self._count(failed, now, False)
         failed = [entry[0] for entry in failed]
         self.acked += len(acked)
         self.failed += len(failed)
@@ -80,7 +122,7 @@ class SpoutTrees:
                 if entry is not None]
 
     def _pop(self, roots: list) -> list:
-        """Remove ``roots`` from the open trees; return the (message id, birth) of those open
+        """Remove ``roots`` from the open trees; return the (message id, birth, stream) of those open
         (the others timed out already, or belong to an earlier run of this task)."""
         if not roots:
             return []
@@ -100,11 +142,12 @@ class SpoutTrees:
         limit = now - self.timeout
         out = []
         while self._open:
-            root, (message_id, born) = next(iter(self._open.items()))
+            root, (message_id, born, stream) = next(iter(self._open.items()))
             if born > limit:
                 break
             del self._open[root]
             out.append(message_id)
+            self.tally(stream).timed_out += 1
         self.timed_out += len(out)
         return out
 
@@ -124,6 +167,7 @@ class AckBuffer:
         self.acked_arrays: list = []   # (roots, edge ids) of whole batches (the batch API)
         self.failed_arrays: list = []  # roots of whole failed batches
         self.acked_count = self.failed_count = 0
+        self.by_input: dict[tuple[str, str], StreamTally] = {}  # (component, stream): Heron's
         # True while every tuple this bolt received belongs to exactly one tree (the usual
         # case; the executor clears it for good at the first batch where that is not so).
         self.single_root = True
@@ -149,12 +193,43 @@ class AckBuffer:
         """Record ``tup`` as failed: its trees fail at once."""
         self.failed.append(tup)
 
+    def tally(self, source: tuple[str, str]) -> StreamTally:
+        """Return the ack metrics of input ``source`` (component, stream), created at 0."""
+        tally = self.by_input.get(source)
+        if tally is None:
+            tally = self.by_input[source] = StreamTally()
+        return tally
+
+    def _count(self, tuples: list, acked: bool) -> None:
+        """Add settled input tuples to their (component, stream) tallies, with their process
+        (or fail) latency: now minus when their batch arrived. C-level passes per turn."""
+        try:
+            sources = set(map(_source_of, tuples))
+            now = time.time()
+            for source in sources:
+                mine = tuples if len(sources) == 1 else [t for t in tuples
+                                                         if _source_of(t) == source]
+                age_ns = (now * len(mine) - math.fsum(map(_stamp_of, mine))) * _NS
+                tally = self.tally(source)
+                if acked:
+                    tally.acked += len(mine)
+                    tally.ack_ns += age_ns
+                else:
+                    tally.failed += len(mine)
+                    tally.fail_ns += age_ns
+        except (TypeError, IndexError):
+            pass  # not received tuples: ``_roots`` below names the mistake
+
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Return and forget (ack roots, ack edge ids, failed roots) as uint64 arrays: one
         (root, edge id) pair per root of each acked tuple."""
         acked, failed = self.acked, self.failed
         self.acked_count += len(acked)
         self.failed_count += len(failed)
+        if acked:
+            self._count(acked, True)
+        if failed:
+            self._count(failed, False)
         roots = None
         if self.single_root:
             try:  # two C-level passes, no Python per tuple

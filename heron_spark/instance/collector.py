@@ -206,7 +206,7 @@ class OutputCollector:
         roots = out.roots
         if roots is None:
             roots = out.roots = [()] * len(rows)
-        roots.append((self.open_tree(tup_id),))
+        roots.append((self.open_tree(tup_id, stream),))
         rows.append(values)
         if len(rows) >= self._max:
             self._flush(out)

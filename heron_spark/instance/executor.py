@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from itertools import repeat
+from itertools import count, repeat
 from typing import Callable
 
 import numpy as np
@@ -32,7 +32,7 @@ from heron_spark.api.serializer import load_serializer
 from heron_spark.api.spout import Spout
 from heron_spark.api.tuple import HeronTuple, TupleHelper
 from heron_spark.config import SystemConfig
-from heron_spark.instance import batches, hooks
+from heron_spark.instance import batches, hooks, task_metrics
 from heron_spark.instance.acking import AckBuffer, SpoutTrees
 from heron_spark.instance.collector import OutputCollector
 from heron_spark.instance.context import InstanceContext
@@ -48,6 +48,7 @@ _new_tuple = tuple.__new__
 _data_head = frames.DATA_HEAD.unpack_from
 _PREFIX_BYTES = frames.PREFIX_BYTES
 _PROGRESS_SECS = 0.01    # a bolt reports its progress at most this often
+_clock_ns = time.perf_counter_ns  # latency metrics: one read before and one after each batch
 _IDLE_SPOUT_WAIT_SECS = 0.001
 
 
@@ -98,6 +99,7 @@ class TaskExecutor:
         self.paused = False  # the topology is deactivated: a spout does not emit
         self.hooks: hooks.TaskHooks | None = None  # set once the task has a task hook
         self.global_counts = MultiCountMetric()    # this task's global_metrics (``__auto__``)
+        self.means = task_metrics.IntervalMean()   # the metrics thread's, for latencies
 
     # ---- delegate API (user code calls these) ----------------------------------------------
     def log(self, message: str, level: str | None = None) -> None:
@@ -286,10 +288,12 @@ class SpoutExecutor(TaskExecutor):
         self.routed = 0                       # this spout's tuples the stmgr has taken in
         self._unrouted_max = self.config.backpressure_high_water_tuples
         self._slice_secs = self.config.batch_flush_interval_ms / 1000.0
+        self.next_tuple_calls = 0  # Heron's __next-tuple-count
+        self.next_tuple_ns = 0     # total time in next_tuple: __next-tuple-latency's numerator
 
     # delegate API
     def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
-        roots = (self.trees.open(tup_id),) if self.trees is not None and tup_id is not None \
+        roots = (self.trees.open(tup_id, stream),) if self.trees is not None and tup_id is not None \
             else ()
         return self.collector.emit(values, stream, direct_task, need_task_ids, roots)
 
@@ -299,7 +303,7 @@ class SpoutExecutor(TaskExecutor):
     def emit_batch(self, data, stream: str, parents, tup_id) -> None:
         """``BatchSpout.emit_batch``: with a message id (at-least-once) all rows are one tree."""
         fields = self.collector.stream_fields(stream)
-        root = self.trees.open(tup_id) if self.trees is not None and tup_id is not None else None
+        root = self.trees.open(tup_id, stream) if self.trees is not None and tup_id is not None else None
         for batch in batches.as_batches(data, fields, self.component_name, stream):
             roots = None
             if root is not None:
@@ -359,7 +363,8 @@ class SpoutExecutor(TaskExecutor):
         limit = self.routed + self._unrouted_max
         trees = self.trees
         emitted_any = False
-        while True:
+        started_ns = _clock_ns()
+        for calls in count(1):  # noqa: B007 - read after the loop: a C-level call counter
             before = collector.sent + collector.buffered
             next_tuple()
             after = collector.sent + collector.buffered
@@ -369,6 +374,8 @@ class SpoutExecutor(TaskExecutor):
             if self.exhausted or self.gated or after >= limit or \
                     (trees is not None and trees.full) or clock() >= end or self.output_full():
                 break
+        self.next_tuple_ns += _clock_ns() - started_ns
+        self.next_tuple_calls += calls
         return emitted_any
 
     def end_turn(self, now: float, force: bool = False) -> None:
@@ -450,6 +457,7 @@ class SpoutExecutor(TaskExecutor):
             add(name="__timeout-count", value=trees.timed_out)
             add(name="__pending-trees", value=len(trees))
             add(name="__complete-latency-ms-total", value=trees.latency_ms_total)
+        task_metrics.add_spout_metrics(add, self.means, self)
 
 
 class BoltExecutor(TaskExecutor):
@@ -472,7 +480,12 @@ class BoltExecutor(TaskExecutor):
         self.batch_mode = False                   # a BatchBolt: process_batch per batch
         self._input_roots = None                  # batch mode: the input batch's roots
         self._input_failed = False
-        self._sources: dict[tuple, tuple[str, int]] = {}  # (task, stream) -> (component, width)
+        # (task, stream) -> (component, width, its input_stats entry)
+        self._sources: dict[tuple, tuple[str, int, list]] = {}
+        # (component, stream) -> [executed tuples, ns executing them]: Heron's
+        # __execute-count / __execute-latency per input, every input at 0 from the start
+        self.input_stats: dict[tuple[str, str], list] = {
+            (sub.component, sub.stream): [0, 0] for sub in self.decl.inputs}
 
     # delegate API
     def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
@@ -577,12 +590,16 @@ class BoltExecutor(TaskExecutor):
         if source is None:
             component = self.plan.task_component[src]
             width = len(self.plan.logical.components[component].outputs[stream].fields)
-            source = self._sources[(src, stream)] = (component, width)
-        component, width = source
+            stats = self.input_stats.setdefault((component, stream), [0, 0])
+            source = self._sources[(src, stream)] = (component, width, stats)
+        component, width, stats = source
+        started_ns = _clock_ns()
         batch = tuple_batch.decode(memoryview(frame)[frames.data_body_offset(stream_length):])
         if self.batch_mode:
             self._process_batch(batch, component, stream, src, width)
             self.executed += rows
+            stats[1] += _clock_ns() - started_ns
+            stats[0] += rows
             return
         values = tuple_batch.rows(batch, width)
         process = self.component.process
@@ -610,21 +627,30 @@ class BoltExecutor(TaskExecutor):
                 for tup in tuples:
                     process(tup)
         self.executed += rows
+        stats[1] += _clock_ns() - started_ns  # Heron's __execute-latency: per batch, not per tuple
+        stats[0] += rows
 
     def _process_batch(self, batch, component: str, stream: str, src: int, width: int) -> None:
         view = batches.input_view(batch, width, component, stream, src)
         tracked = self.reliable and tuple_batch.KEY_COLUMN in batch.schema.names
         self._input_roots = tuple_batch.root_lists(batch) if tracked else None
         self._input_failed = False
+        started_ns = _clock_ns()
         try:
             self.component.process_batch(view)
         finally:
             roots, self._input_roots = self._input_roots, None
         if roots is not None:
             flat, counts = roots
+            tally = self.acks.tally((component, stream))
+            spent_ns = (_clock_ns() - started_ns) * batch.num_rows  # each row waited for all
             if self._input_failed:
+                tally.failed += batch.num_rows
+                tally.fail_ns += spent_ns
                 self.acks.fail_rows(flat, batch.num_rows)
             else:
+                tally.acked += batch.num_rows
+                tally.ack_ns += spent_ns
                 keys = batch.column(tuple_batch.KEY_COLUMN).to_numpy()
                 self.acks.ack_rows(flat, keys if counts is None else np.repeat(keys, counts),
                                    batch.num_rows)
@@ -704,6 +730,7 @@ class BoltExecutor(TaskExecutor):
         if self.reliable:
             add(name="__ack-count", value=self.acks.acked_count + len(self.acks.acked))
             add(name="__fail-count", value=self.acks.failed_count + len(self.acks.failed))
+        task_metrics.add_bolt_metrics(add, self.means, self)
 
 
 def _ignore(tup) -> None:

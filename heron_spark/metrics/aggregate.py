@@ -5,14 +5,18 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from heron_spark.metrics.names import MetricKind, metric_kind
+
 
 def by_component(per_task: Mapping[tuple[str, int], Mapping[str, float]],
                  failures: Mapping[int, int],
                  task_component: Mapping[int, str]) -> dict[str, dict[str, float]]:
     """Sum every metric of ``per_task`` ((component, task id) -> values) over the tasks of
-    each component; a ``*-max-*`` metric is the maximum over tasks, not a total. Each task's
+    each component; a ``*-max-*`` metric is the maximum over tasks, not a total, and a Heron
+    latency (``__execute-latency/...``, ns) the mean of the tasks' latest means. Each task's
     ``failures`` are added as ``__instance-failures`` of its component."""
     out: dict[str, dict[str, float]] = {}
+    averaged: dict[tuple[str, str], int] = {}  # (component, AVG metric) -> tasks reporting it
     for (component, _task), values in per_task.items():
         totals = out.setdefault(component, {})
         for name, value in values.items():
@@ -20,6 +24,10 @@ def by_component(per_task: Mapping[tuple[str, int], Mapping[str, float]],
                 totals[name] = max(totals.get(name, 0.0), value)
             else:
                 totals[name] = totals.get(name, 0.0) + value
+                if metric_kind(name) is MetricKind.AVG:
+                    averaged[(component, name)] = averaged.get((component, name), 0) + 1
+    for (component, name), tasks in averaged.items():
+        out[component][name] /= tasks
     for task, count in failures.items():
         totals = out.setdefault(task_component[task], {})
         totals["__instance-failures"] = totals.get("__instance-failures", 0.0) + count

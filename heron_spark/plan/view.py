@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from heron_spark.metrics.names import instance_id
 from heron_spark.plan.logical import LogicalPlan
 from heron_spark.proto import packing_pb2, physical_plan_pb2
 
@@ -37,6 +38,10 @@ class PlanView:
     def container_count(self) -> int:
         """Number of containers (stmgrs)."""
         return len(self.packing.containers)
+
+    def instance_id(self, task_id: int) -> str:
+        """Return Heron's id of ``task_id``'s instance: ``container_<index>_<component>_<task>``."""
+        return instance_id(self.task_container[task_id], self.task_component[task_id], task_id)
 
     def tasks_in(self, container_index: int) -> list[int]:
         """Return the task ids packed into ``container_index``."""

@@ -21,8 +21,10 @@ class TopologyHandle:
         self._tmaster = tmaster
         self._kill_grace = kill_grace_secs
         self._stage: BarrierStage | None = None
-        self.tracker_url: str | None = None
+        self.tracker_url: str | None = None  # the tracker serving this driver's topologies
+        self._tracker_auth = None  # its Authenticator (set by submit)
         self._closers: list = []
+        self._progress = None  # the start-up progress thread (scheduler/progress.py), if any
 
     def _attach(self, stage: BarrierStage) -> None:
         self._stage = stage
@@ -56,6 +58,22 @@ class TopologyHandle:
         """Latest metrics summed per component (``__emit-count/<stream>``, ``__execute-count``,
         user metrics)."""
         return self._tmaster.metrics_by_component()
+
+    def ui_link(self) -> str:
+        """Return a fresh one-time login link to the tracker's web UI (``tracker_url``).
+
+        Opening it sets a session cookie and redirects to the UI; it works once, within 10
+        minutes. Driver only; ConfigError if the tracker is off (``heron.tracker.port`` -1).
+        """
+        if self.tracker_url is None or self._tracker_auth is None:
+            from heron_spark.config import TRACKER_PORT
+            from heron_spark.errors import ConfigError
+
+            raise ConfigError(TRACKER_PORT, -1, "set heron.tracker.port to 0 (any free port) "
+                                                "or a port number to run the tracker")
+        from heron_spark.tracker.auth import login_link
+
+        return login_link(self.tracker_url, self._tracker_auth.token)
 
     def wait_running(self, timeout: float | None = None) -> bool:
         """Wait until the physical plan is broadcast; return False on timeout or early end."""
@@ -154,5 +172,27 @@ class TopologyHandle:
             raise TopologyRuntimeError.from_instance_failure(failure)
         raise TopologyRuntimeError(self._tmaster.detail or "topology failed")
 
+    def _view(self):
+        """What ``repr`` and the notebook table show (see ``scheduler/notebook.py``)."""
+        from heron_spark.scheduler import notebook
+
+        tmaster = self._tmaster
+        started = tmaster.started_at
+        elapsed = None if started is None else (tmaster.ended_at or time.time()) - started
+        ui_link = getattr(self, "ui_link", None)  # a login link, where the tracker has one
+        link = ui_link() if callable(ui_link) else self.tracker_url
+        components = {name: (decl.is_spout, decl.parallelism)
+                      for name, decl in tmaster.plan.logical.components.items()}
+        return notebook.build_view(tmaster.status(), tmaster.metrics_by_component(),
+                                   components, elapsed, link)
+
     def __repr__(self) -> str:
-        return f"TopologyHandle(name={self.name!r}, status={self.status})"
+        from heron_spark.scheduler import notebook
+
+        return notebook.text(self._view())
+
+    def _repr_html_(self) -> str:
+        """The notebook view: state, containers, per-component counts and rates, UI link."""
+        from heron_spark.scheduler import notebook
+
+        return notebook.html_table(self._view())

@@ -15,7 +15,7 @@ import time
 from typing import Callable
 
 from heron_spark.container.task import ContainerTask
-from heron_spark.errors import ClusterCapacityError
+from heron_spark.errors import ClusterCapacityError, HeronSparkError
 
 log = logging.getLogger(__name__)
 _LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
@@ -24,6 +24,18 @@ _LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
 def job_group(topology: str) -> str:
     """Return the Spark job group of ``topology``'s barrier stage."""
     return f"heron_spark:{topology}"
+
+
+def job_description(topology: str, generation: int, containers: int, attempt: int) -> str:
+    """Return the Spark job description of one submission of ``topology``'s barrier stage.
+
+    Spark copies a job's description (the ``spark.job.description`` local property) into the
+    job when the job is submitted and never reads it again, so a running job's description
+    cannot change: each submission (a resubmission after a failure is a new job) gets its own.
+    """
+    state = "STARTING" if attempt == 1 else "RESUBMITTED"
+    return (f"heron_spark topology {topology} \u2014 {state}, generation {generation}, "
+            f"{containers} containers")
 
 
 def is_local_master(master: str) -> bool:
@@ -78,11 +90,24 @@ def deterministic_failure(error: BaseException) -> str | None:
     return None
 
 
+class StageRecovery(HeronSparkError, RuntimeError):
+    """The driver cancelled a running barrier stage to replace its containers now (a lost
+    executor, a stmgr that stopped heartbeating); the resubmission policy handles it like a
+    failed stage, not like a kill."""
+
+    def __init__(self, topology: str, reason: str) -> None:
+        self.topology = topology
+        self.reason = reason
+        super().__init__(f"topology {topology!r}: the driver restarted its containers: {reason}")
+
+
 class BarrierStage:
     """The container stage, run (and re-run after failures) in a background thread.
 
     When a run fails, ``retry(error, task)`` decides: it returns the ``ContainerTask`` of the
     next attempt (a new generation), or None to stop and report ``error`` to ``on_exit``.
+    ``recover(reason)`` (any thread) cancels the running attempt and hands a ``StageRecovery``
+    to ``retry``. Each attempt is submitted with its own job description (``job_description``).
     ``relaunch`` (an update) queues the next run: when the current one ends, its ``switch``
     callback runs and, if it returns True, the new task runs on its container count.
     """
@@ -102,6 +127,8 @@ class BarrierStage:
         self._on_exit = on_exit
         self._retry = retry
         self._planned = planned
+        self._recovery: tuple[int, str] | None = None  # (attempt, reason), set by recover()
+        self._recovery_lock = threading.Lock()
         self._relaunch: tuple[ContainerTask, int, Callable[[], bool]] | None = None
         self._relaunch_lock = threading.Lock()
         self.thread = threading.Thread(target=self._run, name=f"barrier-{task.topology}",
@@ -117,7 +144,11 @@ class BarrierStage:
             sc.setJobGroup(self.group, f"heron_spark topology {self.task.topology}",
                            interruptOnCancel=True)
             while True:
-                self.attempts += 1
+                with self._recovery_lock:
+                    self.attempts += 1
+                    self._recovery = None  # asked during the last attempt's backoff: done now
+                sc.setJobDescription(job_description(self.task.topology, self.task.generation,
+                                                     self.containers, self.attempts))
                 try:
                     rdd = sc.parallelize(range(self.containers), self.containers)
                     self.result = rdd.barrier().mapPartitions(self.task).collect()
@@ -125,10 +156,16 @@ class BarrierStage:
                         return
                     continue
                 except Exception as exc:  # noqa: BLE001 - retried, or reported to the handle
+                    with self._recovery_lock:
+                        asked, self._recovery = self._recovery, None
+                    if asked is not None and asked[0] == self.attempts and is_cancellation(exc):
+                        recovery = StageRecovery(self.task.topology, asked[1])
+                        recovery.__cause__ = exc
+                        exc = recovery
                     if self._planned(exc):  # a kill or Ctrl-C: the end asked for, not a fault
                         log.info("barrier stage of %s (generation %d) stopped as asked",
                                  self.task.topology, self.task.generation)
-                        raise
+                        raise exc
                     if self._next_run():  # an update stopped it: its containers may fail
                         continue
                     log.error("barrier stage of %s (generation %d) failed: %s",
@@ -136,12 +173,22 @@ class BarrierStage:
                               str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
                     following = self._retry(exc, self.task) if self._retry is not None else None
                     if following is None:
-                        raise
+                        raise exc
                     self.task = following
         except BaseException as exc:  # noqa: BLE001 - reported to the handle, not swallowed
             self.error = exc
         finally:
             self._on_exit(self.result, self.error)
+
+    def recover(self, reason: str) -> None:
+        """Cancel the running attempt so the resubmission policy replaces every container now
+        (instead of waiting for Spark to notice); safe from any thread."""
+        with self._recovery_lock:
+            if self._recovery is not None or not self.thread.is_alive():
+                return  # one recovery per attempt; none once the stage has ended
+            self._recovery = (self.attempts, reason)
+        log.warning("topology %s: restarting its containers: %s", self.task.topology, reason)
+        self.spark.sparkContext.cancelJobGroup(self.group)
 
     def relaunch(self, task: ContainerTask, containers: int, switch: Callable[[], bool]) -> None:
         """Run ``task`` on ``containers`` once the current run ends (any thread)."""

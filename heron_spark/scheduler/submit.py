@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import getpass
 import logging
 import os
 import signal
 import sys
 import threading
+import time
 import uuid
 import weakref
 from typing import Any
@@ -16,22 +18,24 @@ from heron_spark import _pickling
 from heron_spark._failure_window import FailureWindow
 from heron_spark.config import SystemConfig
 from heron_spark.container.task import ContainerTask
-from heron_spark.errors import TopologyStateError, WrongPlaceError
+from heron_spark.errors import HeronSparkError, TopologyStateError, WrongPlaceError
 from heron_spark.plan.logical import LogicalPlan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import topology_pb2
 from heron_spark.scheduler.handle import TopologyHandle
+from heron_spark.scheduler import progress
+from heron_spark.scheduler.executors import ContainerExecutors
 from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
-                                                   is_local_master)
+                                                   is_local_master, job_group)
 from heron_spark.scheduler.update import Rescaler, stored_parallelism
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
-from heron_spark.tmaster.tracker import start_tracker
+from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire.auth import new_secret
 
 log = logging.getLogger(__name__)
@@ -92,12 +96,20 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
                       generation, system.instance_restart_max, system.restart_window_secs,
                       checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)),
+                      stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs,
+                      history=MetricsCache(system.tmaster_metrics_bucket_secs,
+                                           system.tmaster_metrics_retention_secs,
+                                           system.tmaster_metrics_max_series),
+                      exceptions_per_instance=system.tmaster_exceptions_per_instance,
                       deactivated=deactivated)
+    tmaster.submission = _submission(spark.sparkContext.master, local)
     tracker = None
-    if system.tracker_port >= 0:
-        tracker = start_tracker(tmaster, host, system.tracker_port, secret,
-                                max_connections=system.tracker_max_connections,
-                                idle_timeout_secs=system.tracker_idle_timeout_secs)
+    if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
+        from heron_spark.tracker import service as tracker_service
+
+        tracker = tracker_service.acquire(system.statemgr, host, system.tracker_port,
+                                          max_connections=system.tracker_max_connections,
+                                          idle_timeout_secs=system.tracker_idle_timeout_secs)
     try:
         statemgr.claim_tmaster(plan.name, {
             "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": secret,
@@ -105,7 +117,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     except BaseException:
         tmaster.close()
         if tracker is not None:
-            tracker.shutdown()
+            tracker_service.release(tracker)
         statemgr.close()
         raise
     if resume:
@@ -122,11 +134,12 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     tmaster.start()
     handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs)
     if tracker is not None:
-        handle.tracker_url = f"http://{host}:{tracker.server_address[1]}"
+        handle.tracker_url = tracker.url
+        handle._tracker_auth = tracker.app.auth
     task = ContainerTask(plan.name, definition, packing.SerializeToString(),
                          _config_fields(system), secret, host, tmaster.port, generation, local)
 
-    bridge = system.spark_jvm_bridge and _bridge_loaded(spark)
+    bridge = system.spark_jvm_bridge != "false" and _bridge_loaded(spark)
 
     def on_stage_exit(result, error) -> None:
         if error is not None and is_cancellation(error):
@@ -139,25 +152,39 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
             _copy_gauges(spark, tmaster)
         tmaster.close()
         if tracker is not None:
-            tracker.shutdown()
+            tracker_service.release(tracker)
         statemgr.release_tmaster(plan.name)
         statemgr.close()
 
     if bridge:
-        threading.Thread(target=_publish_gauges, args=(spark, tmaster, system), daemon=True,
+        threading.Thread(target=_publish_gauges, args=(spark, tmaster, system),
+                         daemon=True,
                          name=f"gauges-{plan.name}").start()
     stage = BarrierStage(spark, task, view.container_count, on_stage_exit,
                          _resubmission_policy(tmaster, system),
                          planned=lambda error: tmaster.state.ended or is_cancellation(error))
     handle._attach(stage)
+    tmaster.recover_containers = stage.recover
     tmaster.updater = Rescaler(spark, system, statemgr, tmaster, stage, topology_id)
     stage.start()
+    handle._progress = progress.watch(tmaster, system.submit_progress)
     _install_sigterm(handle)
     if _CLI_CONTEXT is not None:
         _CLI_CONTEXT["handles"].append(handle)
     log.info("submitted %s: %d containers, %d tasks; tracker %s", plan.name,
              view.container_count, len(view.task_component), handle.tracker_url)
     return handle
+
+
+def _submission(master: str, local: bool) -> dict:
+    """Heron's execution-state metadata: cluster (``local`` or the Spark master URL), environ
+    (``default``), role and submission user (who submits), submission time (epoch secs)."""
+    from heron_spark import __version__
+
+    user = getpass.getuser()
+    return {"cluster": "local" if local else master, "environ": "default", "role": user,
+            "submission_user": user, "submission_time": int(time.time()),
+            "release_version": __version__}
 
 
 def _resubmission_policy(tmaster: TMaster, system: SystemConfig):
@@ -207,18 +234,51 @@ def _bridge_loaded(spark) -> bool:
 
 
 def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
-    """Copy the TMaster's per-component metrics into Spark's metrics system until the end."""
-    from heron_spark.scheduler import jvm_bridge
+    """Copy the TMaster's per-component metrics into Spark's metrics system until the end;
+    hand Spark's loss of an executor hosting a container to the TMaster."""
 
     interval = system.metrics_interval_ms / 1000.0
-    while True:
-        ended = tmaster.closed.wait(interval)
-        if not ended:  # the final copy is on_stage_exit's, before wait() returns
-            _copy_gauges(spark, tmaster)
-        for event in jvm_bridge.drain_events(spark):
-            log.warning("Spark event during topology %s: %s", tmaster.name, event)
-        if ended:
-            return
+    executors = ContainerExecutors(job_group(tmaster.name))
+    lock = threading.Lock()
+
+    def on_event(event: dict) -> None:  # from any topology's publisher thread
+        with lock:
+            loss = executors.on_event(event, tmaster.generation)
+        if loss is not None:
+            tmaster.executor_lost(loss.executor, loss.containers, loss.reason, loss.generation)
+
+    with _BRIDGE_LOCK:
+        _BRIDGE_LISTENERS[id(on_event)] = on_event
+    try:
+        while True:
+            ended = tmaster.closed.wait(interval)
+            if not ended:  # the final copy is on_stage_exit's, before wait() returns
+                _copy_gauges(spark, tmaster)
+            _dispatch_bridge_events(spark)
+            if ended:
+                return
+    finally:
+        with _BRIDGE_LOCK:
+            _BRIDGE_LISTENERS.pop(id(on_event), None)
+
+
+# The bridge's event queue is one per JVM: whichever topology's publisher drains it hands every
+# event to every topology of this driver.
+_BRIDGE_LOCK = threading.Lock()
+_BRIDGE_LISTENERS: dict[int, Any] = {}
+
+
+def _dispatch_bridge_events(spark) -> None:
+    from heron_spark.scheduler import jvm_bridge
+
+    with _BRIDGE_LOCK:
+        events = jvm_bridge.drain_events(spark)
+        listeners = list(_BRIDGE_LISTENERS.values())
+    for event in events:
+        if event.get("type") != "task_start":
+            log.warning("Spark event: %s", event)
+        for listener in listeners:
+            listener(event)
 
 
 def _copy_gauges(spark, tmaster: TMaster) -> None:
@@ -253,7 +313,7 @@ def _spark_session(spark, master: str | None, system: SystemConfig):
 
     existing = spark if spark is not None else SparkSession.getActiveSession()
     if existing is not None:
-        if system.spark_jvm_bridge:
+        if system.spark_jvm_bridge == "true" and not _bridge_loaded(existing):
             log.warning("heron.spark.jvm.bridge applies only to a session submit() creates; "
                         "add jvm_bridge.spark_conf(jvm_bridge.build_jar()) to your session")
         return existing
@@ -264,12 +324,38 @@ def _spark_session(spark, master: str | None, system: SystemConfig):
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded default
         builder = builder.master("local[*]")
-    if system.spark_jvm_bridge:
-        from heron_spark.scheduler import jvm_bridge
-
-        for key, value in jvm_bridge.spark_conf(jvm_bridge.build_jar()).items():
-            builder = builder.config(key, value)
+    for key, value in {**_SESSION_CONF, **_bridge_conf(system.spark_jvm_bridge)}.items():
+        builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+# Set on a session submit() creates: topology gauges (jvm_bridge) on the driver UI's
+# /metrics/prometheus/ (Spark's PrometheusServlet sink), executor metrics on
+# /metrics/executors/prometheus, and no console progress bar drawing over submit's own output.
+_SESSION_CONF = {
+    "spark.ui.prometheus.enabled": "true",
+    "spark.metrics.conf.*.sink.prometheusServlet.class":
+        "org.apache.spark.metrics.sink.PrometheusServlet",
+    "spark.metrics.conf.*.sink.prometheusServlet.path": "/metrics/prometheus",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def _bridge_conf(mode: str) -> dict[str, str]:
+    """The Spark settings loading the JVM bridge: "true" fails loudly if it cannot be built,
+    "auto" goes on without it (one info line), "false" never tries."""
+    if mode == "false":
+        return {}
+    from heron_spark.scheduler import jvm_bridge
+
+    try:
+        return jvm_bridge.spark_conf(jvm_bridge.build_jar())
+    except (HeronSparkError, OSError) as exc:
+        if mode == "true":
+            raise
+        log.info("Spark metrics of the topology are off (heron.spark.jvm.bridge=auto could "
+                 "not build the JVM bridge: %s)", str(exc).splitlines()[0])
+        return {}
 
 
 def _topology_proto(plan: LogicalPlan, topology_id: str, definition: bytes):

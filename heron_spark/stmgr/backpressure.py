@@ -24,7 +24,8 @@ class Backpressure:
         self.congested = False
         self.remote: set[int] = set()  # containers that announced congestion
         self._since: float | None = None
-        self.total_secs = 0.0
+        self.total_secs = 0.0       # spouts paused, whoever asked (Heron's ..._aggr)
+        self.initiated_secs = 0.0   # this stmgr congested (Heron's ..._initiated)
         self.episodes = 0
         self.component_secs: dict[str, float] = {}  # time each local component held it up
         self._last_tick: float | None = None
@@ -63,6 +64,7 @@ class Backpressure:
         to ``culprits`` (the components whose queues are above the low water mark)."""
         now = time.monotonic() if now is None else now
         if self.congested and self._last_tick is not None:
+            self.initiated_secs += now - self._last_tick
             for component in culprits:
                 self.component_secs[component] = (self.component_secs.get(component, 0.0)
                                                   + now - self._last_tick)

@@ -38,6 +38,7 @@ import numpy as np
 from heron_spark._process import STMGR_RESTART_EXIT
 from heron_spark.api import api_constants as keys
 from heron_spark.config import SystemConfig
+from heron_spark.metrics import names
 from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
@@ -63,6 +64,10 @@ class StmgrTransport(Protocol):
 
     def to_tmaster(self, frame: bytes) -> None:
         """Queue ``frame`` for the TMaster."""
+
+    def serve_file(self, request: tmaster_pb2.FileRequest) -> None:
+        """Answer the tracker's ``request`` for a file of the container's work dir (through
+        the TMaster)."""
 
     def set_reading(self, task: int, reading: bool) -> None:
         """Stop or resume taking frames from local ``task``."""
@@ -135,6 +140,10 @@ class StmgrCore:
         self.paused = False  # the topology is deactivated: local spouts do not emit
         self.restart_requested = False  # ``heron restart``: exit for the supervisor to restart
         self.tuples_routed = 0
+        # Heron's __server/* traffic counters (tuples and frame bytes, DATA frames only)
+        self.tuples_from_workers = self.bytes_from_workers = 0
+        self.tuples_to_workers = self.bytes_to_workers = 0
+        self.tuples_from_stmgrs = self.bytes_from_stmgrs = 0
         self.tuples_dropped = 0          # tuples for a local instance that was not connected
         self.instances_lost = 0          # instance connections closed while running
         self.instance_registrations = 0  # restarted instances that registered again
@@ -264,6 +273,8 @@ class StmgrCore:
     def _relay(self, frame: bytes) -> None:
         """Pass a local instance's batch on to its destination task, without decoding it."""
         kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
+        self.tuples_from_workers += rows
+        self.bytes_from_workers += len(frame)
         if dest not in self._task_container:
             log.error("task %d sent a batch for unknown task %d; dropped", src, dest)
             self.tuples_dropped += rows
@@ -277,6 +288,8 @@ class StmgrCore:
         """Handle one frame from a peer stmgr (prefix included)."""
         if kind == frames.DATA:
             data_kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
+            self.tuples_from_stmgrs += rows
+            self.bytes_from_stmgrs += len(frame)
             if self.gateway is not None and (
                     self.restoring or
                     self.peer_epochs.get(self._task_container.get(src)) != self.epoch):
@@ -319,6 +332,8 @@ class StmgrCore:
     def _deliver_now(self, task: int, frame: bytes, rows: int = 0) -> bool:
         if task not in self.connected or not self.io.to_instance(task, frame):
             return False
+        self.tuples_to_workers += rows
+        self.bytes_to_workers += len(frame)
         if rows:
             sent = self.sent_tuples[task] = self.sent_tuples[task] + rows
             self._sent_marks[task].append((sent, self.clock()))
@@ -508,6 +523,8 @@ class StmgrCore:
                 for task in sorted(self.spout_tasks & self.connected):
                     self._send_gate(task)
                     self.io.to_instance(task, frame)
+        elif body == "file_request":
+            self.io.serve_file(message.file_request)
         elif body == "activation":
             self._set_paused(message.activation.state == physical_plan_pb2.PAUSED)
         elif body == "shutdown" and message.shutdown.reason == tmaster_pb2.RESTARTING:
@@ -613,6 +630,19 @@ class StmgrCore:
         for component, secs in list(self.backpressure.component_secs.items()):
             add(name=f"__backpressure-secs/{component}", value=secs)
         add(name="__tuples-dropped", value=self.tuples_dropped)
+        add(name=names.TUPLES_FROM_WORKERS, value=self.tuples_from_workers)
+        add(name=names.BYTES_FROM_WORKERS, value=self.bytes_from_workers)
+        add(name=names.TUPLES_TO_WORKERS, value=self.tuples_to_workers)
+        add(name=names.BYTES_TO_WORKERS, value=self.bytes_to_workers)
+        add(name=names.TUPLES_FROM_STMGRS, value=self.tuples_from_stmgrs)
+        add(name=names.BYTES_FROM_STMGRS, value=self.bytes_from_stmgrs)
+        backpressure = self.backpressure
+        add(name=names.TIME_SPENT_BACK_PRESSURE_INITIATED,
+            value=round(backpressure.initiated_secs * 1000.0, 3))
+        add(name=names.TIME_SPENT_BACK_PRESSURE_AGGR, value=round(backpressure.total_secs * 1000.0, 3))
+        for component, secs in list(backpressure.component_secs.items()):
+            add(name=names.scoped(names.TIME_SPENT_BACK_PRESSURE_BY_COMPID, component),
+                value=round(secs * 1000.0, 3))
         add(name="__instances-lost", value=self.instances_lost)
         add(name="__instances-reregistered", value=self.instance_registrations)
         add(name="__trees-open", value=len(self.ledger))

@@ -17,6 +17,7 @@ import os
 import time
 
 from heron_spark import _process
+from heron_spark.container import file_view
 from heron_spark.container.files import ContainerFiles
 from heron_spark.metrics.client import MetricsClient
 from heron_spark.plan.view import PlanView
@@ -209,6 +210,11 @@ class StreamManager:
     def to_tmaster(self, frame: bytes) -> None:
         if self.tmaster is not None:
             self.tmaster.send(frame)
+
+    def serve_file(self, request: tmaster_pb2.FileRequest) -> None:
+        """Read a slice or a listing of the work dir (bounded: ``file_view``) and answer."""
+        self.to_tmaster(frames.control_frame(tmaster_pb2.StmgrToTmaster(
+            file_response=file_view.answer(self.files.root, request))))
 
     def set_reading(self, task: int, reading: bool) -> None:
         channel = self.instances.get(task)

@@ -9,6 +9,7 @@ TMaster's own error class (``TopologyStateError``, ``TopologyValueError``,
 
 from __future__ import annotations
 
+import json
 import os
 
 from heron_spark import errors
@@ -21,21 +22,22 @@ from heron_spark.wire.connection import dial
 _TIMEOUT_SECS = 5.0
 
 
-def _request(statemgr: StateManager, name: str,
-             request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse | None:
+def _request(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequest,
+             max_bytes: int = 1 << 20,
+             timeout: float = _TIMEOUT_SECS) -> tmaster_pb2.ControlResponse | None:
     location = statemgr.get_tmaster_location(name) or {}
     if not location.get("port") or not location.get("secret"):
         return None
     try:
         sock = dial(location["host"], location["port"], location["secret"], name, "control",
-                    os.getpid(), timeout=_TIMEOUT_SECS)
+                    os.getpid(), timeout=timeout)
     except OSError:
         return None
     try:
-        sock.settimeout(_TIMEOUT_SECS)
+        sock.settimeout(timeout)
         sock.sendall(frames.control_frame(request))
         reader = sock.makefile("rb", buffering=0)
-        _kind, payload = frames.read_frame(reader, 1 << 20)
+        _kind, payload = frames.read_frame(reader, max_bytes)
         response = tmaster_pb2.ControlResponse()
         response.ParseFromString(payload)
         return response
@@ -116,3 +118,22 @@ def _raise_refusal(name: str, response: tmaster_pb2.ControlResponse) -> None:
     exc.kind = "remote"
     exc.topology, exc.state = name, response.state
     raise exc
+
+
+VIEW_MAX_BYTES = 16 << 20  # a view's JSON (a file slice of 256 KiB, escaped, fits)
+VIEW_TIMEOUT_SECS = 15.0   # the TMaster may wait up to 10 s for a stmgr's file answer
+
+
+def query_view(statemgr: StateManager, name: str, path: str,
+               params: dict[str, list[str]]) -> tuple[int, object]:
+    """Ask the TMaster of ``name`` for the live view ``path`` (a tracker path) with Heron's
+    query ``params``; return (HTTP status, result or error message). 503 if no TMaster
+    answers."""
+    request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
+        path=path, params_json=json.dumps(params)))
+    response = _request(statemgr, name, request, VIEW_MAX_BYTES, VIEW_TIMEOUT_SECS)
+    if response is None:
+        return 503, f"topology {name!r} has no live TMaster (it is not running)"
+    if response.code == 200:
+        return 200, json.loads(response.json)
+    return response.code or 500, response.detail

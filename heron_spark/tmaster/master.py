@@ -3,9 +3,11 @@
 It waits for every stmgr to register, builds the physical plan, stores and broadcasts it,
 tracks heartbeats, drained tasks and metrics, and drives the end of the topology (finished,
 killed or failed). It also runs the management verbs (deactivate, activate, restart, update:
-``tmaster.control``). Threads: the listener, one reader per connection (they call the handlers
-below under ``_lock``), and the optional tracker HTTP server. ``done`` is set once the
-topology has ended.
+``tmaster.control``) and answers a tracker's live queries (``tmaster.live_queries``: metrics,
+exceptions, pids, container files fetched through the stmgrs). Threads: the listener, one
+reader per connection (they call the handlers below under ``_lock``) and the liveness check
+(``check_liveness``, about once a second); the tracker HTTP server runs apart
+(``heron_spark.tracker``). ``done`` is set once the topology has ended.
 """
 
 from __future__ import annotations
@@ -26,8 +28,11 @@ from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
 from heron_spark.statemgr.checkpoints import CheckpointStore
-from heron_spark.tmaster import control
+from heron_spark.tmaster import control, live_queries, views
 from heron_spark.tmaster.checkpoints import CheckpointCoordinator
+from heron_spark.tmaster.liveness import StmgrLiveness
+from heron_spark.tmaster.exception_log import ExceptionLog
+from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener
 
@@ -65,6 +70,8 @@ class TMaster:
                  topology_id: str, frame_max_bytes: int, generation: int = 0,
                  restart_max: int = 5, restart_window_secs: float = 60.0,
                  checkpoint_root: str = "", committed_checkpoint: int = 0,
+                 stmgr_heartbeat_timeout_secs: float = 30.0,
+                 history: MetricsCache | None = None, exceptions_per_instance: int = 20,
                  deactivated: bool = False) -> None:
         self.plan = plan
         self.name = plan.logical.name
@@ -80,9 +87,16 @@ class TMaster:
         self.registrations: dict[int, tmaster_pb2.RegisterStmgr] = {}
         self.stmgrs: dict[int, Connection] = {}
         self.heartbeats: dict[int, float] = {}
+        # Liveness: stmgrs silent too long are dropped; if they stay away, ``recover_containers``
+        # (set by submit: the barrier stage's ``recover``) restarts the stage.
+        self.liveness = StmgrLiveness(stmgr_heartbeat_timeout_secs)
+        self.recover_containers: Callable[[str], None] | None = None
+        self.executor_losses: list[dict] = []  # Spark executors lost with containers on them
         self.drained: set[int] = set()
         self.all_tasks = set(plan.task_component)
         self.metrics: dict[tuple[str, int], dict[str, float]] = {}
+        self.history = history or MetricsCache()   # per-minute metrics for the views
+        self.exceptions = ExceptionLog(exceptions_per_instance)
         self.restart_max = restart_max
         self.restart_window_secs = restart_window_secs
         self.failures: collections.Counter = collections.Counter()  # task id -> failures
@@ -104,6 +118,10 @@ class TMaster:
         self._update_detail = ""
         self._stopped_generation: int | None = None  # the generation an update stopped
         self.checkpoints: CheckpointCoordinator | None = None  # effectively once
+        self.files = live_queries.FileFetcher()  # the tracker's container file requests
+        # Heron's execution state metadata (cluster, environ, role, submission_time/_user),
+        # set by submit; shown by the tracker.
+        self.submission: dict = {}
         self._checkpoint_store: CheckpointStore | None = None
         if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
             self._checkpoint_store = CheckpointStore(checkpoint_root, self.name)
@@ -115,6 +133,8 @@ class TMaster:
         """Start accepting stmgrs, metrics managers and control clients."""
         self.listener.start()
         self._save_state()
+        threading.Thread(target=self._liveness_loop, daemon=True,
+                         name=f"liveness-{self.name}").start()
         if self.checkpoints is not None:
             threading.Thread(target=self._checkpoint_loop, daemon=True,
                              name=f"checkpoints-{self.name}").start()
@@ -155,6 +175,7 @@ class TMaster:
                 return  # a stmgr of an earlier generation, or one replaced since
             if body == "heartbeat":
                 self.heartbeats[message.heartbeat.container_index] = time.time()
+                self.liveness.beat(message.heartbeat.container_index, time.monotonic())
             elif body == "register":
                 self._on_register(message.register)
             elif body == "drained":
@@ -169,11 +190,17 @@ class TMaster:
                 self.checkpoints.on_stored(message.stored.task_id, message.stored.checkpoint_id)
             elif body == "restored" and self.checkpoints is not None:
                 self.checkpoints.on_restored(message.restored.task_id, message.restored.epoch)
+            elif body == "file_response":
+                self.files.on_response(message.file_response)
 
     def _on_instance_failed(self, failed: tmaster_pb2.InstanceFailed) -> None:
         """Count a task's failure; fail the topology once it fails too often (its container
         restarts it otherwise)."""
         self.failures[failed.task_id] += 1
+        register = self.registrations.get(self.plan.task_container.get(failed.task_id, -1))
+        self.exceptions.record(failed.task_id, failed.component,
+                               register.host if register is not None else "",
+                               failed.error, failed.log_path, time.time())
         log.error("task %d of %s failed (%d so far): %s", failed.task_id, failed.component,
                   self.failures[failed.task_id], failed.error.strip().splitlines()[-1:] or "")
         self.failure = failed
@@ -201,6 +228,7 @@ class TMaster:
             self.stmgrs.clear()
             self.registrations.clear()
             self.heartbeats.clear()
+            self.liveness.reset()
             self.drained.clear()  # every task runs again: bounded spouts replay, bolts re-drain
             self.physical_plan = None
             self._save_state()
@@ -220,6 +248,7 @@ class TMaster:
         previous = self.registrations.get(register.container_index)
         self.registrations[register.container_index] = register
         self.heartbeats[register.container_index] = time.time()
+        self.liveness.beat(register.container_index, time.monotonic())
         log.info("stmgr %d registered at %s:%d", register.container_index, register.host,
                  register.data_port)
         if len(self.registrations) < self.plan.container_count:
@@ -293,6 +322,59 @@ class TMaster:
                 if self.state.processing:  # checkpoints go on while deactivated
                     self.checkpoints.tick(time.monotonic())
 
+    # ---- liveness --------------------------------------------------------------------------
+    def _liveness_loop(self) -> None:
+        period = min(1.0, self.liveness.timeout_secs / 4)
+        while not self.done.wait(period):
+            self.check_liveness(time.monotonic())
+
+    def check_liveness(self, now: float) -> None:
+        """Drop stmgrs silent for longer than the heartbeat timeout; restart the stage when one
+        stays away for another timeout (its container is stopped or its executor gone)."""
+        with self._lock:
+            if self.state.ended:
+                return
+            newly, overdue = self.liveness.check(now)
+            dropped = [self.stmgrs.pop(index) for index in newly if index in self.stmgrs]
+            for index in newly:
+                log.error("topology %s: stmgr of container %d sent no heartbeat for %g s "
+                          "(heron.tmaster.stmgr.heartbeat.timeout.secs): treating it as dead",
+                          self.name, index, self.liveness.timeout_secs)
+            recover = self.recover_containers
+        for conn in dropped:
+            conn.close()  # a stmgr that was only slow reconnects and registers again
+        if overdue:
+            reason = (f"the stmgr of container(s) {overdue} did not come back within "
+                      f"{self.liveness.timeout_secs:g} s of being found dead")
+            log.error("topology %s: %s", self.name, reason)
+            if recover is not None:
+                recover(reason)
+
+    def executor_lost(self, executor: str, containers: tuple[int, ...], reason: str,
+                      generation: int) -> None:
+        """Spark removed ``executor``, which hosted ``containers`` of ``generation``: restart
+        the stage now, unless that generation has been replaced already (Spark failed the
+        stage itself and the resubmission policy ran first)."""
+        with self._lock:
+            if self.state.ended:
+                return
+            current = generation == self.generation
+            self.executor_losses.append({
+                "executor": executor, "containers": list(containers), "reason": reason,
+                "time": time.time(), "generation": generation,
+                "action": "restart" if current else f"none: generation {self.generation} runs"})
+            del self.executor_losses[:-20]
+            recover = self.recover_containers
+        detail = (f"Spark removed executor {executor}, which hosted container(s) "
+                  f"{list(containers)} of generation {generation}: {reason}")
+        if not current:
+            log.warning("topology %s: %s; already replaced by generation %d", self.name, detail,
+                        self.generation)
+            return
+        log.error("topology %s: %s; restarting its containers now", self.name, detail)
+        if recover is not None:
+            recover(detail)
+
     def _on_metrics_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         snapshot = metrics_pb2.MetricsSnapshot()
         snapshot.ParseFromString(payload)
@@ -301,10 +383,16 @@ class TMaster:
                 values = self.metrics.setdefault((publish.component, publish.task_id), {})
                 for metric in publish.metrics:
                     values[metric.name] = metric.value
+                self.history.add(publish.component, publish.task_id,
+                                 [(m.name, m.value) for m in publish.metrics],
+                                 publish.timestamp_ms)
 
     def _on_control_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         request = tmaster_pb2.ControlRequest()
         request.ParseFromString(payload)
+        if request.WhichOneof("body") == "query":  # a tracker asking for live data
+            self._send(conn, frames.control_frame(live_queries.answer(self, request.query)))
+            return
         self._send(conn, frames.control_frame(control.handle(self, request)))
 
     # ---- management verbs (heron deactivate / activate / restart / update) ---------------
@@ -438,6 +526,39 @@ class TMaster:
             return aggregate.by_component(self.metrics, self.failures,
                                           self.plan.task_component)
 
+    def metrics_view(self, component: str, names: list[str] | None,
+                     instances: list[str] | None, interval_secs: int) -> dict:
+        """Heron's ``/topologies/metrics``: each metric of each instance over the last
+        ``interval_secs`` (<= 0: all kept). See ``tmaster.views``; raises MetricsQueryError."""
+        with self._lock:
+            return views.metrics_view(self.plan, self.history, time.time(), component, names,
+                                      instances, interval_secs)
+
+    def timeline_view(self, component: str, names: list[str] | None,
+                      instances: list[str] | None, start_secs: int, end_secs: int) -> dict:
+        """Heron's ``/topologies/metrics/timeline``: per-minute values in [start, end]."""
+        with self._lock:
+            return views.timeline_view(self.plan, self.history, component, names, instances,
+                                       start_secs, end_secs)
+
+    def query_view(self, query: str, start_secs: int, end_secs: int) -> list:
+        """Heron's ``/topologies/metrics/query``: evaluate a metrics query (``TS(...)``, ...)."""
+        with self._lock:
+            return views.query_view(self.plan, self.history, query, start_secs, end_secs)
+
+    def exceptions_view(self, component: str, instances: list[str] | None = None) -> list:
+        """Heron's ``/topologies/exceptions``: what instances of ``component`` (``*``: any)
+        died of, one entry per distinct stack trace."""
+        with self._lock:
+            return views.exceptions_view(self.plan, self.exceptions, component, instances)
+
+    def exception_summary_view(self, component: str,
+                               instances: list[str] | None = None) -> list:
+        """Heron's ``/topologies/exceptionsummary``: those exceptions per class name."""
+        with self._lock:
+            return views.exception_summary_view(self.plan, self.exceptions, component,
+                                                instances)
+
     def status(self) -> dict:
         """A JSON-ready summary: state, times, stmgrs and their last heartbeat."""
         with self._lock:
@@ -446,11 +567,16 @@ class TMaster:
                     "ended_at": self.ended_at, "containers": self.plan.container_count,
                     "registered": sorted(self.registrations),
                     "heartbeats": {str(k): v for k, v in self.heartbeats.items()},
+                    "heartbeat_ages_secs": {str(k): v for k, v in
+                                            self.liveness.ages(time.monotonic()).items()},
+                    "dead_stmgrs": sorted(self.liveness.dead_since),
+                    "executor_losses": list(self.executor_losses),
                     "drained_tasks": len(self.drained), "tasks": len(self.all_tasks),
                     "generation": self.generation, "paused": self.paused,
                     "updating": self.updating,
                     "instance_failures": {str(k): v for k, v in self.failures.items()},
-                    "checkpoint": self.checkpoints.status() if self.checkpoints else None}
+                    "checkpoint": self.checkpoints.status() if self.checkpoints else None,
+                    "submission": self.submission}
 
     def _save_state(self) -> None:
         self.statemgr.set_execution_state(self.name, self.status())

@@ -3,11 +3,17 @@ package org.heronspark.bridge;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.concurrent.ConcurrentHashMap;
 
 import org.apache.spark.scheduler.JobFailed;
 import org.apache.spark.scheduler.SparkListener;
 import org.apache.spark.scheduler.SparkListenerExecutorRemoved;
 import org.apache.spark.scheduler.SparkListenerJobEnd;
+import org.apache.spark.scheduler.SparkListenerStageCompleted;
+import org.apache.spark.scheduler.SparkListenerStageSubmitted;
+import org.apache.spark.scheduler.SparkListenerTaskStart;
 
 /**
  * Carries Spark scheduler events the Python driver cannot see (PySpark has no Python
@@ -17,6 +23,9 @@ import org.apache.spark.scheduler.SparkListenerJobEnd;
  * static: Python reaches it through the class, never through the instance. The queue is bounded
  * so a driver that never drains cannot run out of memory; the oldest event is dropped and
  * counted, so the reader knows it missed some.
+ *
+ * <p>Task starts are reported only for stages of a heron_spark job group (a topology's barrier
+ * stage): they tell the driver which executor hosts which container.
  */
 public class HeronBridgeListener extends SparkListener {
 
@@ -25,6 +34,10 @@ public class HeronBridgeListener extends SparkListener {
 
   private static final ArrayDeque<String> EVENTS = new ArrayDeque<>();
   private static long dropped = 0L;
+  /** Job group prefix of the barrier stages whose task starts are reported. */
+  public static final String GROUP_PREFIX = "heron_spark:";
+  private static final String GROUP_PROPERTY = "spark.jobGroup.id";
+  private final Map<Integer, String> stageGroups = new ConcurrentHashMap<>();
 
   public HeronBridgeListener() {
   }
@@ -34,6 +47,33 @@ public class HeronBridgeListener extends SparkListener {
     offer("{\"type\":\"executor_removed\",\"executor\":" + quote(removed.executorId())
         + ",\"reason\":" + quote(removed.reason())
         + ",\"time_ms\":" + removed.time() + "}");
+  }
+
+  @Override
+  public void onStageSubmitted(SparkListenerStageSubmitted submitted) {
+    Properties properties = submitted.properties();
+    String group = properties == null ? null : properties.getProperty(GROUP_PROPERTY);
+    if (group != null && group.startsWith(GROUP_PREFIX)) {
+      stageGroups.put(submitted.stageInfo().stageId(), group);
+    }
+  }
+
+  @Override
+  public void onStageCompleted(SparkListenerStageCompleted completed) {
+    stageGroups.remove(completed.stageInfo().stageId());
+  }
+
+  @Override
+  public void onTaskStart(SparkListenerTaskStart start) {
+    String group = stageGroups.get(start.stageId());
+    if (group != null) {
+      offer("{\"type\":\"task_start\",\"group\":" + quote(group)
+          + ",\"stage\":" + start.stageId() + ",\"attempt\":" + start.stageAttemptId()
+          + ",\"partition\":" + start.taskInfo().index()
+          + ",\"executor\":" + quote(start.taskInfo().executorId())
+          + ",\"host\":" + quote(start.taskInfo().host())
+          + ",\"time_ms\":" + start.taskInfo().launchTime() + "}");
+    }
   }
 
   @Override

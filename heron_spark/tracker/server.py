@@ -1,53 +1,47 @@
-"""The tracker API: a small JSON-over-HTTP view of a running topology, served by the driver.
+"""The tracker's HTTP shell: sockets, threads, limits; the answers come from ``app.TrackerApp``.
 
-``GET /topology`` (state), ``/topology/physicalplan``, ``/topology/metrics``, and
-``/metrics`` in Prometheus text format. Read-only: control goes through the control port
-(``heron-spark kill``). Like every heron_spark port it answers only requests that carry the
-topology secret: ``Authorization: Bearer <secret>`` (the secret is in the state manager,
-readable by its owner only).
-
-Hardened like the binary ports, since anyone who can reach the driver can connect:
+Hardened, since anyone who can reach the port can connect:
 
 - a client has ``idle_timeout_secs`` to send its request line and headers (a connection that
   sends nothing, half a request, or trickles bytes is closed after that long), and each write
-  of the reply times out after as long;
+  of the reply times out after as long; a request body (POST) is read within the same deadline
+  and is at most ``BODY_MAX_BYTES``;
 - at most ``max_connections`` connections are served at once, one daemon thread each; beyond
   that a new connection is answered ``503`` and closed on the accepting thread, no thread spawned;
-- every method is authenticated first (``401``), then anything but GET gets ``405``;
+- every method is authenticated first (``401``), then checked (``405``) — by the app;
 - a client that resets or drops its connection is logged at debug level, never printed.
+
+Runs wherever a tracker runs: a submitting driver, or ``heron-spark tracker``.
 """
 
 from __future__ import annotations
 
-import hmac
 import io
-import json
 import logging
 import socket
 import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-from google.protobuf.json_format import MessageToDict
+from urllib.parse import parse_qs, urlsplit
 
 from heron_spark.config import TRACKER_IDLE_TIMEOUT_SECS, TRACKER_MAX_CONNECTIONS
 from heron_spark.errors import ConfigError
-from heron_spark.tmaster.master import TMaster
+from heron_spark.tracker.http import Request, Response
 
 log = logging.getLogger(__name__)
 
 _REQUEST_LINE_MAX_BYTES = 65536  # as http.server: longer request lines get 414
-_DISCARD_BODY_MAX_BYTES = 64 * 1024  # a refused request's body is read (then dropped) up to this
+BODY_MAX_BYTES = 64 * 1024  # a request body is read up to this (POST of a management verb)
 _BUSY_BODY = b"tracker busy: too many open connections; retry later\n"
 _BUSY_REPLY = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
                b"Retry-After: 1\r\nConnection: close\r\n"
                b"Content-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
 
 
-def start_tracker(tmaster: TMaster, host: str, port: int, secret: str, *,
-                  max_connections: int = 64, idle_timeout_secs: float = 10.0) -> TrackerServer:
-    """Serve the tracker API for ``tmaster`` on ``host:port`` (0 = any free port); driver only.
+def serve(app, host: str, port: int, *, max_connections: int = 64,
+          idle_timeout_secs: float = 10.0) -> TrackerServer:
+    """Serve ``app`` (``app.handle(Request) -> Response``) on ``host:port`` (0: any free port).
 
     ``max_connections``: connections served at once (``heron.tracker.max.connections``).
     ``idle_timeout_secs``: seconds a client has to send its request, and per write of the
@@ -58,8 +52,8 @@ def start_tracker(tmaster: TMaster, host: str, port: int, secret: str, *,
     if not idle_timeout_secs > 0:
         raise ConfigError(TRACKER_IDLE_TIMEOUT_SECS, idle_timeout_secs,
                           "use a positive number of seconds")
-    handler = _handler_class(tmaster, f"Bearer {secret}".encode(), idle_timeout_secs)
-    server = TrackerServer((host, port), handler, max_connections)
+    server = TrackerServer((host, port), _handler_class(app, idle_timeout_secs), max_connections)
+    server.app = app
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="tracker",
                      daemon=True).start()  # shutdown() returns within 0.1 s
     return server
@@ -68,8 +62,8 @@ def start_tracker(tmaster: TMaster, host: str, port: int, secret: str, *,
 class TrackerServer(ThreadingHTTPServer):
     """The tracker's HTTP server: one daemon thread per connection, at most ``max_connections``.
 
-    Runs on the driver. Thread-safe: the serving thread admits connections, handler threads
-    release them, and ``shutdown`` may be called from any thread but the serving one.
+    Thread-safe: the serving thread admits connections, handler threads release them, and
+    ``shutdown`` may be called from any thread but the serving one.
     """
 
     daemon_threads = True
@@ -81,15 +75,29 @@ class TrackerServer(ThreadingHTTPServer):
         super().__init__(address, handler)
         self.max_connections = max_connections
         self.refused = 0  # connections closed at once because max_connections were open
+        self.app = None
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._closing = False
+        self._on_shutdown: list = []
+
+    @property
+    def url(self) -> str:
+        """``http://host:port`` of this server."""
+        host, port = self.server_address[:2]
+        if host in ("0.0.0.0", "::", ""):  # every address: advertise the host's name
+            host = socket.gethostname()
+        return f"http://{host}:{port}"
 
     @property
     def open_connections(self) -> int:
         """Return how many connections are being served now."""
         with self._lock:
             return len(self._open)
+
+    def on_shutdown(self, callback) -> None:
+        """Call ``callback()`` once when the server shuts down (before the port closes)."""
+        self._on_shutdown.append(callback)
 
     def process_request(self, request, client_address) -> None:
         """Serve ``request`` on a new thread, or answer 503 and close it if the server is full."""
@@ -130,12 +138,19 @@ class TrackerServer(ThreadingHTTPServer):
     def shutdown(self) -> None:
         """Stop serving, close the port and drop every open connection (idempotent)."""
         with self._lock:
+            first = not self._closing
             self._closing = True
             for sock in self._open:
                 try:
                     sock.shutdown(socket.SHUT_RDWR)
                 except OSError:
                     pass
+        if first:
+            for callback in self._on_shutdown:
+                try:
+                    callback()
+                except Exception:  # noqa: BLE001 - cleanup goes on; the error is logged
+                    log.warning("tracker: shutdown callback failed", exc_info=True)
         super().shutdown()
         self.server_close()
 
@@ -166,9 +181,10 @@ class _DeadlineReader(io.RawIOBase):
             self._sock.settimeout(self._timeout)
 
 
-def _handler_class(tmaster: TMaster, expected: bytes, idle_timeout_secs: float):
+def _handler_class(app, idle_timeout_secs: float):
     class Handler(BaseHTTPRequestHandler):
         timeout = idle_timeout_secs  # StreamRequestHandler.setup sets it on the socket
+        server_version = "heron-spark-tracker"
 
         def setup(self) -> None:
             super().setup()
@@ -177,8 +193,8 @@ def _handler_class(tmaster: TMaster, expected: bytes, idle_timeout_secs: float):
             self.rfile = io.BufferedReader(self._reader)
 
         def handle_one_request(self) -> None:
-            # http.server's, except that every method is authenticated before it is looked at
-            # and the request line and headers must arrive within the idle timeout.
+            # http.server's, except that the app sees every method (it authenticates before
+            # anything else) and the request must arrive within the idle timeout.
             self._reader.deadline = time.monotonic() + idle_timeout_secs
             try:
                 self.raw_requestline = self.rfile.readline(_REQUEST_LINE_MAX_BYTES + 1)
@@ -198,70 +214,44 @@ def _handler_class(tmaster: TMaster, expected: bytes, idle_timeout_secs: float):
                 self.close_connection = True
 
         def _dispatch(self) -> None:
-            given = (self.headers.get("Authorization") or "").encode()
-            if not hmac.compare_digest(given, expected):
-                self._refuse(401, "send Authorization: Bearer <topology secret>",
-                             ("WWW-Authenticate", "Bearer"))
-            elif self.command != "GET":
-                self._refuse(405, f"the tracker is read-only: use GET, not {self.command} "
-                                  "(to kill a topology, run `heron-spark kill`)", ("Allow", "GET"))
-            elif self.path == "/topology":
-                self._json(tmaster.status())
-            elif self.path == "/topology/physicalplan":
-                plan = tmaster.physical_plan
-                self._json(MessageToDict(plan) if plan is not None else {})
-            elif self.path == "/topology/metrics":
-                self._json(tmaster.metrics_by_component())
-            elif self.path == "/metrics":
-                self._text(_prometheus(tmaster))
+            body, too_long = self._read_body()
+            split = urlsplit(self.path)
+            request = Request(method=self.command, path=split.path,
+                              query=parse_qs(split.query, keep_blank_values=True),
+                              headers={k.lower(): v for k, v in self.headers.items()},
+                              body=body)
+            if too_long:
+                response = Response.error(413, f"request bodies are limited to "
+                                               f"{BODY_MAX_BYTES} bytes")
             else:
-                self._refuse(404, "unknown path; try /topology")
+                response = app.handle(request)
+            self._send(response)
 
-        def _json(self, data) -> None:
-            self._reply(json.dumps(data, indent=1).encode(), "application/json")
-
-        def _text(self, text: str) -> None:
-            self._reply(text.encode(), "text/plain; version=0.0.4")
-
-        def _reply(self, body: bytes, content_type: str) -> None:
-            self.send_response(200)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def _refuse(self, code: int, message: str, *headers: tuple[str, str]) -> None:
-            """Answer ``code`` with ``message`` as a text body, then close the connection."""
-            self._discard_body()  # unread bytes would turn our close into a reset
-            body = (message + "\n").encode()
-            self.send_response(code)
-            for name, value in headers:
-                self.send_header(name, value)
-            self.send_header("Content-Type", "text/plain; charset=utf-8")
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Connection", "close")
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(body)
-
-        def _discard_body(self) -> None:
+        def _read_body(self) -> tuple[bytes, bool]:
             try:
                 length = int(self.headers.get("Content-Length") or 0)
             except ValueError:
-                return
-            if 0 < length <= _DISCARD_BODY_MAX_BYTES:
-                self.rfile.read(length)
+                return b"", False
+            if length <= 0:
+                return b"", False
+            if length > BODY_MAX_BYTES:
+                self.close_connection = True  # unread bytes: this connection cannot go on
+                return b"", True
+            return self.rfile.read(length), False
+
+        def _send(self, response: Response) -> None:
+            self.send_response(response.status)
+            for name, value in response.headers:
+                self.send_header(name, value)
+            self.send_header("Content-Length", str(len(response.body)))
+            if response.status >= 400:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(response.body)
 
         def log_message(self, format: str, *args) -> None:
             log.debug("tracker %s: " + format, self.client_address, *args)
 
     return Handler
-
-
-def _prometheus(tmaster: TMaster) -> str:
-    lines = []
-    for component, values in sorted(tmaster.metrics_by_component().items()):
-        for name, value in sorted(values.items()):
-            metric = "heron_" + "".join(c if c.isalnum() else "_" for c in name.strip("_"))
-            lines.append(f'{metric}{{topology="{tmaster.name}",component="{component}"}} {value}')
-    return "\n".join(lines) + "\n"

@@ -1,0 +1,126 @@
+"""Start, share and find trackers.
+
+A tracker serves every topology of one state manager. ``start_tracker`` runs one (with its
+own state manager connection, closed when it shuts down) and records its location in the
+state manager (``__tracker__/location.<host>_<port>``, removed on shutdown) so the CLI can
+find it. In a driver, ``acquire`` / ``release`` share one tracker among the topologies the
+driver submits to the same state manager (refcounted: it stops with the last one).
+``heron-spark tracker`` runs one standalone. Thread-safe.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from urllib.parse import urlsplit
+
+from heron_spark.statemgr import open_state_manager
+from heron_spark.statemgr.base import StateManager
+from heron_spark.tracker import auth, server
+from heron_spark.tracker.app import TrackerApp
+
+log = logging.getLogger(__name__)
+_PROBE_TIMEOUT_SECS = 2.0
+
+
+def start_tracker(statemgr_url: str, host: str, port: int, *, max_connections: int = 64,
+                  idle_timeout_secs: float = 10.0) -> server.TrackerServer:
+    """Serve the tracker for the state manager at ``statemgr_url`` on ``host:port`` (0: any
+    free port); return the server (``.url``, ``.app``, ``shutdown()``)."""
+    statemgr = open_state_manager(statemgr_url)
+    try:
+        authenticator = auth.Authenticator(lambda: auth.tracker_token(statemgr))
+        app = TrackerApp(statemgr, authenticator)
+        tracker = server.serve(app, host, port, max_connections=max_connections,
+                               idle_timeout_secs=idle_timeout_secs)
+    except BaseException:
+        statemgr.close()
+        raise
+    key = f"{auth.LOCATION_PREFIX}{host}_{tracker.server_address[1]}"
+    statemgr.put(auth.TRACKER_KEYSPACE, key, json.dumps({
+        "url": tracker.url, "host": host, "port": tracker.server_address[1],
+        "pid": os.getpid(), "started_at": time.time()}).encode())
+
+    def forget() -> None:
+        try:
+            statemgr.delete(auth.TRACKER_KEYSPACE, key)
+        finally:
+            statemgr.close()
+
+    tracker.on_shutdown(forget)
+    log.info("tracker for %s at %s", statemgr.location, tracker.url)
+    return tracker
+
+
+_shared_lock = threading.Lock()
+_shared: dict[tuple, list] = {}  # (statemgr url, host, port) -> [server, users]
+
+
+def acquire(statemgr_url: str, host: str, port: int, **limits) -> server.TrackerServer:
+    """Return this process's tracker for ``statemgr_url`` on ``host`` (starting it on ``port``
+    if there is none yet); pair each call with ``release``."""
+    key = (statemgr_url, host, port)
+    with _shared_lock:
+        entry = _shared.get(key)
+        if entry is None:
+            try:
+                tracker = start_tracker(statemgr_url, host, port, **limits)
+            except OSError as exc:
+                if port == 0 or exc.errno != errno.EADDRINUSE:
+                    raise
+                # Another driver's tracker (or any program) holds the port: the topology still
+                # gets one; `heron-spark ui` finds it through the state manager.
+                log.warning("tracker port %d on %s is in use (%s); serving on a free port "
+                            "instead", port, host, exc)
+                tracker = start_tracker(statemgr_url, host, 0, **limits)
+            entry = _shared[key] = [tracker, 0]
+        entry[1] += 1
+        return entry[0]
+
+
+def release(tracker: server.TrackerServer) -> None:
+    """Drop one use of a shared tracker; shut it down after the last one."""
+    with _shared_lock:
+        for key, entry in list(_shared.items()):
+            if entry[0] is tracker:
+                entry[1] -= 1
+                if entry[1] > 0:
+                    return
+                del _shared[key]
+                break
+    tracker.shutdown()
+
+
+def tracker_urls(statemgr: StateManager, name: str | None = None) -> list[str]:
+    """The URLs of the trackers recorded for ``statemgr`` that accept connections: the one
+    of ``name``'s driver first (if given), then every other."""
+    urls = []
+    if name is not None:
+        location = statemgr.get_tmaster_location(name) or {}
+        if location.get("tracker_port", -1) > 0:
+            urls.append(f"http://{location['host']}:{location['tracker_port']}")
+    for key in statemgr.keys(auth.TRACKER_KEYSPACE):
+        if key.startswith(auth.LOCATION_PREFIX):
+            raw = statemgr.get(auth.TRACKER_KEYSPACE, key)
+            if raw:
+                urls.append(json.loads(raw)["url"])
+    seen, live = set(), []
+    for url in urls:
+        if url not in seen and _accepts(url):
+            live.append(url)
+        seen.add(url)
+    return live
+
+
+def _accepts(url: str) -> bool:
+    parts = urlsplit(url)
+    try:
+        socket.create_connection((parts.hostname, parts.port), _PROBE_TIMEOUT_SECS).close()
+    except OSError:
+        return False
+    return True
