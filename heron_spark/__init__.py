@@ -24,14 +24,15 @@ from heron_spark.heronpy_alias import install as install_heronpy_alias
 __version__ = "0.1.0"
 
 
-def submit(topology, spark=None, conf=None, name=None, master=None):
+def submit(topology, spark=None, conf=None, name=None, master=None, deactivated=False):
     """Submit ``topology`` to Spark; return a ``TopologyHandle`` (driver only).
 
     See ``heron_spark.scheduler.submit.submit`` for the arguments.
     """
     from heron_spark.scheduler.submit import submit as _submit
 
-    return _submit(topology, spark=spark, conf=conf, name=name, master=master)
+    return _submit(topology, spark=spark, conf=conf, name=name, master=master,
+                   deactivated=deactivated)
 
 
 __all__ = [

@@ -77,12 +77,18 @@ class SinkBolt(Bolt):
 
 def build_activation(name: str, out: Path, *, spouts: int = 2, containers: int = 2):
     """Return the activation test topology: ``numbers`` spouts into ``sink`` bolts."""
+    return activation_builder(name, out, spouts=spouts, containers=containers).build()
+
+
+def activation_builder(name: str, out: Path, *, spouts: int = 2,
+                       containers: int = 2) -> TopologyBuilder:
+    """Return the builder of ``build_activation``'s topology."""
     builder = TopologyBuilder(name)
     spout = builder.add_spout("numbers", ActivationSpout, par=spouts, config={OUT: str(out)})
     builder.add_bolt("sink", SinkBolt, par=2, inputs={spout: Grouping.SHUFFLE})
     builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE",
                         "topology.stmgrs": containers, "topology.max.spout.pending": 200})
-    return builder.build()
+    return builder
 
 
 def read_spout_logs(out: Path) -> dict[int, list[str]]:

@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 import fault_support as faults
+import heron_spark
 import manage_topologies as mt
 import pytest
 import reliable_word_count as rwc
@@ -339,7 +340,7 @@ def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, h
     corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
     text = swc.write_corpus(corpus, 2000)
     topology = swc.build(name, corpus, out, interval=0.2)
-    handle = submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
+    handle = heron_spark.submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
                     master="local[4]", deactivated=True)
     try:
         assert handle.wait_running(timeout=120)
@@ -355,3 +356,82 @@ def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, h
     finally:
         handle.kill()
     assert swc.read_counts(out) == swc.expected_counts(text)
+
+
+def test_cli_submit_deploy_deactivated(tmp_path, hconf):
+    """``heron-spark submit --deploy-deactivated``: its own driver, paused until activated."""
+    from pathlib import Path
+
+    name, out = "manage-cli-submit", tmp_path / "out"
+    topology_file = Path(__file__).resolve().parent / "manage_cli_topology.py"
+    err_path = tmp_path / "submit.err"
+    with open(err_path, "w") as err:
+        driver = subprocess.Popen([sys.executable, "-m", "heron_spark.cli", "submit",
+                                   "--master", "local[2]", "--deploy-deactivated",
+                                   str(topology_file), name, str(out)],
+                                  cwd=tmp_path, stdout=subprocess.PIPE, stderr=err, text=True)
+    try:
+        def paused():
+            assert driver.poll() is None, err_path.read_text()[-4000:]
+            return _execution_state(hconf, name).get("state") == "PAUSED"
+
+        faults.wait_for(paused, 180, "the topology to run deactivated")
+        assert f"{name}\tPAUSED\tlive" in _cli("list").stdout
+        faults.wait_for(lambda: len(mt.read_spout_logs(out)) == 2, 60, "spouts to start")
+        assert _cli("activate", name).returncode == 0
+        faults.wait_for(lambda: all(lines.count("ack") > 20
+                                    for lines in mt.read_spout_logs(out).values()), 60,
+                        "spouts to emit once activated")
+        assert all(lines[:2] == ["initialize", "activate 0"]
+                   for lines in mt.read_spout_logs(out).values())
+        assert _cli("kill", name).returncode == 0
+        stdout, _ = driver.communicate(timeout=120)
+    finally:
+        if driver.poll() is None:
+            _cli("kill", name)
+            driver.kill()
+            driver.wait(30)
+    assert driver.returncode == 0, err_path.read_text()[-4000:]
+    assert f"topology {name}: KILLED" in stdout
+
+
+def test_a_resumed_driver_keeps_the_update_and_the_deactivation(tmp_path, hconf):
+    """The driver dies after ``update`` and ``deactivate``: the driver that resumes the
+    topology runs the updated parallelism, deactivated, and finishes it once activated."""
+    name = "manage-resume"
+    corpus, out, work = tmp_path / "corpus.txt", tmp_path / "out", tmp_path / "work"
+    text = rwc.write_corpus(corpus, 3000)
+    url = hconf["heron.statemgr"]
+    args = [name, str(corpus), str(out), url, str(work)]
+    first = faults.start_driver("reliable", args, tmp_path / "driver-1.log")
+    second = None
+    try:
+        with open_state_manager(url) as statemgr:
+            faults.wait_for(lambda: (statemgr.get_spout_state(name, "lines.0") or {})
+                            .get("acked_total", 0) > 100, 180, "committed spout offsets")
+            done = _cli("update", name, "--component-parallelism", "count:3")
+            assert done.returncode == 0, done
+            faults.wait_for(lambda: (lambda s: s.get("generation") == 1 and s["state"] ==
+                                     "RUNNING" and not s["updating"])(
+                statemgr.get_execution_state(name)), 120, "the update to run")
+            assert "PAUSED" in _cli("deactivate", name).stdout
+            first.kill()  # kill -9 of the driver; its JVM exits when its stdin closes
+            first.wait()
+            faults.wait_for(lambda: not faults.find(work, "instance")
+                            and not faults.find(work, "stmgr"), 60,
+                            "the killed driver's containers to exit")
+            second = faults.start_driver("reliable", args, tmp_path / "driver-2.log")
+            faults.wait_for(lambda: (lambda s: s.get("generation") == 2 and s["state"] ==
+                                     "PAUSED")(statemgr.get_execution_state(name) or {}),
+                            180, "the resumed topology to run deactivated")
+            plan = statemgr.get_physical_plan(name)
+            assert sum(i.component == "count" for i in plan.instances) == 3
+            assert plan.state == physical_plan_pb2.PAUSED
+        assert _cli("activate", name).returncode == 0
+        assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert "status FINISHED generation 2" in (tmp_path / "driver-2.log").read_text()
+    _check_counts(text, out, hconf, name)

@@ -20,7 +20,9 @@ from heron_spark.config import SystemConfig
 from heron_spark.container.task import ContainerTask
 from heron_spark.errors import HeronSparkError, TopologyStateError, WrongPlaceError
 from heron_spark.plan.logical import LogicalPlan
+from heron_spark.plan.packing import pack
 from heron_spark.plan.prepare import prepare
+from heron_spark.plan.view import PlanView
 from heron_spark.proto import topology_pb2
 from heron_spark.scheduler.handle import TopologyHandle
 from heron_spark.scheduler import progress
@@ -29,7 +31,7 @@ from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
                                                    is_local_master, job_group)
-from heron_spark.scheduler.update import Rescaler
+from heron_spark.scheduler.update import Rescaler, stored_parallelism
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
@@ -65,6 +67,12 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     try:
         _refuse_if_running(statemgr, plan.name)  # fast path; the TMaster claim below decides
         prior = statemgr.get_execution_state(plan.name) or {}
+        if prior.get("state") in _LIVE_STATES:  # resuming: keep what `heron update` set
+            updated = stored_parallelism(statemgr, plan)
+            if updated is not None:
+                plan = updated
+                packing = pack(plan, system.packing_algorithm)
+                view = PlanView(plan, packing)
         spark = _spark_session(spark, master, system)
         check_slots(spark, view.container_count, system.spark_slots_wait_secs)
         definition = _pickling.dumps(plan)

@@ -58,6 +58,22 @@ def with_parallelism(plan: LogicalPlan, parallelism: dict[str, int]) -> LogicalP
     return dataclasses.replace(plan, components=components)
 
 
+def stored_parallelism(statemgr: StateManager, plan: LogicalPlan) -> LogicalPlan | None:
+    """Resuming a topology whose driver died: return the submitted ``plan`` rescaled to the
+    parallelism its stored topology has (what ``heron update`` last set), or None when it
+    already matches. Components the stored topology does not name keep theirs."""
+    stored = statemgr.get_topology(plan.name)
+    if stored is None:
+        return None
+    changed = {c.name: c.parallelism for c in stored.components if c.name in plan.components
+               and c.parallelism != plan.components[c.name].parallelism}
+    if not changed:
+        return None
+    log.warning("resuming topology %s with the parallelism it was updated to: %s", plan.name,
+                changed)
+    return with_parallelism(plan, changed)
+
+
 class Rescaler:
     """The TMaster's ``updater`` for a topology submitted to Spark (see the module docstring).
 

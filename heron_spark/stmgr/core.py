@@ -21,7 +21,10 @@ What it does:
   END_OF_STREAM of ended tasks to a local instance that restarts;
 - effectively once: passes the TMaster's checkpoints to local spouts, aligns checkpoint
   markers for local bolts (``gateway``), and on a restore drops everything in flight: DATA
-  from local instances until they restored, DATA from each peer until that peer's epoch fence.
+  from local instances until they restored, DATA from each peer until that peer's epoch fence;
+- management: relays the topology state (deactivate / activate) to local spouts, also in the
+  ``StartProcessing`` of any instance it (re)starts; on shutdown(RESTARTING) it ends with
+  ``STMGR_RESTART_EXIT`` so its supervisor restarts the whole container.
 """
 
 from __future__ import annotations
