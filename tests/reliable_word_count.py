@@ -183,3 +183,18 @@ def read_spout_log(out: Path) -> tuple[collections.Counter, collections.Counter]
             kind, position = line.split("\t")
             (acks if kind == "ack" else fails)[position] += 1
     return acks, fails
+
+
+def check_exact(text: list[str], out: Path, statemgr_url: str, topology: str,
+                spouts: int) -> int:
+    """Assert every line was acked and committed and every word counted at least as often as
+    it occurs, exactly once after de-duplication; return how many word records were replays."""
+    raw, unique, records = read_counts(out)
+    expected = expected_counts(text)
+    short = {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
+    assert not short, f"words counted fewer times than they occur: {short}"
+    assert unique == expected
+    acks, _ = read_spout_log(out)
+    assert set(acks) == {f"corpus.txt:{i}" for i in range(len(text))}
+    assert committed_acks(statemgr_url, topology, spouts) == len(text)
+    return records - sum(expected.values())

@@ -39,17 +39,6 @@ def _wait_progress(out, more_than: int, what: str) -> int:
     return faults.wait_for(lambda: (_progress(out) > more_than) and _progress(out), 60, what)
 
 
-def _check(text, out, hconf, name):
-    raw, unique, records = rwc.read_counts(out)
-    expected = rwc.expected_counts(text)
-    short = {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
-    assert not short, f"words counted fewer times than they occur: {short}"
-    assert unique == expected
-    acks, _ = rwc.read_spout_log(out)
-    assert set(acks) == {f"corpus.txt:{i}" for i in range(len(text))}
-    assert rwc.committed_acks(hconf["heron.statemgr"], name, SPOUTS) == len(text)
-    return records - sum(expected.values())  # replayed word records
-
 
 def test_bolt_instances_killed_three_times(spark, tmp_path, hconf):
     name = "faults-bolts"
@@ -69,7 +58,7 @@ def test_bolt_instances_killed_three_times(spark, tmp_path, hconf):
                                                  if faults.task_of(p) == t and p != old], 60,
                         f"task {task} to be restarted")
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
-    replayed = _check(text, out, hconf, name)
+    replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
     failures = handle.status_detail()["instance_failures"]
     assert sum(failures.values()) >= 3 and {int(t) for t in failures} == set(killed)
     print(f"killed tasks {killed}; {replayed} word records replayed")
@@ -89,7 +78,7 @@ def test_stmgr_killed(spark, tmp_path, hconf):
                              if s.container_index == 1 and s.data_port != before], 60,
                     "the TMaster to re-broadcast the plan with the new stmgr address")
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
-    replayed = _check(text, out, hconf, name)
+    replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
     print(f"{replayed} word records replayed")
 
 
@@ -104,7 +93,7 @@ def test_container_killed(spark, tmp_path, hconf):
     faults.kill9(container)
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
     assert handle.status_detail()["generation"] >= 1  # the stage was resubmitted
-    replayed = _check(text, out, hconf, name)
+    replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
     print(f"{replayed} word records replayed")
 
 

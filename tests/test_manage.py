@@ -253,17 +253,6 @@ def _wait_progress(out, more_than: int, what: str) -> int:
     return faults.wait_for(lambda: (_progress(out) > more_than) and _progress(out), 90, what)
 
 
-def _check_counts(text, out, hconf, name) -> int:
-    raw, unique, records = rwc.read_counts(out)
-    expected = rwc.expected_counts(text)
-    short = {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
-    assert not short, f"words counted fewer times than they occur: {short}"
-    assert unique == expected
-    acks, _ = rwc.read_spout_log(out)
-    assert set(acks) == {f"corpus.txt:{i}" for i in range(len(text))}
-    assert rwc.committed_acks(hconf["heron.statemgr"], name, SPOUTS) == len(text)
-    return records - sum(expected.values())
-
 
 def _plan_stmgrs(handle) -> dict[int, int]:
     """Container index -> pid of its stmgr in the TMaster's physical plan."""
@@ -294,7 +283,7 @@ def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     finally:
         handle.kill()
     assert handle.status_detail()["generation"] == 0  # restarted in place, not resubmitted
-    replayed = _check_counts(text, out, hconf, name)
+    replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
     print(f"{replayed} word records replayed")
 
 
@@ -328,7 +317,7 @@ def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
         split = {w: tasks for w, tasks in words.items() if len(tasks) != 1}
         assert not split, f"parallelism {parallelism}: words counted by several tasks: {split}"
     assert len({t for tasks in routes[3].values() for t in tasks}) == 3
-    replayed = _check_counts(text, out, hconf, name)
+    replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
     print(f"{replayed} word records replayed")
 
 
@@ -434,4 +423,4 @@ def test_a_resumed_driver_keeps_the_update_and_the_deactivation(tmp_path, hconf)
             if proc is not None and proc.poll() is None:
                 proc.kill()
     assert "status FINISHED generation 2" in (tmp_path / "driver-2.log").read_text()
-    _check_counts(text, out, hconf, name)
+    rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)

@@ -44,6 +44,15 @@ class StreamTally:
         self.acked = self.failed = self.timed_out = 0
         self.ack_ns = self.fail_ns = 0.0
 
+    def add(self, count: int, latency_ns: float, acked: bool) -> None:
+        """Count ``count`` settled tuples whose latencies sum to ``latency_ns``."""
+        if acked:
+            self.acked += count
+            self.ack_ns += latency_ns
+        else:
+            self.failed += count
+            self.fail_ns += latency_ns
+
 
 class SpoutTrees:
     """Open trees of one spout task: root id -> (message id, emit time), oldest first."""
@@ -88,14 +97,8 @@ class SpoutTrees:
         streams = {entry[2] for entry in entries}
         for stream in streams:
             mine = entries if len(streams) == 1 else [e for e in entries if e[2] == stream]
-            age_ns = (now * len(mine) - math.fsum(e[1] for e in mine)) * _NS
-            tally = self.tally(stream)
-            if acked:
-                tally.acked += len(mine)
-                tally.ack_ns += age_ns
-            else:
-                tally.failed += len(mine)
-                tally.fail_ns += age_ns
+            self.tally(stream).add(len(mine), (now * len(mine) - math.fsum(e[1] for e in mine))
+                                   * _NS, acked)
 
     def close(self, acked_raw: bytes, failed_raw: bytes) -> tuple[list, list]:
         """Close the trees a stmgr reported; return (acked, failed) message ids."""
@@ -209,14 +212,8 @@ class AckBuffer:
             for source in sources:
                 mine = tuples if len(sources) == 1 else [t for t in tuples
                                                          if _source_of(t) == source]
-                age_ns = (now * len(mine) - math.fsum(map(_stamp_of, mine))) * _NS
-                tally = self.tally(source)
-                if acked:
-                    tally.acked += len(mine)
-                    tally.ack_ns += age_ns
-                else:
-                    tally.failed += len(mine)
-                    tally.fail_ns += age_ns
+                self.tally(source).add(len(mine), (now * len(mine) - math.fsum(
+                    map(_stamp_of, mine))) * _NS, acked)
         except (TypeError, IndexError):
             pass  # not received tuples: ``_roots`` below names the mistake
 
