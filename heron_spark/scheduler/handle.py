@@ -172,15 +172,17 @@ class TopologyHandle:
             raise TopologyRuntimeError.from_instance_failure(failure)
         raise TopologyRuntimeError(self._tmaster.detail or "topology failed")
 
-    def _view(self):
-        """What ``repr`` and the notebook table show (see ``scheduler/notebook.py``)."""
+    def _view(self, login: bool):
+        """What ``repr`` and the notebook table show (see ``scheduler/notebook.py``); with
+        ``login``, a one-time login link to the UI instead of the bare tracker URL (never in
+        ``repr``, which ends up in logs)."""
         from heron_spark.scheduler import notebook
 
         tmaster = self._tmaster
         started = tmaster.started_at
         elapsed = None if started is None else (tmaster.ended_at or time.time()) - started
-        ui_link = getattr(self, "ui_link", None)  # a login link, where the tracker has one
-        link = ui_link() if callable(ui_link) else self.tracker_url
+        has_login = login and self.tracker_url is not None and self._tracker_auth is not None
+        link = self.ui_link() if has_login else self.tracker_url
         components = {name: (decl.is_spout, decl.parallelism)
                       for name, decl in tmaster.plan.logical.components.items()}
         return notebook.build_view(tmaster.status(), tmaster.metrics_by_component(),
@@ -189,10 +191,10 @@ class TopologyHandle:
     def __repr__(self) -> str:
         from heron_spark.scheduler import notebook
 
-        return notebook.text(self._view())
+        return notebook.text(self._view(login=False))
 
     def _repr_html_(self) -> str:
         """The notebook view: state, containers, per-component counts and rates, UI link."""
         from heron_spark.scheduler import notebook
 
-        return notebook.html_table(self._view())
+        return notebook.html_table(self._view(login=True))
