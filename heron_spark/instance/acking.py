@@ -163,8 +163,11 @@ class AckBuffer:
     ``take`` turns them into packed arrays once per turn (and checks what was acked).
     """
 
-    def __init__(self, component: str = "") -> None:
+    def __init__(self, component: str = "", only_input: tuple[str, str] | None = None) -> None:
         self.component = component
+        # The bolt's one declared input (component, stream), if it has one: every tuple it
+        # settles comes from there, so the tallies skip the per-tuple look at each source.
+        self.only_input = only_input
         self.acked: list = []
         self.failed: list = []
         self.acked_arrays: list = []   # (roots, edge ids) of whole batches (the batch API)
@@ -207,7 +210,8 @@ class AckBuffer:
         """Add settled input tuples to their (component, stream) tallies, with their process
         (or fail) latency: now minus when their batch arrived. C-level passes per turn."""
         try:
-            sources = set(map(_source_of, tuples))
+            sources = {self.only_input} if self.only_input is not None else \
+                set(map(_source_of, tuples))
             now = time.time()
             for source in sources:
                 mine = tuples if len(sources) == 1 else [t for t in tuples

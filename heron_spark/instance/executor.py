@@ -465,7 +465,8 @@ class BoltExecutor(TaskExecutor):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.acks = AckBuffer()
+        inputs = {(sub.component, sub.stream) for sub in self.decl.inputs}
+        self.acks = AckBuffer(only_input=next(iter(inputs)) if len(inputs) == 1 else None)
         self.auto_ack = False
         self._current: HeronTuple | None = None  # auto-ack: the tuple in process()
         self._settled = False                     # auto-ack: process() acked or failed it
@@ -642,15 +643,12 @@ class BoltExecutor(TaskExecutor):
             roots, self._input_roots = self._input_roots, None
         if roots is not None:
             flat, counts = roots
-            tally = self.acks.tally((component, stream))
             spent_ns = (_clock_ns() - started_ns) * batch.num_rows  # each row waited for all
+            self.acks.tally((component, stream)).add(batch.num_rows, spent_ns,
+                                                     not self._input_failed)
             if self._input_failed:
-                tally.failed += batch.num_rows
-                tally.fail_ns += spent_ns
                 self.acks.fail_rows(flat, batch.num_rows)
             else:
-                tally.acked += batch.num_rows
-                tally.ack_ns += spent_ns
                 keys = batch.column(tuple_batch.KEY_COLUMN).to_numpy()
                 self.acks.ack_rows(flat, keys if counts is None else np.repeat(keys, counts),
                                    batch.num_rows)
