@@ -182,3 +182,17 @@ def test_auto_goes_on_without_the_bridge_and_true_fails_loudly(tmp_path, monkeyp
     assert build_system_config({SPARK_JVM_BRIDGE: "Off"}).spark_jvm_bridge == "false"
     with pytest.raises(ConfigError):
         build_system_config({SPARK_JVM_BRIDGE: "maybe"})
+
+
+def test_a_running_jvm_cannot_take_the_bridge(monkeypatch):
+    """Under spark-submit (or after an earlier SparkContext) the jar would reach the executors
+    but not the driver's class path: auto goes on without the bridge, true says how to add it.
+    ``test_shipping``'s plain spark-submit run is this case for real."""
+    from heron_spark.scheduler import submit as submit_module
+
+    monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
+    with pytest.raises(ConfigError, match="--jars"):
+        jvm_bridge.check_jvm_not_started()
+    assert submit_module._bridge_conf("auto") == {}
+    with pytest.raises(ConfigError, match="spark-submit"):
+        submit_module._bridge_conf("true")

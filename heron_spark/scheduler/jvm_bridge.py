@@ -8,7 +8,9 @@ install time) and cached by a hash of their sources, so the first use costs a fe
 later ones nothing.
 
 Spark reads ``spark.jars`` / ``spark.plugins`` / ``spark.extraListeners`` only when the
-SparkContext starts: pass :func:`spark_conf` to the builder of a *new* session.
+SparkContext starts, and the jar reaches the driver's class path only when the JVM starts: pass
+:func:`spark_conf` to the builder of the process's *first* session (under ``spark-submit``,
+pass them on its command line).
 """
 
 from __future__ import annotations
@@ -98,6 +100,22 @@ def build_jar(cache_dir: str | os.PathLike | None = None) -> Path:
 def _default_cache() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base) / "heron_spark"
+
+
+def check_jvm_not_started() -> None:
+    """Raise ConfigError if this process already runs Spark's JVM (under ``spark-submit``, or
+    after an earlier SparkContext): ``spark.jars`` then reaches the executors but not the
+    driver's class path, so the bridge's plugin class would not be found and the new
+    SparkContext would fail to start."""
+    from pyspark import SparkContext
+
+    if "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None:
+        raise ConfigError(CONFIG_KEY, True,
+                          "Spark's JVM already runs in this process, so the bridge jar cannot "
+                          "join the driver's class path; pass `--jars JAR --conf spark.plugins="
+                          f"{PLUGIN_CLASS} --conf spark.extraListeners={LISTENER_CLASS}` to "
+                          "spark-submit (JAR: heron_spark.scheduler.jvm_bridge.build_jar()), or "
+                          "submit from a process that has not started Spark yet")
 
 
 def spark_conf(jar: str | os.PathLike) -> dict[str, str]:

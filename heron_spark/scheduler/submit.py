@@ -349,12 +349,13 @@ def _bridge_conf(mode: str) -> dict[str, str]:
     from heron_spark.scheduler import jvm_bridge
 
     try:
+        jvm_bridge.check_jvm_not_started()
         return jvm_bridge.spark_conf(jvm_bridge.build_jar())
     except (HeronSparkError, OSError) as exc:
         if mode == "true":
             raise
         log.info("Spark metrics of the topology are off (heron.spark.jvm.bridge=auto could "
-                 "not build the JVM bridge: %s)", str(exc).splitlines()[0])
+                 "not load the JVM bridge: %s)", str(exc).splitlines()[0])
         return {}
 
 
