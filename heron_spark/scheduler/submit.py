@@ -349,8 +349,9 @@ def _bridge_conf(mode: str) -> dict[str, str]:
     from heron_spark.scheduler import jvm_bridge
 
     try:
+        jar = jvm_bridge.build_jar()
         jvm_bridge.check_jvm_not_started()
-        return jvm_bridge.spark_conf(jvm_bridge.build_jar())
+        return jvm_bridge.spark_conf(jar)
     except (HeronSparkError, OSError) as exc:
         if mode == "true":
             raise
