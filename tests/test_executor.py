@@ -9,7 +9,8 @@ import numpy as np
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 from heron_spark.config import SystemConfig
-from heron_spark.instance.executor import BoltExecutor, SpoutExecutor
+from heron_spark.instance.bolt_executor import BoltExecutor
+from heron_spark.instance.spout_executor import SpoutExecutor
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView

@@ -6,7 +6,8 @@ from __future__ import annotations
 import numpy as np
 import test_executor as te
 
-from heron_spark.instance.executor import BoltExecutor, SpoutExecutor
+from heron_spark.instance.bolt_executor import BoltExecutor
+from heron_spark.instance.spout_executor import SpoutExecutor
 from heron_spark.instance.task_metrics import IntervalMean
 from heron_spark.proto import stmgr_pb2
 from heron_spark.stmgr.backpressure import Backpressure

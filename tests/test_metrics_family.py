@@ -14,7 +14,7 @@ from heron_spark.api.metrics import (AssignableMetric, AssignableMetrics, CountM
                                      MultiCountMetric, MultiMeanReducedMetric, MultiReducedMetric,
                                      ReducedMetric)
 from heron_spark.config import SystemConfig
-from heron_spark.instance.executor import BoltExecutor
+from heron_spark.instance.bolt_executor import BoltExecutor
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView

@@ -27,17 +27,19 @@ import time
 import traceback
 
 from heron_spark._failure_window import FailureWindow
+from heron_spark.api import api_constants as keys
 from heron_spark.errors import TopologyRuntimeError
-from heron_spark.instance.executor import BoltExecutor, SpoutExecutor, Stop
+from heron_spark.instance.bolt_executor import BoltExecutor
+from heron_spark.instance.executor import Stop
+from heron_spark.instance.spout_executor import SpoutExecutor
 from heron_spark.metrics import aggregate
 from heron_spark.plan.logical import checkpoint_interval_secs
 from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
-from heron_spark.api import api_constants as keys
-from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
-from heron_spark.tmaster.checkpoints import CheckpointCoordinator
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
+from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.stmgr.core import StmgrCore
+from heron_spark.tmaster.checkpoints import CheckpointCoordinator
 from heron_spark.wire import frames
 
 log = logging.getLogger(__name__)

@@ -27,7 +27,9 @@ import traceback
 
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
-from heron_spark.instance.executor import BoltExecutor, SpoutExecutor, Stop
+from heron_spark.instance.bolt_executor import BoltExecutor
+from heron_spark.instance.executor import Stop
+from heron_spark.instance.spout_executor import SpoutExecutor
 from heron_spark.metrics.client import MetricsClient
 from heron_spark.proto import metrics_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.wire import frames, tuple_batch

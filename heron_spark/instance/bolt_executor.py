@@ -1,0 +1,310 @@
+"""A bolt task's logic, without sockets: ``process`` for every tuple of every delivered batch
+(or ``process_batch``), acking, ticks, end of input, Heron's bolt metrics. See ``executor.py``
+for how the shell drives it."""
+
+from __future__ import annotations
+
+import time
+from itertools import repeat
+
+import numpy as np
+
+from heron_spark.api import api_constants as keys
+from heron_spark.api.batch import BatchBolt
+from heron_spark.api.bolt import Bolt
+from heron_spark.api.tuple import HeronTuple, TupleHelper
+from heron_spark.instance import batches, task_metrics
+from heron_spark.instance.acking import AckBuffer
+from heron_spark.instance.executor import TaskExecutor
+from heron_spark.proto import stmgr_pb2
+from heron_spark.wire import frames, tree_ids, tuple_batch
+
+_new_tuple = tuple.__new__
+_data_head = frames.DATA_HEAD.unpack_from
+_PREFIX_BYTES = frames.PREFIX_BYTES
+_PROGRESS_SECS = 0.01    # a bolt reports its progress at most this often
+_clock_ns = time.perf_counter_ns  # latency metrics: one read before and one after each batch
+
+
+class BoltExecutor(TaskExecutor):
+    """Runs a bolt: ``process`` for every tuple of every batch the stmgr delivers."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        inputs = {(sub.component, sub.stream) for sub in self.decl.inputs}
+        self.acks = AckBuffer(only_input=next(iter(inputs)) if len(inputs) == 1 else None)
+        self.auto_ack = False
+        self._current: HeronTuple | None = None  # auto-ack: the tuple in process()
+        self._settled = False                     # auto-ack: process() acked or failed it
+        self.upstream = set(self.plan.upstream_tasks(self.task_id))
+        self.drained = False
+        self._tick_secs = 0.0
+        self._next_tick: float | None = None
+        self._reported = 0
+        self._next_progress = 0.0
+        self._acks_due = 0.0  # acks with no emits to ride with leave at most once per linger
+        self._held: list = []                     # data that came before start
+        self.batch_mode = False                   # a BatchBolt: process_batch per batch
+        self._input_roots = None                  # batch mode: the input batch's roots
+        self._input_failed = False
+        # (task, stream) -> (component, width, its input_stats entry)
+        self._sources: dict[tuple, tuple[str, int, list]] = {}
+        # (component, stream) -> [executed tuples, ns executing them]: Heron's
+        # __execute-count / __execute-latency per input, every input at 0 from the start
+        self.input_stats: dict[tuple[str, str], list] = {
+            (sub.component, sub.stream): [0, 0] for sub in self.decl.inputs}
+
+    # delegate API
+    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
+        roots = ()
+        if self.reliable:
+            if anchors is None and self._current is not None:
+                anchors = (self._current,)  # auto-ack bolts anchor to their input
+            if anchors:
+                roots = _roots_of(anchors)
+        return self.collector.emit(values, stream, direct_task, need_task_ids, roots)
+
+    def ack(self, tup) -> None:
+        """Record ``tup`` processed (at-least-once; nothing to do at-most-once)."""
+        if self.reliable and self._settle(tup):
+            self.acks.ack(tup)
+
+    def fail(self, tup) -> None:
+        """Record ``tup`` failed: its spouts replay their trees (at-least-once)."""
+        if self.reliable and self._settle(tup):
+            self.acks.fail(tup)
+
+    def _settle(self, tup) -> bool:
+        """Return False when ``tup`` is auto-ack's current input and was already settled."""
+        if tup is not self._current:
+            return True
+        if self._settled:
+            return False
+        self._settled = True
+        return True
+
+    def declare_exhausted(self) -> None:
+        """Bolts end when their inputs end; nothing to declare."""
+
+    def emit_batch(self, data, stream: str, parents, tup_id) -> None:
+        """``BatchBolt.emit_batch``: rows anchored to the input rows ``parents`` names."""
+        fields = self.collector.stream_fields(stream)
+        for batch in batches.as_batches(data, fields, self.component_name, stream):
+            roots = None
+            if self._input_roots is not None:
+                roots = batches.anchored_roots(*self._input_roots, parents, batch.num_rows,
+                                               self.component_name)
+            self.collector.emit_batch(batch, stream, roots)
+
+    def fail_batch(self) -> None:
+        """``BatchBolt.fail_batch``: the current input batch fails when process_batch returns."""
+        self._input_failed = True
+
+    def _configure(self, config: dict) -> None:
+        self.acks.component = self.component_name
+        self.batch_mode = isinstance(self.component, BatchBolt)
+        if self.reliable:
+            self.auto_ack = bool(getattr(self.component, "auto_ack", False)) or \
+                str(config.get(keys.TOPOLOGY_BOLT_AUTO_ACK, False)).lower() == "true"
+            if not self.auto_ack:  # auto-ack anchors to, and settles, the current input
+                self._bind(Bolt, "emit", self.collector.emit_anchored)
+                self._bind(Bolt, "ack", self.acks.acked.append)
+                self._bind(Bolt, "fail", self.acks.failed.append)
+        else:
+            self._bind(Bolt, "emit", self.collector.emit_plain)
+            self._bind(Bolt, "ack", _ignore)
+            self._bind(Bolt, "fail", _ignore)
+        self._tick_secs = float(config.get("topology.tick.tuple.freq.secs", 0) or 0)
+        if self._tick_secs > 0:
+            self._next_tick = self.clock() + self._tick_secs
+
+    def _initialized(self, config: dict) -> None:
+        ticks = float(config.get(keys.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 0) or 0)
+        if ticks != self._tick_secs:  # set by initialize, as Heron's window bolts do
+            self._tick_secs = ticks
+            self._next_tick = self.clock() + ticks if ticks > 0 else None
+        if self.reliable and not self.auto_ack and getattr(self.component, "auto_ack", False):
+            self.auto_ack = True  # turned on in initialize: the settling path, not the fast one
+            for name, fast in self._bound.items():
+                if self.component.__dict__.get(name) is fast:
+                    del self.component.__dict__[name]
+        held, self._held = self._held, []
+        for frame in held:
+            self._on_data(frame)
+
+    # the loop
+    def on_frame(self, kind: int, frame: bytes) -> None:
+        if kind == frames.DATA:
+            if self.started:
+                self._on_data(frame)
+            else:
+                self._held.append(frame)
+            return
+        message = stmgr_pb2.StmgrToInstance()
+        message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
+        self.on_control(message)
+
+    def _on_data(self, frame: bytes) -> None:
+        data_kind, src, _, rows, stream_length = _data_head(frame, _PREFIX_BYTES)
+        if data_kind != frames.TUPLES:
+            if data_kind == frames.END_OF_STREAM:
+                self._on_end_of_stream(src)
+            elif data_kind == frames.CHECKPOINT_MARKER and self.stateful is not None:
+                self.checkpoint(int(frames.data_stream(frame, stream_length)))
+            return
+        stream = frames.data_stream(frame, stream_length)
+        source = self._sources.get((src, stream))
+        if source is None:
+            component = self.plan.task_component[src]
+            width = len(self.plan.logical.components[component].outputs[stream].fields)
+            stats = self.input_stats.setdefault((component, stream), [0, 0])
+            source = self._sources[(src, stream)] = (component, width, stats)
+        component, width, stats = source
+        started_ns = _clock_ns()
+        batch = tuple_batch.decode(memoryview(frame)[frames.data_body_offset(stream_length):])
+        if self.batch_mode:
+            self._process_batch(batch, component, stream, src, width)
+            self.executed += rows
+            stats[1] += _clock_ns() - started_ns
+            stats[0] += rows
+            return
+        values = tuple_batch.rows(batch, width)
+        process = self.component.process
+        if self.hooks is not None:
+            process = self.hooks.executing(process)
+        now = time.time()
+        roots = tuple_batch.row_roots(batch) if self.reliable else None
+        if self.reliable and (roots is None or
+                              tuple_batch.ROOT_COLUMN not in batch.schema.names):
+            self.acks.single_root = False  # some tuples belong to no tree, or to several
+        if roots is None:
+            # tuples built by C-level iteration: no Python frame per tuple before process()
+            for tup in map(_new_tuple, repeat(HeronTuple), zip(
+                    repeat(None), repeat(component), repeat(stream), repeat(src),
+                    values, repeat(now), repeat(()))):
+                process(tup)
+        else:
+            edge_ids = batch.column(tuple_batch.KEY_COLUMN).to_numpy().tolist()
+            tuples = map(_new_tuple, repeat(HeronTuple), zip(
+                edge_ids, repeat(component), repeat(stream), repeat(src), values, repeat(now),
+                roots))
+            if self.auto_ack:
+                self._process_auto_acked(tuples)
+            else:
+                for tup in tuples:
+                    process(tup)
+        self.executed += rows
+        stats[1] += _clock_ns() - started_ns  # Heron's __execute-latency: per batch, not per tuple
+        stats[0] += rows
+
+    def _process_batch(self, batch, component: str, stream: str, src: int, width: int) -> None:
+        view = batches.input_view(batch, width, component, stream, src)
+        tracked = self.reliable and tuple_batch.KEY_COLUMN in batch.schema.names
+        self._input_roots = tuple_batch.root_lists(batch) if tracked else None
+        self._input_failed = False
+        started_ns = _clock_ns()
+        try:
+            self.component.process_batch(view)
+        finally:
+            roots, self._input_roots = self._input_roots, None
+        if roots is not None:
+            flat, counts = roots
+            spent_ns = (_clock_ns() - started_ns) * batch.num_rows  # each row waited for all
+            self.acks.tally((component, stream)).add(batch.num_rows, spent_ns,
+                                                     not self._input_failed)
+            if self._input_failed:
+                self.acks.fail_rows(flat, batch.num_rows)
+            else:
+                keys = batch.column(tuple_batch.KEY_COLUMN).to_numpy()
+                self.acks.ack_rows(flat, keys if counts is None else np.repeat(keys, counts),
+                                   batch.num_rows)
+
+    def _process_auto_acked(self, tuples) -> None:
+        process = self.component.process
+        ack = self.acks.ack
+        if self.hooks is not None:
+            process, ack = self.hooks.executing(process), self.hooks.acking(ack)
+        try:
+            for tup in tuples:
+                self._current, self._settled = tup, False
+                process(tup)
+                if not self._settled:
+                    ack(tup)
+        finally:
+            self._current = None
+
+    def _on_end_of_stream(self, src: int) -> None:
+        if src not in self.upstream:
+            return  # replayed after a restart, or already seen
+        self.upstream.discard(src)
+        if not self.upstream:
+            self.component.end_of_input()
+            self._flush_with_acks(self.clock(), force=True)
+            self.control_message(stmgr_pb2.InstanceToStmgr(
+                exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
+            self.drained = True
+            self.logger.info("bolt task %d drained", self.task_id)
+
+    def end_turn(self, now: float, force: bool = False) -> None:
+        """Send this turn's emits with its acks (``collector.flush_all``), its fails, then
+        the progress when due."""
+        self._flush_with_acks(now, force)
+        if self.executed != self._reported and (force or now >= self._next_progress):
+            self._next_progress = now + _PROGRESS_SECS
+            self._reported = self.executed
+            self.control_message(stmgr_pb2.InstanceToStmgr(
+                progress=stmgr_pb2.InstanceProgress(executed=self.executed)))
+
+    def _flush_with_acks(self, now: float, force: bool) -> None:
+        if self.lingers(now, force):
+            return  # acks wait with the emits they may anchor
+        if not self.acks:
+            self.collector.flush_all()
+            return
+        if not force and now < self._acks_due and not self.collector.buffered:
+            return  # acks alone: they wait for the linger, with any later emits and acks
+        self._acks_due = now + self.collector.linger
+        roots, edge_ids, failed = self.acks.take()
+        self.collector.flush_all((roots, edge_ids))
+        if failed.size:
+            self.control_message(stmgr_pb2.InstanceToStmgr(
+                fails=stmgr_pb2.FailBatch(roots=tree_ids.pack(failed))))
+
+    def next_deadline(self, now: float) -> float:
+        deadline = super().next_deadline(now)
+        if self.executed != self._reported:
+            deadline = min(deadline, self._next_progress)
+        if self.acks:
+            deadline = min(deadline, self._acks_due)
+        if self._next_tick is not None:
+            deadline = min(deadline, self._next_tick)
+        return deadline
+
+    def on_time(self, now: float) -> None:
+        super().on_time(now)
+        if self._next_tick is not None and now >= self._next_tick:
+            self.component.process_tick(HeronTuple(
+                None, TupleHelper.TICK_SOURCE_COMPONENT, TupleHelper.TICK_TUPLE_ID, -1,
+                (), time.time(), ()))
+            ticks = self._tick_secs
+            self._next_tick += ticks * max(1, int((now - self._next_tick) / ticks) + 1)
+
+    def add_metrics(self, add) -> None:
+        super().add_metrics(add)
+        if self.reliable:
+            add(name="__ack-count", value=self.acks.acked_count + len(self.acks.acked))
+            add(name="__fail-count", value=self.acks.failed_count + len(self.acks.failed))
+        task_metrics.add_bolt_metrics(add, self.means, self)
+
+
+def _ignore(tup) -> None:
+    """``ack``/``fail`` at-most-once: there are no trees to settle."""
+
+
+def _roots_of(anchors) -> tuple[int, ...]:
+    """Return the union of the trees of ``anchors`` (tuples received by this bolt)."""
+    if not isinstance(anchors, (list, tuple)) or isinstance(anchors, HeronTuple):
+        anchors = (anchors,)
+    if len(anchors) == 1:
+        return getattr(anchors[0], "roots", None) or ()
+    return tuple(dict.fromkeys(r for a in anchors for r in (getattr(a, "roots", None) or ())))

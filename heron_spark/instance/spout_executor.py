@@ -1,0 +1,206 @@
+"""A spout task's logic, without sockets: ``next_tuple`` slices, tuple trees under at-least-once,
+deactivation, Heron's spout metrics. See ``executor.py`` for how the shell drives it."""
+
+from __future__ import annotations
+
+import time
+from itertools import count, repeat
+
+import numpy as np
+
+from heron_spark.api import api_constants as keys
+from heron_spark.api.spout import Spout
+from heron_spark.instance import batches, task_metrics
+from heron_spark.instance.acking import SpoutTrees
+from heron_spark.instance.executor import TaskExecutor
+from heron_spark.plan.logical import message_timeout_secs
+from heron_spark.proto import physical_plan_pb2, stmgr_pb2
+from heron_spark.wire import frames
+
+_PREFIX_BYTES = frames.PREFIX_BYTES
+_clock_ns = time.perf_counter_ns  # next_tuple latency: one read before and after each slice
+_IDLE_SPOUT_WAIT_SECS = 0.001
+
+
+class SpoutExecutor(TaskExecutor):
+    """Runs a spout: ``next_tuple`` in slices while the stmgr lets it emit."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.trees: SpoutTrees | None = None  # a reliable spout's open trees
+        self.exhausted = False
+        self.announced = False                # the stmgr knows this spout is exhausted
+        self.gated = False                    # the stmgr says the topology is congested
+        self.routed = 0                       # this spout's tuples the stmgr has taken in
+        self._unrouted_max = self.config.backpressure_high_water_tuples
+        self._slice_secs = self.config.batch_flush_interval_ms / 1000.0
+        self.next_tuple_calls = 0  # Heron's __next-tuple-count
+        self.next_tuple_ns = 0     # total time in next_tuple: __next-tuple-latency's numerator
+
+    # delegate API
+    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
+        roots = (self.trees.open(tup_id, stream),) if self.trees is not None and tup_id is not None \
+            else ()
+        return self.collector.emit(values, stream, direct_task, need_task_ids, roots)
+
+    def declare_exhausted(self) -> None:
+        self.exhausted = True
+
+    def emit_batch(self, data, stream: str, parents, tup_id) -> None:
+        """``BatchSpout.emit_batch``: with a message id (at-least-once) all rows are one tree."""
+        fields = self.collector.stream_fields(stream)
+        root = self.trees.open(tup_id, stream) if self.trees is not None and tup_id is not None else None
+        for batch in batches.as_batches(data, fields, self.component_name, stream):
+            roots = None
+            if root is not None:
+                rows = batch.num_rows
+                roots = (np.full(rows, root, dtype=np.uint64), np.ones(rows, dtype=np.int64))
+            self.collector.emit_batch(batch, stream, roots)
+
+    def _configure(self, config: dict) -> None:
+        if self.reliable:
+            timeout = message_timeout_secs(config)
+            if str(config.get(keys.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True)).lower() == "false":
+                timeout = None
+            pending = config.get(keys.TOPOLOGY_MAX_SPOUT_PENDING)
+            self.trees = SpoutTrees(self.task_id, timeout, int(pending) if pending else None,
+                                    clock=self.clock)
+            self.collector.open_tree = self.trees.open
+            self._bind(Spout, "emit", self.collector.spout_emit_tracked)
+        else:
+            self._bind(Spout, "emit", self.collector.spout_emit_plain)
+
+    def _initialized(self, config: dict) -> None:
+        if not self.paused:  # deployed deactivated: ``activate`` comes with the activation
+            self.component.activate()
+
+    def set_paused(self, paused: bool) -> None:
+        """Deactivate (``paused``) or activate the spout, as Heron does: ``deactivate()`` once,
+        then no ``next_tuple`` until ``activate()``; acks and fails still arrive meanwhile."""
+        if paused == self.paused:
+            return
+        self.paused = paused
+        if not self.started:
+            return  # start() reads ``paused``
+        if paused:
+            self.collector.flush_all()  # what it emitted before goes out now
+            self.component.deactivate()
+        else:
+            self.component.activate()
+        self.logger.info("spout task %d %s", self.task_id,
+                         "deactivated" if paused else "activated")
+
+    # the loop
+    def may_emit(self) -> bool:
+        """True when ``next_tuple`` may run now."""
+        if self.gated or self.exhausted or self.held or self.paused:
+            return False
+        if self.trees is not None and self.trees.full:
+            return False
+        return self.collector.sent + self.collector.buffered < self.routed + self._unrouted_max
+
+    def run_slice(self, now: float) -> bool:
+        """Call ``next_tuple`` until it emits nothing, the spout may not emit more, or the
+        slice (``heron.batch.flush.interval.ms``) is over; return whether it emitted."""
+        collector = self.collector
+        next_tuple = self.component.next_tuple
+        clock = self.clock
+        end = now + self._slice_secs
+        limit = self.routed + self._unrouted_max
+        trees = self.trees
+        emitted_any = False
+        started_ns = _clock_ns()
+        for calls in count(1):  # noqa: B007 - read after the loop: a C-level call counter
+            before = collector.sent + collector.buffered
+            next_tuple()
+            after = collector.sent + collector.buffered
+            if after == before:
+                break
+            emitted_any = True
+            if self.exhausted or self.gated or after >= limit or \
+                    (trees is not None and trees.full) or clock() >= end or self.output_full():
+                break
+        self.next_tuple_ns += _clock_ns() - started_ns
+        self.next_tuple_calls += calls
+        return emitted_any
+
+    def end_turn(self, now: float, force: bool = False) -> None:
+        done = self.exhausted and not self.announced and not self.trees
+        if not self.lingers(now, force or done):
+            self.collector.flush_all()
+        if done:
+            self.control_message(stmgr_pb2.InstanceToStmgr(
+                exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
+            self.announced = True
+            self.logger.info("spout task %d exhausted", self.task_id)
+
+    def wait_secs(self, now: float) -> float:
+        """How long the loop may wait for input when ``next_tuple`` did not emit."""
+        wait = max(0.0, self.next_deadline(now) - now)
+        if self.may_emit():
+            return min(wait, _IDLE_SPOUT_WAIT_SECS)
+        if self.trees is not None and len(self.trees) and not self.announced:
+            return min(wait, 0.01)  # trees open: wake for their timeouts
+        return wait
+
+    def on_frame(self, kind: int, frame: bytes) -> None:
+        if kind != frames.CONTROL:
+            return
+        message = stmgr_pb2.StmgrToInstance()
+        message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
+        body = message.WhichOneof("body")
+        if body == "trees":
+            self._close_trees(message.trees)
+        elif body == "gate":
+            self.gated = message.gate.paused
+            self.routed = message.gate.routed
+        elif body == "activation":
+            self.set_paused(message.activation.state == physical_plan_pb2.PAUSED)
+        else:
+            self.on_control(message)
+
+    def on_time(self, now: float) -> None:
+        super().on_time(now)
+        if self.trees is not None:
+            fail = self.component.fail
+            if self.hooks is not None:
+                fail = self.hooks.spout_failing(fail, repeat((self.trees.timeout or 0.0) * 1000.0))
+            for message_id in self.trees.expired():
+                self.exhausted = False  # a bounded spout replays, then declares exhaustion again
+                fail(message_id)
+
+    def _close_trees(self, done: stmgr_pb2.TreesDone) -> None:
+        if self.trees is None:
+            return
+        ack, fail = self.component.ack, self.component.fail
+        if self.hooks is not None:  # the trees' ages, before close() forgets them
+            ack = self.hooks.spout_acking(ack, self.trees.ages_ms(done.acked))
+            fail = self.hooks.spout_failing(fail, self.trees.ages_ms(done.failed))
+        acked, failed = self.trees.close(done.acked, done.failed)
+        for message_id in acked:
+            ack(message_id)
+        for message_id in failed:
+            self.exhausted = False
+            fail(message_id)
+
+    def close(self) -> None:
+        if not self.started:
+            return
+        try:
+            if self.hooks is not None:
+                self.hooks.clean_up()
+            self.component.close()
+        except Exception:  # noqa: BLE001 - we are exiting anyway; keep the trace in the log
+            self.logger.exception("spout close() failed")
+        super().close()
+
+    def add_metrics(self, add) -> None:
+        super().add_metrics(add)
+        trees = self.trees
+        if trees is not None:
+            add(name="__ack-count", value=trees.acked)
+            add(name="__fail-count", value=trees.failed)
+            add(name="__timeout-count", value=trees.timed_out)
+            add(name="__pending-trees", value=len(trees))
+            add(name="__complete-latency-ms-total", value=trees.latency_ms_total)
+        task_metrics.add_spout_metrics(add, self.means, self)
