@@ -177,7 +177,12 @@ def test_auto_goes_on_without_the_bridge_and_true_fails_loudly(tmp_path, monkeyp
             submit_module._bridge_conf("true")
         assert info.value.key == SPARK_JVM_BRIDGE
         assert submit_module._bridge_conf("false") == {}
-    assert submit_module._bridge_conf("auto") == jvm_bridge.spark_conf(jvm_bridge.build_jar())
+    with monkeypatch.context() as patch:  # as in a process whose Spark JVM has not started
+        from pyspark import SparkContext
+
+        patch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+        patch.setattr(SparkContext, "_gateway", None)
+        assert submit_module._bridge_conf("auto") == jvm_bridge.spark_conf(jvm_bridge.build_jar())
     assert build_system_config({SPARK_JVM_BRIDGE: True}).spark_jvm_bridge == "true"
     assert build_system_config({SPARK_JVM_BRIDGE: "Off"}).spark_jvm_bridge == "false"
     with pytest.raises(ConfigError):
