@@ -177,3 +177,12 @@ def start_driver(kind: str, args: list[str], log: Path) -> subprocess.Popen:
     with open(log, "ab") as out:
         return subprocess.Popen([sys.executable, str(tests / "resumable_driver.py"), kind, *args],
                                 stdout=out, stderr=subprocess.STDOUT, cwd=tests.parent)
+
+
+def kill_driver(driver: subprocess.Popen, work: Path) -> None:
+    """``kill -9`` a driver started by ``start_driver`` and wait until its containers (every
+    stmgr and instance under ``work``) have exited; its JVM exits when its stdin closes."""
+    driver.kill()
+    driver.wait()
+    wait_for(lambda: not find(work, "instance") and not find(work, "stmgr"), 60,
+             "the killed driver's containers to exit")

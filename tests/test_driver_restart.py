@@ -53,11 +53,7 @@ def test_driver_restart_resumes_from_zookeeper(spark, tmp_path, zookeeper):  # n
                        conf={"heron.statemgr": url, "heron.work.dir": str(tmp_path / "w2")})
 
             first_pids = {int(p.stem.rsplit("-", 1)[1]) for p in out.glob("spout-*.log")}
-            first.kill()  # kill -9 of the driver; its JVM exits when its stdin closes
-            first.wait()
-            faults.wait_for(lambda: not faults.find(work, "instance")
-                            and not faults.find(work, "stmgr"), 60,
-                            "the killed driver's containers to exit")
+            faults.kill_driver(first, work)
             faults.wait_for(lambda: statemgr.get_tmaster_location(NAME) is None, 30,
                             "the dead TMaster's ephemeral node to vanish")
             assert statemgr.get_execution_state(NAME)["state"] == "RUNNING"  # never ended

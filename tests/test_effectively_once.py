@@ -110,11 +110,7 @@ def test_driver_killed_and_resumed(tmp_path, hconf):
     second = None
     try:
         committed = _wait_commits(hconf, name)
-        first.kill()  # kill -9 of the driver; its JVM exits when its stdin closes
-        first.wait()
-        faults.wait_for(lambda: not faults.find(work, "instance")
-                        and not faults.find(work, "stmgr"), 60,
-                        "the killed driver's containers to exit")
+        faults.kill_driver(first, work)
         second = faults.start_driver("stateful", args, tmp_path / "driver-2.log")
         assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
     finally:

@@ -404,11 +404,7 @@ def test_a_resumed_driver_keeps_the_update_and_the_deactivation(tmp_path, hconf)
                                      "RUNNING" and not s["updating"])(
                 statemgr.get_execution_state(name)), 120, "the update to run")
             assert "PAUSED" in _cli("deactivate", name).stdout
-            first.kill()  # kill -9 of the driver; its JVM exits when its stdin closes
-            first.wait()
-            faults.wait_for(lambda: not faults.find(work, "instance")
-                            and not faults.find(work, "stmgr"), 60,
-                            "the killed driver's containers to exit")
+            faults.kill_driver(first, work)
             second = faults.start_driver("reliable", args, tmp_path / "driver-2.log")
             faults.wait_for(lambda: (lambda s: s.get("generation") == 2 and s["state"] ==
                                      "PAUSED")(statemgr.get_execution_state(name) or {}),
