@@ -21,6 +21,8 @@ from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
 from zk_support import zookeeper  # noqa: F401
 
+pytestmark = pytest.mark.fault
+
 NAME = "resumable"
 LINES = 2500
 

@@ -9,6 +9,8 @@ strikes after at least two checkpoints committed, so the rollback goes back to a
 
 from __future__ import annotations
 
+import pytest
+
 import fault_support as faults
 import stateful_word_count as swc
 from heron_spark.inprocess import InProcessTopology
@@ -64,6 +66,7 @@ def _check(handle, text, out):
     return checkpoint
 
 
+@pytest.mark.fault
 def test_instance_killed(spark, tmp_path, hconf):
     name = "eo-instance"
     text, out, handle = _start(spark, tmp_path, hconf, name)
@@ -76,6 +79,7 @@ def test_instance_killed(spark, tmp_path, hconf):
     print(f"checkpoints: {checkpoint}")
 
 
+@pytest.mark.fault
 def test_stmgr_killed(spark, tmp_path, hconf):
     name = "eo-stmgr"
     text, out, handle = _start(spark, tmp_path, hconf, name)
@@ -87,6 +91,7 @@ def test_stmgr_killed(spark, tmp_path, hconf):
     print(f"checkpoints: {checkpoint}")
 
 
+@pytest.mark.fault
 def test_container_killed(spark, tmp_path, hconf):
     name = "eo-container"
     text, out, handle = _start(spark, tmp_path, hconf, name,
@@ -101,6 +106,7 @@ def test_container_killed(spark, tmp_path, hconf):
 
 
 
+@pytest.mark.fault
 def test_driver_killed_and_resumed(tmp_path, hconf):
     name = "eo-driver"
     corpus, out, work = tmp_path / "corpus.txt", tmp_path / "out", tmp_path / "work"

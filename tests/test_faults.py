@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 import fault_support as faults
 import reliable_word_count as rwc
 from heron_spark.scheduler.submit import submit
+
+pytestmark = pytest.mark.fault
 
 TIMEOUT = 240
 SPOUTS = 2

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.spark
+
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
     "to be or not to be that is the question",

@@ -106,6 +106,7 @@ def test_missing_javac_or_sources_is_a_clear_error(tmp_path, monkeypatch):
         jvm_bridge.build_jar(tmp_path / "cache")
 
 
+@pytest.mark.spark
 def test_events_and_gauges_cross_the_bridge(tmp_path):
     jar = jvm_bridge.build_jar(tmp_path / "cache")
     conf = dict(jvm_bridge.spark_conf(jar))
@@ -145,6 +146,7 @@ TOPOLOGY_SCRIPT = textwrap.dedent(r"""
 """)
 
 
+@pytest.mark.spark
 def test_submit_publishes_topology_metrics_as_spark_gauges(tmp_path):
     """With heron.spark.jvm.bridge on, the TMaster's metrics become Spark driver gauges."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

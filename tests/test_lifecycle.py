@@ -11,6 +11,8 @@ import pytest
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, TopologyStateError, submit
 from heron_spark.scheduler.spark_scheduler import job_group
 
+pytestmark = pytest.mark.spark
+
 
 class ForeverSpout(Spout):
     outputs = ["n"]

@@ -97,6 +97,7 @@ def _execution_state(hconf, name: str) -> dict:
 
 
 # ---- deactivate / activate -----------------------------------------------------------------
+@pytest.mark.spark
 def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
     name, out = "manage-pause", tmp_path / "out"
     handle = submit(mt.build_activation(name, out), spark=spark.session, conf=hconf,
@@ -155,6 +156,7 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
         assert "KILLED" in gone.value.state
 
 
+@pytest.mark.spark
 def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
     name, out = "manage-cli", tmp_path / "out"
     handle = submit(mt.build_activation(name, out), spark=spark.session, conf=hconf,
@@ -259,6 +261,7 @@ def _plan_stmgrs(handle) -> dict[int, int]:
     return {s.container_index: s.pid for s in handle.physical_plan.stmgrs}
 
 
+@pytest.mark.spark
 def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     name = "manage-restart"
     text, out, handle = _start_word_count(spark, tmp_path, hconf, name, 3000,
@@ -287,6 +290,7 @@ def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     print(f"{replayed} word records replayed")
 
 
+@pytest.mark.spark
 def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
     name = "manage-update"
     text, out, handle = _start_word_count(spark, tmp_path, hconf, name, 5000,
@@ -322,6 +326,7 @@ def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
 
 
 # ---- effectively once --------------------------------------------------------------------
+@pytest.mark.spark
 def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, hconf):
     import stateful_word_count as swc
 
@@ -347,6 +352,7 @@ def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, h
     assert swc.read_counts(out) == swc.expected_counts(text)
 
 
+@pytest.mark.spark
 def test_cli_submit_deploy_deactivated(tmp_path, hconf):
     """``heron-spark submit --deploy-deactivated``: its own driver, paused until activated."""
     from pathlib import Path
@@ -384,6 +390,7 @@ def test_cli_submit_deploy_deactivated(tmp_path, hconf):
     assert f"topology {name}: KILLED" in stdout
 
 
+@pytest.mark.fault
 def test_a_resumed_driver_keeps_the_update_and_the_deactivation(tmp_path, hconf):
     """The driver dies after ``update`` and ``deactivate``: the driver that resumes the
     topology runs the updated parallelism, deactivated, and finishes it once activated."""

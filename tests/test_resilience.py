@@ -20,6 +20,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 import fault_support as faults
 import reliable_word_count as rwc
 import resilience_topologies as topo
@@ -69,6 +71,7 @@ def _no_process_left(work) -> None:
 
 
 # ---- 0: advertised addresses other than 127.0.0.1 ---------------------------------------------
+@pytest.mark.fault
 def test_stmgrs_advertising_another_loopback_address(spark, tmp_path, hconf):
     out = tmp_path / "out"
     conf = {**hconf, "heron.stmgr.host": "127.0.0.2"}
@@ -121,6 +124,7 @@ def test_peer_link_buffers_while_the_peer_is_down_and_never_blocks():
         loop.close()
 
 
+@pytest.mark.fault
 def test_stmgr_dialling_a_stopped_peer_keeps_routing(spark, tmp_path, hconf):
     """A restarted stmgr gets a plan naming a peer that cannot answer (stopped): its routing
     must go on (it used to dial on the routing thread for up to 120 s, starting nothing)."""
@@ -150,6 +154,7 @@ def _task_progress(out, tasks) -> int:
 
 
 # ---- 2: the metrics manager is supervised -----------------------------------------------------
+@pytest.mark.fault
 def test_metrics_manager_restarted_and_instances_still_start(spark, tmp_path, hconf):
     name = "metricsmgr"
     out = tmp_path / "out"
@@ -180,6 +185,7 @@ def test_metrics_manager_restarted_and_instances_still_start(spark, tmp_path, hc
 
 
 # ---- 3: a stmgr that dies before it is ready is restarted by its container ----------------------
+@pytest.mark.fault
 def test_stmgr_killed_before_ready_is_restarted_in_its_container(spark, tmp_path, hconf):
     name = "early-stmgr"
     out = tmp_path / "out"
@@ -222,6 +228,7 @@ def _drained_spouts(handle, spouts: int):
                            "the spouts to be exhausted")
 
 
+@pytest.mark.fault
 def test_bolt_killed_after_spouts_exhausted_still_ends(spark, tmp_path, hconf):
     name = "late-bolt-kill"
     out = tmp_path / "out"
@@ -236,6 +243,7 @@ def test_bolt_killed_after_spouts_exhausted_still_ends(spark, tmp_path, hconf):
     assert handle.wait(timeout=60) == "FINISHED"
 
 
+@pytest.mark.fault
 def test_stmgr_killed_after_spouts_exhausted_still_ends(spark, tmp_path, hconf):
     name = "late-stmgr-kill"
     out = tmp_path / "out"
@@ -254,6 +262,7 @@ def test_stmgr_killed_after_spouts_exhausted_still_ends(spark, tmp_path, hconf):
 
 
 # ---- 5: metrics never freeze with user code ----------------------------------------------------
+@pytest.mark.fault
 def test_spout_metrics_flow_while_it_is_blocked_in_user_code(spark, tmp_path, hconf):
     name = "blocked-spout"
     out = tmp_path / "out"
@@ -276,6 +285,7 @@ def test_spout_metrics_flow_while_it_is_blocked_in_user_code(spark, tmp_path, hc
 
 
 # ---- 7: queued tuples are bounded in tuples ----------------------------------------------------
+@pytest.mark.fault
 def test_queued_tuples_bounded_behind_a_slow_bolt(spark, tmp_path, hconf):
     """A bolt taking 5 ms per tuple behind a fast spout: tuples waiting for it stay near the
     tuple high water mark (on main they grew to ~415,000 within minutes)."""
@@ -313,6 +323,7 @@ def test_queued_tuples_bounded_behind_a_slow_bolt(spark, tmp_path, hconf):
 
 
 # ---- stalls ------------------------------------------------------------------------------------
+@pytest.mark.fault
 def test_stopped_instance_is_killed_and_restarted(spark, tmp_path, hconf):
     name = "stop-instance"
     text, out, handle = _reliable(spark, tmp_path, hconf, name, 1500, **FAST_STALL)
@@ -329,6 +340,7 @@ def test_stopped_instance_is_killed_and_restarted(spark, tmp_path, hconf):
     _check_exact(text, out, hconf, name)
 
 
+@pytest.mark.fault
 def test_stopped_stmgr_is_killed_and_restarted(spark, tmp_path, hconf):
     name = "stop-stmgr"
     text, out, handle = _reliable(spark, tmp_path, hconf, name, 1500, **FAST_STALL)
@@ -341,6 +353,7 @@ def test_stopped_stmgr_is_killed_and_restarted(spark, tmp_path, hconf):
     _check_exact(text, out, hconf, name)
 
 
+@pytest.mark.fault
 def test_stopped_container_is_killed_and_resubmitted(spark, tmp_path, hconf):
     name = "stop-container"
     # Long enough (about 6 s of split work) to outlast the stall limit: a stopped container
@@ -356,6 +369,7 @@ def test_stopped_container_is_killed_and_resubmitted(spark, tmp_path, hconf):
     _check_exact(text, out, hconf, name)
 
 
+@pytest.mark.fault
 def test_user_code_that_never_returns_is_killed_with_a_clear_message(spark, tmp_path, hconf):
     name = "stuck-bolt"
     text, out, handle = _reliable(spark, tmp_path, hconf, name, 800,
@@ -369,6 +383,7 @@ def test_user_code_that_never_returns_is_killed_with_a_clear_message(spark, tmp_
     _check_exact(text, out, hconf, name)
 
 
+@pytest.mark.fault
 def test_stopped_container_group_is_found_dead_by_the_tmaster(spark, tmp_path, hconf):
     """Unlike the test above (only the supervisor stopped: its children notice and kill it),
     here the whole container is stopped, supervisor and children: nothing on the executor can

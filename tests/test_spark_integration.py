@@ -16,7 +16,11 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from heron_spark.scheduler.spark_scheduler import job_group
+
+pytestmark = pytest.mark.spark
 
 SCRIPT = textwrap.dedent(r"""
     import json, sys, time, urllib.request

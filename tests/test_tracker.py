@@ -23,6 +23,8 @@ from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, submit
 from heron_spark.statemgr import open_state_manager
 from heron_spark.tracker.auth import CSRF_HEADER, SESSION_COOKIE, tracker_token
 
+pytestmark = pytest.mark.spark
+
 CLI = [sys.executable, "-m", "heron_spark.cli"]
 
 

@@ -32,6 +32,8 @@ from heron_spark import submit
 from heron_spark.statemgr import open_state_manager
 from heron_spark.tracker.auth import tracker_token
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
