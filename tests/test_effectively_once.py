@@ -16,6 +16,7 @@ import stateful_word_count as swc
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
+from heron_spark.testing import wait_until
 
 TIMEOUT = 240
 LINES = 8000
@@ -53,9 +54,9 @@ def _committed(statemgr_url: str, name: str) -> int:
 
 
 def _wait_commits(hconf, name, at_least: int = 2) -> int:
-    return faults.wait_for(lambda: (_committed(hconf["heron.statemgr"], name) >= at_least)
-                           and _committed(hconf["heron.statemgr"], name), 90,
-                           f"{at_least} committed checkpoints")
+    return wait_until(lambda: (_committed(hconf["heron.statemgr"], name) >= at_least)
+                      and _committed(hconf["heron.statemgr"], name), 90,
+                      message=f"{at_least} committed checkpoints")
 
 
 def _check(handle, text, out):

@@ -11,11 +11,11 @@ import textwrap
 
 import pytest
 
-import fault_support as faults
 import resilience_topologies as topo
 from heron_spark.config import SUBMIT_PROGRESS
 from heron_spark.scheduler import notebook, progress
 from heron_spark.scheduler.submit import submit
+from heron_spark.testing import wait_until
 
 TIMEOUT = 120
 
@@ -32,7 +32,7 @@ def test_repr_and_html_of_a_running_topology(spark, tmp_path, hconf, caplog):
                         conf=hconf, master="local[4]")
         try:
             assert handle.wait_running(timeout=TIMEOUT)
-            faults.wait_for(lambda: _executed(handle, "slow") > 0, 60, "bolts to execute")
+            wait_until(lambda: _executed(handle, "slow") > 0, 60, message="bolts to execute")
             handle._progress.join(10)
             text = repr(handle)
             page = handle._repr_html_()

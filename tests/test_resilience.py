@@ -27,6 +27,7 @@ import reliable_word_count as rwc
 import resilience_topologies as topo
 from heron_spark.scheduler.submit import submit
 from heron_spark.stmgr.peers import PeerLink
+from heron_spark.testing import wait_until
 from heron_spark.wire.connection import Listener
 from heron_spark.wire.loop import Channel, Loop
 
@@ -56,18 +57,18 @@ def _progress(out) -> int:
 
 
 def _wait_progress(out, more_than: int) -> int:
-    return faults.wait_for(lambda: (_progress(out) > more_than) and _progress(out), 60,
-                           "the topology to make progress")
+    return wait_until(lambda: (_progress(out) > more_than) and _progress(out), 60,
+                      message="the topology to make progress")
 
 
 def _restarted(work, role: str, old: int, **where) -> int:
-    return faults.wait_for(lambda: [p for p in faults.find(work, role, **where) if p != old], 60,
-                           f"{role} {where} to be restarted")[0]
+    return wait_until(lambda: [p for p in faults.find(work, role, **where) if p != old], 60,
+                      message=f"{role} {where} to be restarted")[0]
 
 
 def _no_process_left(work) -> None:
     for role in ("stmgr", "instance", "metrics"):
-        faults.wait_for(lambda r=role: not faults.find(work, r), 30, f"every {role} to exit")
+        wait_until(lambda r=role: not faults.find(work, r), 30, message=f"every {role} to exit")
 
 
 # ---- 0: advertised addresses other than 127.0.0.1 ---------------------------------------------
@@ -141,9 +142,9 @@ def test_stmgr_dialling_a_stopped_peer_keeps_routing(spark, tmp_path, hconf):
     local = {i.task_id for i in handle.physical_plan.instances
              if i.component == "count" and i.container_index == 0}
     before = _task_progress(out, local)
-    faults.wait_for(lambda: _task_progress(out, local) > before and
-                    faults.find(work, "stmgr", container=1) == [peer], 9,
-                    "container 0 to count words while its peer stmgr is still stopped")
+    wait_until(lambda: _task_progress(out, local) > before and
+               faults.find(work, "stmgr", container=1) == [peer], 9,
+               message="container 0 to count words while its peer stmgr is still stopped")
     _restarted(work, "stmgr", peer, container=1)  # the stall is detected; the peer replaced
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
     _check_exact(text, out, hconf, name)
@@ -169,15 +170,15 @@ def test_metrics_manager_restarted_and_instances_still_start(spark, tmp_path, hc
         victim = faults.find(work, "instance", component="slow", container=0)[0]
         task = faults.task_of(victim)
         faults.kill9(victim)
-        faults.wait_for(lambda: [p for p in faults.find(work, "instance", container=0)
-                                 if faults.task_of(p) == task and p != victim], 60,
-                        "the instance to be restarted")
+        wait_until(lambda: [p for p in faults.find(work, "instance", container=0)
+                            if faults.task_of(p) == task and p != victim], 60,
+                   message="the instance to be restarted")
         def executed():
             return handle.metrics().get("slow", {}).get("__execute-count", 0)
 
-        before = faults.wait_for(executed, 30, "the first metrics")
-        faults.wait_for(lambda: executed() > before + 200, 30,
-                        "metrics to keep flowing through the restarted metrics manager")
+        before = wait_until(executed, 30, message="the first metrics")
+        wait_until(lambda: executed() > before + 200, 30,
+                   message="metrics to keep flowing through the restarted metrics manager")
         assert handle.status == "RUNNING"
     finally:
         handle.kill()
@@ -224,8 +225,8 @@ def _ready_pid(path) -> int | None:
 
 # ---- 4: end of input survives restarts ---------------------------------------------------------
 def _drained_spouts(handle, spouts: int):
-    return faults.wait_for(lambda: handle.status_detail()["drained_tasks"] >= spouts, 60,
-                           "the spouts to be exhausted")
+    return wait_until(lambda: handle.status_detail()["drained_tasks"] >= spouts, 60,
+                      message="the spouts to be exhausted")
 
 
 @pytest.mark.fault
@@ -273,12 +274,12 @@ def test_spout_metrics_flow_while_it_is_blocked_in_user_code(spark, tmp_path, hc
                     conf={**hconf, "heron.batch.max.tuples": 4096}, master="local[4]")
     try:
         assert handle.wait_running(timeout=120)
-        faults.wait_for(lambda: len(topo.bolt_values(out)) >= full, 60,
-                        "the bolt to receive the spout's first batches")
-        emitted = faults.wait_for(
+        wait_until(lambda: len(topo.bolt_values(out)) >= full, 60,
+                   message="the bolt to receive the spout's first batches")
+        emitted = wait_until(
             lambda: handle.metrics().get("blocking", {}).get("__emit-count/default", 0) >= full
             and handle.metrics()["blocking"]["__emit-count/default"], 10,
-            "the blocked spout's metrics")
+            message="the blocked spout's metrics")
         assert emitted >= full
     finally:
         handle.kill()
@@ -309,8 +310,8 @@ def test_queued_tuples_bounded_behind_a_slow_bolt(spark, tmp_path, hconf):
     try:
         assert handle.wait_running(timeout=120)
         for executed in (400, 1200):  # about 2 s, then 6 s of the bolt's work
-            faults.wait_for(lambda n=executed: handle.metrics().get("slow", {}).get(
-                "__execute-count", 0) > n, 60, "the slow bolt to work")
+            wait_until(lambda n=executed: handle.metrics().get("slow", {}).get(
+                "__execute-count", 0) > n, 60, message="the slow bolt to work")
             queued, stmgr = waiting()
             assert queued <= bound, queued
             assert stmgr["__queued-tuples/slow"] <= bound
@@ -332,9 +333,9 @@ def test_stopped_instance_is_killed_and_restarted(spark, tmp_path, hconf):
     victim = faults.find(work, "instance", component="count")[0]
     task = faults.task_of(victim)
     os.kill(victim, signal.SIGSTOP)
-    faults.wait_for(lambda: [p for p in faults.find(work, "instance")
-                             if faults.task_of(p) == task and p != victim], 30,
-                    "the stopped instance to be replaced")
+    wait_until(lambda: [p for p in faults.find(work, "instance")
+                        if faults.task_of(p) == task and p != victim], 30,
+               message="the stopped instance to be replaced")
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
     assert handle.status_detail()["instance_failures"].get(str(task), 0) >= 1
     _check_exact(text, out, hconf, name)
@@ -404,9 +405,9 @@ def test_stopped_container_group_is_found_dead_by_the_tmaster(spark, tmp_path, h
         for pid in group:
             os.kill(pid, signal.SIGSTOP)
         stopped_at = time.monotonic()
-        status = faults.wait_for(
+        status = wait_until(
             lambda: (lambda s: 0 in s["dead_stmgrs"] and s)(handle.status_detail()),
-            timeout + 10, "the TMaster to find the stopped stmgr dead")
+            timeout + 10, message="the TMaster to find the stopped stmgr dead")
         found_after = time.monotonic() - stopped_at
         # At most one heartbeat interval (1 s) plus one check period (0.75 s) late.
         assert found_after < timeout + 2.0, found_after
