@@ -15,6 +15,7 @@ Each test reproduces a fault that froze, hung or failed a topology before, with 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -113,9 +114,15 @@ def test_peer_link_buffers_while_the_peer_is_down_and_never_blocks():
         alive = Listener("127.0.0.1", 0, "s3cret", "topo", on_peer, name="alive").start()
         try:
             link.retarget("127.0.0.1", alive.port)  # the TMaster's next plan
-            deadline = time.monotonic() + 10
-            while len(received) < 3 and time.monotonic() < deadline:
-                loop.poll(0.05)
+
+            def three_received() -> bool:
+                if len(received) >= 3:
+                    return True
+                loop.poll(0.05)  # waits for I/O: no sleep between polls
+                return False
+
+            wait_until(three_received, 10, interval=0,
+                       message=lambda: f"the three queued frames (got {received})")
             assert received == [b"one", b"two", b"three"]
             assert link.connected and link.connects == 1
         finally:
@@ -194,14 +201,18 @@ def test_stmgr_killed_before_ready_is_restarted_in_its_container(spark, tmp_path
     ready = work / "gen-0" / "container-1" / "stmgr.ready.json"
     killed_early = []
 
+    def two_killed_before_ready() -> bool:
+        if len(killed_early) >= 2:
+            return True
+        for pid in faults.find(work, "stmgr", container=1):
+            if not ready.exists() or _ready_pid(ready) != pid:
+                faults.kill9(pid)
+                killed_early.append(pid)
+        return False
+
     def killer():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(killed_early) < 2:
-            for pid in faults.find(work, "stmgr", container=1):
-                if not ready.exists() or _ready_pid(ready) != pid:
-                    faults.kill9(pid)
-                    killed_early.append(pid)
-            time.sleep(0.002)
+        with contextlib.suppress(AssertionError):  # the test asserts on killed_early
+            wait_until(two_killed_before_ready, 60, interval=0.002)
 
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
