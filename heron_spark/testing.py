@@ -4,6 +4,7 @@
 - ``CollectingBolt``: records every tuple it receives (with its own task id) to a folder.
 - ``run_local``: run a topology to its end, in this process (no Spark) or on ``local[N]``, and
   return what the collectors saw.
+- ``wait_until``: poll a condition of a running topology (or any process) with a deadline.
 
 Collected files live on the machine that ran the task, so ``read_collected`` works for local
 and single-machine clusters (and shared filesystems).
@@ -17,7 +18,7 @@ import pickle
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.spout import Spout
@@ -28,6 +29,8 @@ COLLECT_DIR = "testing.collect.dir"
 SCRIPT = "testing.script"
 SCRIPT_STREAM = "testing.stream"
 _FLUSH_SECS = 1.0
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,3 +199,25 @@ def run_local(topology, *, conf: dict | None = None, timeout: float = 180.0,
     handle = submit(topology, spark=spark, conf=config, master=f"local[{max(2, containers)}]")
     status = handle.wait(timeout=timeout)
     return LocalRun(handle, status, folder)
+
+
+def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 0.05,
+               message: str | Callable[[], str] = "the condition") -> T:
+    """Call ``predicate`` every ``interval`` seconds until it returns a truthy value; return it.
+
+    The predicate is called at least once, and once more at or after the deadline. After
+    ``timeout`` seconds without a truthy value, raises ``AssertionError`` naming ``message``
+    (a string, or a function called then, to describe the state at that moment) and the
+    predicate's last value. An exception from the predicate propagates at once (use it to
+    stop early, e.g. when the process being waited on has died).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            what = message() if callable(message) else message
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what} "
+                                 f"(last value: {value!r})")
+        time.sleep(max(0.0, min(interval, deadline - time.monotonic())))

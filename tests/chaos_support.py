@@ -30,6 +30,7 @@ from typing import Callable
 
 import fault_support as faults
 import reliable_word_count as rwc
+from heron_spark.testing import wait_until
 
 INSTANCE, STMGR, METRICS, CONTAINER = "instance", "stmgr", "metrics", "container"
 ROLES = (INSTANCE, STMGR, METRICS, CONTAINER)
@@ -338,12 +339,11 @@ def leftovers(work_dir: Path, chaos: Chaos | None = None) -> list[str]:
 
 def wait_no_leftovers(work_dir: Path, chaos: Chaos | None, timeout: float) -> list[str]:
     """Wait up to ``timeout`` s for ``leftovers`` to be empty; return what is left then."""
-    deadline = time.monotonic() + timeout
-    while True:
-        left = leftovers(work_dir, chaos)
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
+    try:
+        wait_until(lambda: not leftovers(work_dir, chaos), timeout, interval=0.1)
+    except AssertionError:
+        return leftovers(work_dir, chaos)
+    return []
 
 
 def kill_leftovers(work_dir: Path, chaos: Chaos | None = None) -> list[int]:

@@ -18,11 +18,12 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import urllib.request
 from pathlib import Path
 
 import pyspark
+
+from heron_spark.testing import wait_until
 
 HOST = "127.0.0.1"
 PYSPARK_BIN = Path(pyspark.__file__).parent / "bin"
@@ -98,12 +99,13 @@ def kill_tree(proc: subprocess.Popen, grace_secs: float = 10.0) -> None:
                 os.kill(pid, sig)
             except ProcessLookupError:
                 pass
-        deadline = time.monotonic() + grace_secs
-        while time.monotonic() < deadline:
-            if not any(_alive(p) for p in tree_of(proc.pid) | victims):
-                proc.wait(5)
-                return
-            time.sleep(0.05)
+        try:
+            wait_until(lambda v=victims: not any(_alive(p) for p in tree_of(proc.pid) | v),
+                       grace_secs)
+        except AssertionError:
+            continue  # SIGKILL what is left
+        proc.wait(5)
+        return
     raise RuntimeError(f"processes of {proc.args!r} survived SIGKILL")
 
 
@@ -183,24 +185,24 @@ class StandaloneCluster:
         return http_json(f"http://{self.worker_hosts[index]}:{self.worker_webui_ports[index]}/json/")
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout
         last: object = None
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
+            nonlocal last
             for proc in self.procs:
                 if proc.poll() is not None:
                     raise RuntimeError(f"a Spark daemon exited with {proc.returncode}; "
                                        f"see {self.root}/*.out and {self.root}/logs")
             try:
-                state = self.master_state()
-                alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
-                if state.get("aliveworkers") == self.workers and len(alive) == self.workers:
-                    return
-                last = state
+                last = state = self.master_state()
             except (OSError, ValueError) as exc:  # master UI not up (or not JSON) yet
                 last = exc
-            time.sleep(0.2)
-        raise TimeoutError(f"cluster not ready after {self.ready_timeout} s: {last!r} "
-                           f"(logs in {self.root})")
+                return False
+            alive = [w for w in state.get("workers", []) if w.get("state") == "ALIVE"]
+            return state.get("aliveworkers") == self.workers and len(alive) == self.workers
+
+        wait_until(ready, self.ready_timeout, interval=0.2,
+                   message=lambda: f"the cluster to be ready: {last!r} (logs in {self.root})")
 
     def stop(self, keep_logs: bool = False) -> None:
         """Kill every daemon's process tree (workers first), then remove the temp folder."""

@@ -1,9 +1,16 @@
-"""Shared fixtures of the end-to-end tests: one local Spark session, a per-test state folder.
+"""Shared fixtures of the end-to-end tests: one local Spark session, a per-test state folder;
+the test tiers.
 
 Topologies run for real: Spark ``local[4]`` barrier tasks, one process per stmgr and instance.
 User classes defined in test modules reach the instance processes by reference (module import),
 so the test folder and the repository root (for ``examples``) are put on ``PYTHONPATH`` before
 Spark starts its Python workers.
+
+Tiers: unit and in-process tests carry no mark and make the default run (``pytest -q``); every
+slower test carries one tier mark of ``TIERS`` (registered in pyproject.toml, whose ``addopts``
+leave them all out) and runs with ``pytest -m <tier>``. A test asking for a fixture that starts
+Spark or a server is marked with that fixture's tier if it has none; a test with two tiers, or
+an unmarked test that starts a Spark JVM in this process, fails.
 """
 
 from __future__ import annotations
@@ -30,6 +37,59 @@ for _path in (str(REPO_ROOT), str(TESTS_DIR)):
 os.environ["PYTHONPATH"] = os.pathsep.join(_pythonpath)
 
 SPARK_MASTER = "local[4]"
+
+TIERS = ("spark", "fault", "chaos", "cluster", "browser", "notebook")
+# Fixtures that start Spark or a server, and the tier a test asking for one is at least in.
+FIXTURE_TIERS = {"spark": "spark", "zookeeper": "cluster"}
+
+
+def _tiers(item) -> list[str]:
+    return [mark.name for mark in item.iter_markers() if mark.name in TIERS]
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m deselects by mark
+def pytest_collection_modifyitems(config, items):
+    """Mark tests by the fixtures they ask for; refuse a test in two tiers."""
+    twice = []
+    for item in items:
+        tiers = _tiers(item)
+        if not tiers:
+            needed = [FIXTURE_TIERS[name] for name in item.fixturenames if name in FIXTURE_TIERS]
+            if needed:
+                item.add_marker(needed[0])
+        elif len(set(tiers)) > 1:
+            twice.append(f"{item.nodeid}: {', '.join(sorted(set(tiers)))}")
+    if twice:
+        raise pytest.UsageError("a test belongs to one tier; these have several:\n  "
+                                + "\n  ".join(twice))
+
+
+def _spark_jvm_started() -> bool:
+    """True once this process has started a Spark JVM (pyspark keeps its gateway after stop)."""
+    context = sys.modules.get("pyspark.context")
+    spark_context = getattr(context, "SparkContext", None)
+    return spark_context is not None and (spark_context._gateway is not None
+                                          or spark_context._active_spark_context is not None)
+
+
+_JVM_BEFORE = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item.stash[_JVM_BEFORE] = _spark_jvm_started()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Fail an unmarked (default tier) test that started Spark: mark it ``spark`` instead."""
+    outcome = yield
+    report = outcome.get_result()
+    if (call.when == "teardown" and not _tiers(item) and not item.stash.get(_JVM_BEFORE, True)
+            and _spark_jvm_started()):
+        report.outcome = "failed"
+        report.longrepr = (f"{item.nodeid} started a Spark JVM but is in the default (fast) tier: "
+                           f"mark it with @pytest.mark.spark (or a slower tier of {TIERS})")
 
 
 def _new_session():

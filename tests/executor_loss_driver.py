@@ -20,6 +20,7 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 import fault_support as faults  # noqa: E402
 import reliable_word_count as rwc  # noqa: E402
 from cluster_support import HOST, StandaloneCluster, ancestors, cmdline  # noqa: E402
+from heron_spark.testing import wait_until  # noqa: E402
 
 os.environ["SPARK_LOCAL_IP"] = HOST
 EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
@@ -65,14 +66,14 @@ def run(spark, tmp: Path, hconf: dict) -> None:
     try:
         assert handle.wait_running(timeout=120), handle.status
         work = tmp / "work" / name
-        faults.wait_for(lambda: sum(p.stat().st_size for p in out.glob("*.log")) > 10_000, 60,
-                        "the topology to make progress")
+        wait_until(lambda: sum(p.stat().st_size for p in out.glob("*.log")) > 10_000, 60,
+                   message="the topology to make progress")
         [stmgr] = faults.find(work, "stmgr", container=0)
         [executor] = [p for p in ancestors(stmgr) if EXECUTOR_CLASS in cmdline(p)]
         os.kill(executor, signal.SIGKILL)
         killed_at = time.monotonic()
-        [loss] = faults.wait_for(lambda: handle.status_detail()["executor_losses"], 30,
-                                 "the TMaster to hear of the lost executor")
+        [loss] = wait_until(lambda: handle.status_detail()["executor_losses"], 30,
+                            message="the TMaster to hear of the lost executor")
         assert time.monotonic() - killed_at < 10
         assert loss["containers"] == [0] and loss["generation"] == 0, loss
         # Spark fails a barrier stage on an executor loss itself, within about a second, so

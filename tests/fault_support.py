@@ -1,4 +1,4 @@
-"""Finding and killing a topology's real processes (for the fault tests), and waiting.
+"""Finding and killing a topology's real processes (for the fault tests).
 
 Processes are found through ``/proc/<pid>/cmdline``: every heron_spark child runs
 ``python -m heron_spark.<role> --workdir <work dir>/<topology>/gen-<g>/container-<i> ...``.
@@ -10,9 +10,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Callable
+
+from heron_spark.testing import wait_until
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -74,18 +74,6 @@ def parent_of(pid: int) -> int:
 def kill9(pid: int) -> None:
     """``kill -9 pid``."""
     os.kill(pid, signal.SIGKILL)
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, poll: float = 0.05):
-    """Poll ``predicate`` until it returns something truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(poll)
 
 
 def peak_rss_bytes(pid: int) -> int:
@@ -184,5 +172,5 @@ def kill_driver(driver: subprocess.Popen, work: Path) -> None:
     stmgr and instance under ``work``) have exited; its JVM exits when its stdin closes."""
     driver.kill()
     driver.wait()
-    wait_for(lambda: not find(work, "instance") and not find(work, "stmgr"), 60,
-             "the killed driver's containers to exit")
+    wait_until(lambda: not find(work, "instance") and not find(work, "stmgr"), 60,
+               message="the killed driver's containers to exit")

@@ -139,6 +139,7 @@ def _check_exact(text, out):
     return raw, fails
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("misbehave", ["", "fail", "drop"])
 def test_at_least_once_word_count_replays_failed_and_timed_out_lines(spark, tmp_path, misbehave):
     text, out, metrics = _run(spark, tmp_path, f"alo-{misbehave or 'clean'}",
@@ -158,6 +159,7 @@ def test_at_least_once_word_count_replays_failed_and_timed_out_lines(spark, tmp_
         assert spout["__timeout-count"] >= len(every_7th) and spout["__fail-count"] == 0
 
 
+@pytest.mark.spark
 def test_auto_ack_bolt_anchors_and_acks_for_its_user(spark, tmp_path):
     text, out, metrics = _run(spark, tmp_path, "alo-auto", auto_ack=True)
     raw, fails = _check_exact(text, out)

@@ -13,9 +13,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 import fault_support as faults
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 from heron_spark.scheduler.submit import submit
+
+pytestmark = pytest.mark.spark
 
 MiB = 1024 * 1024
 TUPLES = 1200

@@ -32,6 +32,7 @@ def _spout_logs(out):
     return [n for log in logs for n in log["acked"]], [n for log in logs for n in log["failed"]]
 
 
+@pytest.mark.spark
 @pytest.mark.parametrize("mode", ["ATMOST_ONCE", "ATLEAST_ONCE"])
 def test_arrow_batches_split_and_reach_per_tuple_bolts_exactly(spark, tmp_path, mode):
     # at most once in this process, at least once on Spark: both runners, real processes once

@@ -26,6 +26,8 @@ import reliable_word_count as rwc
 from heron_spark.errors import TopologyRuntimeError
 from heron_spark.scheduler.submit import submit
 
+pytestmark = pytest.mark.chaos
+
 SPOUTS = 2
 SLEEP_MS = 3                  # per line in the split bolt: a sleep-bound, load-independent pace
 ALO_LINES = 20_000            # ~35 s without chaos on 2 cores

@@ -19,7 +19,10 @@ import reliable_word_count as rwc
 from heron_spark.errors import TopologyStateError
 from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
+from heron_spark.testing import wait_until
 from zk_support import zookeeper  # noqa: F401
+
+pytestmark = pytest.mark.fault
 
 NAME = "resumable"
 LINES = 2500
@@ -39,8 +42,8 @@ def test_driver_restart_resumes_from_zookeeper(spark, tmp_path, zookeeper):  # n
     first = faults.start_driver("reliable", args, tmp_path / "driver-1.log")
     try:
         with open_state_manager(url) as statemgr:
-            faults.wait_for(lambda: (statemgr.get_spout_state(NAME, "lines.0") or {})
-                            .get("acked_total", 0) > 100, 120, "committed spout offsets")
+            wait_until(lambda: (statemgr.get_spout_state(NAME, "lines.0") or {})
+                       .get("acked_total", 0) > 100, 120, message="committed spout offsets")
             before = statemgr.get_execution_state(NAME)
             topology_id = statemgr.get_topology(NAME).id
             assert before["state"] == "RUNNING" and statemgr.get_packing_plan(NAME) is not None
@@ -54,8 +57,8 @@ def test_driver_restart_resumes_from_zookeeper(spark, tmp_path, zookeeper):  # n
 
             first_pids = {int(p.stem.rsplit("-", 1)[1]) for p in out.glob("spout-*.log")}
             faults.kill_driver(first, work)
-            faults.wait_for(lambda: statemgr.get_tmaster_location(NAME) is None, 30,
-                            "the dead TMaster's ephemeral node to vanish")
+            wait_until(lambda: statemgr.get_tmaster_location(NAME) is None, 30,
+                       message="the dead TMaster's ephemeral node to vanish")
             assert statemgr.get_execution_state(NAME)["state"] == "RUNNING"  # never ended
         second = faults.start_driver("reliable", args, tmp_path / "driver-2.log")
         assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]

@@ -9,11 +9,14 @@ strikes after at least two checkpoints committed, so the rollback goes back to a
 
 from __future__ import annotations
 
+import pytest
+
 import fault_support as faults
 import stateful_word_count as swc
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
+from heron_spark.testing import wait_until
 
 TIMEOUT = 240
 LINES = 8000
@@ -51,9 +54,9 @@ def _committed(statemgr_url: str, name: str) -> int:
 
 
 def _wait_commits(hconf, name, at_least: int = 2) -> int:
-    return faults.wait_for(lambda: (_committed(hconf["heron.statemgr"], name) >= at_least)
-                           and _committed(hconf["heron.statemgr"], name), 90,
-                           f"{at_least} committed checkpoints")
+    return wait_until(lambda: (_committed(hconf["heron.statemgr"], name) >= at_least)
+                      and _committed(hconf["heron.statemgr"], name), 90,
+                      message=f"{at_least} committed checkpoints")
 
 
 def _check(handle, text, out):
@@ -64,6 +67,7 @@ def _check(handle, text, out):
     return checkpoint
 
 
+@pytest.mark.fault
 def test_instance_killed(spark, tmp_path, hconf):
     name = "eo-instance"
     text, out, handle = _start(spark, tmp_path, hconf, name)
@@ -76,6 +80,7 @@ def test_instance_killed(spark, tmp_path, hconf):
     print(f"checkpoints: {checkpoint}")
 
 
+@pytest.mark.fault
 def test_stmgr_killed(spark, tmp_path, hconf):
     name = "eo-stmgr"
     text, out, handle = _start(spark, tmp_path, hconf, name)
@@ -87,6 +92,7 @@ def test_stmgr_killed(spark, tmp_path, hconf):
     print(f"checkpoints: {checkpoint}")
 
 
+@pytest.mark.fault
 def test_container_killed(spark, tmp_path, hconf):
     name = "eo-container"
     text, out, handle = _start(spark, tmp_path, hconf, name,
@@ -101,6 +107,7 @@ def test_container_killed(spark, tmp_path, hconf):
 
 
 
+@pytest.mark.fault
 def test_driver_killed_and_resumed(tmp_path, hconf):
     name = "eo-driver"
     corpus, out, work = tmp_path / "corpus.txt", tmp_path / "out", tmp_path / "work"

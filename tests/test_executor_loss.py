@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from heron_spark.scheduler.executors import ContainerExecutors, ExecutorLoss
 
 GROUP = "heron_spark:wc"
@@ -47,6 +49,7 @@ def test_only_an_executor_hosting_a_container_of_the_current_attempt_is_a_loss()
 DRIVER = Path(__file__).resolve().parent / "executor_loss_driver.py"
 
 
+@pytest.mark.cluster
 def test_a_killed_executor_restarts_the_stage_at_once(tmp_path):
     proc = subprocess.run([sys.executable, str(DRIVER), str(tmp_path)], capture_output=True,
                           text=True, timeout=420, cwd=DRIVER.parent.parent)

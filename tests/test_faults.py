@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 import fault_support as faults
 import reliable_word_count as rwc
 from heron_spark.scheduler.submit import submit
+from heron_spark.testing import wait_until
+
+pytestmark = pytest.mark.fault
 
 TIMEOUT = 240
 SPOUTS = 2
@@ -36,7 +41,7 @@ def _progress(out) -> int:
 
 
 def _wait_progress(out, more_than: int, what: str) -> int:
-    return faults.wait_for(lambda: (_progress(out) > more_than) and _progress(out), 60, what)
+    return wait_until(lambda: (_progress(out) > more_than) and _progress(out), 60, message=what)
 
 
 
@@ -54,9 +59,9 @@ def test_bolt_instances_killed_three_times(spark, tmp_path, hconf):
         task = faults.task_of(pid)
         faults.kill9(pid)
         killed.append(task)
-        faults.wait_for(lambda t=task, old=pid: [p for p in faults.find(work, "instance")
-                                                 if faults.task_of(p) == t and p != old], 60,
-                        f"task {task} to be restarted")
+        wait_until(lambda t=task, old=pid: [p for p in faults.find(work, "instance")
+                                            if faults.task_of(p) == t and p != old], 60,
+                   message=f"task {task} to be restarted")
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
     replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
     failures = handle.status_detail()["instance_failures"]
@@ -72,11 +77,11 @@ def test_stmgr_killed(spark, tmp_path, hconf):
     [stmgr] = faults.find(work, "stmgr", container=1)
     [before] = [s.data_port for s in handle.physical_plan.stmgrs if s.container_index == 1]
     faults.kill9(stmgr)
-    faults.wait_for(lambda: [p for p in faults.find(work, "stmgr", container=1) if p != stmgr],
-                    60, "the stmgr to be restarted")
-    faults.wait_for(lambda: [s for s in handle.physical_plan.stmgrs
-                             if s.container_index == 1 and s.data_port != before], 60,
-                    "the TMaster to re-broadcast the plan with the new stmgr address")
+    wait_until(lambda: [p for p in faults.find(work, "stmgr", container=1) if p != stmgr],
+               60, message="the stmgr to be restarted")
+    wait_until(lambda: [s for s in handle.physical_plan.stmgrs
+                        if s.container_index == 1 and s.data_port != before], 60,
+               message="the TMaster to re-broadcast the plan with the new stmgr address")
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
     replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
     print(f"{replayed} word records replayed")

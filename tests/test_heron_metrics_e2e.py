@@ -8,7 +8,11 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, submit
+
+pytestmark = pytest.mark.spark
 
 MARKER = "test.boom.marker"
 SENTENCES_PER_TASK = 300

@@ -16,10 +16,13 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+
+from heron_spark.testing import wait_until
+
+pytestmark = pytest.mark.spark
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
@@ -198,13 +201,15 @@ def _run_heronpy_file(tmp_path: Path, body: str, topology_name: str,
                                 start_new_session=True)
     killed = False
     try:
-        deadline = time.monotonic() + RESULT_TIMEOUT_SECS
-        while len(_lines(sink)) < total:
+        def every_result() -> bool:
+            if len(_lines(sink)) >= total:
+                return True
             assert proc.poll() is None, "submit ended early\n" + _describe(proc, out, err)
-            assert time.monotonic() < deadline, (
-                f"{len(_lines(sink))}/{total} results after {RESULT_TIMEOUT_SECS} s\n"
-                + _describe(proc, out, err))
-            time.sleep(0.2)  # polling interval of the condition above, not a synchronisation
+            return False
+
+        wait_until(every_result, RESULT_TIMEOUT_SECS, interval=0.2,
+                   message=lambda: f"{len(_lines(sink))}/{total} results\n"
+                   + _describe(proc, out, err))
 
         listed = _run_cli(["list", *conf])
         assert listed.returncode == 0, listed.stderr

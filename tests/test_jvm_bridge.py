@@ -22,10 +22,11 @@ from heron_spark.scheduler import jvm_bridge
 MARKER = "JVM_BRIDGE_OK"
 
 SCRIPT = textwrap.dedent(r"""
-    import json, sys, time, urllib.request
+    import json, sys, urllib.request
     from urllib.parse import urlparse
     from pyspark.sql import SparkSession
     from heron_spark.scheduler import jvm_bridge
+    from heron_spark.testing import wait_until
 
     conf = json.loads(sys.argv[1])
     builder = SparkSession.builder.master("local[1]").appName("heron_spark-jvm-bridge-test")
@@ -46,12 +47,14 @@ SCRIPT = textwrap.dedent(r"""
             raise AssertionError("the failing job did not fail")
 
         # Listener events arrive asynchronously on Spark's listener bus: poll, with a deadline.
-        deadline = time.monotonic() + 120
         events = []
-        while not any(e["type"] == "job_end" and not e["succeeded"] for e in events):
-            assert time.monotonic() < deadline, f"no failed job_end event; got {events}"
-            events += jvm_bridge.drain_events(spark)
-            time.sleep(0.1)
+
+        def failed_job_end():
+            events.extend(jvm_bridge.drain_events(spark))
+            return any(e["type"] == "job_end" and not e["succeeded"] for e in events)
+
+        wait_until(failed_job_end, 120, interval=0.1,
+                   message=lambda: f"a failed job_end event; got {events}")
         failed = [e for e in events if e["type"] == "job_end"][0]
         assert "heron_spark bridge test failure" in failed["result"], failed
         assert isinstance(failed["job"], int) and failed["time_ms"] > 0, failed
@@ -60,20 +63,21 @@ SCRIPT = textwrap.dedent(r"""
         # The actually bound port (Spark moves on if the chosen one was taken meanwhile).
         port = urlparse(spark.sparkContext.uiWebUrl).port
         url = f"http://127.0.0.1:{port}/metrics/prometheus"
-        deadline = time.monotonic() + 120
-        lines, text = [], ""
-        while not lines:
-            assert time.monotonic() < deadline, f"no tuples_processed gauge at {url}:\n{text}"
+        text = ""
+
+        def gauge_lines():
+            global text
             try:
                 with urllib.request.urlopen(url, timeout=30) as resp:
                     text = resp.read().decode()
             except OSError as exc:
                 text = repr(exc)
-            lines = [l for l in text.splitlines()
-                     if "tuples_processed" in l and not l.startswith("#")
-                     and float(l.rsplit(" ", 1)[1]) == 42.0]
-            if not lines:
-                time.sleep(0.2)
+            return [l for l in text.splitlines()
+                    if "tuples_processed" in l and not l.startswith("#")
+                    and float(l.rsplit(" ", 1)[1]) == 42.0]
+
+        lines = wait_until(gauge_lines, 120, interval=0.2,
+                           message=lambda: f"a tuples_processed gauge at {url}:\n{text}")
         print(lines[0])
         print("MARKER")
     finally:
@@ -106,6 +110,7 @@ def test_missing_javac_or_sources_is_a_clear_error(tmp_path, monkeypatch):
         jvm_bridge.build_jar(tmp_path / "cache")
 
 
+@pytest.mark.spark
 def test_events_and_gauges_cross_the_bridge(tmp_path):
     jar = jvm_bridge.build_jar(tmp_path / "cache")
     conf = dict(jvm_bridge.spark_conf(jar))
@@ -145,6 +150,7 @@ TOPOLOGY_SCRIPT = textwrap.dedent(r"""
 """)
 
 
+@pytest.mark.spark
 def test_submit_publishes_topology_metrics_as_spark_gauges(tmp_path):
     """With heron.spark.jvm.bridge on, the TMaster's metrics become Spark driver gauges."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

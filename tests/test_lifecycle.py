@@ -10,6 +10,9 @@ import pytest
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, TopologyStateError, submit
 from heron_spark.scheduler.spark_scheduler import job_group
+from heron_spark.testing import wait_until
+
+pytestmark = pytest.mark.spark
 
 
 class ForeverSpout(Spout):
@@ -42,10 +45,12 @@ def _processes_under(folder) -> list[str]:
 
 
 def _wait_gone(folder, timeout=30.0) -> list[str]:
-    deadline = time.monotonic() + timeout
-    while (left := _processes_under(folder)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
+    """Wait up to ``timeout`` s for every process under ``folder`` to exit; return those left."""
+    try:
+        wait_until(lambda: not _processes_under(folder), timeout, interval=0.2)
+    except AssertionError:
+        return _processes_under(folder)
+    return []
 
 
 @pytest.fixture
@@ -63,10 +68,8 @@ def running(conf):
         handle = submit(_unbounded(name), conf=conf, master="local[2]")
         handles.append(handle)
         assert handle.wait_running(120), handle.status
-        deadline = time.monotonic() + 60
-        while handle.metrics().get("sink", {}).get("__execute-count", 0) == 0:
-            assert time.monotonic() < deadline, "no tuple reached the sink"
-            time.sleep(0.1)
+        wait_until(lambda: handle.metrics().get("sink", {}).get("__execute-count", 0) != 0, 60,
+                   interval=0.1, message="a tuple to reach the sink")
         return handle
 
     yield start
@@ -217,12 +220,16 @@ def test_ctrl_c_of_the_cli_is_a_planned_stop(tmp_path):
                                start_new_session=True)  # its own group, as at a terminal
     try:
         statemgr = open_state_manager(state)
-        deadline = time.monotonic() + 120
-        while (statemgr.get_execution_state("ctrlc") or {}).get("state") != "RUNNING" \
-                or len(_processes_under(tmp_path)) < 8:
+
+        def ctrlc_running() -> bool:
+            if ((statemgr.get_execution_state("ctrlc") or {}).get("state") == "RUNNING"
+                    and len(_processes_under(tmp_path)) >= 8):
+                return True
             assert cli.poll() is None, err_path.read_text()[-4000:]
-            assert time.monotonic() < deadline, "never RUNNING\n" + err_path.read_text()[-4000:]
-            time.sleep(0.2)
+            return False
+
+        wait_until(ctrlc_running, 120, interval=0.2,
+                   message=lambda: "RUNNING\n" + err_path.read_text()[-4000:])
         os.killpg(cli.pid, signal.SIGINT)  # what Ctrl-C at the terminal does
         code = cli.wait(120)
     finally:

@@ -25,6 +25,7 @@ from heron_spark.proto import physical_plan_pb2
 from heron_spark.scheduler.submit import submit
 from heron_spark.scheduler.update import with_parallelism
 from heron_spark.statemgr import open_state_manager
+from heron_spark.testing import wait_until
 from heron_spark.tmaster import client
 
 TIMEOUT = 240
@@ -97,6 +98,7 @@ def _execution_state(hconf, name: str) -> dict:
 
 
 # ---- deactivate / activate -----------------------------------------------------------------
+@pytest.mark.spark
 def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
     name, out = "manage-pause", tmp_path / "out"
     handle = submit(mt.build_activation(name, out), spark=spark.session, conf=hconf,
@@ -108,7 +110,7 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
             handle.activate()
         assert running.value.state == "RUNNING"
         tasks = _spout_tasks(handle)
-        faults.wait_for(lambda: all(_acks(out, t) > 50 for t in tasks), 60, "spouts to emit")
+        wait_until(lambda: all(_acks(out, t) > 50 for t in tasks), 60, message="spouts to emit")
 
         with open_state_manager(hconf["heron.statemgr"]) as statemgr:  # as the tracker does
             with pytest.raises(TopologyStateError) as remote:
@@ -125,19 +127,19 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
         with pytest.raises(TopologyStateError) as again:
             handle.deactivate()
         assert again.value.state == "PAUSED"
-        faults.wait_for(lambda: all(_last(out, t, "deactivate") is not None for t in tasks), 30,
-                        "deactivate() on every spout")
+        wait_until(lambda: all(_last(out, t, "deactivate") is not None for t in tasks), 30,
+                   message="deactivate() on every spout")
         stopped = {t: _last(out, t, "deactivate") for t in tasks}
         # Acks still flow while paused: every tuple emitted before deactivate() is acked.
-        faults.wait_for(lambda: all(_acks(out, t) == stopped[t] for t in tasks), 60,
-                        "every tuple emitted before the deactivation to be acked")
+        wait_until(lambda: all(_acks(out, t) == stopped[t] for t in tasks), 60,
+                   message="every tuple emitted before the deactivation to be acked")
 
         handle.activate()
         assert handle.status == "RUNNING"
-        faults.wait_for(lambda: all(_last(out, t, "activate") == stopped[t] for t in tasks), 30,
-                        "activate() on every spout, with nothing emitted while paused")
-        faults.wait_for(lambda: all(_acks(out, t) > stopped[t] + 50 for t in tasks), 60,
-                        "the spouts to emit again")
+        wait_until(lambda: all(_last(out, t, "activate") == stopped[t] for t in tasks), 30,
+                   message="activate() on every spout, with nothing emitted while paused")
+        wait_until(lambda: all(_acks(out, t) > stopped[t] + 50 for t in tasks), 60,
+                   message="the spouts to emit again")
         for task in tasks:
             lines = _lines(out, task)
             assert "next_tuple-while-inactive" not in lines
@@ -155,6 +157,7 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
         assert "KILLED" in gone.value.state
 
 
+@pytest.mark.spark
 def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
     name, out = "manage-cli", tmp_path / "out"
     handle = submit(mt.build_activation(name, out), spark=spark.session, conf=hconf,
@@ -166,8 +169,8 @@ def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
         tasks = _spout_tasks(handle)
         tmaster = handle._tmaster
         # The spouts are up and their processes publish metrics: time passed, nothing emitted.
-        faults.wait_for(lambda: all(("numbers", t) in tmaster.metrics for t in tasks)
-                        and all(_lines(out, t) for t in tasks), 60, "spouts to start")
+        wait_until(lambda: all(("numbers", t) in tmaster.metrics for t in tasks)
+                   and all(_lines(out, t) for t in tasks), 60, message="spouts to start")
         assert all(_lines(out, t) == ["initialize"] for t in tasks)
         listed = _cli("list")
         assert f"{name}\tPAUSED\tlive" in listed.stdout, listed
@@ -177,7 +180,7 @@ def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
         done = _cli("activate", name)
         assert done.returncode == 0 and "RUNNING" in done.stdout, done
         assert handle.status == "RUNNING"
-        faults.wait_for(lambda: all(_acks(out, t) > 20 for t in tasks), 60, "spouts to emit")
+        wait_until(lambda: all(_acks(out, t) > 20 for t in tasks), 60, message="spouts to emit")
         assert all(_last(out, t, "activate") == 0 for t in tasks)
         assert _cli("activate", name).returncode == 1
         assert "PAUSED" in _cli("deactivate", name).stdout
@@ -192,20 +195,20 @@ def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
         assert _cli("restart", name, "7").returncode == 1  # no such container
         done = _cli("restart", name, "1")
         assert done.returncode == 0, done
-        faults.wait_for(lambda: [s for s in handle.physical_plan.stmgrs
-                                 if s.container_index == 1 and s.pid != old_stmgr], 60,
-                        "the TMaster to re-broadcast the plan with the restarted stmgr")
+        wait_until(lambda: [s for s in handle.physical_plan.stmgrs
+                            if s.container_index == 1 and s.pid != old_stmgr], 60,
+                   message="the TMaster to re-broadcast the plan with the restarted stmgr")
         # start() logs this after initialize() and (were it active) activate() returned.
-        faults.wait_for(lambda: instance_log.read_text().count(f"task {spout} of numbers "
-                                                               f"started") == 2, 60,
-                        "the restarted spout to start")
+        wait_until(lambda: instance_log.read_text().count(f"task {spout} of numbers "
+                                                          f"started") == 2, 60,
+                   message="the restarted spout to start")
         [new_log] = set(out.glob(f"spout-{spout}-*.log")) - old_logs
         assert new_log.read_text().splitlines() == ["initialize"]
         assert faults.find(work, "stmgr", container=0) == [other_stmgr]
         assert _cli("activate", name).returncode == 0
-        faults.wait_for(lambda: new_log.read_text().splitlines()[:3] == ["initialize",
-                                                                         "activate 0", "ack"],
-                        60, "the restarted spout to be activated and emit")
+        wait_until(lambda: new_log.read_text().splitlines()[:3] == ["initialize",
+                                                                    "activate 0", "ack"],
+                   60, message="the restarted spout to be activated and emit")
 
         refused = _cli("update", name, "--component-parallelism", "nope:2")
         assert refused.returncode == 1 and "nope" in refused.stderr, refused
@@ -218,9 +221,9 @@ def test_deploy_deactivated_and_every_verb_from_the_cli(spark, tmp_path, hconf):
         assert sum(i.component == "sink" for i in handle.physical_plan.instances) == 3
         assert handle.status == "PAUSED"
         gen1 = work / "gen-1"
-        faults.wait_for(lambda: all(f"task {t} of numbers started" in "".join(
+        wait_until(lambda: all(f"task {t} of numbers started" in "".join(
             p.read_text() for p in gen1.glob(f"container-*/logs/instance-numbers-{t}.log"))
-            for t in tasks), 60, "the new generation's spouts to start")
+            for t in tasks), 60, message="the new generation's spouts to start")
         new_logs = set(out.glob("spout-*.log")) - before
         assert len(new_logs) == len(tasks)
         assert all(p.read_text().splitlines() == ["initialize"] for p in new_logs)
@@ -250,7 +253,7 @@ def _progress(out) -> int:
 
 
 def _wait_progress(out, more_than: int, what: str) -> int:
-    return faults.wait_for(lambda: (_progress(out) > more_than) and _progress(out), 90, what)
+    return wait_until(lambda: (_progress(out) > more_than) and _progress(out), 90, message=what)
 
 
 
@@ -259,6 +262,7 @@ def _plan_stmgrs(handle) -> dict[int, int]:
     return {s.container_index: s.pid for s in handle.physical_plan.stmgrs}
 
 
+@pytest.mark.spark
 def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     name = "manage-restart"
     text, out, handle = _start_word_count(spark, tmp_path, hconf, name, 3000,
@@ -268,15 +272,15 @@ def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
         seen = _wait_progress(out, 20_000, "the word count to make progress")
         stmgrs = _plan_stmgrs(handle)
         assert handle.restart(1) == [1]
-        faults.wait_for(lambda: _plan_stmgrs(handle)[1] != stmgrs[1], 60,
-                        "container 1's restarted stmgr to register")
+        wait_until(lambda: _plan_stmgrs(handle)[1] != stmgrs[1], 60,
+                   message="container 1's restarted stmgr to register")
         assert _plan_stmgrs(handle)[0] == stmgrs[0]
         assert faults.find(work, "stmgr", container=0) == [stmgrs[0]]
         seen = _wait_progress(out, seen + 20_000, "progress after restarting container 1")
         stmgrs = _plan_stmgrs(handle)
         assert handle.restart() == [0, 1]
-        faults.wait_for(lambda: all(p != stmgrs[c] for c, p in _plan_stmgrs(handle).items()),
-                        60, "every restarted stmgr to register")
+        wait_until(lambda: all(p != stmgrs[c] for c, p in _plan_stmgrs(handle).items()),
+                   60, message="every restarted stmgr to register")
         with pytest.raises(TopologyValueError):
             handle.restart(2)
         assert handle.wait(timeout=TIMEOUT) == "FINISHED"
@@ -287,6 +291,7 @@ def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     print(f"{replayed} word records replayed")
 
 
+@pytest.mark.spark
 def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
     name = "manage-update"
     text, out, handle = _start_word_count(spark, tmp_path, hconf, name, 5000,
@@ -304,8 +309,8 @@ def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
             topology = statemgr.get_topology(name)
         assert sum(i.component == "count" for c in packing.containers for i in c.instances) == 3
         assert {c.name: c.parallelism for c in topology.components}["count"] == 3
-        faults.wait_for(lambda: sum(len(w) for w in mt.read_routes(out).get(3, {}).values())
-                        >= 40, 90, "all words to reach the three count tasks")
+        wait_until(lambda: sum(len(w) for w in mt.read_routes(out).get(3, {}).values())
+                   >= 40, 90, message="all words to reach the three count tasks")
         _wait_progress(out, seen + 20_000, "progress with three count tasks")
         assert handle.update({"count": 1}) == 2
         assert handle.wait(timeout=TIMEOUT) == "FINISHED"
@@ -322,6 +327,7 @@ def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
 
 
 # ---- effectively once --------------------------------------------------------------------
+@pytest.mark.spark
 def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, hconf):
     import stateful_word_count as swc
 
@@ -335,8 +341,8 @@ def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, h
         assert handle.wait_running(timeout=120)
         assert handle.status == "PAUSED"
         # Checkpoints start, pass their markers through every bolt and commit while paused.
-        faults.wait_for(lambda: handle.status_detail()["checkpoint"]["committed"] >= 2, 90,
-                        "two checkpoints committed while deactivated")
+        wait_until(lambda: handle.status_detail()["checkpoint"]["committed"] >= 2, 90,
+                   message="two checkpoints committed while deactivated")
         assert swc.read_counts(out) == {}
         with pytest.raises(TopologyValueError):
             handle.update({"count": 3})  # its state is per task: refused
@@ -347,6 +353,7 @@ def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, h
     assert swc.read_counts(out) == swc.expected_counts(text)
 
 
+@pytest.mark.spark
 def test_cli_submit_deploy_deactivated(tmp_path, hconf):
     """``heron-spark submit --deploy-deactivated``: its own driver, paused until activated."""
     from pathlib import Path
@@ -364,13 +371,13 @@ def test_cli_submit_deploy_deactivated(tmp_path, hconf):
             assert driver.poll() is None, err_path.read_text()[-4000:]
             return _execution_state(hconf, name).get("state") == "PAUSED"
 
-        faults.wait_for(paused, 180, "the topology to run deactivated")
+        wait_until(paused, 180, message="the topology to run deactivated")
         assert f"{name}\tPAUSED\tlive" in _cli("list").stdout
-        faults.wait_for(lambda: len(mt.read_spout_logs(out)) == 2, 60, "spouts to start")
+        wait_until(lambda: len(mt.read_spout_logs(out)) == 2, 60, message="spouts to start")
         assert _cli("activate", name).returncode == 0
-        faults.wait_for(lambda: all(lines.count("ack") > 20
-                                    for lines in mt.read_spout_logs(out).values()), 60,
-                        "spouts to emit once activated")
+        wait_until(lambda: all(lines.count("ack") > 20
+                               for lines in mt.read_spout_logs(out).values()), 60,
+                   message="spouts to emit once activated")
         assert all(lines[:2] == ["initialize", "activate 0"]
                    for lines in mt.read_spout_logs(out).values())
         assert _cli("kill", name).returncode == 0
@@ -384,6 +391,7 @@ def test_cli_submit_deploy_deactivated(tmp_path, hconf):
     assert f"topology {name}: KILLED" in stdout
 
 
+@pytest.mark.fault
 def test_a_resumed_driver_keeps_the_update_and_the_deactivation(tmp_path, hconf):
     """The driver dies after ``update`` and ``deactivate``: the driver that resumes the
     topology runs the updated parallelism, deactivated, and finishes it once activated."""
@@ -396,19 +404,19 @@ def test_a_resumed_driver_keeps_the_update_and_the_deactivation(tmp_path, hconf)
     second = None
     try:
         with open_state_manager(url) as statemgr:
-            faults.wait_for(lambda: (statemgr.get_spout_state(name, "lines.0") or {})
-                            .get("acked_total", 0) > 100, 180, "committed spout offsets")
+            wait_until(lambda: (statemgr.get_spout_state(name, "lines.0") or {})
+                       .get("acked_total", 0) > 100, 180, message="committed spout offsets")
             done = _cli("update", name, "--component-parallelism", "count:3")
             assert done.returncode == 0, done
-            faults.wait_for(lambda: (lambda s: s.get("generation") == 1 and s["state"] ==
-                                     "RUNNING" and not s["updating"])(
-                statemgr.get_execution_state(name)), 120, "the update to run")
+            wait_until(lambda: (lambda s: s.get("generation") == 1 and s["state"] ==
+                                "RUNNING" and not s["updating"])(
+                statemgr.get_execution_state(name)), 120, message="the update to run")
             assert "PAUSED" in _cli("deactivate", name).stdout
             faults.kill_driver(first, work)
             second = faults.start_driver("reliable", args, tmp_path / "driver-2.log")
-            faults.wait_for(lambda: (lambda s: s.get("generation") == 2 and s["state"] ==
-                                     "PAUSED")(statemgr.get_execution_state(name) or {}),
-                            180, "the resumed topology to run deactivated")
+            wait_until(lambda: (lambda s: s.get("generation") == 2 and s["state"] ==
+                                "PAUSED")(statemgr.get_execution_state(name) or {}),
+                       180, message="the resumed topology to run deactivated")
             plan = statemgr.get_physical_plan(name)
             assert sum(i.component == "count" for i in plan.instances) == 3
             assert plan.state == physical_plan_pb2.PAUSED

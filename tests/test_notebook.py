@@ -9,11 +9,13 @@ import logging
 import os
 import textwrap
 
-import fault_support as faults
+import pytest
+
 import resilience_topologies as topo
 from heron_spark.config import SUBMIT_PROGRESS
 from heron_spark.scheduler import notebook, progress
 from heron_spark.scheduler.submit import submit
+from heron_spark.testing import wait_until
 
 TIMEOUT = 120
 
@@ -22,6 +24,7 @@ def _executed(handle, component: str) -> float:
     return notebook.family_total(handle.metrics().get(component, {}), notebook.EXECUTE)
 
 
+@pytest.mark.spark
 def test_repr_and_html_of_a_running_topology(spark, tmp_path, hconf, caplog):
     out = tmp_path / "out"
     with caplog.at_level(logging.INFO, logger=progress.__name__):
@@ -29,7 +32,7 @@ def test_repr_and_html_of_a_running_topology(spark, tmp_path, hconf, caplog):
                         conf=hconf, master="local[4]")
         try:
             assert handle.wait_running(timeout=TIMEOUT)
-            faults.wait_for(lambda: _executed(handle, "slow") > 0, 60, "bolts to execute")
+            wait_until(lambda: _executed(handle, "slow") > 0, 60, message="bolts to execute")
             handle._progress.join(10)
             text = repr(handle)
             page = handle._repr_html_()
@@ -50,6 +53,7 @@ def test_repr_and_html_of_a_running_topology(spark, tmp_path, hconf, caplog):
     assert lines[0].endswith("(STARTING)")
 
 
+@pytest.mark.spark
 def test_progress_can_be_turned_off(spark, tmp_path, hconf, caplog):
     with caplog.at_level(logging.INFO, logger=progress.__name__):
         handle = submit(topo.numbers("quiet", tmp_path / "out", count=50), spark=spark.session,
@@ -106,6 +110,7 @@ NOTEBOOK_CELLS = [
 ]
 
 
+@pytest.mark.notebook
 def test_a_notebook_submits_and_displays_a_topology(tmp_path):
     """Runs in a real ipykernel (nbclient drives it like Jupyter does)."""
     import nbformat

@@ -15,16 +15,20 @@ Each test reproduces a fault that froze, hung or failed a topology before, with 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
+
+import pytest
 
 import fault_support as faults
 import reliable_word_count as rwc
 import resilience_topologies as topo
 from heron_spark.scheduler.submit import submit
 from heron_spark.stmgr.peers import PeerLink
+from heron_spark.testing import wait_until
 from heron_spark.wire.connection import Listener
 from heron_spark.wire.loop import Channel, Loop
 
@@ -54,21 +58,22 @@ def _progress(out) -> int:
 
 
 def _wait_progress(out, more_than: int) -> int:
-    return faults.wait_for(lambda: (_progress(out) > more_than) and _progress(out), 60,
-                           "the topology to make progress")
+    return wait_until(lambda: (_progress(out) > more_than) and _progress(out), 60,
+                      message="the topology to make progress")
 
 
 def _restarted(work, role: str, old: int, **where) -> int:
-    return faults.wait_for(lambda: [p for p in faults.find(work, role, **where) if p != old], 60,
-                           f"{role} {where} to be restarted")[0]
+    return wait_until(lambda: [p for p in faults.find(work, role, **where) if p != old], 60,
+                      message=f"{role} {where} to be restarted")[0]
 
 
 def _no_process_left(work) -> None:
     for role in ("stmgr", "instance", "metrics"):
-        faults.wait_for(lambda r=role: not faults.find(work, r), 30, f"every {role} to exit")
+        wait_until(lambda r=role: not faults.find(work, r), 30, message=f"every {role} to exit")
 
 
 # ---- 0: advertised addresses other than 127.0.0.1 ---------------------------------------------
+@pytest.mark.fault
 def test_stmgrs_advertising_another_loopback_address(spark, tmp_path, hconf):
     out = tmp_path / "out"
     conf = {**hconf, "heron.stmgr.host": "127.0.0.2"}
@@ -109,9 +114,15 @@ def test_peer_link_buffers_while_the_peer_is_down_and_never_blocks():
         alive = Listener("127.0.0.1", 0, "s3cret", "topo", on_peer, name="alive").start()
         try:
             link.retarget("127.0.0.1", alive.port)  # the TMaster's next plan
-            deadline = time.monotonic() + 10
-            while len(received) < 3 and time.monotonic() < deadline:
-                loop.poll(0.05)
+
+            def three_received() -> bool:
+                if len(received) >= 3:
+                    return True
+                loop.poll(0.05)  # waits for I/O: no sleep between polls
+                return False
+
+            wait_until(three_received, 10, interval=0,
+                       message=lambda: f"the three queued frames (got {received})")
             assert received == [b"one", b"two", b"three"]
             assert link.connected and link.connects == 1
         finally:
@@ -121,6 +132,7 @@ def test_peer_link_buffers_while_the_peer_is_down_and_never_blocks():
         loop.close()
 
 
+@pytest.mark.fault
 def test_stmgr_dialling_a_stopped_peer_keeps_routing(spark, tmp_path, hconf):
     """A restarted stmgr gets a plan naming a peer that cannot answer (stopped): its routing
     must go on (it used to dial on the routing thread for up to 120 s, starting nothing)."""
@@ -137,9 +149,9 @@ def test_stmgr_dialling_a_stopped_peer_keeps_routing(spark, tmp_path, hconf):
     local = {i.task_id for i in handle.physical_plan.instances
              if i.component == "count" and i.container_index == 0}
     before = _task_progress(out, local)
-    faults.wait_for(lambda: _task_progress(out, local) > before and
-                    faults.find(work, "stmgr", container=1) == [peer], 9,
-                    "container 0 to count words while its peer stmgr is still stopped")
+    wait_until(lambda: _task_progress(out, local) > before and
+               faults.find(work, "stmgr", container=1) == [peer], 9,
+               message="container 0 to count words while its peer stmgr is still stopped")
     _restarted(work, "stmgr", peer, container=1)  # the stall is detected; the peer replaced
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
     _check_exact(text, out, hconf, name)
@@ -150,6 +162,7 @@ def _task_progress(out, tasks) -> int:
 
 
 # ---- 2: the metrics manager is supervised -----------------------------------------------------
+@pytest.mark.fault
 def test_metrics_manager_restarted_and_instances_still_start(spark, tmp_path, hconf):
     name = "metricsmgr"
     out = tmp_path / "out"
@@ -164,15 +177,15 @@ def test_metrics_manager_restarted_and_instances_still_start(spark, tmp_path, hc
         victim = faults.find(work, "instance", component="slow", container=0)[0]
         task = faults.task_of(victim)
         faults.kill9(victim)
-        faults.wait_for(lambda: [p for p in faults.find(work, "instance", container=0)
-                                 if faults.task_of(p) == task and p != victim], 60,
-                        "the instance to be restarted")
+        wait_until(lambda: [p for p in faults.find(work, "instance", container=0)
+                            if faults.task_of(p) == task and p != victim], 60,
+                   message="the instance to be restarted")
         def executed():
             return handle.metrics().get("slow", {}).get("__execute-count", 0)
 
-        before = faults.wait_for(executed, 30, "the first metrics")
-        faults.wait_for(lambda: executed() > before + 200, 30,
-                        "metrics to keep flowing through the restarted metrics manager")
+        before = wait_until(executed, 30, message="the first metrics")
+        wait_until(lambda: executed() > before + 200, 30,
+                   message="metrics to keep flowing through the restarted metrics manager")
         assert handle.status == "RUNNING"
     finally:
         handle.kill()
@@ -180,6 +193,7 @@ def test_metrics_manager_restarted_and_instances_still_start(spark, tmp_path, hc
 
 
 # ---- 3: a stmgr that dies before it is ready is restarted by its container ----------------------
+@pytest.mark.fault
 def test_stmgr_killed_before_ready_is_restarted_in_its_container(spark, tmp_path, hconf):
     name = "early-stmgr"
     out = tmp_path / "out"
@@ -187,14 +201,18 @@ def test_stmgr_killed_before_ready_is_restarted_in_its_container(spark, tmp_path
     ready = work / "gen-0" / "container-1" / "stmgr.ready.json"
     killed_early = []
 
+    def two_killed_before_ready() -> bool:
+        if len(killed_early) >= 2:
+            return True
+        for pid in faults.find(work, "stmgr", container=1):
+            if not ready.exists() or _ready_pid(ready) != pid:
+                faults.kill9(pid)
+                killed_early.append(pid)
+        return False
+
     def killer():
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and len(killed_early) < 2:
-            for pid in faults.find(work, "stmgr", container=1):
-                if not ready.exists() or _ready_pid(ready) != pid:
-                    faults.kill9(pid)
-                    killed_early.append(pid)
-            time.sleep(0.002)
+        with contextlib.suppress(AssertionError):  # the test asserts on killed_early
+            wait_until(two_killed_before_ready, 60, interval=0.002)
 
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
@@ -218,10 +236,11 @@ def _ready_pid(path) -> int | None:
 
 # ---- 4: end of input survives restarts ---------------------------------------------------------
 def _drained_spouts(handle, spouts: int):
-    return faults.wait_for(lambda: handle.status_detail()["drained_tasks"] >= spouts, 60,
-                           "the spouts to be exhausted")
+    return wait_until(lambda: handle.status_detail()["drained_tasks"] >= spouts, 60,
+                      message="the spouts to be exhausted")
 
 
+@pytest.mark.fault
 def test_bolt_killed_after_spouts_exhausted_still_ends(spark, tmp_path, hconf):
     name = "late-bolt-kill"
     out = tmp_path / "out"
@@ -236,6 +255,7 @@ def test_bolt_killed_after_spouts_exhausted_still_ends(spark, tmp_path, hconf):
     assert handle.wait(timeout=60) == "FINISHED"
 
 
+@pytest.mark.fault
 def test_stmgr_killed_after_spouts_exhausted_still_ends(spark, tmp_path, hconf):
     name = "late-stmgr-kill"
     out = tmp_path / "out"
@@ -254,6 +274,7 @@ def test_stmgr_killed_after_spouts_exhausted_still_ends(spark, tmp_path, hconf):
 
 
 # ---- 5: metrics never freeze with user code ----------------------------------------------------
+@pytest.mark.fault
 def test_spout_metrics_flow_while_it_is_blocked_in_user_code(spark, tmp_path, hconf):
     name = "blocked-spout"
     out = tmp_path / "out"
@@ -264,18 +285,19 @@ def test_spout_metrics_flow_while_it_is_blocked_in_user_code(spark, tmp_path, hc
                     conf={**hconf, "heron.batch.max.tuples": 4096}, master="local[4]")
     try:
         assert handle.wait_running(timeout=120)
-        faults.wait_for(lambda: len(topo.bolt_values(out)) >= full, 60,
-                        "the bolt to receive the spout's first batches")
-        emitted = faults.wait_for(
+        wait_until(lambda: len(topo.bolt_values(out)) >= full, 60,
+                   message="the bolt to receive the spout's first batches")
+        emitted = wait_until(
             lambda: handle.metrics().get("blocking", {}).get("__emit-count/default", 0) >= full
             and handle.metrics()["blocking"]["__emit-count/default"], 10,
-            "the blocked spout's metrics")
+            message="the blocked spout's metrics")
         assert emitted >= full
     finally:
         handle.kill()
 
 
 # ---- 7: queued tuples are bounded in tuples ----------------------------------------------------
+@pytest.mark.fault
 def test_queued_tuples_bounded_behind_a_slow_bolt(spark, tmp_path, hconf):
     """A bolt taking 5 ms per tuple behind a fast spout: tuples waiting for it stay near the
     tuple high water mark (on main they grew to ~415,000 within minutes)."""
@@ -299,8 +321,8 @@ def test_queued_tuples_bounded_behind_a_slow_bolt(spark, tmp_path, hconf):
     try:
         assert handle.wait_running(timeout=120)
         for executed in (400, 1200):  # about 2 s, then 6 s of the bolt's work
-            faults.wait_for(lambda n=executed: handle.metrics().get("slow", {}).get(
-                "__execute-count", 0) > n, 60, "the slow bolt to work")
+            wait_until(lambda n=executed: handle.metrics().get("slow", {}).get(
+                "__execute-count", 0) > n, 60, message="the slow bolt to work")
             queued, stmgr = waiting()
             assert queued <= bound, queued
             assert stmgr["__queued-tuples/slow"] <= bound
@@ -313,6 +335,7 @@ def test_queued_tuples_bounded_behind_a_slow_bolt(spark, tmp_path, hconf):
 
 
 # ---- stalls ------------------------------------------------------------------------------------
+@pytest.mark.fault
 def test_stopped_instance_is_killed_and_restarted(spark, tmp_path, hconf):
     name = "stop-instance"
     text, out, handle = _reliable(spark, tmp_path, hconf, name, 1500, **FAST_STALL)
@@ -321,14 +344,15 @@ def test_stopped_instance_is_killed_and_restarted(spark, tmp_path, hconf):
     victim = faults.find(work, "instance", component="count")[0]
     task = faults.task_of(victim)
     os.kill(victim, signal.SIGSTOP)
-    faults.wait_for(lambda: [p for p in faults.find(work, "instance")
-                             if faults.task_of(p) == task and p != victim], 30,
-                    "the stopped instance to be replaced")
+    wait_until(lambda: [p for p in faults.find(work, "instance")
+                        if faults.task_of(p) == task and p != victim], 30,
+               message="the stopped instance to be replaced")
     assert handle.wait(timeout=TIMEOUT) == "FINISHED"
     assert handle.status_detail()["instance_failures"].get(str(task), 0) >= 1
     _check_exact(text, out, hconf, name)
 
 
+@pytest.mark.fault
 def test_stopped_stmgr_is_killed_and_restarted(spark, tmp_path, hconf):
     name = "stop-stmgr"
     text, out, handle = _reliable(spark, tmp_path, hconf, name, 1500, **FAST_STALL)
@@ -341,6 +365,7 @@ def test_stopped_stmgr_is_killed_and_restarted(spark, tmp_path, hconf):
     _check_exact(text, out, hconf, name)
 
 
+@pytest.mark.fault
 def test_stopped_container_is_killed_and_resubmitted(spark, tmp_path, hconf):
     name = "stop-container"
     # Long enough (about 6 s of split work) to outlast the stall limit: a stopped container
@@ -356,6 +381,7 @@ def test_stopped_container_is_killed_and_resubmitted(spark, tmp_path, hconf):
     _check_exact(text, out, hconf, name)
 
 
+@pytest.mark.fault
 def test_user_code_that_never_returns_is_killed_with_a_clear_message(spark, tmp_path, hconf):
     name = "stuck-bolt"
     text, out, handle = _reliable(spark, tmp_path, hconf, name, 800,
@@ -369,6 +395,7 @@ def test_user_code_that_never_returns_is_killed_with_a_clear_message(spark, tmp_
     _check_exact(text, out, hconf, name)
 
 
+@pytest.mark.fault
 def test_stopped_container_group_is_found_dead_by_the_tmaster(spark, tmp_path, hconf):
     """Unlike the test above (only the supervisor stopped: its children notice and kill it),
     here the whole container is stopped, supervisor and children: nothing on the executor can
@@ -389,9 +416,9 @@ def test_stopped_container_group_is_found_dead_by_the_tmaster(spark, tmp_path, h
         for pid in group:
             os.kill(pid, signal.SIGSTOP)
         stopped_at = time.monotonic()
-        status = faults.wait_for(
+        status = wait_until(
             lambda: (lambda s: 0 in s["dead_stmgrs"] and s)(handle.status_detail()),
-            timeout + 10, "the TMaster to find the stopped stmgr dead")
+            timeout + 10, message="the TMaster to find the stopped stmgr dead")
         found_after = time.monotonic() - stopped_at
         # At most one heartbeat interval (1 s) plus one check period (0.75 s) late.
         assert found_after < timeout + 2.0, found_after

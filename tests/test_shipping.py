@@ -21,7 +21,11 @@ import venv
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from cluster_support import HOST, PYSPARK_BIN, kill_tree
+
+pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parent.parent
 WORD_COUNT = REPO / "examples" / "word_count.py"

@@ -16,10 +16,14 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from heron_spark.scheduler.spark_scheduler import job_group
 
+pytestmark = pytest.mark.spark
+
 SCRIPT = textwrap.dedent(r"""
-    import json, sys, time, urllib.request
+    import json, sys, urllib.request
     from urllib.parse import urlparse
 
     repo, tests, out = sys.argv[1:4]
@@ -27,19 +31,12 @@ SCRIPT = textwrap.dedent(r"""
     import resilience_topologies as topo
     from examples.word_count import build, expected_counts
     from heron_spark import submit
-    from heron_spark.testing import COLLECT_DIR
+    from heron_spark.testing import COLLECT_DIR, wait_until
     from pyspark.sql import SparkSession
 
     def get(url):
         with urllib.request.urlopen(url, timeout=30) as resp:
             return resp.read().decode()
-
-    def wait_for(check, what, timeout=120):
-        deadline = time.monotonic() + timeout
-        while not (value := check()):
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.1)
-        return value
 
     handle = submit(build(200), master="local[4]", conf={COLLECT_DIR: out + "/wc"})
     assert handle.wait(240) == "FINISHED"
@@ -54,7 +51,7 @@ SCRIPT = textwrap.dedent(r"""
         return [line for line in text.splitlines()
                 if "HeronBridgePlugin_word_count_count_execute_count" in line
                 and not line.startswith("#")]
-    print("GAUGE", wait_for(gauge, "the execute-count gauge")[0])
+    print("GAUGE", wait_until(gauge, 120, interval=0.1, message="the execute-count gauge")[0])
     print("WORDS", words)
 
     # A resubmission is a new Spark job with its own description.
@@ -63,8 +60,9 @@ SCRIPT = textwrap.dedent(r"""
                      conf={"heron.stage.resubmit.backoff.secs": 0.2})
     assert forever.wait_running(120)
     forever._tmaster.recover_containers("asked by the test")
-    wait_for(lambda: forever.status_detail()["generation"] == 1
-             and len(forever.status_detail()["registered"]) == 2, "generation 1 to register")
+    wait_until(lambda: forever.status_detail()["generation"] == 1
+               and len(forever.status_detail()["registered"]) == 2, 120, interval=0.1,
+               message="generation 1 to register")
     app = json.loads(get(base + "/api/v1/applications"))[0]["id"]
     jobs = json.loads(get(f"{base}/api/v1/applications/{app}/jobs"))
     print("JOBS", json.dumps([{"group": j.get("jobGroup"), "description": j.get("description"),

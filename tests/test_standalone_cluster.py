@@ -28,6 +28,8 @@ from cluster_support import HOST, StandaloneCluster, ancestors, cmdline  # noqa:
 from examples.word_count import build, expected_counts, final_counts  # noqa: E402
 from heron_spark.testing import COLLECT_DIR, read_collected  # noqa: E402
 
+pytestmark = pytest.mark.cluster
+
 SENTENCES = 5000
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 WORKER_HOSTS = ["127.0.0.2", "127.0.0.3"]

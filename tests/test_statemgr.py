@@ -37,7 +37,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 LOCATION = {"host": "10.0.0.1", "port": 4000, "tracker_port": 4001, "pid": 123}
 
 
-@pytest.fixture(params=["localfs", "zk"])
+@pytest.fixture(params=["localfs", pytest.param("zk", marks=pytest.mark.cluster)])
 def store_url(request, tmp_path) -> str:
     """A fresh, empty store of each kind (the ZooKeeper server starts only for zk)."""
     if request.param == "localfs":
@@ -266,6 +266,7 @@ def test_localfs_claim_frees_when_the_holder_is_killed(tmp_path):
         assert manager.get_tmaster_location("wc")["host"] == LOCATION["host"]
 
 
+@pytest.mark.cluster
 def test_zk_claim_frees_when_the_holder_session_expires(zookeeper, tmp_path):  # noqa: F811
     url = zookeeper.url()
     with open_state_manager(url) as manager:
@@ -285,6 +286,7 @@ def test_zk_claim_frees_when_the_holder_session_expires(zookeeper, tmp_path):  #
         assert manager.get_tmaster_location("wc")["host"] == LOCATION["host"]
 
 
+@pytest.mark.cluster
 def test_zk_session_expiry_is_logged_and_drops_the_claim(zookeeper):  # noqa: F811
     url = zookeeper.url()
     expired = threading.Event()
@@ -341,6 +343,7 @@ def test_localfs_private_values_are_owner_only(tmp_path):
     assert stat.S_IMODE((tmp_path / "wc" / "secret").stat().st_mode) == 0o600
 
 
+@pytest.mark.cluster
 def test_zk_private_values_need_the_writer_credentials(zookeeper):  # noqa: F811
     root = zookeeper.url().rsplit("/", 1)[1]
     with open_state_manager(zookeeper.url(root, user="heron", password="pw")) as writer:
@@ -366,6 +369,7 @@ def test_zk_private_values_need_the_writer_credentials(zookeeper):  # noqa: F811
         client.close()
 
 
+@pytest.mark.cluster
 def test_zk_value_size_is_checked_before_sending(zookeeper):  # noqa: F811
     with open_state_manager(zookeeper.url()) as manager:
         with pytest.raises(TopologyValueError) as info:

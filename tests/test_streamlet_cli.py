@@ -8,7 +8,11 @@ from __future__ import annotations
 import re
 import subprocess
 
+import pytest
+
 from test_heronpy_compat import _cli, _env
+
+pytestmark = pytest.mark.spark
 
 STREAMLET_PROGRAM = '''
 import sys

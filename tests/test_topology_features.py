@@ -174,6 +174,7 @@ def test_exclamation_example_appends_six_marks(hconf, tmp_path):
     assert got == expected
 
 
+@pytest.mark.spark
 def test_top_k_example_finds_the_five_most_frequent_words(spark, hconf, tmp_path):
     sentences = 40
     run = _run(spark, top_k.build(sentences_per_task=sentences, k=5), hconf, tmp_path)
@@ -193,6 +194,7 @@ class CrashingTopology(Topology):
     sink = CollectingBolt.spec(par=2, inputs={src: Grouping.SHUFFLE})
 
 
+@pytest.mark.spark
 def test_spout_exception_fails_the_run_with_where_and_log(spark, hconf, tmp_path):
     with pytest.raises(TopologyRuntimeError) as info:
         run_local(CrashingTopology, conf=hconf, timeout=TIMEOUT, collect_dir=tmp_path / "c",

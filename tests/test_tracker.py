@@ -17,11 +17,13 @@ from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
 import pytest
-from fault_support import wait_for
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, submit
 from heron_spark.statemgr import open_state_manager
+from heron_spark.testing import wait_until
 from heron_spark.tracker.auth import CSRF_HEADER, SESSION_COOKIE, tracker_token
+
+pytestmark = pytest.mark.spark
 
 CLI = [sys.executable, "-m", "heron_spark.cli"]
 
@@ -220,7 +222,7 @@ def test_prometheus_metrics_cover_every_live_topology(running):
         text = tracker.get("/metrics").decode()
         return text if 'topology="alpha"' in text and 'topology="beta"' in text else None
 
-    text = wait_for(both, 120, "metrics of both topologies")
+    text = wait_until(both, 120, message="metrics of both topologies")
     sample = re.compile(r'^heron_\w+\{topology="(alpha|beta)",component="[^"]+",'
                         r'instance="[^"]+",metric="[^"]+"\} \S+$')
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
@@ -317,9 +319,9 @@ def test_live_metric_and_exception_views_have_heron_shapes(running):
     sinks = sorted(i for i in tracker.get("/topologies/physicalplan",
                                           topology="alpha")["bolts"]["sink"])
     metric = "__execute-count/numbers/default"
-    wait_for(lambda: len(tracker.get("/topologies/metrics", topology="alpha", component="sink",
-                                     metricname=metric)["metrics"][metric]) == 2, 60,
-             "both sink instances' execute counts")
+    wait_until(lambda: len(tracker.get("/topologies/metrics", topology="alpha", component="sink",
+                                       metricname=metric)["metrics"][metric]) == 2, 60,
+               message="both sink instances' execute counts")
     metrics = tracker.get("/topologies/metrics", topology="alpha", component="sink",
                           metricname=metric, interval=-1)
     assert (set(metrics), metrics["component"]) == ({"metrics", "interval", "component"}, "sink")
@@ -346,8 +348,8 @@ def test_live_metric_and_exception_views_have_heron_shapes(running):
                            {"topology": "alpha", "component": "nope"})[0] == 400
     assert alpha.status == "RUNNING"
 
-    wait_for(lambda: tracker.get("/topologies/exceptions", topology="beta", component="drain"),
-             60, "the drain bolt's exception")
+    wait_until(lambda: tracker.get("/topologies/exceptions", topology="beta", component="drain"),
+               60, message="the drain bolt's exception")
     (entry,) = tracker.get("/topologies/exceptions", topology="beta", component="drain")
     assert set(entry) == {"hostname", "lasttime", "firsttime", "count", "stacktrace",
                           "logging", "instance_id"}

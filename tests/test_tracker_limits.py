@@ -18,11 +18,11 @@ import threading
 import time
 
 import pytest
-from fault_support import wait_for
 
 from heron_spark.config import TRACKER_IDLE_TIMEOUT_SECS, TRACKER_MAX_CONNECTIONS
 from heron_spark.errors import ConfigError
 from heron_spark.statemgr import open_state_manager
+from heron_spark.testing import wait_until
 from heron_spark.tracker.auth import TOKEN_KEY, TRACKER_KEYSPACE
 from heron_spark.tracker.service import start_tracker
 
@@ -126,9 +126,9 @@ def test_idle_connections_are_bounded_and_closed_after_the_idle_timeout(statemgr
             assert server.refused == len(busy) >= 1
             assert len(served) >= MAX_CONNECTIONS  # the first ones in were idle until timed out
             assert all(closed_after[s] >= 0.9 * IDLE_SECS for s in served)
-            wait_for(lambda: server.open_connections == 0, SLACK_SECS, "every slot freed")
-            wait_for(lambda: threading.active_count() <= baseline + 1, SLACK_SECS,
-                     "the handler threads to end")
+            wait_until(lambda: server.open_connections == 0, SLACK_SECS, message="every slot freed")
+            wait_until(lambda: threading.active_count() <= baseline + 1, SLACK_SECS,
+                       message="the handler threads to end")
             assert _request(server, "GET", "/topologies", AUTH)[0] == 200  # serves again
         finally:
             for sock in opened:
@@ -176,10 +176,10 @@ def test_a_reset_connection_is_logged_at_debug_level_and_never_printed(tracker, 
         sock = _connect(tracker)
         sock.sendall(sent)
         if sent != request:  # (a whole one may be answered and closed already)
-            wait_for(lambda: tracker.open_connections == 1, 5, "the server to take it")
+            wait_until(lambda: tracker.open_connections == 1, 5, message="the server to take it")
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.close()  # linger 0: a TCP reset
-        wait_for(lambda: tracker.open_connections == 0, 5, "the server to drop the connection")
+        wait_until(lambda: tracker.open_connections == 0, 5, message="the server to drop the connection")
     assert capfd.readouterr().err == ""
     tracker_records = [r for r in caplog.records if r.name == "heron_spark.tracker.server"]
     assert all(r.levelno <= logging.DEBUG for r in tracker_records)
@@ -209,7 +209,7 @@ def test_unusable_limits_are_refused_with_their_config_key(statemgr_url):
 def test_shutdown_closes_the_port_and_open_connections(statemgr_url):
     with serving(statemgr_url) as server:
         idle = _connect(server)
-        wait_for(lambda: server.open_connections == 1, 5, "the server to take the connection")
+        wait_until(lambda: server.open_connections == 1, 5, message="the server to take the connection")
         address = server.server_address
         server.shutdown()
         server.shutdown()  # idempotent

@@ -26,11 +26,13 @@ from pathlib import Path
 
 import pytest
 import ui_topology as topo
-from fault_support import wait_for
 
 from heron_spark import submit
 from heron_spark.statemgr import open_state_manager
+from heron_spark.testing import wait_until
 from heron_spark.tracker.auth import tracker_token
+
+pytestmark = pytest.mark.browser
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
@@ -155,7 +157,7 @@ def _click(driver, css: str, timeout: float = 10) -> None:
             return True
         except (StaleElementReferenceException, NoSuchElementException):
             return False
-    wait_for(attempt, timeout, f"a click on {css}")
+    wait_until(attempt, timeout, message=f"a click on {css}")
 
 
 def _errors(driver) -> list[str]:
@@ -176,7 +178,7 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
         # The list: this topology, RUNNING; its ids are the API's query parameters.
         driver.get(link)
         row = f'tr[data-topology="{name}"]'
-        wait_for(lambda: _text(driver, f"{row} [data-state]"), 30, "the topology in the list")
+        wait_until(lambda: _text(driver, f"{row} [data-state]"), 30, message="the topology in the list")
         assert _text(driver, f"{row} [data-state]") == "RUNNING"
         states = tracker.get("/topologies/states")
         (cluster, environs), = states.items()
@@ -189,24 +191,24 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
         # Every component in the table and as a node of the logical plan graph.
         def shown(css: str) -> set[str]:
             return set(_attrs(driver, css, "data-component"))
-        wait_for(lambda: shown("#metrics-table tbody tr[data-component]") == COMPONENTS, 30,
-                 "a table row per component")
-        wait_for(lambda: shown("#logical g.node[data-component]") == COMPONENTS, 10,
-                 "a graph node per component")
+        wait_until(lambda: shown("#metrics-table tbody tr[data-component]") == COMPONENTS, 30,
+                   message="a table row per component")
+        wait_until(lambda: shown("#logical g.node[data-component]") == COMPONENTS, 10,
+                   message="a graph node per component")
         # sentences -> split -> count; the crasher feeds nothing
         assert len(_attrs(driver, "#logical g.edgePath", "class")) == 2
 
         # The crash, with its traceback, as /topologies/exceptions reports it.
         crash_css = '#exceptions details[data-component="crasher"]'
-        wait_for(lambda: _attrs(driver, crash_css, "data-instance"), 60,
-                 "the crasher's exception in the UI")
+        wait_until(lambda: _attrs(driver, crash_css, "data-instance"), 60,
+                   message="the crasher's exception in the UI")
         (reported,) = tracker.get("/topologies/exceptions", component="crasher")
         assert topo.CRASH_MESSAGE in reported["stacktrace"]
         assert "Traceback" in reported["stacktrace"]
         assert _attrs(driver, crash_css, "data-instance") == [reported["instance_id"]]
         _click(driver, f"{crash_css} summary")  # unfold the traceback (kept open on refresh)
-        shown_trace = wait_for(lambda: _text(driver, f"{crash_css}[open] pre"), 10,
-                               "the unfolded traceback")
+        shown_trace = wait_until(lambda: _text(driver, f"{crash_css}[open] pre"), 10,
+                                 message="the unfolded traceback")
         assert reported["stacktrace"].strip().splitlines()[-1] in shown_trace
         assert "Traceback" in shown_trace
 
@@ -218,9 +220,9 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
         plan = tracker.get("/topologies/physicalplan")
         instances = plan["instances"]
         assert len(instances) == 6 and all(inst["pid"] > 0 for inst in instances.values())
-        wait_for(lambda: instances_shown() == {i: str(inst["pid"]) for i, inst in
-                                               instances.items()}, 10,
-                 f"the physical plan's instances and pids {instances}")
+        wait_until(lambda: instances_shown() == {i: str(inst["pid"]) for i, inst in
+                                                 instances.items()}, 10,
+                   message=f"the physical plan's instances and pids {instances}")
 
         # Numbers: once every sentence is acked the counters stop, so table == API exactly.
         words = topo.total_words()
@@ -234,12 +236,12 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
             return {c: tracker.component_counts(c, _metric_names(c)) for c in COMPONENTS}
         def word_count(counts: dict) -> dict:
             return {c: v for c, v in counts.items() if c in expected}
-        wait_for(lambda: word_count(api_counts()) == expected, 90,
-                 f"the tracker's counters to reach {expected}")
+        wait_until(lambda: word_count(api_counts()) == expected, 90,
+                   message=f"the tracker's counters to reach {expected}")
         # Every component, the crasher's too (its zeros appear once its restart publishes);
         # the table refreshes every 5 s, so wait for it to catch up with the settled API.
-        wait_for(lambda: _table(driver) == api_counts(), 30,
-                 "the table to show the tracker's counters")
+        wait_until(lambda: _table(driver) == api_counts(), 30,
+                   message="the table to show the tracker's counters")
         assert word_count(_table(driver)) == expected
         (rate,) = _attrs(driver, '#metrics-table tr[data-component="split"] '
                                  'td[data-metric=execute-rate]', "data-value")
@@ -247,18 +249,18 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
 
         # Charts: /metrics/timeline's points handed to Graph2d, which draws them on a later
         # animation frame.
-        wait_for(lambda: int((_attrs(driver, "[data-chart=counts]", "data-points") or ["0"])[0]
-                             or 0) > 0, 90, "points in the counts chart")
-        wait_for(lambda: _attrs(driver, "[data-chart=counts] .vis-line-graph "
-                                        ".series-emit-count.vis-point", "class"), 10,
-                 "Graph2d to draw the counts chart's points")
+        wait_until(lambda: int((_attrs(driver, "[data-chart=counts]", "data-points") or ["0"])[0]
+                               or 0) > 0, 90, message="points in the counts chart")
+        wait_until(lambda: _attrs(driver, "[data-chart=counts] .vis-line-graph "
+                                          ".series-emit-count.vis-point", "class"), 10,
+                   message="Graph2d to draw the counts chart's points")
 
         # An instance's log, opened from the physical plan.
         count_task = next(i for i, inst in instances.items() if inst["name"] == "count")
         _click(driver, f'button[data-log="{count_task}"]')
         log_css = f'#log-text[data-instance="{count_task}"]'
-        wait_for(lambda: topo.READY_LINE in (_text(driver, log_css) or ""), 20,
-                 f"{count_task}'s log in the log view")
+        wait_until(lambda: topo.READY_LINE in (_text(driver, log_css) or ""), 20,
+                   message=f"{count_task}'s log in the log view")
         inst = instances[count_task]
         tail = tracker.get("/topologies/container/filedata", container=inst["container"],
                            path=inst["logfile_path"], offset=0, length=1 << 16)
@@ -271,10 +273,10 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
         # Management: Deactivate, then Activate, through the page's buttons (POST verbs).
         for verb, state in (("deactivate", "PAUSED"), ("activate", "RUNNING")):
             _click(driver, f"button[data-verb={verb}]:not([disabled])")
-            wait_for(lambda state=state: tracker.get("/topologies/executionstate")["status"]
-                     == state, 60, f"the tracker to report {state} after {verb}")
-            wait_for(lambda state=state: _text(driver, "#summary [data-state]") == state, 20,
-                     f"the page to show {state} after {verb}")
+            wait_until(lambda state=state: tracker.get("/topologies/executionstate")["status"]
+                       == state, 60, message=f"the tracker to report {state} after {verb}")
+            wait_until(lambda state=state: _text(driver, "#summary [data-state]") == state, 20,
+                       message=f"the page to show {state} after {verb}")
         assert _errors(driver) == []
     finally:
         driver.quit()

@@ -15,6 +15,8 @@ import venv
 
 import pytest
 
+pytestmark = pytest.mark.spark
+
 DRIVER = r"""
 import json, os, sys, time
 from pyspark.sql import SparkSession

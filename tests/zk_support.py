@@ -24,7 +24,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -32,6 +31,8 @@ import pyspark
 import pytest
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
+
+from heron_spark.testing import wait_until
 
 HOST = "127.0.0.1"
 JARS = Path(os.path.dirname(pyspark.__file__)) / "jars"
@@ -108,25 +109,28 @@ class ZooKeeperServer:
         return self
 
     def _wait_ready(self) -> None:
-        deadline = time.monotonic() + self.ready_timeout_secs
         last: BaseException | None = None
-        while time.monotonic() < deadline:
+
+        def ready() -> bool:
+            nonlocal last
             if self.proc is None or self.proc.poll() is not None:
                 raise RuntimeError(f"ZooKeeper exited with {self.proc and self.proc.returncode}; "
                                    f"see {self.log_path}:\n{self._log_tail()}")
             client = KazooClient(hosts=self.hosts, timeout=5.0)
             try:
-                client.start(timeout=min(2.0, max(0.1, deadline - time.monotonic())))
+                client.start(timeout=2.0)  # the wait between attempts
                 client.get_children("/")
-                return
+                return True
             except KazooTimeoutError as exc:  # not listening yet; start() already stopped it
                 last = exc
+                return False
             finally:
                 client.stop()
                 client.close()
-        raise TimeoutError(f"ZooKeeper on {self.hosts} not ready after "
-                           f"{self.ready_timeout_secs} s ({last!r}); see {self.log_path}:\n"
-                           f"{self._log_tail()}")
+
+        wait_until(ready, self.ready_timeout_secs, interval=0,
+                   message=lambda: f"ZooKeeper on {self.hosts} ({last!r}); see "
+                   f"{self.log_path}:\n{self._log_tail()}")
 
     def _log_tail(self, lines: int = 30) -> str:
         try:
