@@ -172,5 +172,6 @@ def _report_cprofile(folder: Path, top: int) -> list[str]:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m heron_spark._profiling DIR")
+        msg = "usage: python -m heron_spark._profiling DIR"
+        raise SystemExit(msg)
     print(report(Path(sys.argv[1])))

@@ -53,16 +53,18 @@ class BatchBolt(Bolt):
         if self.input_format == "pandas":
             self.process_frame(batch.to_pandas())
             return
-        raise NotImplementedError(f"{type(self).__name__} must implement process_batch()")
+        msg = f"{type(self).__name__} must implement process_batch()"
+        raise NotImplementedError(msg)
 
     def process_frame(self, frame) -> None:
         """Handle one input batch as a ``pandas.DataFrame`` (``input_format = "pandas"``)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement process_frame() "
-                                  f"(input_format is 'pandas')")
+        msg = f"{type(self).__name__} must implement process_frame() (input_format is 'pandas')"
+        raise NotImplementedError(msg)
 
     def process(self, tup) -> None:
         """Batch bolts get batches: ``process_batch`` replaces ``process``."""
-        raise NotImplementedError("a BatchBolt receives whole batches in process_batch()")
+        msg = "a BatchBolt receives whole batches in process_batch()"
+        raise NotImplementedError(msg)
 
     def emit_batch(self, data, stream: str = Stream.DEFAULT_STREAM_ID, parents=None) -> None:
         """Emit every row of ``data`` (a ``pyarrow.RecordBatch`` or ``Table``, a
@@ -86,7 +88,8 @@ class BatchSpout(Spout):
 
     def next_batch(self) -> None:
         """Emit zero or more batches with ``emit_batch``."""
-        raise NotImplementedError(f"{type(self).__name__} must implement next_batch()")
+        msg = f"{type(self).__name__} must implement next_batch()"
+        raise NotImplementedError(msg)
 
     def next_tuple(self) -> None:
         """Batch spouts emit batches: ``next_batch`` replaces ``next_tuple``."""

@@ -45,7 +45,8 @@ class Spout(BaseSpout):
 
     def next_tuple(self) -> None:
         """Emit zero or more tuples; called repeatedly while the topology is active."""
-        raise NotImplementedError(f"{type(self).__name__} must implement next_tuple()")
+        msg = f"{type(self).__name__} must implement next_tuple()"
+        raise NotImplementedError(msg)
 
     def ack(self, tup_id: Any) -> None:
         """Called when the tuple tree rooted at message id ``tup_id`` is fully processed."""

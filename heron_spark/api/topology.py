@@ -33,7 +33,8 @@ class TopologyType(type):
                 if spec.name is None:
                     spec.name = attr
                 if spec.name in specs:  # Heron refuses it too
-                    raise TopologyValueError("two components share this name",
+                    msg = "two components share this name"
+                    raise TopologyValueError(msg,
                                              component=spec.name, kind="duplicate_name",
                                              fix="give each spec a unique name")
                 specs[spec.name] = spec
@@ -42,8 +43,8 @@ class TopologyType(type):
         if isinstance(custom, dict):
             for key in custom:
                 if not isinstance(key, str):  # Heron refuses it too
-                    raise TopologyTypeError("topology config keys must be str", value=key,
-                                            fix="use str keys such as 'topology.debug'")
+                    msg = "topology config keys must be str"
+                    raise TopologyTypeError(msg, value=key, fix="use str keys such as 'topology.debug'")
             config.update(custom)
         if classname != "Topology":
             _check_class_keys(config, None)
@@ -98,8 +99,8 @@ class TopologyBuilder:
     def __init__(self, name: str) -> None:
         # Heron refuses these too (its builder asserts; its submitter needs a non-empty name).
         if not isinstance(name, str) or not name or name == "Topology":
-            raise TopologyValueError("a topology needs a name", value=name,
-                                     fix="pass a non-empty name other than 'Topology'")
+            msg = "a topology needs a name"
+            raise TopologyValueError(msg, value=name, fix="pass a non-empty name other than 'Topology'")
         self.topology_name = name
         self._specs: dict[str, HeronComponentSpec] = {}
         self._topology_config: dict = {}
@@ -109,16 +110,18 @@ class TopologyBuilder:
         """Add already built specs. Every refusal below is one heronpy's builder makes too."""
         for spec in specs:
             if not isinstance(spec, HeronComponentSpec):
-                raise TopologyTypeError("add_spec takes HeronComponentSpec objects", value=spec,
-                                        fix="pass what Spout.spec()/Bolt.spec() return")
+                msg = "add_spec takes HeronComponentSpec objects"
+                raise TopologyTypeError(msg, value=spec, fix="pass what Spout.spec()/Bolt.spec() return")
             if spec.name is None:
-                raise TopologyValueError("a spec added to a builder needs a name",
-                                         fix="pass name= to spec()")
+                msg = "a spec added to a builder needs a name"
+                raise TopologyValueError(msg, fix="pass name= to spec()")
             if spec.name == "config":
-                raise TopologyValueError("'config' is a reserved name", component=spec.name,
+                msg = "'config' is a reserved name"
+                raise TopologyValueError(msg, component=spec.name,
                                          kind="duplicate_name", fix="rename the component")
             if spec.name in self._specs:
-                raise TopologyValueError("two components share this name", component=spec.name,
+                msg = "two components share this name"
+                raise TopologyValueError(msg, component=spec.name,
                                          kind="duplicate_name",
                                          fix="give each component a unique name")
             self._specs[spec.name] = spec
@@ -142,8 +145,8 @@ class TopologyBuilder:
     def set_config(self, config: dict) -> None:
         """Set topology-wide configuration."""
         if not isinstance(config, dict):  # Heron refuses it too
-            raise TopologyTypeError("set_config takes a dict", value=config,
-                                    fix="pass {'key': value}")
+            msg = "set_config takes a dict"
+            raise TopologyTypeError(msg, value=config, fix="pass {'key': value}")
         self._topology_config = config
 
     def build(self) -> type:

@@ -176,7 +176,8 @@ def _size_and_slide(config: dict, size_key: str, slide_key: str | None,
 
 def _count(value: Any, key: str, component: str | None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise TopologyValueError(f"{key!r} must be a positive whole number of tuples",
+        msg = f"{key!r} must be a positive whole number of tuples"
+        raise TopologyValueError(msg,
                                  component=component, value=value, kind="config",
                                  fix=f"set {key!r} to an int > 0")
     return value
@@ -187,7 +188,8 @@ def window_settings(config: dict, duration_key: str, slide_key: str | None,
     """Return (duration, slide) in seconds from ``config``; raise ``TopologyValueError`` when
     they are missing, not positive, or the slide is longer than the duration."""
     if duration_key not in config:
-        raise TopologyValueError(f"a window bolt needs its window duration {duration_key!r}",
+        msg = f"a window bolt needs its window duration {duration_key!r}"
+        raise TopologyValueError(msg,
                                  component=component, kind="config",
                                  fix=f"pass config={{{duration_key!r}: seconds}} to add_bolt")
     return _size_and_slide(config, duration_key, slide_key, component, _seconds,
@@ -200,7 +202,8 @@ def _seconds(value: Any, key: str, component: str | None) -> float:
     except (TypeError, ValueError):
         seconds = -1.0
     if isinstance(value, bool) or not seconds > 0:
-        raise TopologyValueError(f"{key!r} must be a positive number of seconds",
+        msg = f"{key!r} must be a positive number of seconds"
+        raise TopologyValueError(msg,
                                  component=component, value=value, kind="config",
                                  fix=f"set {key!r} to seconds > 0")
     return seconds
@@ -216,9 +219,12 @@ def _check_timeout(config: dict, held_secs: float, component: str | None) -> Non
         return
     timeout = float(config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or _DEFAULT_TIMEOUT_SECS)
     if held_secs >= timeout:
-        raise TopologyValueError(
+        msg = (
             f"the window holds tuples up to {held_secs:g} s (duration + slide), not less than "
-            f"{keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS} ({timeout:g} s): they would time out",
+            f"{keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS} ({timeout:g} s): they would time out"
+        )
+        raise TopologyValueError(
+            msg,
             component=component, value=held_secs, kind="config",
             fix=f"raise {keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS} above {held_secs:g} or shorten "
                 "the window")
@@ -239,7 +245,8 @@ class _WindowBolt(Bolt):
         """Return (count windows?, size, slide) from ``config``, None when it sets neither a
         count nor a duration; raise ``TopologyValueError`` for unusable settings."""
         if cls.WINDOW_COUNT in config and cls.WINDOW_DURATION_SECS in config:
-            raise TopologyValueError("a window bolt takes a duration or a count, not both",
+            msg = "a window bolt takes a duration or a count, not both"
+            raise TopologyValueError(msg,
                                      component=component, kind="config",
                                      fix=f"set {cls.WINDOW_DURATION_SECS!r} (time windows) or "
                                          f"{cls.WINDOW_COUNT!r} (count windows)")
@@ -255,7 +262,8 @@ class _WindowBolt(Bolt):
     def spec(cls, name=None, par=1, inputs=None, config=None, optional_outputs=None):
         """Return this bolt's spec; checks ``processWindow`` and any window settings given."""
         if getattr(cls, "processWindow", None) is _WindowBolt.processWindow:
-            raise TopologyValueError(f"{cls.__name__} does not implement processWindow()",
+            msg = f"{cls.__name__} does not implement processWindow()"
+            raise TopologyValueError(msg,
                                      component=name, kind="class",
                                      fix="define processWindow(self, window_info, tuples)")
         if isinstance(config, dict):
@@ -266,7 +274,8 @@ class _WindowBolt(Bolt):
     def processWindow(self, window_info: WindowContext, tuples: list) -> None:  # noqa: N802
         """Handle one window: ``window_info`` its bounds, ``tuples`` its tuples in arrival
         order. Called on the task's thread every slide interval (sliding) or duration."""
-        raise NotImplementedError(f"{type(self).__name__} must implement processWindow()")
+        msg = f"{type(self).__name__} must implement processWindow()"
+        raise NotImplementedError(msg)
 
     def initialize(self, config: dict, context) -> None:
         """Read the window settings and set the tick frequency; subclasses call this first."""
@@ -309,9 +318,9 @@ class _WindowBolt(Bolt):
     def _state(self) -> TimeWindows:
         windows = self._windows
         if windows is None:
+            msg = f"{type(self).__name__}.initialize did not call the window bolt's initialize"
             raise TopologyValueError(
-                f"{type(self).__name__}.initialize did not call the window bolt's initialize",
-                kind="class", fix="call super().initialize(config, context) in initialize")
+                msg, kind="class", fix="call super().initialize(config, context) in initialize")
         return windows
 
 

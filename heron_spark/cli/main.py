@@ -21,7 +21,8 @@ def _conf_pairs(pairs: list[str]) -> dict[str, str]:
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--conf takes key=value, got {pair!r}")
+            msg = f"--conf takes key=value, got {pair!r}"
+            raise SystemExit(msg)
         conf[key.strip()] = value.strip()
     return conf
 
@@ -42,7 +43,8 @@ def cmd_submit(args) -> int:
     heronpy_alias.install()
     path = Path(args.file).resolve()
     if not path.is_file():
-        raise SystemExit(f"no such topology file: {path}")
+        msg = f"no such topology file: {path}"
+        raise SystemExit(msg)
     options = {"conf": _conf_pairs(args.conf), "name": args.name, "master": args.master,
                "deactivated": args.deploy_deactivated}
     submit_module._CLI_CONTEXT = {"options": options, "handles": []}
@@ -67,9 +69,12 @@ def cmd_submit(args) -> int:
                 named = [c for c in classes if c.__name__ == args.name]
                 classes = named or classes
             if len(classes) != 1:
-                raise SystemExit(f"{path.name} must build a topology (TopologyBuilder."
-                                 f"build_and_submit) or define exactly one Topology subclass; "
-                                 f"found {[c.__name__ for c in classes]}")
+                msg = (
+                    f"{path.name} must build a topology (TopologyBuilder."
+                    f"build_and_submit) or define exactly one Topology subclass; "
+                    f"found {[c.__name__ for c in classes]}"
+                )
+                raise SystemExit(msg)
             submit_module.submit(classes[0])  # the CLI options apply; the handle is recorded
         for handle in handles:
             if handle.tracker_url is not None:
@@ -117,7 +122,8 @@ def _parallelism_pairs(pairs: list[str]) -> dict[str, int]:
     for pair in pairs:
         component, sep, count = pair.rpartition(":")
         if not sep or not component or not count.strip().lstrip("-").isdigit():
-            raise SystemExit(f"--component-parallelism takes COMPONENT:N, got {pair!r}")
+            msg = f"--component-parallelism takes COMPONENT:N, got {pair!r}"
+            raise SystemExit(msg)
         parallelism[component] = int(count)
     return parallelism
 
@@ -127,7 +133,8 @@ def cmd_update(args) -> int:
 
     parallelism = _parallelism_pairs(args.component_parallelism)
     if not parallelism:
-        raise SystemExit("update needs at least one --component-parallelism COMPONENT:N")
+        msg = "update needs at least one --component-parallelism COMPONENT:N"
+        raise SystemExit(msg)
     detail = update_topology(_statemgr(_conf_pairs(args.conf)), args.name, parallelism)
     print(f"{args.name}: {detail}")
     return 0
@@ -200,11 +207,15 @@ def cmd_ui(args) -> int:
 
     with _statemgr(_conf_pairs(args.conf)) as statemgr:
         if args.name and statemgr.get_topology(args.name) is None:
-            raise SystemExit(f"no topology {args.name!r} in {statemgr.location}")
+            msg = f"no topology {args.name!r} in {statemgr.location}"
+            raise SystemExit(msg)
         urls = tracker_urls(statemgr, args.name)
         if not urls:
-            raise SystemExit(f"no tracker answers for {statemgr.location}: submit a topology "
-                             f"(its driver runs one) or run `heron-spark tracker`")
+            msg = (
+                f"no tracker answers for {statemgr.location}: submit a topology "
+                f"(its driver runs one) or run `heron-spark tracker`"
+            )
+            raise SystemExit(msg)
         token = tracker_token(statemgr)
     print(login_link(urls[0], token))
     if args.token:

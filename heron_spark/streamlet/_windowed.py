@@ -41,7 +41,8 @@ def key_value(element: Any, operation: str, component: str | None) -> tuple[Any,
     """Return ``element`` as (key, value); raise ``TopologyTypeError`` when it is no pair."""
     if isinstance(element, (tuple, list)) and len(element) == 2:
         return element[0], element[1]
-    raise TopologyTypeError(f"{operation} takes (key, value) pairs", component=component,
+    msg = f"{operation} takes (key, value) pairs"
+    raise TopologyTypeError(msg, component=component,
                             value=element, fix="map the elements to (key, value) tuples first")
 
 

@@ -18,12 +18,14 @@ class Generator:
     @abstractmethod
     def setup(self, context) -> None:
         """Prepare the task (``context``: a ``Context``)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement setup()")
+        msg = f"{type(self).__name__} does not implement setup()"
+        raise NotImplementedError(msg)
 
     @abstractmethod
     def get(self) -> Any:
         """Return the next element, or None when there is none now."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement get()")
+        msg = f"{type(self).__name__} does not implement get()"
+        raise NotImplementedError(msg)
 
 
 class IterableGenerator(Generator):

@@ -30,8 +30,8 @@ class Streamlet:
     def set_name(self, name: str) -> "Streamlet":
         """Name this streamlet's component (default ``<operation>-<n>``)."""
         if not isinstance(name, str) or not name:
-            raise TopologyTypeError("a streamlet name must be a non-empty str", value=name,
-                                    fix="pass a name such as 'split-words'")
+            msg = "a streamlet name must be a non-empty str"
+            raise TopologyTypeError(msg, value=name, fix="pass a name such as 'split-words'")
         self._name = name
         return self
 
@@ -43,9 +43,8 @@ class Streamlet:
         """Run this streamlet's operation on ``num_partitions`` tasks."""
         if not isinstance(num_partitions, int) or isinstance(num_partitions, bool) or \
                 num_partitions < 1:
-            raise TopologyValueError("the number of partitions must be an integer >= 1",
-                                     component=self._name, value=num_partitions,
-                                     fix="pass 1 or more")
+            msg = "the number of partitions must be an integer >= 1"
+            raise TopologyValueError(msg, component=self._name, value=num_partitions, fix="pass 1 or more")
         self._num_partitions = num_partitions
         return self
 
@@ -83,8 +82,8 @@ class Streamlet:
     def clone(self, num_clones: int) -> list["Streamlet"]:
         """Return ``num_clones`` streamlets, each with every element of this one."""
         if not isinstance(num_clones, int) or num_clones < 1:
-            raise TopologyValueError("clone() needs a number of clones >= 1", value=num_clones,
-                                     component=self._name, fix="pass 1 or more")
+            msg = "clone() needs a number of clones >= 1"
+            raise TopologyValueError(msg, value=num_clones, component=self._name, fix="pass 1 or more")
         return [self.repartition(self.get_num_partitions()) for _ in range(num_clones)]
 
     def union(self, other_streamlet: "Streamlet") -> "Streamlet":
@@ -178,7 +177,8 @@ class Streamlet:
 
     def _add_to(self, builder) -> None:
         """Add this streamlet's component to ``builder`` (a ``TopologyBuilder``)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot be built")
+        msg = f"{type(self).__name__} cannot be built"
+        raise NotImplementedError(msg)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self._name!r}, partitions={self._num_partitions})"

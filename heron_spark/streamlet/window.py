@@ -49,8 +49,8 @@ class KeyedWindow:
 
     def __init__(self, key: Any, window: Window) -> None:
         if not isinstance(window, Window):
-            raise TopologyTypeError("the window of a KeyedWindow must be a Window",
-                                    value=window, fix="pass Window(start, end)")
+            msg = "the window of a KeyedWindow must be a Window"
+            raise TopologyTypeError(msg, value=window, fix="pass Window(start, end)")
         self._key = key
         self._window = window
 
