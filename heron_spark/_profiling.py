@@ -62,7 +62,8 @@ def start_if_asked(name: str) -> bool:
 
 def _sample(path: Path, interval: float) -> None:
     """Each interval, charge every thread's CPU time since the last sample to its current
-    stack: stacks of threads that only wait get (almost) nothing."""
+    stack: stacks of threads that only wait get (almost) nothing.
+    """
     me = threading.get_ident()
     weights: collections.Counter = collections.Counter()
     labels: dict = {}  # code object -> "name (file:line)"

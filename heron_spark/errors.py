@@ -89,7 +89,8 @@ class TopologyRuntimeError(HeronSparkError, RuntimeError):
     @classmethod
     def from_instance_failure(cls, failed, log_path: str | None = None) -> "TopologyRuntimeError":
         """Build the error from a task's failure report (``InstanceFailed``: its traceback in
-        ``error``, plus ``component``, ``task_id`` and, unless given, ``log_path``)."""
+        ``error``, plus ``component``, ``task_id`` and, unless given, ``log_path``).
+        """
         lines = failed.error.strip().splitlines()
         return cls(lines[-1] if lines else "instance failed", component=failed.component,
                    task_id=failed.task_id,
@@ -126,7 +127,8 @@ class WrongPlaceError(HeronSparkError, RuntimeError):
 
 class WorkerEnvironmentError(HeronSparkError, RuntimeError):
     """Spark's executors run a Python that cannot run the topology (heron_spark, a dependency
-    or one of the user's modules does not import there). Found before anything is launched."""
+    or one of the user's modules does not import there). Found before anything is launched.
+    """
 
     def __init__(self, problem: str, *, python: str, host: str | None,
                  missing: str | None) -> None:
@@ -152,7 +154,8 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
 
 class DuplicateMetricError(HeronSparkError, RuntimeError):
     """A task registered a second metric under a name it already uses (Heron refuses it too:
-    the published values of the two would be indistinguishable)."""
+    the published values of the two would be indistinguishable).
+    """
 
     def __init__(self, name: str, *, component: str, task_id: int) -> None:
         self.name = name
@@ -185,7 +188,8 @@ class TrackerRequestError(HeronSparkError, ValueError):
 
 class MetricsQueryError(HeronSparkError, ValueError):
     """A metrics view or query (the tracker's ``/topologies/metrics*`` and exceptions views)
-    names something malformed or unknown: a bad token, component, instance or time range."""
+    names something malformed or unknown: a bad token, component, instance or time range.
+    """
 
     def __init__(self, problem: str, *, query: str = "", token: str = "", position: int = 0,
                  fix: str = "") -> None:

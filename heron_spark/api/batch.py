@@ -97,5 +97,6 @@ class BatchSpout(Spout):
 
     def emit_batch(self, data, stream: str = Stream.DEFAULT_STREAM_ID, tup_id: Any = None) -> None:
         """Emit every row of ``data`` (as ``BatchBolt.emit_batch``) on ``stream``; with a
-        ``tup_id`` (at-least-once) the batch is one tuple tree, acked or failed as a whole."""
+        ``tup_id`` (at-least-once) the batch is one tuple tree, acked or failed as a whole.
+        """
         self.delegate.emit_batch(data, stream, None, tup_id)

@@ -51,7 +51,8 @@ class TopologyContext(ABC):
     @abstractmethod
     def register_metric(self, name: str, metric, time_bucket_in_sec: int) -> None:
         """Publish ``metric`` (an ``IMetric``) every ``time_bucket_in_sec`` seconds under
-        ``name`` (a dict value as ``<name>/<key>``); a name may be registered once per task."""
+        ``name`` (a dict value as ``<name>/<key>``); a name may be registered once per task.
+        """
 
     @abstractmethod
     def get_sources(self, component_id: str) -> dict[StreamId, int] | None:
@@ -82,4 +83,5 @@ class TopologyContext(ABC):
     @abstractmethod
     def add_task_hook(self, task_hook) -> None:
         """Register ``task_hook`` (an ``ITaskHook``): it is told of this task's emits, acks,
-        fails and executes from now on (see ``heron_spark.api.task_hook``)."""
+        fails and executes from now on (see ``heron_spark.api.task_hook``).
+        """

@@ -41,7 +41,8 @@ class IHeronSerializer(ABC):
 
 class PythonSerializer(IHeronSerializer):
     """The default: ``pickle`` at its highest protocol (classes travel by reference, so the
-    receiving instance must be able to import them)."""
+    receiving instance must be able to import them).
+    """
 
     def initialize(self, config: dict | None = None) -> None:
         """Nothing to prepare."""
@@ -59,7 +60,8 @@ default_serializer = PythonSerializer()
 def serializer_class(config: dict, component: str | None = None) -> type | None:
     """Return the class ``topology.serializer.classname`` names in ``config``, or None for
     the default (unset, or ``PythonSerializer``). Raise ``ConfigError`` when it names no class
-    with ``serialize`` and ``deserialize``."""
+    with ``serialize`` and ``deserialize``.
+    """
     key = api_constants.TOPOLOGY_SERIALIZER_CLASSNAME
     value = config.get(key)
     if value is None or value == "":
@@ -75,7 +77,8 @@ def serializer_class(config: dict, component: str | None = None) -> type | None:
 
 def load_serializer(config: dict, component: str | None = None) -> IHeronSerializer | None:
     """Return the task's serializer, instantiated and initialized with ``config``; None means
-    the default (pickle), which the wire applies without a serializer object."""
+    the default (pickle), which the wire applies without a serializer object.
+    """
     cls = serializer_class(config, component)
     if cls is None:
         return None

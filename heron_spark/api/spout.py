@@ -10,7 +10,8 @@ from heron_spark.api.stream import Stream
 
 class BaseSpout(BaseComponent):
     """What every spout can do to the runtime: emit, declare itself exhausted (heronpy's
-    ``BaseSpout``)."""
+    ``BaseSpout``).
+    """
 
     _is_spout = True
 

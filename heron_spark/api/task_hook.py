@@ -86,7 +86,8 @@ BoltFailInfo = namedtuple("BoltFailInfo", "heron_tuple, failing_task_id, fail_la
 
 def auto_hook_classes(config: dict, component: str | None = None) -> list[type]:
     """Return the classes ``topology.auto.task.hooks`` names in ``config`` (a list of classes
-    or dotted paths, or one of them); raise ``ConfigError`` for one that is no ``ITaskHook``."""
+    or dotted paths, or one of them); raise ``ConfigError`` for one that is no ``ITaskHook``.
+    """
     key = api_constants.TOPOLOGY_AUTO_TASK_HOOKS
     value = config.get(key)
     if value is None or value == "":

@@ -59,7 +59,8 @@ class TopologyType(type):
 
 def _check_class_keys(config: dict, component: str | None) -> None:
     """Load the classes the config names (serializer, auto task hooks) now, on the driver:
-    a bad name is a ``ConfigError`` before anything is launched."""
+    a bad name is a ``ConfigError`` before anything is launched.
+    """
     from heron_spark.api.serializer import serializer_class
     from heron_spark.api.task_hook import auto_hook_classes
 

@@ -61,7 +61,8 @@ def _time_of(tup) -> float:
 
 class TimeWindows:
     """The windowing of one task, without a bolt: tuples in with their arrival time, windows
-    out. Times are seconds (any clock, as long as it is one clock). Not thread-safe."""
+    out. Times are seconds (any clock, as long as it is one clock). Not thread-safe.
+    """
 
     def __init__(self, duration: float, slide: float, start: float) -> None:
         self.duration = duration
@@ -75,7 +76,8 @@ class TimeWindows:
 
     def expire(self, now: float) -> list:
         """Drop and return the tuples that arrived before ``now - duration`` and after them
-        a window ended (a tuple is dropped only once a window held it)."""
+        a window ended (a tuple is dropped only once a window held it).
+        """
         out = []
         horizon = min(now - self.duration, self.last_end)
         tuples = self.tuples
@@ -87,7 +89,8 @@ class TimeWindows:
         """Return the sliding window ending at ``now``, its tuples, and the tuples that left
         the window since the last call (to ack). The window is ``[now - duration, now]``, or
         starts at the previous window's end when that is earlier (a tick later than
-        ``duration - slide``), so no tuple falls between two windows."""
+        ``duration - slide``), so no tuple falls between two windows.
+        """
         start = min(now - self.duration, self.last_end)
         expired = self.expire(now)
         self.last_end = now
@@ -103,7 +106,8 @@ class TimeWindows:
 
     def drain_sliding(self) -> Iterator[tuple[WindowContext, list, list]]:
         """Yield the sliding windows at the next tick times (``last end + k * slide``) until
-        every tuple has left; the last one yielded has no tuples, only expired ones."""
+        every tuple has left; the last one yielded has no tuples, only expired ones.
+        """
         while self.tuples:
             window, tuples, expired = self.slide_to(self.last_end + self.slide)
             yield window, tuples, expired
@@ -111,7 +115,8 @@ class TimeWindows:
 
 class CountWindows:
     """Count windowing of one task, without a bolt: every ``slide`` tuples added, a window of
-    the last ``size`` (``slide == size``: tumbling). Not thread-safe."""
+    the last ``size`` (``slide == size``: tumbling). Not thread-safe.
+    """
 
     def __init__(self, size: int, slide: int) -> None:
         self.size = size
@@ -121,7 +126,8 @@ class CountWindows:
 
     def add(self, tup: Any, now: float) -> tuple[WindowContext, list, list] | None:
         """Keep ``tup``; when it completes a window, return the window, its tuples and the
-        tuples no later window will hold (to ack once the window was processed)."""
+        tuples no later window will hold (to ack once the window was processed).
+        """
         self.tuples.append((tup, now))
         self.pending += 1
         if self.pending < self.slide:
@@ -130,7 +136,8 @@ class CountWindows:
 
     def flush(self) -> tuple[WindowContext, list, list] | None:
         """End of input: the last window, if tuples arrived since the previous one; every
-        tuple left is released with it."""
+        tuple left is released with it.
+        """
         if not self.pending:
             released = [t for t, _ in self.tuples]
             self.tuples.clear()
@@ -154,7 +161,8 @@ class CountWindows:
 def count_settings(config: dict, count_key: str, slide_key: str | None,
                    component: str | None) -> tuple[int, int]:
     """Return (size, slide) in tuples; raise ``TopologyValueError`` when they are not
-    positive integers or the slide is larger than the size."""
+    positive integers or the slide is larger than the size.
+    """
     return _size_and_slide(config, count_key, slide_key, component, _count,
                            "the slide count is larger than the window count")
 
@@ -162,7 +170,8 @@ def count_settings(config: dict, count_key: str, slide_key: str | None,
 def _size_and_slide(config: dict, size_key: str, slide_key: str | None,
                     component: str | None, parse, too_large: str) -> tuple:
     """Return (size, slide) read with ``parse``; the slide defaults to the size and may not
-    exceed it (``too_large`` says so)."""
+    exceed it (``too_large`` says so).
+    """
     size = parse(config[size_key], size_key, component)
     slide = size
     if slide_key is not None and config.get(slide_key) is not None:
@@ -186,7 +195,8 @@ def _count(value: Any, key: str, component: str | None) -> int:
 def window_settings(config: dict, duration_key: str, slide_key: str | None,
                     component: str | None) -> tuple[float, float]:
     """Return (duration, slide) in seconds from ``config``; raise ``TopologyValueError`` when
-    they are missing, not positive, or the slide is longer than the duration."""
+    they are missing, not positive, or the slide is longer than the duration.
+    """
     if duration_key not in config:
         msg = f"a window bolt needs its window duration {duration_key!r}"
         raise TopologyValueError(msg,
@@ -243,7 +253,8 @@ class _WindowBolt(Bolt):
     @classmethod
     def _settings(cls, config: dict, component: str | None) -> tuple | None:
         """Return (count windows?, size, slide) from ``config``, None when it sets neither a
-        count nor a duration; raise ``TopologyValueError`` for unusable settings."""
+        count nor a duration; raise ``TopologyValueError`` for unusable settings.
+        """
         if cls.WINDOW_COUNT in config and cls.WINDOW_DURATION_SECS in config:
             msg = "a window bolt takes a duration or a count, not both"
             raise TopologyValueError(msg,
@@ -273,7 +284,8 @@ class _WindowBolt(Bolt):
 
     def processWindow(self, window_info: WindowContext, tuples: list) -> None:  # noqa: N802
         """Handle one window: ``window_info`` its bounds, ``tuples`` its tuples in arrival
-        order. Called on the task's thread every slide interval (sliding) or duration."""
+        order. Called on the task's thread every slide interval (sliding) or duration.
+        """
         msg = f"{type(self).__name__} must implement processWindow()"
         raise NotImplementedError(msg)
 
@@ -299,7 +311,8 @@ class _WindowBolt(Bolt):
 
     def _count_add(self, tup) -> None:
         """Count windows: keep ``tup``; fire the window it completes, then ack the tuples no
-        later window holds."""
+        later window holds.
+        """
         fired = self._counts.add(tup, _time_of(tup))
         if fired is not None:
             self._process_then_ack(*fired)
@@ -326,7 +339,8 @@ class _WindowBolt(Bolt):
 
 class SlidingWindowBolt(_WindowBolt):
     """Calls ``processWindow`` every slide interval with the tuples of the last window
-    duration (see the module docstring for boundaries and acking)."""
+    duration (see the module docstring for boundaries and acking).
+    """
 
     WINDOW_DURATION_SECS = "slidingwindowbolt_duration_secs"
     WINDOW_SLIDEINTERVAL_SECS = "slidingwindowbolt_slideinterval_secs"
@@ -367,7 +381,8 @@ class SlidingWindowBolt(_WindowBolt):
 
 class TumblingWindowBolt(_WindowBolt):
     """Calls ``processWindow`` every window duration with the tuples that arrived since the
-    previous call, then acks them (see the module docstring)."""
+    previous call, then acks them (see the module docstring).
+    """
 
     WINDOW_DURATION_SECS = "tumblingwindowbolt_duration_secs"
     WINDOW_COUNT = "tumblingwindowbolt_count"

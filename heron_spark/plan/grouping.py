@@ -44,7 +44,8 @@ def _key_bytes(key) -> bytes:
 class KeySlots:
     """The task slot (index into a target's tasks) of each key of a one-field fields grouping,
     remembered: the same answer as hashing (``tuple_batch.key_hash``), without the hashing
-    for keys seen before. One thread only."""
+    for keys seen before. One thread only.
+    """
 
     def __init__(self, task_count: int) -> None:
         self._count = np.uint64(task_count)
@@ -121,7 +122,8 @@ class Target:
                          keys: list | None = None) -> tuple[pa.RecordBatch, dict]:
         """Fields grouping of a whole batch: reorder it by destination (one ``take``, stable
         so each task's rows keep their order) and give each task a zero-copy slice. ``keys``:
-        the Python values of the key column when it is a string column (``KeySlots``)."""
+        the Python values of the key column when it is a string column (``KeySlots``).
+        """
         if keys is None and self.key_slots is not None and batch.num_rows <= SMALL_BATCH_ROWS:
             column = batch.column(self.key_indices[0])
             if pa.types.is_string(column.type) and column.null_count == 0:
@@ -147,7 +149,8 @@ class Target:
     def _shuffle(self, count: int, selected: np.ndarray | None) -> dict:
         """Shuffle: a small batch goes whole to the task that got the fewest rows so far (one
         frame instead of k small ones); a big one is sliced evenly, the tasks short of a row
-        last time first."""
+        last time first.
+        """
         k = len(self.task_list)
         if count < SHUFFLE_SLICE_ROWS * k:
             order = (np.arange(k) + self.offset) % k  # ties go round, from a random start
@@ -258,7 +261,8 @@ def take(batch: pa.RecordBatch, rows) -> pa.RecordBatch:
 
 def stream_routing(plan: PlanView, component: str, context=None) -> dict[str, StreamRouting]:
     """Return the routing of every output stream of ``component`` (custom groupings are
-    unpickled and prepared with ``context``, as Heron does in the emitting task)."""
+    unpickled and prepared with ``context``, as Heron does in the emitting task).
+    """
     out = {}
     decl = plan.logical.components[component]
     for name, stream in decl.outputs.items():

@@ -40,7 +40,8 @@ def is_reliable(config: dict) -> bool:
 class SourceSpout(Spout):
     """A streamlet source: emits what ``_produce`` returns (None: nothing now;
     ``StopIteration``: the source ended). At-least-once: keeps each element until acked and
-    emits failed ones again before anything new."""
+    emits failed ones again before anything new.
+    """
 
     outputs = OUTPUTS
 
@@ -145,7 +146,8 @@ class FilterBolt(_ElementBolt):
 
 class PassBolt(_ElementBolt):
     """``union``, ``repartition`` and ``clone``: emits every element (the grouping into it
-    does the work)."""
+    does the work).
+    """
 
     def _on(self, element: Any) -> None:
         self.emit([element], stream=OUTPUT)
@@ -171,7 +173,8 @@ class ConsumeBolt(_ElementBolt):
 
 class TransformBolt(Bolt):
     """``transform``: this task's copy of the ``TransformOperator``; ``transform(tup)`` per
-    input tuple, emitting through its context (anchored to that input)."""
+    input tuple, emitting through its context (anchored to that input).
+    """
 
     outputs = OUTPUTS
     auto_ack = True

@@ -1,5 +1,6 @@
 """One ``Streamlet`` subclass per operation: its parents, checks, default partitions (as in
-heronpy) and the spout or bolt, inputs and config it compiles to."""
+heronpy) and the spout or bolt, inputs and config it compiles to.
+"""
 
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ OUTER_LEFT, INNER, OUTER_RIGHT, OUTER = 1, 2, 3, 4  # heronpy's JoinBolt constan
 
 def stable_hash(key: Any) -> int:
     """Return a hash of ``key`` that is the same in every process (unlike ``hash`` of str):
-    ints hash to themselves, str and bytes by CRC-32, anything else by CRC-32 of its repr."""
+    ints hash to themselves, str and bytes by CRC-32, anything else by CRC-32 of its repr.
+    """
     if isinstance(key, int):
         return key & 0x7FFFFFFFFFFFFFFF
     if isinstance(key, str):
@@ -63,7 +64,8 @@ class KeyGrouping(ICustomGrouping):
 
 class RepartitionGrouping(ICustomGrouping):
     """``repartition(n, function)``: ``function(element, n)`` returns the partition, or a
-    list of partitions, each element goes to (taken modulo n)."""
+    list of partitions, each element goes to (taken modulo n).
+    """
 
     def __init__(self, function) -> None:
         self.function = function
@@ -117,7 +119,8 @@ class _ReduceByKeyAndWindow:
 class _Join:
     """The joins: per key and window, ``(KeyedWindow, join_function(left, right))`` for every
     pair of a left and a right value; outer joins add ``join_function(left, None)`` /
-    ``join_function(None, right)`` for keys that only one side has in the window."""
+    ``join_function(None, right)`` for keys that only one side has in the window.
+    """
 
     def initialize(self, config: dict, context) -> None:
         super().initialize(config, context)

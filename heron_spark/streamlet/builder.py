@@ -22,7 +22,8 @@ class Builder:
     def new_source(self, source: Any) -> Streamlet:
         """Return a streamlet of ``source``'s elements: a ``Generator``, or a function called
         repeatedly (None results are skipped). heron_spark: a list (or any iterable that is
-        neither) is a bounded source of its elements."""
+        neither) is a bounded source of its elements.
+        """
         if not isinstance(source, Generator) and not callable(source):
             if isinstance(source, (str, bytes)) or not hasattr(source, "__iter__"):
                 msg = "a source must be a Generator or a function"
@@ -60,7 +61,8 @@ class Builder:
 
     def topology(self, name: str, config: Config | dict | None = None) -> type:
         """heron_spark: return the computation as a ``Topology`` class named ``name`` (for
-        ``heron_spark.submit`` or ``heron_spark.testing.run_local``)."""
+        ``heron_spark.submit`` or ``heron_spark.testing.run_local``).
+        """
         bldr = self.build(TopologyBuilder(name))
         if isinstance(config, Config):
             config = config.as_dict()

@@ -30,7 +30,8 @@ class Generator:
 
 class IterableGenerator(Generator):
     """heron_spark: the elements of a list, once (``Builder.new_source(iterable)``); partition
-    i of n emits elements i, i + n, i + 2n, ..."""
+    i of n emits elements i, i + n, i + 2n, ...
+    """
 
     def __init__(self, items) -> None:
         self._items = list(items)

@@ -14,7 +14,8 @@ class Runner:
     def run(self, name: str, config: Config, builder: Builder):
         """Submit ``builder``'s computation as topology ``name`` through ``heron_spark.submit``
         (under ``heron-spark submit`` the CLI's flags apply and it waits; from plain Python
-        this waits until the topology ends). Returns the topology's handle."""
+        this waits until the topology ends). Returns the topology's handle.
+        """
         if not isinstance(name, str) or not name:
             msg = "Runner.run needs the topology's name (str)"
             raise TopologyTypeError(msg, value=name, fix="pass a name, e.g. sys.argv[1]")

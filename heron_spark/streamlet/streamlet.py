@@ -74,7 +74,8 @@ class Streamlet:
     def repartition(self, num_partitions: int, repartition_function=None) -> "Streamlet":
         """Return this streamlet on ``num_partitions`` tasks. ``repartition_function(element,
         num_partitions)`` picks each element's partition (or a list of them); without it
-        elements are shuffled."""
+        elements are shuffled.
+        """
         from heron_spark.streamlet._operators import Repartition
 
         return self._adopt(Repartition(self, num_partitions, repartition_function))
@@ -96,7 +97,8 @@ class Streamlet:
 
     def transform(self, transform_operator) -> "Streamlet":
         """Return the streamlet a ``TransformOperator`` emits (``setup`` once per task, then
-        ``transform(tup)`` per input tuple)."""
+        ``transform(tup)`` per input tuple).
+        """
         from heron_spark.streamlet._operators import Transform
 
         return self._adopt(Transform(self, transform_operator))
@@ -116,21 +118,24 @@ class Streamlet:
     # ---- windowed operations ---------------------------------------------------------------
     def reduce_by_window(self, window_config, reduce_function) -> "Streamlet":
         """Return one ``(Window, reduction)`` per window: the window's elements folded with
-        ``reduce_function(a, b)``. Runs on one task (the whole stream's windows)."""
+        ``reduce_function(a, b)``. Runs on one task (the whole stream's windows).
+        """
         from heron_spark.streamlet._operators import ReduceByWindow
 
         return self._adopt(ReduceByWindow(self, window_config, reduce_function))
 
     def reduce_by_key_and_window(self, window_config, reduce_function) -> "Streamlet":
         """Return one ``(KeyedWindow(key, Window), reduction)`` per key and window, from
-        ``(key, value)`` elements whose values are folded with ``reduce_function(a, b)``."""
+        ``(key, value)`` elements whose values are folded with ``reduce_function(a, b)``.
+        """
         from heron_spark.streamlet._operators import ReduceByKeyAndWindow
 
         return self._adopt(ReduceByKeyAndWindow(self, window_config, reduce_function))
 
     def join(self, join_streamlet: "Streamlet", window_config, join_function) -> "Streamlet":
         """Inner join of ``(key, value)`` elements with ``join_streamlet``'s, per window:
-        ``(KeyedWindow, join_function(left, right))`` for every pair with equal keys."""
+        ``(KeyedWindow, join_function(left, right))`` for every pair with equal keys.
+        """
         return self._join(join_streamlet, window_config, join_function, "inner")
 
     def outer_left_join(self, join_streamlet: "Streamlet", window_config,
@@ -162,7 +167,8 @@ class Streamlet:
         ``output``, shuffled over ``par`` tasks, default this streamlet's partitions). Under
         at-least-once the bolt auto-acks (``topology.bolt.auto.ack``), except window bolts
         (they ack as tuples leave their windows); pass ``config={"topology.bolt.auto.ack":
-        False}`` for a bolt that acks its inputs later itself."""
+        False}`` for a bolt that acks its inputs later itself.
+        """
         from heron_spark.streamlet._operators import ToBolt
 
         sink = ToBolt(self, bolt_class, par, config)

@@ -1,5 +1,6 @@
 """The window an output of a windowed operation belongs to (heronpy's ``Window`` and
-``KeyedWindow``)."""
+``KeyedWindow``).
+"""
 
 from __future__ import annotations
 
@@ -43,7 +44,8 @@ class Window:
 
 class KeyedWindow:
     """A key and the window its value was computed over: what ``reduce_by_key_and_window``
-    and the joins emit as the first element of their ``(KeyedWindow, value)`` pairs."""
+    and the joins emit as the first element of their ``(KeyedWindow, value)`` pairs.
+    """
 
     __slots__ = ("_key", "_window")
 

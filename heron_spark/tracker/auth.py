@@ -130,7 +130,8 @@ class Authenticator:
 
     def spend_login(self, value: str) -> bool:
         """Accept the login token ``value`` once: True the first time, False ever after (or if
-        it is forged or expired)."""
+        it is forged or expired).
+        """
         now = self._clock()
         verified = _verify(self._token, "login", value, now)
         if verified is None:
@@ -155,7 +156,8 @@ class Authenticator:
 
 def csrf_ok(headers: dict[str, str]) -> bool:
     """True if a cookie-authenticated POST proves it comes from the tracker's own pages: the
-    ``X-Heron-Spark-Request`` header, and an ``Origin`` (if any) on the request's ``Host``."""
+    ``X-Heron-Spark-Request`` header, and an ``Origin`` (if any) on the request's ``Host``.
+    """
     if not headers.get(CSRF_HEADER.lower()):
         return False
     origin = headers.get("origin")

@@ -12,7 +12,8 @@ import json
 @dataclasses.dataclass
 class Request:
     """One HTTP request: ``query`` maps each parameter to its values (as ``parse_qs``);
-    ``headers`` has lower-case names."""
+    ``headers`` has lower-case names.
+    """
 
     method: str
     path: str

@@ -92,7 +92,7 @@ class VendorFiles:
 
 
 def spark_core_jar() -> Path | None:
-    """pyspark's ``spark-core_*.jar``, or None if pyspark is not installed."""
+    """Pyspark's ``spark-core_*.jar``, or None if pyspark is not installed."""
     try:
         import pyspark
     except ImportError:

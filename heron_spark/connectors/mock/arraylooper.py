@@ -13,7 +13,8 @@ from heron_spark.streamlet.generator import Generator
 class ArrayLooper(Generator):
     """Emits ``user_iterable``'s items in order, forever (heronpy's), or ``loops`` times
     (heron_spark: then the source ends). ``sleep`` seconds separate two items; unlike
-    heronpy's it does not block the task: ``get`` returns None until the item is due."""
+    heronpy's it does not block the task: ``get`` returns None until the item is due.
+    """
 
     def __init__(self, user_iterable: Iterable, sleep: float | None = None, *,
                  loops: int | None = None) -> None:
