@@ -67,8 +67,10 @@ class BatchBolt(Bolt):
         raise NotImplementedError(msg)
 
     def emit_batch(self, data, stream: str = Stream.DEFAULT_STREAM_ID, parents=None) -> None:
-        """Emit every row of ``data`` (a ``pyarrow.RecordBatch`` or ``Table``, a
-        ``pandas.DataFrame`` or a dict of columns) on ``stream``.
+        """Emit every row of ``data`` on ``stream``.
+
+        ``data`` is a ``pyarrow.RecordBatch`` or ``Table``, a ``pandas.DataFrame`` or a dict of
+        columns.
 
         ``parents`` (at-least-once): for each emitted row, the index of the row of the current
         input batch it derives from; None anchors every row to all of that batch's trees.
@@ -96,7 +98,9 @@ class BatchSpout(Spout):
         self.next_batch()
 
     def emit_batch(self, data, stream: str = Stream.DEFAULT_STREAM_ID, tup_id: Any = None) -> None:
-        """Emit every row of ``data`` (as ``BatchBolt.emit_batch``) on ``stream``; with a
-        ``tup_id`` (at-least-once) the batch is one tuple tree, acked or failed as a whole.
+        """Emit every row of ``data`` on ``stream``, optionally as one tuple tree.
+
+        ``data`` as in ``BatchBolt.emit_batch``; with a ``tup_id`` (at-least-once) the batch is
+        one tuple tree, acked or failed as a whole.
         """
         self.delegate.emit_batch(data, stream, None, tup_id)

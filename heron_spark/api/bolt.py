@@ -52,4 +52,4 @@ class Bolt(BaseBolt):
         """Handle a tick tuple (stream ``__tick`` from component ``__system``)."""
 
     def end_of_input(self) -> None:
-        """Called once when every upstream task has ended (bounded topologies); may emit."""
+        """Handle the end of input: every upstream task has ended (bounded topologies); may emit."""

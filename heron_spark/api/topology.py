@@ -27,6 +27,7 @@ class TopologyType(type):
     }
 
     def __new__(mcs, classname, bases, class_dict):
+        """Collect the class's component specs and config, checking names and keys."""
         specs: dict[str, HeronComponentSpec] = {}
         for attr, spec in list(class_dict.items()):
             if isinstance(spec, HeronComponentSpec):
@@ -58,8 +59,10 @@ class TopologyType(type):
 
 
 def _check_class_keys(config: dict, component: str | None) -> None:
-    """Load the classes the config names (serializer, auto task hooks) now, on the driver:
-    a bad name is a ``ConfigError`` before anything is launched.
+    """Load the classes the config names now, on the driver.
+
+    Load the classes the config names (serializer, auto task hooks) now, on the driver: a bad
+    name is a ``ConfigError`` before anything is launched.
     """
     from heron_spark.api.serializer import serializer_class
     from heron_spark.api.task_hook import auto_hook_classes

@@ -60,8 +60,9 @@ def _time_of(tup) -> float:
 
 
 class TimeWindows:
-    """The windowing of one task, without a bolt: tuples in with their arrival time, windows
-    out. Times are seconds (any clock, as long as it is one clock). Not thread-safe.
+    """The windowing of one task, without a bolt: tuples in with their arrival time, windows out.
+
+    Times are seconds (any clock, as long as it is one clock). Not thread-safe.
     """
 
     def __init__(self, duration: float, slide: float, start: float) -> None:
@@ -75,8 +76,10 @@ class TimeWindows:
         self.tuples.append((tup, now))
 
     def expire(self, now: float) -> list:
-        """Drop and return the tuples that arrived before ``now - duration`` and after them
-        a window ended (a tuple is dropped only once a window held it).
+        """Drop and return the tuples no window will hold any more.
+
+        Drop and return the tuples that arrived before ``now - duration`` and after them a
+        window ended (a tuple is dropped only once a window held it).
         """
         out = []
         horizon = min(now - self.duration, self.last_end)
@@ -86,10 +89,12 @@ class TimeWindows:
         return out
 
     def slide_to(self, now: float) -> tuple[WindowContext, list, list]:
-        """Return the sliding window ending at ``now``, its tuples, and the tuples that left
-        the window since the last call (to ack). The window is ``[now - duration, now]``, or
-        starts at the previous window's end when that is earlier (a tick later than
-        ``duration - slide``), so no tuple falls between two windows.
+        """Return the sliding window ending at ``now``, its tuples and the expired ones.
+
+        Return the sliding window ending at ``now``, its tuples, and the tuples that left the
+        window since the last call (to ack). The window is ``[now - duration, now]``, or starts
+        at the previous window's end when that is earlier (a tick later than ``duration -
+        slide``), so no tuple falls between two windows.
         """
         start = min(now - self.duration, self.last_end)
         expired = self.expire(now)
@@ -105,8 +110,10 @@ class TimeWindows:
         return window, tuples
 
     def drain_sliding(self) -> Iterator[tuple[WindowContext, list, list]]:
-        """Yield the sliding windows at the next tick times (``last end + k * slide``) until
-        every tuple has left; the last one yielded has no tuples, only expired ones.
+        """Yield the remaining sliding windows until every tuple has left.
+
+        Yield the sliding windows at the next tick times (``last end + k * slide``) until every
+        tuple has left; the last one yielded has no tuples, only expired ones.
         """
         while self.tuples:
             window, tuples, expired = self.slide_to(self.last_end + self.slide)
@@ -114,8 +121,10 @@ class TimeWindows:
 
 
 class CountWindows:
-    """Count windowing of one task, without a bolt: every ``slide`` tuples added, a window of
-    the last ``size`` (``slide == size``: tumbling). Not thread-safe.
+    """Count windowing of one task, without a bolt.
+
+    Every ``slide`` tuples added, a window of the last ``size`` (``slide == size``: tumbling).
+    Not thread-safe.
     """
 
     def __init__(self, size: int, slide: int) -> None:
@@ -125,8 +134,10 @@ class CountWindows:
         self.pending = 0              # tuples added since the last window fired
 
     def add(self, tup: Any, now: float) -> tuple[WindowContext, list, list] | None:
-        """Keep ``tup``; when it completes a window, return the window, its tuples and the
-        tuples no later window will hold (to ack once the window was processed).
+        """Keep ``tup``; return the window it completes, if any.
+
+        Keep ``tup``; when it completes a window, return the window, its tuples and the tuples
+        no later window will hold (to ack once the window was processed).
         """
         self.tuples.append((tup, now))
         self.pending += 1
@@ -135,8 +146,10 @@ class CountWindows:
         return self._fire()
 
     def flush(self) -> tuple[WindowContext, list, list] | None:
-        """End of input: the last window, if tuples arrived since the previous one; every
-        tuple left is released with it.
+        """Return the last window at the end of input.
+
+        The last window, if tuples arrived since the previous one; every tuple left is released
+        with it.
         """
         if not self.pending:
             released = [t for t, _ in self.tuples]
@@ -160,8 +173,10 @@ class CountWindows:
 
 def count_settings(config: dict, count_key: str, slide_key: str | None,
                    component: str | None) -> tuple[int, int]:
-    """Return (size, slide) in tuples; raise ``TopologyValueError`` when they are not
-    positive integers or the slide is larger than the size.
+    """Return (size, slide) in tuples from ``config``.
+
+    Return (size, slide) in tuples; raise ``TopologyValueError`` when they are not positive
+    integers or the slide is larger than the size.
     """
     return _size_and_slide(config, count_key, slide_key, component, _count,
                            "the slide count is larger than the window count")
@@ -169,8 +184,9 @@ def count_settings(config: dict, count_key: str, slide_key: str | None,
 
 def _size_and_slide(config: dict, size_key: str, slide_key: str | None,
                     component: str | None, parse, too_large: str) -> tuple:
-    """Return (size, slide) read with ``parse``; the slide defaults to the size and may not
-    exceed it (``too_large`` says so).
+    """Return (size, slide) read with ``parse``.
+
+    The slide defaults to the size and may not exceed it (``too_large`` says so).
     """
     size = parse(config[size_key], size_key, component)
     slide = size
@@ -194,8 +210,10 @@ def _count(value: Any, key: str, component: str | None) -> int:
 
 def window_settings(config: dict, duration_key: str, slide_key: str | None,
                     component: str | None) -> tuple[float, float]:
-    """Return (duration, slide) in seconds from ``config``; raise ``TopologyValueError`` when
-    they are missing, not positive, or the slide is longer than the duration.
+    """Return (duration, slide) in seconds from ``config``.
+
+    Return (duration, slide) in seconds from ``config``; raise ``TopologyValueError`` when they
+    are missing, not positive, or the slide is longer than the duration.
     """
     if duration_key not in config:
         msg = f"a window bolt needs its window duration {duration_key!r}"
@@ -252,8 +270,10 @@ class _WindowBolt(Bolt):
 
     @classmethod
     def _settings(cls, config: dict, component: str | None) -> tuple | None:
-        """Return (count windows?, size, slide) from ``config``, None when it sets neither a
-        count nor a duration; raise ``TopologyValueError`` for unusable settings.
+        """Return (count windows?, size, slide) from ``config``.
+
+        Return (count windows?, size, slide) from ``config``, None when it sets neither a count
+        nor a duration; raise ``TopologyValueError`` for unusable settings.
         """
         if cls.WINDOW_COUNT in config and cls.WINDOW_DURATION_SECS in config:
             msg = "a window bolt takes a duration or a count, not both"
@@ -283,8 +303,9 @@ class _WindowBolt(Bolt):
                             optional_outputs=optional_outputs)
 
     def processWindow(self, window_info: WindowContext, tuples: list) -> None:  # noqa: N802
-        """Handle one window: ``window_info`` its bounds, ``tuples`` its tuples in arrival
-        order. Called on the task's thread every slide interval (sliding) or duration.
+        """Handle one window: ``window_info`` its bounds, ``tuples`` its tuples in arrival order.
+
+        Called on the task's thread every slide interval (sliding) or duration.
         """
         msg = f"{type(self).__name__} must implement processWindow()"
         raise NotImplementedError(msg)
@@ -310,8 +331,9 @@ class _WindowBolt(Bolt):
         self._windows = TimeWindows(duration, slide, time.time())
 
     def _count_add(self, tup) -> None:
-        """Count windows: keep ``tup``; fire the window it completes, then ack the tuples no
-        later window holds.
+        """Add ``tup`` to the count windows and fire the one it completes.
+
+        Keep ``tup``; fire the window it completes, then ack the tuples no later window holds.
         """
         fired = self._counts.add(tup, _time_of(tup))
         if fired is not None:
@@ -338,8 +360,10 @@ class _WindowBolt(Bolt):
 
 
 class SlidingWindowBolt(_WindowBolt):
-    """Calls ``processWindow`` every slide interval with the tuples of the last window
-    duration (see the module docstring for boundaries and acking).
+    """Call ``processWindow`` every slide interval with the last window's tuples.
+
+    Calls ``processWindow`` every slide interval with the tuples of the last window duration
+    (see the module docstring for boundaries and acking).
     """
 
     WINDOW_DURATION_SECS = "slidingwindowbolt_duration_secs"
@@ -380,7 +404,9 @@ class SlidingWindowBolt(_WindowBolt):
 
 
 class TumblingWindowBolt(_WindowBolt):
-    """Calls ``processWindow`` every window duration with the tuples that arrived since the
+    """Call ``processWindow`` every window duration with the new tuples, then ack them.
+
+    Calls ``processWindow`` every window duration with the tuples that arrived since the
     previous call, then acks them (see the module docstring).
     """
 

@@ -1,5 +1,7 @@
-"""``heron-spark``: submit, kill, list, activate, deactivate, restart and update topologies;
-run a tracker, open its UI; print the effective config and the versions.
+"""The ``heron-spark`` command line.
+
+Submit, kill, list, activate, deactivate, restart and update topologies; run a tracker, open
+its UI; print the effective config and the versions.
 
 ``heron-spark submit [options] FILE [NAME] [ARGS...]`` runs FILE as ``heron submit`` does: options
 come before FILE; NAME and ARGS reach the file as ``sys.argv[1:]``.
@@ -89,6 +91,7 @@ def cmd_submit(args) -> int:
 
 
 def cmd_kill(args) -> int:
+    """Kill topology ``args.name`` through its TMaster."""
     from heron_spark.tmaster.client import kill_topology
 
     print(f"{args.name}: {kill_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
@@ -96,6 +99,7 @@ def cmd_kill(args) -> int:
 
 
 def cmd_activate(args) -> int:
+    """Activate topology ``args.name`` (its spouts resume ``next_tuple``)."""
     from heron_spark.tmaster.client import activate_topology
 
     print(f"{args.name}: {activate_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
@@ -103,6 +107,7 @@ def cmd_activate(args) -> int:
 
 
 def cmd_deactivate(args) -> int:
+    """Deactivate topology ``args.name`` (its spouts stop emitting)."""
     from heron_spark.tmaster.client import deactivate_topology
 
     print(f"{args.name}: {deactivate_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
@@ -110,6 +115,7 @@ def cmd_deactivate(args) -> int:
 
 
 def cmd_restart(args) -> int:
+    """Restart every process of container ``args.container`` of topology ``args.name`` (default: all)."""
     from heron_spark.tmaster.client import restart_topology
 
     detail = restart_topology(_statemgr(_conf_pairs(args.conf)), args.name, args.container)
@@ -129,6 +135,7 @@ def _parallelism_pairs(pairs: list[str]) -> dict[str, int]:
 
 
 def cmd_update(args) -> int:
+    """Change the parallelism of components of a running topology."""
     from heron_spark.tmaster.client import update_topology
 
     parallelism = _parallelism_pairs(args.component_parallelism)
@@ -159,6 +166,7 @@ def cmd_version(args) -> int:
 
 
 def cmd_list(args) -> int:
+    """Print every topology of the state manager, its state and whether it is live."""
     from heron_spark.tmaster.client import tmaster_status
 
     statemgr = _statemgr(_conf_pairs(args.conf))
@@ -224,6 +232,7 @@ def cmd_ui(args) -> int:
 
 
 def cmd_config(args) -> int:
+    """Print the effective system config, one ``key = value`` a line."""
     from heron_spark.config import build_system_config, read_conf_file
 
     for key, value in build_system_config(read_conf_file(), _conf_pairs(args.conf)).as_keys().items():
@@ -232,6 +241,7 @@ def cmd_config(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Return the ``heron-spark`` argument parser (one subcommand per verb)."""
     parser = argparse.ArgumentParser(prog="heron-spark",
                                      description="Heron-style topologies on Spark")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -278,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``heron-spark`` command line on ``argv``; return the exit code."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     handlers = {"submit": cmd_submit, "kill": cmd_kill, "list": cmd_list, "config": cmd_config,

@@ -74,7 +74,9 @@ class LogicalPlan:
     source_path: str = ""  # the file that defined the topology, on the submitting machine
 
     def sources(self, component: str) -> dict[StreamId, int] | None:
-        """Return ``{StreamId(stream, upstream): grouping type}`` of ``component``'s inputs, as
+        """Return the grouping type of each input of ``component``.
+
+        Return ``{StreamId(stream, upstream): grouping type}`` of ``component``'s inputs, as
         Heron's ``context.get_sources`` answers: ``{}`` for a spout, None if unknown.
         """
         decl = self.components.get(component)
@@ -382,8 +384,10 @@ def _check_input(component: str, sub: InputDecl, components: dict[str, Component
 
 
 def _check_acyclic(components: dict[str, ComponentDecl]) -> None:
-    """Refuse cycles. Heron does not; ours: a task ends once every upstream task has ended
-    (end of input, draining), which never happens on a cycle.
+    """Refuse cycles.
+
+    Heron does not; ours: a task ends once every upstream task has ended (end of input,
+    draining), which never happens on a cycle.
     """
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 
@@ -423,8 +427,10 @@ def _check_stmgrs(config: dict, components: dict[str, ComponentDecl]) -> None:
 
 
 def _check_picklable(plan: LogicalPlan) -> None:
-    """Refuse what cannot be pickled: the plan reaches the containers pickled (ours; Heron
-    serializes config values the same way and fails on them too).
+    """Refuse what cannot be pickled.
+
+    The plan reaches the containers pickled (ours; Heron serializes config values the same way
+    and fails on them too).
     """
     from heron_spark import _pickling
 

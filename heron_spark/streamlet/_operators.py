@@ -1,5 +1,7 @@
-"""One ``Streamlet`` subclass per operation: its parents, checks, default partitions (as in
-heronpy) and the spout or bolt, inputs and config it compiles to.
+"""One ``Streamlet`` subclass per operation.
+
+Its parents, checks, default partitions (as in heronpy) and the spout or bolt, inputs and
+config it compiles to.
 """
 
 from __future__ import annotations

@@ -20,9 +20,11 @@ class Builder:
         self._sources: list[Streamlet] = []
 
     def new_source(self, source: Any) -> Streamlet:
-        """Return a streamlet of ``source``'s elements: a ``Generator``, or a function called
-        repeatedly (None results are skipped). heron_spark: a list (or any iterable that is
-        neither) is a bounded source of its elements.
+        """Return a streamlet of ``source``'s elements.
+
+        A ``Generator``, or a function called repeatedly (None results are skipped).
+        heron_spark: a list (or any iterable that is neither) is a bounded source of its
+        elements.
         """
         if not isinstance(source, Generator) and not callable(source):
             if isinstance(source, (str, bytes)) or not hasattr(source, "__iter__"):
@@ -60,8 +62,9 @@ class Builder:
         return bldr
 
     def topology(self, name: str, config: Config | dict | None = None) -> type:
-        """heron_spark: return the computation as a ``Topology`` class named ``name`` (for
-        ``heron_spark.submit`` or ``heron_spark.testing.run_local``).
+        """Return the computation as a ``Topology`` class named ``name`` (heron_spark).
+
+        For ``heron_spark.submit`` or ``heron_spark.testing.run_local``.
         """
         bldr = self.build(TopologyBuilder(name))
         if isinstance(config, Config):

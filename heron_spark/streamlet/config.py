@@ -1,5 +1,6 @@
-"""How a streamlet topology runs (heronpy's streamlet ``Config``): delivery semantics,
-containers, resources and user keys, kept as ordinary topology config keys.
+"""How a streamlet topology runs (heronpy's streamlet ``Config``).
+
+Delivery semantics, containers, resources and user keys, kept as ordinary topology config keys.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ class Config:
         self._api_config: dict[str, Any] = dict(config or {})
 
     def set_delivery_semantics(self, semantics: int) -> None:
-        """Set ``topology.reliability.mode`` from ``Config.ATMOST_ONCE`` / ``ATLEAST_ONCE`` /
-        ``EFFECTIVELY_ONCE``.
+        """Set the delivery semantics (``topology.reliability.mode``).
+
+        From ``Config.ATMOST_ONCE`` / ``ATLEAST_ONCE`` / ``EFFECTIVELY_ONCE``.
         """
         mode = self._MODES.get(semantics) if not isinstance(semantics, bool) else None
         if mode is None:

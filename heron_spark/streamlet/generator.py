@@ -29,8 +29,10 @@ class Generator:
 
 
 class IterableGenerator(Generator):
-    """heron_spark: the elements of a list, once (``Builder.new_source(iterable)``); partition
-    i of n emits elements i, i + n, i + 2n, ...
+    """A generator of the elements of a list, once (heron_spark).
+
+    Made by ``Builder.new_source(iterable)``; partition i of n emits elements i, i + n, i + 2n,
+    ...
     """
 
     def __init__(self, items) -> None:

@@ -12,7 +12,9 @@ class Runner:
     """Builds the topology of a ``Builder`` and submits it."""
 
     def run(self, name: str, config: Config, builder: Builder):
-        """Submit ``builder``'s computation as topology ``name`` through ``heron_spark.submit``
+        """Submit ``builder``'s computation as topology ``name``; return its handle.
+
+        Submit ``builder``'s computation as topology ``name`` through ``heron_spark.submit``
         (under ``heron-spark submit`` the CLI's flags apply and it waits; from plain Python
         this waits until the topology ends). Returns the topology's handle.
         """

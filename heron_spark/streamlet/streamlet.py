@@ -1,5 +1,6 @@
-"""``Streamlet``: a (possibly unbounded) stream of elements and the operations on it
-(heronpy's streamlet API).
+"""``Streamlet``: a stream of elements and the operations on it.
+
+A streamlet is possibly unbounded; this is heronpy's streamlet API.
 
 Operations only describe the computation; ``Builder.build`` / ``Runner.run`` compile it to
 ordinary spouts and bolts (one component per streamlet, named ``<operation>-<n>`` unless
@@ -72,9 +73,10 @@ class Streamlet:
         return self._adopt(Filter(self, filter_function))
 
     def repartition(self, num_partitions: int, repartition_function=None) -> "Streamlet":
-        """Return this streamlet on ``num_partitions`` tasks. ``repartition_function(element,
-        num_partitions)`` picks each element's partition (or a list of them); without it
-        elements are shuffled.
+        """Return this streamlet on ``num_partitions`` tasks.
+
+        ``repartition_function(element, num_partitions)`` picks each element's partition (or a
+        list of them); without it elements are shuffled.
         """
         from heron_spark.streamlet._operators import Repartition
 
@@ -96,8 +98,9 @@ class Streamlet:
         return self._adopt(union)
 
     def transform(self, transform_operator) -> "Streamlet":
-        """Return the streamlet a ``TransformOperator`` emits (``setup`` once per task, then
-        ``transform(tup)`` per input tuple).
+        """Return the streamlet a ``TransformOperator`` emits.
+
+        ``setup`` runs once per task, then ``transform(tup)`` per input tuple.
         """
         from heron_spark.streamlet._operators import Transform
 
@@ -117,23 +120,28 @@ class Streamlet:
 
     # ---- windowed operations ---------------------------------------------------------------
     def reduce_by_window(self, window_config, reduce_function) -> "Streamlet":
-        """Return one ``(Window, reduction)`` per window: the window's elements folded with
-        ``reduce_function(a, b)``. Runs on one task (the whole stream's windows).
+        """Return one ``(Window, reduction)`` per window.
+
+        The window's elements folded with ``reduce_function(a, b)``. Runs on one task (the
+        whole stream's windows).
         """
         from heron_spark.streamlet._operators import ReduceByWindow
 
         return self._adopt(ReduceByWindow(self, window_config, reduce_function))
 
     def reduce_by_key_and_window(self, window_config, reduce_function) -> "Streamlet":
-        """Return one ``(KeyedWindow(key, Window), reduction)`` per key and window, from
-        ``(key, value)`` elements whose values are folded with ``reduce_function(a, b)``.
+        """Return one ``(KeyedWindow(key, Window), reduction)`` per key and window.
+
+        From ``(key, value)`` elements whose values are folded with ``reduce_function(a, b)``.
         """
         from heron_spark.streamlet._operators import ReduceByKeyAndWindow
 
         return self._adopt(ReduceByKeyAndWindow(self, window_config, reduce_function))
 
     def join(self, join_streamlet: "Streamlet", window_config, join_function) -> "Streamlet":
-        """Inner join of ``(key, value)`` elements with ``join_streamlet``'s, per window:
+        """Return the inner join with ``join_streamlet``, per key and window.
+
+        Inner join of ``(key, value)`` elements with ``join_streamlet``'s, per window:
         ``(KeyedWindow, join_function(left, right))`` for every pair with equal keys.
         """
         return self._join(join_streamlet, window_config, join_function, "inner")
@@ -163,11 +171,13 @@ class Streamlet:
     # ---- heron_spark -------------------------------------------------------------------------
     def to_bolt(self, bolt_class: type, name: str | None = None, par: int | None = None,
                 config: dict | None = None) -> None:
-        """Feed every element to an ordinary ``Bolt`` (input field ``_output_`` on stream
-        ``output``, shuffled over ``par`` tasks, default this streamlet's partitions). Under
-        at-least-once the bolt auto-acks (``topology.bolt.auto.ack``), except window bolts
-        (they ack as tuples leave their windows); pass ``config={"topology.bolt.auto.ack":
-        False}`` for a bolt that acks its inputs later itself.
+        """Feed every element to an ordinary ``Bolt``.
+
+        The bolt's input field is ``_output_`` on stream ``output``, shuffled over ``par``
+        tasks (default this streamlet's partitions). Under at-least-once the bolt auto-acks
+        (``topology.bolt.auto.ack``), except window bolts (they ack as tuples leave their
+        windows); pass ``config={"topology.bolt.auto.ack": False}`` for a bolt that acks its
+        inputs later itself.
         """
         from heron_spark.streamlet._operators import ToBolt
 

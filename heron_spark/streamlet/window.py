@@ -1,6 +1,4 @@
-"""The window an output of a windowed operation belongs to (heronpy's ``Window`` and
-``KeyedWindow``).
-"""
+"""The window an output of a windowed operation belongs to (heronpy's ``Window`` and ``KeyedWindow``)."""
 
 from __future__ import annotations
 
@@ -43,8 +41,10 @@ class Window:
 
 
 class KeyedWindow:
-    """A key and the window its value was computed over: what ``reduce_by_key_and_window``
-    and the joins emit as the first element of their ``(KeyedWindow, value)`` pairs.
+    """A key and the window its value was computed over.
+
+    What ``reduce_by_key_and_window`` and the joins emit as the first element of their
+    ``(KeyedWindow, value)`` pairs.
     """
 
     __slots__ = ("_key", "_window")

@@ -57,8 +57,10 @@ in the driver) and open the one-time link it prints. Scripts send
 
 
 class TrackerApp:
-    """See the module docstring. ``live(name, path, params) -> (status, result)`` asks a
-    topology's TMaster (default: through its control port).
+    """See the module docstring.
+
+    ``live(name, path, params) -> (status, result)`` asks a topology's TMaster (default:
+    through its control port).
     """
 
     def __init__(self, statemgr: StateManager, auth: Authenticator, *,
@@ -260,8 +262,9 @@ class TrackerApp:
 
     # ---- live ------------------------------------------------------------------------------
     def _prometheus(self) -> str:
-        """Every live topology's per-instance metrics in Prometheus' text format (one group
-        per metric name; the Heron name is kept in the ``metric`` label).
+        """Return every live topology's per-instance metrics in Prometheus' text format.
+
+        One group per metric name; the Heron name is kept in the ``metric`` label.
         """
         samples: dict[str, list[str]] = {}
         for name in self._names():
@@ -284,8 +287,9 @@ class TrackerApp:
         return "\n".join(lines) + "\n"
 
     def _verb(self, verb: str, params: dict) -> Response:
-        """POST ``/topologies/<verb>``: run a management verb through the TMaster's control
-        port (``tmaster.client``'s ``<verb>_topology``).
+        """Run a management verb (POST ``/topologies/<verb>``).
+
+        It goes through the TMaster's control port (``tmaster.client``'s ``<verb>_topology``).
         """
         from heron_spark.tmaster import client
 
@@ -334,9 +338,7 @@ def _post_params(request: Request) -> dict:
 
 
 def _parallelism(params: dict) -> dict[str, int]:
-    """Heron's ``--component-parallelism NAME:N`` values (parameter
-    ``component_parallelism``, repeatable).
-    """
+    """Heron's ``--component-parallelism NAME:N`` values (parameter ``component_parallelism``, repeatable)."""
     result = {}
     for item in params.get("component_parallelism") or []:
         component, _, count = item.rpartition(":")

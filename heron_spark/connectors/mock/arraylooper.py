@@ -11,9 +11,11 @@ from heron_spark.streamlet.generator import Generator
 
 
 class ArrayLooper(Generator):
-    """Emits ``user_iterable``'s items in order, forever (heronpy's), or ``loops`` times
-    (heron_spark: then the source ends). ``sleep`` seconds separate two items; unlike
-    heronpy's it does not block the task: ``get`` returns None until the item is due.
+    """A source that emits the items of an iterable in order, forever or ``loops`` times.
+
+    Emits ``user_iterable``'s items in order, forever (heronpy's), or ``loops`` times
+    (heron_spark: then the source ends). ``sleep`` seconds separate two items; unlike heronpy's
+    it does not block the task: ``get`` returns None until the item is due.
     """
 
     def __init__(self, user_iterable: Iterable, sleep: float | None = None, *,
