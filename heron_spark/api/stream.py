@@ -51,8 +51,9 @@ class Grouping:
     LOWEST = GroupingType.LOWEST
     NONE = GroupingType.NONE
     DIRECT = GroupingType.DIRECT
-    FIELDS = collections.namedtuple("FieldGrouping", "gtype, fields")
-    CUSTOM = collections.namedtuple("CustomGrouping", "gtype, python_serialized")
+    # heronpy's type names (they show in reprs), not the attribute names mypy expects.
+    FIELDS = collections.namedtuple("FieldGrouping", "gtype, fields")  # type: ignore[name-match]
+    CUSTOM = collections.namedtuple("CustomGrouping", "gtype, python_serialized")  # type: ignore[name-match]
 
     # StreamParse / heronpy aliases
     GLOBAL = LOWEST
@@ -70,17 +71,16 @@ class Grouping:
     @classmethod
     def fields(cls, *fields) -> "Grouping.FIELDS":
         """Send all tuples with equal values of ``fields`` to the same task."""
-        if len(fields) == 1 and isinstance(fields[0], (list, tuple)):
-            fields = fields[0]
-        fields = list(fields)
-        if not fields:  # Heron refuses it too
+        names = list(fields[0] if len(fields) == 1 and isinstance(fields[0], (list, tuple))
+                     else fields)
+        if not names:  # Heron refuses it too
             msg = "fields grouping needs at least one field name"
             raise TopologyValueError(msg, fix="name the key fields: Grouping.fields('word')")
-        for field in fields:
+        for field in names:
             if not isinstance(field, str):  # Heron refuses it too
                 msg = "fields grouping takes field names (str)"
                 raise TopologyTypeError(msg, value=field, fix="Grouping.fields('word')")
-        return cls.FIELDS(gtype=GroupingType.FIELDS, fields=fields)
+        return cls.FIELDS(gtype=GroupingType.FIELDS, fields=names)
 
     @classmethod
     def custom(cls, customgrouper) -> "Grouping.CUSTOM":

@@ -7,6 +7,8 @@ the planner reads. Nothing here launches anything; ``heron_spark.submit`` does.
 from __future__ import annotations
 
 import sys
+from types import FrameType
+from typing import Any
 
 from heron_spark.api import api_constants
 from heron_spark.api.component import HeronComponentSpec
@@ -88,7 +90,7 @@ class Topology(metaclass=TopologyType):
 
 def _caller_file() -> str | None:
     """Return the file of the nearest caller outside heron_spark (None if there is none)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
         if name.split(".")[0] not in ("heron_spark", "heronpy"):
@@ -155,7 +157,7 @@ class TopologyBuilder:
 
     def build(self) -> type:
         """Return the topology as a ``Topology`` subclass."""
-        class_dict = dict(self._specs)
+        class_dict: dict[str, Any] = dict(self._specs)
         class_dict["config"] = self._topology_config
         class_dict["topology_name"] = self.topology_name
         if self._source_file:

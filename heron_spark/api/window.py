@@ -145,7 +145,7 @@ class CountWindows:
             return None
         return self._fire()
 
-    def flush(self) -> tuple[WindowContext, list, list] | None:
+    def flush(self) -> tuple[WindowContext | None, list, list] | None:
         """Return the last window at the end of input.
 
         The last window, if tuples arrived since the previous one; every tuple left is released
@@ -330,21 +330,21 @@ class _WindowBolt(Bolt):
         config[keys.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = slide
         self._windows = TimeWindows(duration, slide, time.time())
 
-    def _count_add(self, tup) -> None:
+    def _count_add(self, counts: CountWindows, tup) -> None:
         """Add ``tup`` to the count windows and fire the one it completes.
 
         Keep ``tup``; fire the window it completes, then ack the tuples no later window holds.
         """
-        fired = self._counts.add(tup, _time_of(tup))
+        fired = counts.add(tup, _time_of(tup))
         if fired is not None:
             self._process_then_ack(*fired)
 
-    def _count_flush(self) -> None:
-        fired = self._counts.flush()
+    def _count_flush(self, counts: CountWindows) -> None:
+        fired = counts.flush()
         if fired is not None:
             self._process_then_ack(*fired)
 
-    def _process_then_ack(self, window, tuples: list, released: list) -> None:
+    def _process_then_ack(self, window: WindowContext | None, tuples: list, released: list) -> None:
         if window is not None:
             self.processWindow(window, tuples)
         for tup in released:
@@ -374,7 +374,7 @@ class SlidingWindowBolt(_WindowBolt):
     def process(self, tup) -> None:
         """Keep ``tup`` in the window; ack the tuples that left it."""
         if self._counts is not None:
-            self._count_add(tup)
+            self._count_add(self._counts, tup)
             return
         windows = self._state()
         now = _time_of(tup)
@@ -394,7 +394,7 @@ class SlidingWindowBolt(_WindowBolt):
     def end_of_input(self) -> None:
         """Fire the windows the remaining tuples would still be in, acking them as they leave."""
         if self._counts is not None:
-            self._count_flush()
+            self._count_flush(self._counts)
             return
         for window, tuples, expired in self._state().drain_sliding():
             for old in expired:
@@ -416,7 +416,7 @@ class TumblingWindowBolt(_WindowBolt):
     def process(self, tup) -> None:
         """Keep ``tup`` for the current window."""
         if self._counts is not None:
-            self._count_add(tup)
+            self._count_add(self._counts, tup)
             return
         windows = self._state()
         windows.add(tup, _time_of(tup))
@@ -430,7 +430,7 @@ class TumblingWindowBolt(_WindowBolt):
     def end_of_input(self) -> None:
         """Fire the last, partial window (if it holds tuples)."""
         if self._counts is not None:
-            self._count_flush()
+            self._count_flush(self._counts)
             return
         if self._state().tuples:
             self._fire(time.time())

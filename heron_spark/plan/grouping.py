@@ -280,6 +280,7 @@ def stream_routing(plan: PlanView, component: str, context=None) -> dict[str, St
             if sub.grouping == GroupingType.CUSTOM:
                 from heron_spark import _pickling
 
+                assert sub.custom is not None  # the planner keeps the pickle of every CUSTOM input
                 chooser = _pickling.loads(sub.custom)
                 chooser.prepare(context, component, name, list(tasks))
             targets.append(Target(sub.grouping, tasks,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
@@ -142,15 +142,15 @@ def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
     _check_topology_config(config)
     by_name: dict[str, HeronComponentSpec] = {}
     for spec in specs:
-        _check_name(spec, by_name)
-        by_name[spec.name] = spec
+        by_name[_check_name(spec, by_name)] = spec
     if not any(s.is_spout for s in specs):  # Heron refuses it too
         msg = "a topology needs at least one spout"
         raise TopologyValueError(msg, value=topo_name,
                                  kind="no_spout", fix="add a Spout.spec(...) to the topology")
     components: dict[str, ComponentDecl] = {}
     for spec in sorted(specs, key=lambda s: not s.is_spout):  # spouts first, then bolts
-        components[spec.name] = _component(spec, config)
+        decl = _component(spec, config)
+        components[decl.name] = decl
     for decl in components.values():
         for sub in decl.inputs:
             _check_input(decl.name, sub, components)
@@ -203,7 +203,7 @@ def _check_topology_config(config: dict) -> None:
                                          " to, say, 5")
 
 
-def _usable_name(name: object) -> bool:
+def _usable_name(name: object) -> TypeGuard[str]:
     return isinstance(name, str) and bool(name) and not _FORBIDDEN_CHARS.intersection(name)
 
 
@@ -211,7 +211,8 @@ def _forbidden_text() -> str:
     return " ".join(repr(c) for c in sorted(_FORBIDDEN_CHARS))
 
 
-def _check_name(spec: HeronComponentSpec, seen: dict) -> None:
+def _check_name(spec: HeronComponentSpec, seen: dict) -> str:
+    """Return ``spec``'s name once it is usable, not reserved and not in ``seen``."""
     # Names starting "__" are legal, as in Heron (its tests name a bolt
     # "__integration_test_aggregator_bolt"); see _FORBIDDEN_CHARS for the characters refused.
     if not _usable_name(spec.name):
@@ -229,10 +230,12 @@ def _check_name(spec: HeronComponentSpec, seen: dict) -> None:
         msg = "two components share this name"
         raise TopologyValueError(msg, component=spec.name,
                                  kind="duplicate_name", fix="give each component a unique name")
+    return spec.name
 
 
 def _component(spec: HeronComponentSpec, topo_config: dict) -> ComponentDecl:
     name, cls = spec.name, spec.component_class
+    assert name is not None  # build_logical_plan ran _check_name on every spec
     par = spec.parallelism
     # Heron asserts an int > 0; a bool slips past its assert but then fails in its packer.
     if not isinstance(par, int) or isinstance(par, bool) or par < 1:
@@ -322,7 +325,9 @@ def _inputs(component: str, spec: HeronComponentSpec) -> list[InputDecl]:
     decls = []
     for key, grouping in pairs:
         if isinstance(key, HeronComponentSpec):
-            upstream, stream = key.name, Stream.DEFAULT_STREAM_ID
+            # An unnamed spec (not in the topology) stays None: _check_input refuses it as an
+            # unknown component, naming it as the user gave it.
+            upstream, stream = cast(str, key.name), Stream.DEFAULT_STREAM_ID
         elif isinstance(key, GlobalStreamId):
             upstream, stream = key.component_id, key.stream_id
         elif isinstance(key, str):
