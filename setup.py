@@ -19,8 +19,9 @@ setup(
               *(("heronpy" + p[len("heron_spark.heronpy"):]) for p in
                 find_packages(include=["heron_spark.heronpy", "heron_spark.heronpy.*"]))],
     package_dir={"heronpy": "heron_spark/heronpy"},
-    # The tracker's web UI: static files served from the installed package.
-    package_data={"heron_spark.tracker": ["ui/*", "ui/*/*"]},
+    # The tracker's web UI: static files served from the installed package. py.typed: the
+    # package ships its type hints (PEP 561), so users' type checkers read them.
+    package_data={"heron_spark": ["py.typed"], "heron_spark.tracker": ["ui/*", "ui/*/*"]},
     install_requires=[
         "pyspark>=4.0,<5",
         "pyarrow>=15",
@@ -38,6 +39,8 @@ setup(
             "pytest-spark>=0.8",
             "grpcio-tools==1.85.1",
             "ruff>=0.6",
+            # scripts/check and CI type-check the public API and the cores (pyproject [tool.mypy]).
+            "mypy>=1.10",
             # tests/test_ui_browser.py drives headless Chromium (Debian's chromium +
             # chromium-driver, which .ci/run installs) to check the tracker UI in a real browser.
             "selenium>=4.20",

@@ -19,8 +19,11 @@ def dumps(obj: Any) -> bytes:
 
 
 def loads(data: bytes) -> Any:
-    """Unpickle ``data``; user modules that import ``heronpy`` load even where heron_spark is
-    shipped (``--py-files``) rather than installed, so ``heronpy`` is not on the path yet."""
+    """Unpickle ``data``, making ``heronpy`` importable first.
+
+    User modules that import ``heronpy`` load even where heron_spark is shipped
+    (``--py-files``) rather than installed, so ``heronpy`` is not on the path yet.
+    """
     from heron_spark import heronpy_alias
 
     heronpy_alias.install()

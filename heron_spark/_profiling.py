@@ -1,4 +1,4 @@
-"""A sampling profiler for heron_spark's own processes: where does a stmgr's CPU go?
+"""A sampling profiler for heron_spark's own processes: where a stmgr's CPU goes.
 
 Off unless ``HERON_SPARK_PROFILE_DIR`` is set in the environment Spark's workers inherit (set
 it before the SparkSession starts). Then every stmgr, instance and metrics manager samples
@@ -61,8 +61,11 @@ def start_if_asked(name: str) -> bool:
 
 
 def _sample(path: Path, interval: float) -> None:
-    """Each interval, charge every thread's CPU time since the last sample to its current
-    stack: stacks of threads that only wait get (almost) nothing."""
+    """Sample every thread's stack each interval, weighted by CPU time.
+
+    Charge every thread's CPU time since the last sample to its current stack: stacks of
+    threads that only wait get (almost) nothing.
+    """
     me = threading.get_ident()
     weights: collections.Counter = collections.Counter()
     labels: dict = {}  # code object -> "name (file:line)"
@@ -172,5 +175,6 @@ def _report_cprofile(folder: Path, top: int) -> list[str]:
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        raise SystemExit("usage: python -m heron_spark._profiling DIR")
+        msg = "usage: python -m heron_spark._profiling DIR"
+        raise SystemExit(msg)
     print(report(Path(sys.argv[1])))

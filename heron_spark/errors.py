@@ -88,8 +88,11 @@ class TopologyRuntimeError(HeronSparkError, RuntimeError):
 
     @classmethod
     def from_instance_failure(cls, failed, log_path: str | None = None) -> "TopologyRuntimeError":
-        """Build the error from a task's failure report (``InstanceFailed``: its traceback in
-        ``error``, plus ``component``, ``task_id`` and, unless given, ``log_path``)."""
+        """Build the error from a task's failure report.
+
+        The report is an ``InstanceFailed``: its traceback in ``error``, plus ``component``,
+        ``task_id`` and, unless given, ``log_path``.
+        """
         lines = failed.error.strip().splitlines()
         return cls(lines[-1] if lines else "instance failed", component=failed.component,
                    task_id=failed.task_id,
@@ -125,8 +128,11 @@ class WrongPlaceError(HeronSparkError, RuntimeError):
 
 
 class WorkerEnvironmentError(HeronSparkError, RuntimeError):
-    """Spark's executors run a Python that cannot run the topology (heron_spark, a dependency
-    or one of the user's modules does not import there). Found before anything is launched."""
+    """Spark's executors run a Python that cannot run the topology.
+
+    One of heron_spark, a dependency or the user's modules does not import there. Found before
+    anything is launched.
+    """
 
     def __init__(self, problem: str, *, python: str, host: str | None,
                  missing: str | None) -> None:
@@ -151,8 +157,10 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
 
 
 class DuplicateMetricError(HeronSparkError, RuntimeError):
-    """A task registered a second metric under a name it already uses (Heron refuses it too:
-    the published values of the two would be indistinguishable)."""
+    """A task registered a second metric under a name it already uses.
+
+    Heron refuses it too: the published values of the two would be indistinguishable.
+    """
 
     def __init__(self, name: str, *, component: str, task_id: int) -> None:
         self.name = name
@@ -164,8 +172,10 @@ class DuplicateMetricError(HeronSparkError, RuntimeError):
 
 
 class TrackerRequestError(HeronSparkError, ValueError):
-    """A tracker HTTP request cannot be answered: a bad parameter (400), an unknown topology,
-    component or file (404), a topology with no live TMaster (503), ...
+    """A tracker HTTP request cannot be answered.
+
+    A bad parameter (400), an unknown topology, component or file (404), a topology with no
+    live TMaster (503), ...
 
     ``status`` is the HTTP status the tracker answers with; ``param`` the query parameter at
     fault (or None).
@@ -184,8 +194,11 @@ class TrackerRequestError(HeronSparkError, ValueError):
 
 
 class MetricsQueryError(HeronSparkError, ValueError):
-    """A metrics view or query (the tracker's ``/topologies/metrics*`` and exceptions views)
-    names something malformed or unknown: a bad token, component, instance or time range."""
+    """A metrics view or query names something malformed or unknown.
+
+    A metrics view or query (the tracker's ``/topologies/metrics*`` and exceptions views) names
+    something malformed or unknown: a bad token, component, instance or time range.
+    """
 
     def __init__(self, problem: str, *, query: str = "", token: str = "", position: int = 0,
                  fix: str = "") -> None:

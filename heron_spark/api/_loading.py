@@ -1,5 +1,7 @@
-"""Resolve the classes a topology config names (serializer, auto task hooks). Driver and
-instances; imports the named module, nothing else."""
+"""Resolve the classes a topology config names (serializer, auto task hooks).
+
+Driver and instances; imports the named module, nothing else.
+"""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ from heron_spark.errors import ConfigError
 
 
 def load_class(value, key: str, component: str | None = None) -> type:
-    """Return the class ``value`` names: a class itself, or its dotted path
-    ``"package.module.Class"``. Raise ``ConfigError`` naming ``key``, the value and the fix
-    (``component``: whose config it is, for the message)."""
+    """Return the class ``value`` names: a class itself, or its dotted path ``"package.module.Class"``.
+
+    Raise ``ConfigError`` naming ``key``, the value and the fix (``component``: whose config it
+    is, for the message).
+    """
     if isinstance(value, type):
         return value
     where = f" (component {component!r})" if component else ""

@@ -53,20 +53,24 @@ class BatchBolt(Bolt):
         if self.input_format == "pandas":
             self.process_frame(batch.to_pandas())
             return
-        raise NotImplementedError(f"{type(self).__name__} must implement process_batch()")
+        msg = f"{type(self).__name__} must implement process_batch()"
+        raise NotImplementedError(msg)
 
     def process_frame(self, frame) -> None:
         """Handle one input batch as a ``pandas.DataFrame`` (``input_format = "pandas"``)."""
-        raise NotImplementedError(f"{type(self).__name__} must implement process_frame() "
-                                  f"(input_format is 'pandas')")
+        msg = f"{type(self).__name__} must implement process_frame() (input_format is 'pandas')"
+        raise NotImplementedError(msg)
 
     def process(self, tup) -> None:
         """Batch bolts get batches: ``process_batch`` replaces ``process``."""
-        raise NotImplementedError("a BatchBolt receives whole batches in process_batch()")
+        msg = "a BatchBolt receives whole batches in process_batch()"
+        raise NotImplementedError(msg)
 
     def emit_batch(self, data, stream: str = Stream.DEFAULT_STREAM_ID, parents=None) -> None:
-        """Emit every row of ``data`` (a ``pyarrow.RecordBatch`` or ``Table``, a
-        ``pandas.DataFrame`` or a dict of columns) on ``stream``.
+        """Emit every row of ``data`` on ``stream``.
+
+        ``data`` is a ``pyarrow.RecordBatch`` or ``Table``, a ``pandas.DataFrame`` or a dict of
+        columns.
 
         ``parents`` (at-least-once): for each emitted row, the index of the row of the current
         input batch it derives from; None anchors every row to all of that batch's trees.
@@ -86,13 +90,17 @@ class BatchSpout(Spout):
 
     def next_batch(self) -> None:
         """Emit zero or more batches with ``emit_batch``."""
-        raise NotImplementedError(f"{type(self).__name__} must implement next_batch()")
+        msg = f"{type(self).__name__} must implement next_batch()"
+        raise NotImplementedError(msg)
 
     def next_tuple(self) -> None:
         """Batch spouts emit batches: ``next_batch`` replaces ``next_tuple``."""
         self.next_batch()
 
     def emit_batch(self, data, stream: str = Stream.DEFAULT_STREAM_ID, tup_id: Any = None) -> None:
-        """Emit every row of ``data`` (as ``BatchBolt.emit_batch``) on ``stream``; with a
-        ``tup_id`` (at-least-once) the batch is one tuple tree, acked or failed as a whole."""
+        """Emit every row of ``data`` on ``stream``, optionally as one tuple tree.
+
+        ``data`` as in ``BatchBolt.emit_batch``; with a ``tup_id`` (at-least-once) the batch is
+        one tuple tree, acked or failed as a whole.
+        """
         self.delegate.emit_batch(data, stream, None, tup_id)

@@ -45,10 +45,11 @@ class Bolt(BaseBolt):
 
     def process(self, tup) -> None:
         """Handle one input tuple; may emit, ack or fail."""
-        raise NotImplementedError(f"{type(self).__name__} must implement process()")
+        msg = f"{type(self).__name__} must implement process()"
+        raise NotImplementedError(msg)
 
     def process_tick(self, tup) -> None:
         """Handle a tick tuple (stream ``__tick`` from component ``__system``)."""
 
     def end_of_input(self) -> None:
-        """Called once when every upstream task has ended (bounded topologies); may emit."""
+        """Handle the end of input: every upstream task has ended (bounded topologies); may emit."""

@@ -46,11 +46,11 @@ class GlobalStreamId:
 
     def __init__(self, componentId, streamId: str) -> None:  # noqa: N803 (heronpy's names)
         if not isinstance(componentId, (str, HeronComponentSpec)):  # Heron refuses it too
-            raise TopologyTypeError("GlobalStreamId: componentId must be a str or a spec",
-                                    value=componentId, fix="use spec['stream'] on the upstream spec")
+            msg = "GlobalStreamId: componentId must be a str or a spec"
+            raise TopologyTypeError(msg, value=componentId, fix="use spec['stream'] on the upstream spec")
         if not isinstance(streamId, str):  # Heron refuses it too
-            raise TopologyTypeError("GlobalStreamId: streamId must be a str", value=streamId,
-                                    fix="use spec['stream'] on the upstream spec")
+            msg = "GlobalStreamId: streamId must be a str"
+            raise TopologyTypeError(msg, value=streamId, fix="use spec['stream'] on the upstream spec")
         self._component_id = componentId
         self.stream_id = streamId
 
@@ -103,8 +103,8 @@ class BaseComponent:
         if optional_outputs:
             outputs.extend(optional_outputs)
         if config is not None and not isinstance(config, dict):  # Heron refuses it too
-            raise TopologyTypeError("component config must be a dict", component=name,
-                                    value=config, fix="pass config={'key': value}")
+            msg = "component config must be a dict"
+            raise TopologyTypeError(msg, component=name, value=config, fix="pass config={'key': value}")
         return HeronComponentSpec(name, cls, cls._is_spout, par, inputs=inputs, outputs=outputs,
                                   config=config)
 

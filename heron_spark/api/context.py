@@ -50,12 +50,17 @@ class TopologyContext(ABC):
 
     @abstractmethod
     def register_metric(self, name: str, metric, time_bucket_in_sec: int) -> None:
-        """Publish ``metric`` (an ``IMetric``) every ``time_bucket_in_sec`` seconds under
-        ``name`` (a dict value as ``<name>/<key>``); a name may be registered once per task."""
+        """Publish ``metric`` under ``name`` every ``time_bucket_in_sec`` seconds.
+
+        Publish ``metric`` (an ``IMetric``) every ``time_bucket_in_sec`` seconds under ``name``
+        (a dict value as ``<name>/<key>``); a name may be registered once per task.
+        """
 
     @abstractmethod
     def get_sources(self, component_id: str) -> dict[StreamId, int] | None:
-        """Return ``{StreamId(id, component_name): grouping type}`` of the inputs of
+        """Return the grouping type of each input of ``component_id``.
+
+        Return ``{StreamId(id, component_name): grouping type}`` of the inputs of
         ``component_id``: ``{}`` for a spout, ``None`` for an unknown component.
 
         The values are the grouping type numbers (``Grouping.SHUFFLE``, ``Grouping.ALL``, ...;
@@ -81,5 +86,8 @@ class TopologyContext(ABC):
 
     @abstractmethod
     def add_task_hook(self, task_hook) -> None:
-        """Register ``task_hook`` (an ``ITaskHook``): it is told of this task's emits, acks,
-        fails and executes from now on (see ``heron_spark.api.task_hook``)."""
+        """Register ``task_hook`` for this task's emits, acks, fails and executes.
+
+        Register ``task_hook`` (an ``ITaskHook``): it is told of this task's emits, acks, fails
+        and executes from now on (see ``heron_spark.api.task_hook``).
+        """

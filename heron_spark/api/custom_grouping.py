@@ -8,7 +8,7 @@ class ICustomGrouping(ABC):
 
     @abstractmethod
     def prepare(self, context, component, stream, target_tasks):
-        """Called once per emitting task with the subscriber's sorted task ids."""
+        """Prepare the grouping: called once per emitting task with the subscriber's sorted task ids."""
 
     @abstractmethod
     def choose_tasks(self, values):

@@ -39,8 +39,11 @@ def safe_incr(key, to_add: int = 1) -> None:
 
 
 def init(metrics_collector, metrics_bucket) -> None:
-    """heronpy's instance calls this to register the counters; heron_spark registers every
-    task's counters itself before ``initialize``, so there is nothing left to do."""
+    """Do nothing: heron_spark registers every task's counters itself.
+
+    Heronpy's instance calls this to register the counters; heron_spark registers every task's
+    counters itself before ``initialize``, so there is nothing left to do.
+    """
 
 
 def use(container: MultiCountMetric) -> None:

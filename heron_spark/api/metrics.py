@@ -42,6 +42,7 @@ class CountMetric(IMetric):
         self.value += to_add
 
     def get_value_and_reset(self):
+        """Return the count and reset it to 0."""
         value, self.value = self.value, 0
         return value
 
@@ -61,6 +62,7 @@ class MultiCountMetric(IMetric):
         self.value[key] = self.value.get(key, 0) + to_add
 
     def get_value_and_reset(self):
+        """Return the counts by key and reset each to 0 (keys stay)."""
         value, self.value = self.value, dict.fromkeys(self.value, 0)
         return value
 
@@ -85,14 +87,17 @@ class MeanReducer(IReducer):
     """The mean of the period's values, a float; None when there were none."""
 
     def init(self) -> None:
+        """Start a new period with no values."""
         self.sum = 0.0
         self.count = 0
 
     def reduce(self, value) -> None:
+        """Add ``value`` to the period's sum."""
         self.sum += float(value)
         self.count += 1
 
     def extract(self):
+        """Return the period's mean, or None when it had no values."""
         return self.sum / self.count if self.count else None
 
 
@@ -108,6 +113,7 @@ class ReducedMetric(IMetric):
         self.reducer.reduce(value)
 
     def get_value_and_reset(self):
+        """Return this period's result and start a new period."""
         value = self.reducer.extract()
         self.reducer.init()
         return value
@@ -133,6 +139,7 @@ class MultiReducedMetric(IMetric):
         metric.update(value)
 
     def get_value_and_reset(self):
+        """Return each key's result for this period and start a new one."""
         return {key: metric.get_value_and_reset() for key, metric in self.value.items()}
 
 
@@ -161,6 +168,7 @@ class AssignableMetrics(IMetric):
         self.value = value
 
     def get_value_and_reset(self):
+        """Return the gauge's value (not reset)."""
         return self.value
 
 
@@ -183,6 +191,7 @@ class MultiAssignableMetrics(IMetric):
             gauge.update(value)
 
     def get_value_and_reset(self):
+        """Return each key's gauge value (not reset)."""
         return {key: gauge.get_value_and_reset() for key, gauge in self.map.items()}
 
 

@@ -40,16 +40,21 @@ class IHeronSerializer(ABC):
 
 
 class PythonSerializer(IHeronSerializer):
-    """The default: ``pickle`` at its highest protocol (classes travel by reference, so the
-    receiving instance must be able to import them)."""
+    """Serialize with ``pickle``: the default.
+
+    ``pickle`` at its highest protocol (classes travel by reference, so the receiving instance
+    must be able to import them).
+    """
 
     def initialize(self, config: dict | None = None) -> None:
         """Nothing to prepare."""
 
     def serialize(self, obj: Any) -> bytes:
+        """Return ``obj`` pickled at the highest protocol."""
         return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
 
     def deserialize(self, input_str: bytes) -> Any:
+        """Return the object ``input_str`` pickles."""
         return pickle.loads(input_str)
 
 
@@ -57,9 +62,12 @@ default_serializer = PythonSerializer()
 
 
 def serializer_class(config: dict, component: str | None = None) -> type | None:
-    """Return the class ``topology.serializer.classname`` names in ``config``, or None for
-    the default (unset, or ``PythonSerializer``). Raise ``ConfigError`` when it names no class
-    with ``serialize`` and ``deserialize``."""
+    """Return the serializer class ``config`` names, or None for the default.
+
+    Return the class ``topology.serializer.classname`` names in ``config``, or None for the
+    default (unset, or ``PythonSerializer``). Raise ``ConfigError`` when it names no class with
+    ``serialize`` and ``deserialize``.
+    """
     key = api_constants.TOPOLOGY_SERIALIZER_CLASSNAME
     value = config.get(key)
     if value is None or value == "":
@@ -74,8 +82,11 @@ def serializer_class(config: dict, component: str | None = None) -> type | None:
 
 
 def load_serializer(config: dict, component: str | None = None) -> IHeronSerializer | None:
-    """Return the task's serializer, instantiated and initialized with ``config``; None means
-    the default (pickle), which the wire applies without a serializer object."""
+    """Return the task's serializer, or None for the default (pickle).
+
+    Return the task's serializer, instantiated and initialized with ``config``; None means the
+    default (pickle), which the wire applies without a serializer object.
+    """
     cls = serializer_class(config, component)
     if cls is None:
         return None

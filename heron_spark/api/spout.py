@@ -9,8 +9,7 @@ from heron_spark.api.stream import Stream
 
 
 class BaseSpout(BaseComponent):
-    """What every spout can do to the runtime: emit, declare itself exhausted (heronpy's
-    ``BaseSpout``)."""
+    """What every spout can do to the runtime: emit, declare itself exhausted (heronpy's ``BaseSpout``)."""
 
     _is_spout = True
 
@@ -45,19 +44,20 @@ class Spout(BaseSpout):
 
     def next_tuple(self) -> None:
         """Emit zero or more tuples; called repeatedly while the topology is active."""
-        raise NotImplementedError(f"{type(self).__name__} must implement next_tuple()")
+        msg = f"{type(self).__name__} must implement next_tuple()"
+        raise NotImplementedError(msg)
 
     def ack(self, tup_id: Any) -> None:
-        """Called when the tuple tree rooted at message id ``tup_id`` is fully processed."""
+        """Handle the full processing of the tuple tree rooted at message id ``tup_id``."""
 
     def fail(self, tup_id: Any) -> None:
-        """Called when the tuple tree rooted at ``tup_id`` failed or timed out."""
+        """Handle the failure or timeout of the tuple tree rooted at ``tup_id``."""
 
     def activate(self) -> None:
-        """Called when the topology is activated (also at start)."""
+        """Handle the topology's activation (also called at start)."""
 
     def deactivate(self) -> None:
-        """Called when the topology is deactivated: ``next_tuple`` stops being called."""
+        """Handle the topology's deactivation: ``next_tuple`` stops being called."""
 
     def close(self) -> None:
-        """Called once before the instance process exits cleanly."""
+        """Release resources: called once before the instance process exits cleanly."""

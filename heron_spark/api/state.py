@@ -38,24 +38,28 @@ class HashMapState(State):
         self._dict = dict(items or {})
 
     def put(self, key, value) -> None:
+        """Set ``key`` to ``value``."""
         self._dict[key] = value
 
     def get(self, key):
+        """Return the value of ``key`` (None when absent)."""
         return self._dict.get(key)
 
     def enumerate(self):
+        """Return ``enumerate`` over the keys, as heronpy's does."""
         return enumerate(self._dict)
 
     def clear(self) -> None:
+        """Remove every key."""
         self._dict.clear()
 
     # Python conveniences (not in heronpy)
     def items(self):
-        """The (key, value) pairs."""
+        """Return the (key, value) pairs."""
         return self._dict.items()
 
     def to_dict(self) -> dict:
-        """A copy as a dict."""
+        """Return a copy as a dict."""
         return dict(self._dict)
 
     def __len__(self) -> int:
@@ -82,7 +86,7 @@ class StatefulComponent:
         """Take the recovered state (keep a reference: it is what gets saved)."""
 
     def pre_save(self, checkpoint_id) -> None:
-        """Called just before the state is saved for checkpoint ``checkpoint_id``."""
+        """Prepare the state: called just before it is saved for checkpoint ``checkpoint_id``."""
 
 
 __all__ = ["HashMapState", "State", "StatefulComponent"]

@@ -19,22 +19,22 @@ class Stream:
         if fields is None:
             fields = []
         elif not isinstance(fields, (list, tuple)):  # Heron refuses it too
-            raise TopologyTypeError("stream fields must be a list or tuple of str", value=fields,
-                                    fix="pass fields=['word', 'count']")
+            msg = "stream fields must be a list or tuple of str"
+            raise TopologyTypeError(msg, value=fields, fix="pass fields=['word', 'count']")
         fields = list(fields)
         for field in fields:
             if not isinstance(field, str):  # Heron refuses it too
-                raise TopologyTypeError(f"stream {name!r}: field names must be str", value=field,
-                                        fix="name each field with a str")
+                msg = f"stream {name!r}: field names must be str"
+                raise TopologyTypeError(msg, value=field, fix="name each field with a str")
         # As in heronpy: the name must be a str (any str, "" and "__"-prefixed ones included;
         # the planner refuses only "__tick", the tick tuples' stream).
         if not isinstance(name, str):
-            raise TopologyTypeError("stream name must be a str", value=name,
-                                    fix="pass name='my-stream'")
+            msg = "stream name must be a str"
+            raise TopologyTypeError(msg, value=name, fix="pass name='my-stream'")
         # heronpy refuses direct=True ("not supported yet"); heron_spark supports direct streams.
         if not isinstance(direct, bool):
-            raise TopologyTypeError(f"stream {name!r}: 'direct' must be True or False",
-                                    value=direct, fix="pass direct=True or direct=False")
+            msg = f"stream {name!r}: 'direct' must be True or False"
+            raise TopologyTypeError(msg, value=direct, fix="pass direct=True or direct=False")
         self.fields = fields
         self.stream_id = name
         self.direct = direct
@@ -51,8 +51,9 @@ class Grouping:
     LOWEST = GroupingType.LOWEST
     NONE = GroupingType.NONE
     DIRECT = GroupingType.DIRECT
-    FIELDS = collections.namedtuple("FieldGrouping", "gtype, fields")
-    CUSTOM = collections.namedtuple("CustomGrouping", "gtype, python_serialized")
+    # heronpy's type names (they show in reprs), not the attribute names mypy expects.
+    FIELDS = collections.namedtuple("FieldGrouping", "gtype, fields")  # type: ignore[name-match]
+    CUSTOM = collections.namedtuple("CustomGrouping", "gtype, python_serialized")  # type: ignore[name-match]
 
     # StreamParse / heronpy aliases
     GLOBAL = LOWEST
@@ -70,17 +71,16 @@ class Grouping:
     @classmethod
     def fields(cls, *fields) -> "Grouping.FIELDS":
         """Send all tuples with equal values of ``fields`` to the same task."""
-        if len(fields) == 1 and isinstance(fields[0], (list, tuple)):
-            fields = fields[0]
-        fields = list(fields)
-        if not fields:  # Heron refuses it too
-            raise TopologyValueError("fields grouping needs at least one field name",
-                                     fix="name the key fields: Grouping.fields('word')")
-        for field in fields:
+        names = list(fields[0] if len(fields) == 1 and isinstance(fields[0], (list, tuple))
+                     else fields)
+        if not names:  # Heron refuses it too
+            msg = "fields grouping needs at least one field name"
+            raise TopologyValueError(msg, fix="name the key fields: Grouping.fields('word')")
+        for field in names:
             if not isinstance(field, str):  # Heron refuses it too
-                raise TopologyTypeError("fields grouping takes field names (str)", value=field,
-                                        fix="Grouping.fields('word')")
-        return cls.FIELDS(gtype=GroupingType.FIELDS, fields=fields)
+                msg = "fields grouping takes field names (str)"
+                raise TopologyTypeError(msg, value=field, fix="Grouping.fields('word')")
+        return cls.FIELDS(gtype=GroupingType.FIELDS, fields=names)
 
     @classmethod
     def custom(cls, customgrouper) -> "Grouping.CUSTOM":
@@ -96,8 +96,8 @@ class Grouping:
         if isinstance(customgrouper, str):
             customgrouper = _grouping_from_path(customgrouper)
         if not isinstance(customgrouper, ICustomGrouping):  # Heron refuses it too
-            raise TopologyTypeError("Grouping.custom() takes an ICustomGrouping instance or "
-                                    "class path", value=customgrouper,
+            msg = "Grouping.custom() takes an ICustomGrouping instance or class path"
+            raise TopologyTypeError(msg, value=customgrouper,
                                     fix="pass an instance of your ICustomGrouping subclass")
         return cls.custom_serialized(_pickling.dumps(customgrouper), is_java=False)
 
@@ -105,11 +105,11 @@ class Grouping:
     def custom_serialized(cls, serialized: bytes, is_java: bool = False) -> "Grouping.CUSTOM":
         """Use an already pickled ``ICustomGrouping``."""
         if not isinstance(serialized, bytes):  # Heron refuses it too
-            raise TopologyTypeError("custom_serialized() takes pickled bytes", value=serialized,
-                                    fix="use Grouping.custom(grouping_instance)")
+            msg = "custom_serialized() takes pickled bytes"
+            raise TopologyTypeError(msg, value=serialized, fix="use Grouping.custom(grouping_instance)")
         if is_java:  # Heron refuses it too (NotImplementedError)
-            raise TopologyValueError("Java custom groupings cannot run in a Python topology",
-                                     fix="implement ICustomGrouping in Python")
+            msg = "Java custom groupings cannot run in a Python topology"
+            raise TopologyValueError(msg, fix="implement ICustomGrouping in Python")
         return cls.CUSTOM(gtype=GroupingType.CUSTOM, python_serialized=serialized)
 
 
@@ -121,7 +121,8 @@ def _grouping_from_path(path: str):
     try:
         grouping_cls = getattr(importlib.import_module(module_name), class_name)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise TopologyValueError(f"Grouping.custom(): cannot import {path!r} ({exc})",
+        msg = f"Grouping.custom(): cannot import {path!r} ({exc})"
+        raise TopologyValueError(msg,
                                  value=path, fix="pass 'package.module.ClassName' of a class "
                                                  "importable here, or an instance") from exc
     return grouping_cls()

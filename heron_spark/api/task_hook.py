@@ -1,5 +1,6 @@
-"""Task hooks (heronpy's ``heronpy.api.task_hook``): user code told of every emit, ack, fail
-and execute of a task.
+"""Task hooks (heronpy's ``heronpy.api.task_hook``).
+
+User code told of every emit, ack, fail and execute of a task.
 
 Register a hook with ``context.add_task_hook(hook)`` (in ``initialize``, or later), or name
 hook classes in the config key ``topology.auto.task.hooks`` (a list of classes or of their
@@ -37,28 +38,28 @@ class ITaskHook:
     """Subclass and override the events you need; every method does nothing by default."""
 
     def prepare(self, conf: dict, context) -> None:
-        """Called after the spout's or bolt's ``initialize``; ``conf`` is its config."""
+        """Prepare the hook: called after the spout's or bolt's ``initialize``; ``conf`` is its config."""
 
     def clean_up(self) -> None:
-        """Called when the task ends cleanly, before the spout's ``close``."""
+        """Clean up: called when the task ends cleanly, before the spout's ``close``."""
 
     def emit(self, emit_info: "EmitInfo") -> None:
-        """Called for every tuple the task emits."""
+        """Observe a tuple the task emits (called for every one)."""
 
     def spout_ack(self, spout_ack_info: "SpoutAckInfo") -> None:
-        """Called in a spout for every tuple tree acked."""
+        """Observe a spout's acked tuple tree (called for every one)."""
 
     def spout_fail(self, spout_fail_info: "SpoutFailInfo") -> None:
-        """Called in a spout for every tuple tree failed or timed out."""
+        """Observe a spout's tuple tree that failed or timed out (called for every one)."""
 
     def bolt_execute(self, bolt_execute_info: "BoltExecuteInfo") -> None:
-        """Called in a bolt after ``process`` handled a tuple."""
+        """Observe a bolt's ``process`` of a tuple (called after it returns)."""
 
     def bolt_ack(self, bolt_ack_info: "BoltAckInfo") -> None:
-        """Called in a bolt for every input tuple acked."""
+        """Observe a bolt's ack of an input tuple (called for every one)."""
 
     def bolt_fail(self, bolt_fail_info: "BoltFailInfo") -> None:
-        """Called in a bolt for every input tuple failed."""
+        """Observe a bolt's fail of an input tuple (called for every one)."""
 
 
 EmitInfo = namedtuple("EmitInfo", "values, stream_id, task_id, out_tasks")
@@ -85,8 +86,11 @@ BoltFailInfo = namedtuple("BoltFailInfo", "heron_tuple, failing_task_id, fail_la
 
 
 def auto_hook_classes(config: dict, component: str | None = None) -> list[type]:
-    """Return the classes ``topology.auto.task.hooks`` names in ``config`` (a list of classes
-    or dotted paths, or one of them); raise ``ConfigError`` for one that is no ``ITaskHook``."""
+    """Return the ``ITaskHook`` classes ``topology.auto.task.hooks`` names in ``config``.
+
+    Return the classes ``topology.auto.task.hooks`` names in ``config`` (a list of classes or
+    dotted paths, or one of them); raise ``ConfigError`` for one that is no ``ITaskHook``.
+    """
     key = api_constants.TOPOLOGY_AUTO_TASK_HOOKS
     value = config.get(key)
     if value is None or value == "":

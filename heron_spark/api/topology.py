@@ -7,6 +7,8 @@ the planner reads. Nothing here launches anything; ``heron_spark.submit`` does.
 from __future__ import annotations
 
 import sys
+from types import FrameType
+from typing import Any
 
 from heron_spark.api import api_constants
 from heron_spark.api.component import HeronComponentSpec
@@ -27,13 +29,15 @@ class TopologyType(type):
     }
 
     def __new__(mcs, classname, bases, class_dict):
+        """Collect the class's component specs and config, checking names and keys."""
         specs: dict[str, HeronComponentSpec] = {}
         for attr, spec in list(class_dict.items()):
             if isinstance(spec, HeronComponentSpec):
                 if spec.name is None:
                     spec.name = attr
                 if spec.name in specs:  # Heron refuses it too
-                    raise TopologyValueError("two components share this name",
+                    msg = "two components share this name"
+                    raise TopologyValueError(msg,
                                              component=spec.name, kind="duplicate_name",
                                              fix="give each spec a unique name")
                 specs[spec.name] = spec
@@ -42,8 +46,8 @@ class TopologyType(type):
         if isinstance(custom, dict):
             for key in custom:
                 if not isinstance(key, str):  # Heron refuses it too
-                    raise TopologyTypeError("topology config keys must be str", value=key,
-                                            fix="use str keys such as 'topology.debug'")
+                    msg = "topology config keys must be str"
+                    raise TopologyTypeError(msg, value=key, fix="use str keys such as 'topology.debug'")
             config.update(custom)
         if classname != "Topology":
             _check_class_keys(config, None)
@@ -57,8 +61,11 @@ class TopologyType(type):
 
 
 def _check_class_keys(config: dict, component: str | None) -> None:
-    """Load the classes the config names (serializer, auto task hooks) now, on the driver:
-    a bad name is a ``ConfigError`` before anything is launched."""
+    """Load the classes the config names now, on the driver.
+
+    Load the classes the config names (serializer, auto task hooks) now, on the driver: a bad
+    name is a ``ConfigError`` before anything is launched.
+    """
     from heron_spark.api.serializer import serializer_class
     from heron_spark.api.task_hook import auto_hook_classes
 
@@ -83,7 +90,7 @@ class Topology(metaclass=TopologyType):
 
 def _caller_file() -> str | None:
     """Return the file of the nearest caller outside heron_spark (None if there is none)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         name = frame.f_globals.get("__name__", "")
         if name.split(".")[0] not in ("heron_spark", "heronpy"):
@@ -98,8 +105,8 @@ class TopologyBuilder:
     def __init__(self, name: str) -> None:
         # Heron refuses these too (its builder asserts; its submitter needs a non-empty name).
         if not isinstance(name, str) or not name or name == "Topology":
-            raise TopologyValueError("a topology needs a name", value=name,
-                                     fix="pass a non-empty name other than 'Topology'")
+            msg = "a topology needs a name"
+            raise TopologyValueError(msg, value=name, fix="pass a non-empty name other than 'Topology'")
         self.topology_name = name
         self._specs: dict[str, HeronComponentSpec] = {}
         self._topology_config: dict = {}
@@ -109,16 +116,18 @@ class TopologyBuilder:
         """Add already built specs. Every refusal below is one heronpy's builder makes too."""
         for spec in specs:
             if not isinstance(spec, HeronComponentSpec):
-                raise TopologyTypeError("add_spec takes HeronComponentSpec objects", value=spec,
-                                        fix="pass what Spout.spec()/Bolt.spec() return")
+                msg = "add_spec takes HeronComponentSpec objects"
+                raise TopologyTypeError(msg, value=spec, fix="pass what Spout.spec()/Bolt.spec() return")
             if spec.name is None:
-                raise TopologyValueError("a spec added to a builder needs a name",
-                                         fix="pass name= to spec()")
+                msg = "a spec added to a builder needs a name"
+                raise TopologyValueError(msg, fix="pass name= to spec()")
             if spec.name == "config":
-                raise TopologyValueError("'config' is a reserved name", component=spec.name,
+                msg = "'config' is a reserved name"
+                raise TopologyValueError(msg, component=spec.name,
                                          kind="duplicate_name", fix="rename the component")
             if spec.name in self._specs:
-                raise TopologyValueError("two components share this name", component=spec.name,
+                msg = "two components share this name"
+                raise TopologyValueError(msg, component=spec.name,
                                          kind="duplicate_name",
                                          fix="give each component a unique name")
             self._specs[spec.name] = spec
@@ -142,13 +151,13 @@ class TopologyBuilder:
     def set_config(self, config: dict) -> None:
         """Set topology-wide configuration."""
         if not isinstance(config, dict):  # Heron refuses it too
-            raise TopologyTypeError("set_config takes a dict", value=config,
-                                    fix="pass {'key': value}")
+            msg = "set_config takes a dict"
+            raise TopologyTypeError(msg, value=config, fix="pass {'key': value}")
         self._topology_config = config
 
     def build(self) -> type:
         """Return the topology as a ``Topology`` subclass."""
-        class_dict = dict(self._specs)
+        class_dict: dict[str, Any] = dict(self._specs)
         class_dict["config"] = self._topology_config
         class_dict["topology_name"] = self.topology_name
         if self._source_file:

@@ -6,7 +6,9 @@ Tuple = namedtuple("Tuple", "id component stream task values")
 """One tuple: ``id``, source ``component``, ``stream``, source ``task`` and ``values`` (a tuple
 in declared field order)."""
 
-HeronTuple = namedtuple("HeronTuple", Tuple._fields + ("creation_time", "roots"))
+# Tuple's fields, then two more (spelled out: type checkers need the literal list).
+HeronTuple = namedtuple("HeronTuple", ("id", "component", "stream", "task", "values",
+                                       "creation_time", "roots"))
 """What bolts receive: a ``Tuple`` plus ``creation_time`` (seconds since the epoch, when the
 instance received its batch) and ``roots`` (the ids of the tuple trees it belongs to; empty
 unless at-least-once). Under at-least-once ``id`` is the tuple's 64-bit edge id."""

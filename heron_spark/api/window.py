@@ -60,8 +60,10 @@ def _time_of(tup) -> float:
 
 
 class TimeWindows:
-    """The windowing of one task, without a bolt: tuples in with their arrival time, windows
-    out. Times are seconds (any clock, as long as it is one clock). Not thread-safe."""
+    """The windowing of one task, without a bolt: tuples in with their arrival time, windows out.
+
+    Times are seconds (any clock, as long as it is one clock). Not thread-safe.
+    """
 
     def __init__(self, duration: float, slide: float, start: float) -> None:
         self.duration = duration
@@ -74,8 +76,11 @@ class TimeWindows:
         self.tuples.append((tup, now))
 
     def expire(self, now: float) -> list:
-        """Drop and return the tuples that arrived before ``now - duration`` and after them
-        a window ended (a tuple is dropped only once a window held it)."""
+        """Drop and return the tuples no window will hold any more.
+
+        Drop and return the tuples that arrived before ``now - duration`` and after them a
+        window ended (a tuple is dropped only once a window held it).
+        """
         out = []
         horizon = min(now - self.duration, self.last_end)
         tuples = self.tuples
@@ -84,10 +89,13 @@ class TimeWindows:
         return out
 
     def slide_to(self, now: float) -> tuple[WindowContext, list, list]:
-        """Return the sliding window ending at ``now``, its tuples, and the tuples that left
-        the window since the last call (to ack). The window is ``[now - duration, now]``, or
-        starts at the previous window's end when that is earlier (a tick later than
-        ``duration - slide``), so no tuple falls between two windows."""
+        """Return the sliding window ending at ``now``, its tuples and the expired ones.
+
+        Return the sliding window ending at ``now``, its tuples, and the tuples that left the
+        window since the last call (to ack). The window is ``[now - duration, now]``, or starts
+        at the previous window's end when that is earlier (a tick later than ``duration -
+        slide``), so no tuple falls between two windows.
+        """
         start = min(now - self.duration, self.last_end)
         expired = self.expire(now)
         self.last_end = now
@@ -102,16 +110,22 @@ class TimeWindows:
         return window, tuples
 
     def drain_sliding(self) -> Iterator[tuple[WindowContext, list, list]]:
-        """Yield the sliding windows at the next tick times (``last end + k * slide``) until
-        every tuple has left; the last one yielded has no tuples, only expired ones."""
+        """Yield the remaining sliding windows until every tuple has left.
+
+        Yield the sliding windows at the next tick times (``last end + k * slide``) until every
+        tuple has left; the last one yielded has no tuples, only expired ones.
+        """
         while self.tuples:
             window, tuples, expired = self.slide_to(self.last_end + self.slide)
             yield window, tuples, expired
 
 
 class CountWindows:
-    """Count windowing of one task, without a bolt: every ``slide`` tuples added, a window of
-    the last ``size`` (``slide == size``: tumbling). Not thread-safe."""
+    """Count windowing of one task, without a bolt.
+
+    Every ``slide`` tuples added, a window of the last ``size`` (``slide == size``: tumbling).
+    Not thread-safe.
+    """
 
     def __init__(self, size: int, slide: int) -> None:
         self.size = size
@@ -120,17 +134,23 @@ class CountWindows:
         self.pending = 0              # tuples added since the last window fired
 
     def add(self, tup: Any, now: float) -> tuple[WindowContext, list, list] | None:
-        """Keep ``tup``; when it completes a window, return the window, its tuples and the
-        tuples no later window will hold (to ack once the window was processed)."""
+        """Keep ``tup``; return the window it completes, if any.
+
+        Keep ``tup``; when it completes a window, return the window, its tuples and the tuples
+        no later window will hold (to ack once the window was processed).
+        """
         self.tuples.append((tup, now))
         self.pending += 1
         if self.pending < self.slide:
             return None
         return self._fire()
 
-    def flush(self) -> tuple[WindowContext, list, list] | None:
-        """End of input: the last window, if tuples arrived since the previous one; every
-        tuple left is released with it."""
+    def flush(self) -> tuple[WindowContext | None, list, list] | None:
+        """Return the last window at the end of input.
+
+        The last window, if tuples arrived since the previous one; every tuple left is released
+        with it.
+        """
         if not self.pending:
             released = [t for t, _ in self.tuples]
             self.tuples.clear()
@@ -153,16 +173,21 @@ class CountWindows:
 
 def count_settings(config: dict, count_key: str, slide_key: str | None,
                    component: str | None) -> tuple[int, int]:
-    """Return (size, slide) in tuples; raise ``TopologyValueError`` when they are not
-    positive integers or the slide is larger than the size."""
+    """Return (size, slide) in tuples from ``config``.
+
+    Return (size, slide) in tuples; raise ``TopologyValueError`` when they are not positive
+    integers or the slide is larger than the size.
+    """
     return _size_and_slide(config, count_key, slide_key, component, _count,
                            "the slide count is larger than the window count")
 
 
 def _size_and_slide(config: dict, size_key: str, slide_key: str | None,
                     component: str | None, parse, too_large: str) -> tuple:
-    """Return (size, slide) read with ``parse``; the slide defaults to the size and may not
-    exceed it (``too_large`` says so)."""
+    """Return (size, slide) read with ``parse``.
+
+    The slide defaults to the size and may not exceed it (``too_large`` says so).
+    """
     size = parse(config[size_key], size_key, component)
     slide = size
     if slide_key is not None and config.get(slide_key) is not None:
@@ -176,7 +201,8 @@ def _size_and_slide(config: dict, size_key: str, slide_key: str | None,
 
 def _count(value: Any, key: str, component: str | None) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise TopologyValueError(f"{key!r} must be a positive whole number of tuples",
+        msg = f"{key!r} must be a positive whole number of tuples"
+        raise TopologyValueError(msg,
                                  component=component, value=value, kind="config",
                                  fix=f"set {key!r} to an int > 0")
     return value
@@ -184,10 +210,14 @@ def _count(value: Any, key: str, component: str | None) -> int:
 
 def window_settings(config: dict, duration_key: str, slide_key: str | None,
                     component: str | None) -> tuple[float, float]:
-    """Return (duration, slide) in seconds from ``config``; raise ``TopologyValueError`` when
-    they are missing, not positive, or the slide is longer than the duration."""
+    """Return (duration, slide) in seconds from ``config``.
+
+    Return (duration, slide) in seconds from ``config``; raise ``TopologyValueError`` when they
+    are missing, not positive, or the slide is longer than the duration.
+    """
     if duration_key not in config:
-        raise TopologyValueError(f"a window bolt needs its window duration {duration_key!r}",
+        msg = f"a window bolt needs its window duration {duration_key!r}"
+        raise TopologyValueError(msg,
                                  component=component, kind="config",
                                  fix=f"pass config={{{duration_key!r}: seconds}} to add_bolt")
     return _size_and_slide(config, duration_key, slide_key, component, _seconds,
@@ -200,7 +230,8 @@ def _seconds(value: Any, key: str, component: str | None) -> float:
     except (TypeError, ValueError):
         seconds = -1.0
     if isinstance(value, bool) or not seconds > 0:
-        raise TopologyValueError(f"{key!r} must be a positive number of seconds",
+        msg = f"{key!r} must be a positive number of seconds"
+        raise TopologyValueError(msg,
                                  component=component, value=value, kind="config",
                                  fix=f"set {key!r} to seconds > 0")
     return seconds
@@ -216,9 +247,12 @@ def _check_timeout(config: dict, held_secs: float, component: str | None) -> Non
         return
     timeout = float(config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or _DEFAULT_TIMEOUT_SECS)
     if held_secs >= timeout:
-        raise TopologyValueError(
+        msg = (
             f"the window holds tuples up to {held_secs:g} s (duration + slide), not less than "
-            f"{keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS} ({timeout:g} s): they would time out",
+            f"{keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS} ({timeout:g} s): they would time out"
+        )
+        raise TopologyValueError(
+            msg,
             component=component, value=held_secs, kind="config",
             fix=f"raise {keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS} above {held_secs:g} or shorten "
                 "the window")
@@ -236,10 +270,14 @@ class _WindowBolt(Bolt):
 
     @classmethod
     def _settings(cls, config: dict, component: str | None) -> tuple | None:
-        """Return (count windows?, size, slide) from ``config``, None when it sets neither a
-        count nor a duration; raise ``TopologyValueError`` for unusable settings."""
+        """Return (count windows?, size, slide) from ``config``.
+
+        Return (count windows?, size, slide) from ``config``, None when it sets neither a count
+        nor a duration; raise ``TopologyValueError`` for unusable settings.
+        """
         if cls.WINDOW_COUNT in config and cls.WINDOW_DURATION_SECS in config:
-            raise TopologyValueError("a window bolt takes a duration or a count, not both",
+            msg = "a window bolt takes a duration or a count, not both"
+            raise TopologyValueError(msg,
                                      component=component, kind="config",
                                      fix=f"set {cls.WINDOW_DURATION_SECS!r} (time windows) or "
                                          f"{cls.WINDOW_COUNT!r} (count windows)")
@@ -255,7 +293,8 @@ class _WindowBolt(Bolt):
     def spec(cls, name=None, par=1, inputs=None, config=None, optional_outputs=None):
         """Return this bolt's spec; checks ``processWindow`` and any window settings given."""
         if getattr(cls, "processWindow", None) is _WindowBolt.processWindow:
-            raise TopologyValueError(f"{cls.__name__} does not implement processWindow()",
+            msg = f"{cls.__name__} does not implement processWindow()"
+            raise TopologyValueError(msg,
                                      component=name, kind="class",
                                      fix="define processWindow(self, window_info, tuples)")
         if isinstance(config, dict):
@@ -264,9 +303,12 @@ class _WindowBolt(Bolt):
                             optional_outputs=optional_outputs)
 
     def processWindow(self, window_info: WindowContext, tuples: list) -> None:  # noqa: N802
-        """Handle one window: ``window_info`` its bounds, ``tuples`` its tuples in arrival
-        order. Called on the task's thread every slide interval (sliding) or duration."""
-        raise NotImplementedError(f"{type(self).__name__} must implement processWindow()")
+        """Handle one window: ``window_info`` its bounds, ``tuples`` its tuples in arrival order.
+
+        Called on the task's thread every slide interval (sliding) or duration.
+        """
+        msg = f"{type(self).__name__} must implement processWindow()"
+        raise NotImplementedError(msg)
 
     def initialize(self, config: dict, context) -> None:
         """Read the window settings and set the tick frequency; subclasses call this first."""
@@ -288,19 +330,21 @@ class _WindowBolt(Bolt):
         config[keys.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = slide
         self._windows = TimeWindows(duration, slide, time.time())
 
-    def _count_add(self, tup) -> None:
-        """Count windows: keep ``tup``; fire the window it completes, then ack the tuples no
-        later window holds."""
-        fired = self._counts.add(tup, _time_of(tup))
+    def _count_add(self, counts: CountWindows, tup) -> None:
+        """Add ``tup`` to the count windows and fire the one it completes.
+
+        Keep ``tup``; fire the window it completes, then ack the tuples no later window holds.
+        """
+        fired = counts.add(tup, _time_of(tup))
         if fired is not None:
             self._process_then_ack(*fired)
 
-    def _count_flush(self) -> None:
-        fired = self._counts.flush()
+    def _count_flush(self, counts: CountWindows) -> None:
+        fired = counts.flush()
         if fired is not None:
             self._process_then_ack(*fired)
 
-    def _process_then_ack(self, window, tuples: list, released: list) -> None:
+    def _process_then_ack(self, window: WindowContext | None, tuples: list, released: list) -> None:
         if window is not None:
             self.processWindow(window, tuples)
         for tup in released:
@@ -309,15 +353,18 @@ class _WindowBolt(Bolt):
     def _state(self) -> TimeWindows:
         windows = self._windows
         if windows is None:
+            msg = f"{type(self).__name__}.initialize did not call the window bolt's initialize"
             raise TopologyValueError(
-                f"{type(self).__name__}.initialize did not call the window bolt's initialize",
-                kind="class", fix="call super().initialize(config, context) in initialize")
+                msg, kind="class", fix="call super().initialize(config, context) in initialize")
         return windows
 
 
 class SlidingWindowBolt(_WindowBolt):
-    """Calls ``processWindow`` every slide interval with the tuples of the last window
-    duration (see the module docstring for boundaries and acking)."""
+    """Call ``processWindow`` every slide interval with the last window's tuples.
+
+    Calls ``processWindow`` every slide interval with the tuples of the last window duration
+    (see the module docstring for boundaries and acking).
+    """
 
     WINDOW_DURATION_SECS = "slidingwindowbolt_duration_secs"
     WINDOW_SLIDEINTERVAL_SECS = "slidingwindowbolt_slideinterval_secs"
@@ -327,7 +374,7 @@ class SlidingWindowBolt(_WindowBolt):
     def process(self, tup) -> None:
         """Keep ``tup`` in the window; ack the tuples that left it."""
         if self._counts is not None:
-            self._count_add(tup)
+            self._count_add(self._counts, tup)
             return
         windows = self._state()
         now = _time_of(tup)
@@ -347,7 +394,7 @@ class SlidingWindowBolt(_WindowBolt):
     def end_of_input(self) -> None:
         """Fire the windows the remaining tuples would still be in, acking them as they leave."""
         if self._counts is not None:
-            self._count_flush()
+            self._count_flush(self._counts)
             return
         for window, tuples, expired in self._state().drain_sliding():
             for old in expired:
@@ -357,8 +404,11 @@ class SlidingWindowBolt(_WindowBolt):
 
 
 class TumblingWindowBolt(_WindowBolt):
-    """Calls ``processWindow`` every window duration with the tuples that arrived since the
-    previous call, then acks them (see the module docstring)."""
+    """Call ``processWindow`` every window duration with the new tuples, then ack them.
+
+    Calls ``processWindow`` every window duration with the tuples that arrived since the
+    previous call, then acks them (see the module docstring).
+    """
 
     WINDOW_DURATION_SECS = "tumblingwindowbolt_duration_secs"
     WINDOW_COUNT = "tumblingwindowbolt_count"
@@ -366,7 +416,7 @@ class TumblingWindowBolt(_WindowBolt):
     def process(self, tup) -> None:
         """Keep ``tup`` for the current window."""
         if self._counts is not None:
-            self._count_add(tup)
+            self._count_add(self._counts, tup)
             return
         windows = self._state()
         windows.add(tup, _time_of(tup))
@@ -380,7 +430,7 @@ class TumblingWindowBolt(_WindowBolt):
     def end_of_input(self) -> None:
         """Fire the last, partial window (if it holds tuples)."""
         if self._counts is not None:
-            self._count_flush()
+            self._count_flush(self._counts)
             return
         if self._state().tuples:
             self._fire(time.time())

@@ -1,5 +1,7 @@
-"""``heron-spark``: submit, kill, list, activate, deactivate, restart and update topologies;
-run a tracker, open its UI; print the effective config and the versions.
+"""The ``heron-spark`` command line.
+
+Submit, kill, list, activate, deactivate, restart and update topologies; run a tracker, open
+its UI; print the effective config and the versions.
 
 ``heron-spark submit [options] FILE [NAME] [ARGS...]`` runs FILE as ``heron submit`` does: options
 come before FILE; NAME and ARGS reach the file as ``sys.argv[1:]``.
@@ -21,7 +23,8 @@ def _conf_pairs(pairs: list[str]) -> dict[str, str]:
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise SystemExit(f"--conf takes key=value, got {pair!r}")
+            msg = f"--conf takes key=value, got {pair!r}"
+            raise SystemExit(msg)
         conf[key.strip()] = value.strip()
     return conf
 
@@ -42,7 +45,8 @@ def cmd_submit(args) -> int:
     heronpy_alias.install()
     path = Path(args.file).resolve()
     if not path.is_file():
-        raise SystemExit(f"no such topology file: {path}")
+        msg = f"no such topology file: {path}"
+        raise SystemExit(msg)
     options = {"conf": _conf_pairs(args.conf), "name": args.name, "master": args.master,
                "deactivated": args.deploy_deactivated}
     submit_module._CLI_CONTEXT = {"options": options, "handles": []}
@@ -67,9 +71,12 @@ def cmd_submit(args) -> int:
                 named = [c for c in classes if c.__name__ == args.name]
                 classes = named or classes
             if len(classes) != 1:
-                raise SystemExit(f"{path.name} must build a topology (TopologyBuilder."
-                                 f"build_and_submit) or define exactly one Topology subclass; "
-                                 f"found {[c.__name__ for c in classes]}")
+                msg = (
+                    f"{path.name} must build a topology (TopologyBuilder."
+                    f"build_and_submit) or define exactly one Topology subclass; "
+                    f"found {[c.__name__ for c in classes]}"
+                )
+                raise SystemExit(msg)
             submit_module.submit(classes[0])  # the CLI options apply; the handle is recorded
         for handle in handles:
             if handle.tracker_url is not None:
@@ -84,6 +91,7 @@ def cmd_submit(args) -> int:
 
 
 def cmd_kill(args) -> int:
+    """Kill topology ``args.name`` through its TMaster."""
     from heron_spark.tmaster.client import kill_topology
 
     print(f"{args.name}: {kill_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
@@ -91,6 +99,7 @@ def cmd_kill(args) -> int:
 
 
 def cmd_activate(args) -> int:
+    """Activate topology ``args.name`` (its spouts resume ``next_tuple``)."""
     from heron_spark.tmaster.client import activate_topology
 
     print(f"{args.name}: {activate_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
@@ -98,6 +107,7 @@ def cmd_activate(args) -> int:
 
 
 def cmd_deactivate(args) -> int:
+    """Deactivate topology ``args.name`` (its spouts stop emitting)."""
     from heron_spark.tmaster.client import deactivate_topology
 
     print(f"{args.name}: {deactivate_topology(_statemgr(_conf_pairs(args.conf)), args.name)}")
@@ -105,6 +115,7 @@ def cmd_deactivate(args) -> int:
 
 
 def cmd_restart(args) -> int:
+    """Restart every process of container ``args.container`` of topology ``args.name`` (default: all)."""
     from heron_spark.tmaster.client import restart_topology
 
     detail = restart_topology(_statemgr(_conf_pairs(args.conf)), args.name, args.container)
@@ -117,17 +128,20 @@ def _parallelism_pairs(pairs: list[str]) -> dict[str, int]:
     for pair in pairs:
         component, sep, count = pair.rpartition(":")
         if not sep or not component or not count.strip().lstrip("-").isdigit():
-            raise SystemExit(f"--component-parallelism takes COMPONENT:N, got {pair!r}")
+            msg = f"--component-parallelism takes COMPONENT:N, got {pair!r}"
+            raise SystemExit(msg)
         parallelism[component] = int(count)
     return parallelism
 
 
 def cmd_update(args) -> int:
+    """Change the parallelism of components of a running topology."""
     from heron_spark.tmaster.client import update_topology
 
     parallelism = _parallelism_pairs(args.component_parallelism)
     if not parallelism:
-        raise SystemExit("update needs at least one --component-parallelism COMPONENT:N")
+        msg = "update needs at least one --component-parallelism COMPONENT:N"
+        raise SystemExit(msg)
     detail = update_topology(_statemgr(_conf_pairs(args.conf)), args.name, parallelism)
     print(f"{args.name}: {detail}")
     return 0
@@ -152,6 +166,7 @@ def cmd_version(args) -> int:
 
 
 def cmd_list(args) -> int:
+    """Print every topology of the state manager, its state and whether it is live."""
     from heron_spark.tmaster.client import tmaster_status
 
     statemgr = _statemgr(_conf_pairs(args.conf))
@@ -200,11 +215,15 @@ def cmd_ui(args) -> int:
 
     with _statemgr(_conf_pairs(args.conf)) as statemgr:
         if args.name and statemgr.get_topology(args.name) is None:
-            raise SystemExit(f"no topology {args.name!r} in {statemgr.location}")
+            msg = f"no topology {args.name!r} in {statemgr.location}"
+            raise SystemExit(msg)
         urls = tracker_urls(statemgr, args.name)
         if not urls:
-            raise SystemExit(f"no tracker answers for {statemgr.location}: submit a topology "
-                             f"(its driver runs one) or run `heron-spark tracker`")
+            msg = (
+                f"no tracker answers for {statemgr.location}: submit a topology "
+                f"(its driver runs one) or run `heron-spark tracker`"
+            )
+            raise SystemExit(msg)
         token = tracker_token(statemgr)
     print(login_link(urls[0], token))
     if args.token:
@@ -213,6 +232,7 @@ def cmd_ui(args) -> int:
 
 
 def cmd_config(args) -> int:
+    """Print the effective system config, one ``key = value`` a line."""
     from heron_spark.config import build_system_config, read_conf_file
 
     for key, value in build_system_config(read_conf_file(), _conf_pairs(args.conf)).as_keys().items():
@@ -221,6 +241,7 @@ def cmd_config(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """Return the ``heron-spark`` argument parser (one subcommand per verb)."""
     parser = argparse.ArgumentParser(prog="heron-spark",
                                      description="Heron-style topologies on Spark")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -267,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the ``heron-spark`` command line on ``argv``; return the exit code."""
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     handlers = {"submit": cmd_submit, "kill": cmd_kill, "list": cmd_list, "config": cmd_config,

@@ -36,15 +36,18 @@ SMALL_BATCH_ROWS = 512    # an Arrow batch up to this size is hashed through Key
 
 
 def _key_bytes(key) -> bytes:
-    """The bytes the fields-grouping hash reads for one key value (``canonical_keys``)."""
+    """Return the bytes the fields-grouping hash reads for one key value (``canonical_keys``)."""
     text = key if type(key) is str else str(key)
     return text.encode("utf-8", "surrogatepass")
 
 
 class KeySlots:
-    """The task slot (index into a target's tasks) of each key of a one-field fields grouping,
-    remembered: the same answer as hashing (``tuple_batch.key_hash``), without the hashing
-    for keys seen before. One thread only."""
+    """The remembered task slot of each key of a one-field fields grouping.
+
+    The task slot (index into a target's tasks) of each key of a one-field fields grouping,
+    remembered: the same answer as hashing (``tuple_batch.key_hash``), without the hashing for
+    keys seen before. One thread only.
+    """
 
     def __init__(self, task_count: int) -> None:
         self._count = np.uint64(task_count)
@@ -119,9 +122,12 @@ class Target:
 
     def sorted_partition(self, batch: pa.RecordBatch,
                          keys: list | None = None) -> tuple[pa.RecordBatch, dict]:
-        """Fields grouping of a whole batch: reorder it by destination (one ``take``, stable
-        so each task's rows keep their order) and give each task a zero-copy slice. ``keys``:
-        the Python values of the key column when it is a string column (``KeySlots``)."""
+        """Fields grouping of a whole batch.
+
+        Reorder it by destination (one ``take``, stable so each task's rows keep their order)
+        and give each task a zero-copy slice. ``keys``: the Python values of the key column
+        when it is a string column (``KeySlots``).
+        """
         if keys is None and self.key_slots is not None and batch.num_rows <= SMALL_BATCH_ROWS:
             column = batch.column(self.key_indices[0])
             if pa.types.is_string(column.type) and column.null_count == 0:
@@ -145,9 +151,11 @@ class Target:
         return batch.take(pa.array(order)), parts
 
     def _shuffle(self, count: int, selected: np.ndarray | None) -> dict:
-        """Shuffle: a small batch goes whole to the task that got the fewest rows so far (one
-        frame instead of k small ones); a big one is sliced evenly, the tasks short of a row
-        last time first."""
+        """Shuffle grouping of a whole batch.
+
+        A small batch goes whole to the task that got the fewest rows so far (one frame instead
+        of k small ones); a big one is sliced evenly, the tasks short of a row last time first.
+        """
         k = len(self.task_list)
         if count < SHUFFLE_SLICE_ROWS * k:
             order = (np.arange(k) + self.offset) % k  # ties go round, from a random start
@@ -257,8 +265,11 @@ def take(batch: pa.RecordBatch, rows) -> pa.RecordBatch:
 
 
 def stream_routing(plan: PlanView, component: str, context=None) -> dict[str, StreamRouting]:
-    """Return the routing of every output stream of ``component`` (custom groupings are
-    unpickled and prepared with ``context``, as Heron does in the emitting task)."""
+    """Return the routing of every output stream of ``component``.
+
+    Custom groupings are unpickled and prepared with ``context``, as Heron does in the emitting
+    task.
+    """
     out = {}
     decl = plan.logical.components[component]
     for name, stream in decl.outputs.items():
@@ -269,6 +280,7 @@ def stream_routing(plan: PlanView, component: str, context=None) -> dict[str, St
             if sub.grouping == GroupingType.CUSTOM:
                 from heron_spark import _pickling
 
+                assert sub.custom is not None  # the planner keeps the pickle of every CUSTOM input
                 chooser = _pickling.loads(sub.custom)
                 chooser.prepare(context, component, name, list(tasks))
             targets.append(Target(sub.grouping, tasks,

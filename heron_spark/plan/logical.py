@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import sys
-from typing import Any
+from typing import Any, TypeGuard, cast
 
 from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
@@ -74,8 +74,11 @@ class LogicalPlan:
     source_path: str = ""  # the file that defined the topology, on the submitting machine
 
     def sources(self, component: str) -> dict[StreamId, int] | None:
-        """Return ``{StreamId(stream, upstream): grouping type}`` of ``component``'s inputs, as
-        Heron's ``context.get_sources`` answers: ``{}`` for a spout, None if unknown."""
+        """Return the grouping type of each input of ``component``.
+
+        Return ``{StreamId(stream, upstream): grouping type}`` of ``component``'s inputs, as
+        Heron's ``context.get_sources`` answers: ``{}`` for a spout, None if unknown.
+        """
         decl = self.components.get(component)
         if decl is None:
             return None
@@ -131,21 +134,23 @@ def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
     topo_name = name or getattr(topology, "topology_name", None) or topology.__name__
     if not _usable_name(topo_name) or topo_name in (".", ".."):
         # Heron: a name is required. Ours: it names folders and keys of the state manager.
-        raise TopologyValueError("invalid topology name", value=topo_name, kind="name",
+        msg = "invalid topology name"
+        raise TopologyValueError(msg, value=topo_name, kind="name",
                                  fix=f"use a non-empty name other than '.' and '..', without "
                                      f"{_forbidden_text()}")
     config = dict(getattr(topology, "_topo_config", {}))
     _check_topology_config(config)
     by_name: dict[str, HeronComponentSpec] = {}
     for spec in specs:
-        _check_name(spec, by_name)
-        by_name[spec.name] = spec
+        by_name[_check_name(spec, by_name)] = spec
     if not any(s.is_spout for s in specs):  # Heron refuses it too
-        raise TopologyValueError("a topology needs at least one spout", value=topo_name,
+        msg = "a topology needs at least one spout"
+        raise TopologyValueError(msg, value=topo_name,
                                  kind="no_spout", fix="add a Spout.spec(...) to the topology")
     components: dict[str, ComponentDecl] = {}
     for spec in sorted(specs, key=lambda s: not s.is_spout):  # spouts first, then bolts
-        components[spec.name] = _component(spec, config)
+        decl = _component(spec, config)
+        components[decl.name] = decl
     for decl in components.values():
         for sub in decl.inputs:
             _check_input(decl.name, sub, components)
@@ -182,7 +187,8 @@ def _source_path(topology: type) -> str:
 def _check_topology_config(config: dict) -> None:
     mode = reliability_mode(config)
     if mode not in _MODES:  # Heron refuses it too (TopologyReliabilityMode.valueOf)
-        raise TopologyValueError("unknown reliability mode", value=mode, kind="config",
+        msg = "unknown reliability mode"
+        raise TopologyValueError(msg, value=mode, kind="config",
                                  fix=f"set {keys.TOPOLOGY_RELIABILITY_MODE} to one of {_MODES}")
     if mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:  # ours: checkpoints need it
         try:
@@ -191,13 +197,13 @@ def _check_topology_config(config: dict) -> None:
             ok = False
         if not ok:
             interval = config.get(keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS)
-            raise TopologyValueError("the checkpoint interval must be a positive number of "
-                                     "seconds", value=interval, kind="config",
+            msg = "the checkpoint interval must be a positive number of seconds"
+            raise TopologyValueError(msg, value=interval, kind="config",
                                      fix=f"set {keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS}"
                                          " to, say, 5")
 
 
-def _usable_name(name: object) -> bool:
+def _usable_name(name: object) -> TypeGuard[str]:
     return isinstance(name, str) and bool(name) and not _FORBIDDEN_CHARS.intersection(name)
 
 
@@ -205,49 +211,56 @@ def _forbidden_text() -> str:
     return " ".join(repr(c) for c in sorted(_FORBIDDEN_CHARS))
 
 
-def _check_name(spec: HeronComponentSpec, seen: dict) -> None:
+def _check_name(spec: HeronComponentSpec, seen: dict) -> str:
+    """Return ``spec``'s name once it is usable, not reserved and not in ``seen``."""
     # Names starting "__" are legal, as in Heron (its tests name a bolt
     # "__integration_test_aggregator_bolt"); see _FORBIDDEN_CHARS for the characters refused.
     if not _usable_name(spec.name):
-        raise TopologyValueError("invalid component name", component=str(spec.name),
+        msg = "invalid component name"
+        raise TopologyValueError(msg, component=str(spec.name),
                                  value=spec.name, kind="name",
                                  fix=f"use a non-empty name without {_forbidden_text()}")
     if spec.name == SYSTEM_COMPONENT:
         # Heron does not check, but "__system" is the source of tick tuples: a bolt could not
         # tell this component's tuples from ticks (tup.component == "__system").
-        raise TopologyValueError(f"{SYSTEM_COMPONENT!r} is the system component (tick tuples "
-                                 f"come from it)", component=spec.name, value=spec.name,
+        msg = f"{SYSTEM_COMPONENT!r} is the system component (tick tuples come from it)"
+        raise TopologyValueError(msg, component=spec.name, value=spec.name,
                                  kind="reserved_name", fix="rename the component")
     if spec.name in seen:  # Heron refuses it too
-        raise TopologyValueError("two components share this name", component=spec.name,
+        msg = "two components share this name"
+        raise TopologyValueError(msg, component=spec.name,
                                  kind="duplicate_name", fix="give each component a unique name")
+    return spec.name
 
 
 def _component(spec: HeronComponentSpec, topo_config: dict) -> ComponentDecl:
     name, cls = spec.name, spec.component_class
+    assert name is not None  # build_logical_plan ran _check_name on every spec
     par = spec.parallelism
     # Heron asserts an int > 0; a bool slips past its assert but then fails in its packer.
     if not isinstance(par, int) or isinstance(par, bool) or par < 1:
-        raise TopologyValueError("parallelism must be an integer >= 1", component=name,
-                                 value=par, kind="parallelism", fix="pass par=1 or more")
+        msg = "parallelism must be an integer >= 1"
+        raise TopologyValueError(msg, component=name, value=par, kind="parallelism", fix="pass par=1 or more")
     base = Spout if spec.is_spout else Bolt
     # heronpy's spec() is a Spout/Bolt classmethod; only a hand-made spec can miss this.
     if not (isinstance(cls, type) and issubclass(cls, base)):
-        raise TopologyValueError(f"class must subclass {base.__name__}", component=name,
+        msg = f"class must subclass {base.__name__}"
+        raise TopologyValueError(msg, component=name,
                                  value=cls, kind="class", fix=f"derive it from {base.__name__}")
     # Heron accepts it, then raises NotImplementedError in every task: we say so up front.
     required = "next_tuple" if spec.is_spout else "process"
     if getattr(cls, required) is getattr(base, required):
-        raise TopologyValueError(f"{cls.__name__} does not implement {required}()",
-                                 component=name, kind="class", fix=f"define {required}(self, ...)")
+        msg = f"{cls.__name__} does not implement {required}()"
+        raise TopologyValueError(msg, component=name, kind="class", fix=f"define {required}(self, ...)")
     outputs = _outputs(name, spec.outputs)
     inputs = _inputs(name, spec)
     # heronpy's Spout.spec() takes no inputs; ours would silently ignore them.
     if spec.is_spout and inputs:
-        raise TopologyValueError("a spout cannot have inputs", component=name, kind="inputs",
-                                 fix="make it a Bolt, or drop inputs=")
+        msg = "a spout cannot have inputs"
+        raise TopologyValueError(msg, component=name, kind="inputs", fix="make it a Bolt, or drop inputs=")
     if not spec.is_spout and not inputs:  # Heron refuses it too
-        raise TopologyValueError("a bolt needs at least one input", component=name,
+        msg = "a bolt needs at least one input"
+        raise TopologyValueError(msg, component=name,
                                  kind="inputs", fix="pass inputs={upstream_spec: Grouping...}")
     config = {**topo_config, **(spec.custom_config or {}),
               keys.TOPOLOGY_COMPONENT_PARALLELISM: par}
@@ -263,7 +276,8 @@ def _outputs(component: str, declared) -> dict[str, StreamDecl]:
         elif isinstance(out, Stream):
             if out.stream_id == TICK_STREAM:
                 # Heron does not check, but Bolt.is_tick() would take these tuples for ticks.
-                raise TopologyValueError(f"{TICK_STREAM!r} is the tick tuples' stream",
+                msg = f"{TICK_STREAM!r} is the tick tuples' stream"
+                raise TopologyValueError(msg,
                                          component=component, value=out.stream_id,
                                          kind="reserved_name", fix="rename the stream")
             if out.stream_id == Stream.DEFAULT_STREAM_ID:
@@ -273,20 +287,23 @@ def _outputs(component: str, declared) -> dict[str, StreamDecl]:
                 streams[out.stream_id] = list(out.fields)
                 direct[out.stream_id] = out.direct
         else:  # Heron refuses it too
-            raise TopologyValueError("outputs must be field names or Stream objects",
+            msg = "outputs must be field names or Stream objects"
+            raise TopologyValueError(msg,
                                      component=component, value=out, kind="stream",
                                      fix="use outputs = ['field', Stream([...], name=...)]")
     for stream, fields in streams.items():
         # Not refused by Heron; ours: field names are Arrow column names and tuple keys, and
         # fields grouping looks them up by name, so a repeated name would be ambiguous.
         if len(set(fields)) != len(fields):
-            raise TopologyValueError(f"stream {stream!r} repeats a field name",
+            msg = f"stream {stream!r} repeats a field name"
+            raise TopologyValueError(msg,
                                      component=component, value=fields, kind="fields",
                                      fix="give each field a unique name")
         # Ours only: "__hs_" columns carry acking and routing data in every tuple batch.
         bad = [f for f in fields if f.startswith(RESERVED_FIELD_PREFIX)]
         if bad:
-            raise TopologyValueError(f"field names starting {RESERVED_FIELD_PREFIX!r} are reserved",
+            msg = f"field names starting {RESERVED_FIELD_PREFIX!r} are reserved"
+            raise TopologyValueError(msg,
                                      component=component, value=bad, kind="fields",
                                      fix="rename the field")
     return {s: StreamDecl(s, tuple(f), direct.get(s, False)) for s, f in streams.items()}
@@ -301,23 +318,28 @@ def _inputs(component: str, spec: HeronComponentSpec) -> list[InputDecl]:
     elif isinstance(raw, (list, tuple)):
         pairs = [(item, Grouping.SHUFFLE) for item in raw]
     else:  # Heron refuses it too
-        raise TopologyValueError("inputs must be a dict {input: Grouping} or a list",
+        msg = "inputs must be a dict {input: Grouping} or a list"
+        raise TopologyValueError(msg,
                                  component=component, value=raw, kind="inputs",
                                  fix="pass inputs={upstream_spec: Grouping.SHUFFLE}")
     decls = []
     for key, grouping in pairs:
         if isinstance(key, HeronComponentSpec):
-            upstream, stream = key.name, Stream.DEFAULT_STREAM_ID
+            # An unnamed spec (not in the topology) stays None: _check_input refuses it as an
+            # unknown component, naming it as the user gave it.
+            upstream, stream = cast(str, key.name), Stream.DEFAULT_STREAM_ID
         elif isinstance(key, GlobalStreamId):
             upstream, stream = key.component_id, key.stream_id
         elif isinstance(key, str):
             upstream, stream = key, Stream.DEFAULT_STREAM_ID
         else:  # Heron refuses it too (and takes no plain names)
-            raise TopologyValueError("an input must be a spec, a GlobalStreamId or a name",
+            msg = "an input must be a spec, a GlobalStreamId or a name"
+            raise TopologyValueError(msg,
                                      component=component, value=key, kind="inputs",
                                      fix="use the spec returned by add_spout/add_bolt")
         if not Grouping.is_grouping_sane(grouping):  # Heron refuses it too
-            raise TopologyValueError(f"input {upstream}:{stream} has an unknown grouping",
+            msg = f"input {upstream}:{stream} has an unknown grouping"
+            raise TopologyValueError(msg,
                                      component=component, value=grouping, kind="grouping",
                                      fix="use a Grouping (SHUFFLE, fields(...), ALL, ...)")
         if isinstance(grouping, Grouping.FIELDS):
@@ -334,12 +356,14 @@ def _check_input(component: str, sub: InputDecl, components: dict[str, Component
     where = f"input {sub.component}:{sub.stream}"
     upstream = components.get(sub.component)
     if upstream is None:  # Heron refuses it too (verifyTopology: unknown input stream)
-        raise TopologyValueError(f"{where} names an unknown component", component=component,
+        msg = f"{where} names an unknown component"
+        raise TopologyValueError(msg, component=component,
                                  value=sub.component, kind="unknown_component",
                                  fix=f"use one of {sorted(components)}")
     stream = upstream.outputs.get(sub.stream)
     if stream is None:  # Heron refuses it too (verifyTopology: unknown input stream)
-        raise TopologyValueError(f"{where}: {sub.component!r} declares no such stream",
+        msg = f"{where}: {sub.component!r} declares no such stream"
+        raise TopologyValueError(msg,
                                  component=component, value=sub.stream, kind="unknown_stream",
                                  fix=f"use one of {sorted(upstream.outputs)} or declare it in "
                                      f"{sub.component}'s outputs")
@@ -347,22 +371,29 @@ def _check_input(component: str, sub: InputDecl, components: dict[str, Component
     # Heron's stmgr skips unknown grouping fields (with none left, every tuple goes to one
     # task); we refuse: such a grouping cannot do what it says (silent skew). A judgment call.
     if missing:
-        raise TopologyValueError(f"{where}: fields grouping on undeclared field(s)",
+        msg = f"{where}: fields grouping on undeclared field(s)"
+        raise TopologyValueError(msg,
                                  component=component, value=missing, kind="unknown_field",
                                  fix=f"group on declared fields {list(stream.fields)}")
     is_direct = sub.grouping == GroupingType.DIRECT
     if is_direct != stream.direct:  # ours: direct streams are an extra (heronpy refuses them)
-        raise TopologyValueError(
+        msg = (
             f"{where}: grouping {grouping_name(sub.grouping)} does not fit a "
-            f"{'direct' if stream.direct else 'non-direct'} stream", component=component,
+            f"{'direct' if stream.direct else 'non-direct'} stream"
+        )
+        raise TopologyValueError(
+            msg, component=component,
             value=grouping_name(sub.grouping), kind="grouping",
             fix="subscribe to a direct stream (Stream(..., direct=True)) with Grouping.DIRECT, "
                 "and to other streams with other groupings")
 
 
 def _check_acyclic(components: dict[str, ComponentDecl]) -> None:
-    """Refuse cycles. Heron does not; ours: a task ends once every upstream task has ended
-    (end of input, draining), which never happens on a cycle."""
+    """Refuse cycles.
+
+    Heron does not; ours: a task ends once every upstream task has ended (end of input,
+    draining), which never happens on a cycle.
+    """
     state: dict[str, int] = {}  # 1 = on the current path, 2 = done
 
     def visit(name: str, path: list[str]) -> None:
@@ -370,7 +401,8 @@ def _check_acyclic(components: dict[str, ComponentDecl]) -> None:
         for up in {i.component for i in components[name].inputs}:
             if state.get(up) == 1:
                 cycle = path[path.index(up):] + [up] if up in path else [up, name]
-                raise TopologyValueError("the topology has a cycle", component=name,
+                msg = "the topology has a cycle"
+                raise TopologyValueError(msg, component=name,
                                          value=" -> ".join(reversed(cycle)), kind="cycle",
                                          fix="remove one of the inputs on the cycle")
             if state.get(up) is None:
@@ -390,17 +422,21 @@ def _check_stmgrs(config: dict, components: dict[str, ComponentDecl]) -> None:
         count = 0
     total = sum(c.parallelism for c in components.values())
     if count < 1:  # Heron parses it as the container count; below 1 there is nowhere to run
-        raise TopologyValueError(f"{keys.TOPOLOGY_STMGRS} must be an integer >= 1", value=stmgrs,
-                                 kind="config", fix="set it to the number of containers")
+        msg = f"{keys.TOPOLOGY_STMGRS} must be an integer >= 1"
+        raise TopologyValueError(msg, value=stmgrs, kind="config", fix="set it to the number of containers")
     if count > total:  # Heron's packing refuses more containers than instances too
-        raise TopologyValueError(f"{keys.TOPOLOGY_STMGRS} exceeds the number of instances",
+        msg = f"{keys.TOPOLOGY_STMGRS} exceeds the number of instances"
+        raise TopologyValueError(msg,
                                  value=count, kind="config",
                                  fix=f"use at most {total} containers (one per instance)")
 
 
 def _check_picklable(plan: LogicalPlan) -> None:
-    """Refuse what cannot be pickled: the plan reaches the containers pickled (ours; Heron
-    serializes config values the same way and fails on them too)."""
+    """Refuse what cannot be pickled.
+
+    The plan reaches the containers pickled (ours; Heron serializes config values the same way
+    and fails on them too).
+    """
     from heron_spark import _pickling
 
     for decl in plan.components.values():
@@ -408,7 +444,8 @@ def _check_picklable(plan: LogicalPlan) -> None:
             try:
                 _pickling.dumps(obj)
             except Exception as exc:  # noqa: BLE001 - any pickling failure is the user's to fix
-                raise TopologyValueError(f"its {what} cannot be pickled ({exc})",
+                msg = f"its {what} cannot be pickled ({exc})"
+                raise TopologyValueError(msg,
                                          component=decl.name, value=obj, kind="pickle",
                                          fix="keep sockets, locks and open files out of the "
                                              "class body and config; open them in initialize()"

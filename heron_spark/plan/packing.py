@@ -58,7 +58,8 @@ def pack(plan: LogicalPlan, algorithm: str = "round_robin") -> packing_pb2.Packi
     elif algorithm == "first_fit_decreasing":
         groups = _first_fit_decreasing(requests, plan.config)
     else:
-        raise TopologyValueError("unknown packing algorithm", value=algorithm, kind="config",
+        msg = "unknown packing algorithm"
+        raise TopologyValueError(msg, value=algorithm, kind="config",
                                  fix="use round_robin or first_fit_decreasing")
     packing = packing_pb2.PackingPlan(topology_name=plan.name, algorithm=algorithm)
     for index, group in enumerate(groups):
@@ -92,9 +93,12 @@ def _first_fit_decreasing(requests: list[InstanceRequest], config: dict) -> list
     free: list[list[float]] = []  # [ram, cpu] left per container
     for req in sorted(requests, key=lambda r: (-r.ram_bytes, -r.cpu, r.task_id)):
         if req.ram_bytes > max_ram or req.cpu > max_cpu:
-            raise TopologyValueError(
+            msg = (
                 f"an instance needs {req.ram_bytes} bytes / {req.cpu} cpu, more than a container "
-                f"holds ({max_ram} bytes / {max_cpu} cpu)", component=req.component,
+                f"holds ({max_ram} bytes / {max_cpu} cpu)"
+            )
+            raise TopologyValueError(
+                msg, component=req.component,
                 value=(req.ram_bytes, req.cpu), kind="resources",
                 fix=f"raise {keys.TOPOLOGY_CONTAINER_MAX_RAM_HINT} / "
                     f"{keys.TOPOLOGY_CONTAINER_MAX_CPU_HINT} or lower the component's request")
@@ -119,7 +123,8 @@ def _parse_map(raw, key: str) -> dict[str, float]:
     for part in str(raw).split(","):
         name, sep, value = part.partition(":")
         if not sep:
-            raise TopologyValueError(f"{key} entries must be component:value", value=part,
+            msg = f"{key} entries must be component:value"
+            raise TopologyValueError(msg, value=part,
                                      kind="config", fix="write e.g. 'split:1073741824,count:536870912'")
         out[name.strip()] = _number(value, name.strip(), key)
     return out
@@ -131,6 +136,7 @@ def _number(value, component: str | None, key: str) -> float:
     except (TypeError, ValueError):
         number = -1.0
     if number <= 0:
-        raise TopologyValueError(f"{key} must be a positive number", component=component,
+        msg = f"{key} must be a positive number"
+        raise TopologyValueError(msg, component=component,
                                  value=value, kind="resources", fix="give bytes for RAM, cores for CPU")
     return number

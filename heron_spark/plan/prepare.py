@@ -44,7 +44,8 @@ def prepare(topology, conf: dict | None = None, name: str | None = None) -> Prep
     overrides = {k: v for k, v in conf.items() if not k.startswith("heron.")}
     if overrides:
         topology = type(topology.__name__, (topology,), {
-            "config": {**topology._topo_config, **overrides},
+            # _topo_config: set by TopologyType on every class with _heron_specs (checked above).
+            "config": {**topology._topo_config, **overrides},  # type: ignore[attr-defined]
             **{s.name: s for s in topology._heron_specs},
             "topology_name": getattr(topology, "topology_name", topology.__name__)})
     logical = build_logical_plan(topology, name)

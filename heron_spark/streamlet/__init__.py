@@ -1,5 +1,8 @@
-"""The Streamlet API (heronpy's ``heronpy.streamlet``): functional operations on streams,
-compiled to ordinary spouts and bolts (see ``streamlet.py``). Importing it starts nothing."""
+"""The Streamlet API (heronpy's ``heronpy.streamlet``).
+
+Functional operations on streams, compiled to ordinary spouts and bolts (see ``streamlet.py``).
+Importing it starts nothing.
+"""
 
 from heron_spark.streamlet.builder import Builder
 from heron_spark.streamlet.config import Config

@@ -38,9 +38,12 @@ def is_reliable(config: dict) -> bool:
 
 
 class SourceSpout(Spout):
-    """A streamlet source: emits what ``_produce`` returns (None: nothing now;
-    ``StopIteration``: the source ended). At-least-once: keeps each element until acked and
-    emits failed ones again before anything new."""
+    """A streamlet source: emits what ``_produce`` returns.
+
+    ``_produce`` returns None for nothing now and raises ``StopIteration`` when the source
+    ended. At-least-once: keeps each element until acked and emits failed ones again before
+    anything new.
+    """
 
     outputs = OUTPUTS
 
@@ -144,8 +147,7 @@ class FilterBolt(_ElementBolt):
 
 
 class PassBolt(_ElementBolt):
-    """``union``, ``repartition`` and ``clone``: emits every element (the grouping into it
-    does the work)."""
+    """``union``, ``repartition`` and ``clone``: emits every element (the grouping into it does the work)."""
 
     def _on(self, element: Any) -> None:
         self.emit([element], stream=OUTPUT)
@@ -170,8 +172,11 @@ class ConsumeBolt(_ElementBolt):
 
 
 class TransformBolt(Bolt):
-    """``transform``: this task's copy of the ``TransformOperator``; ``transform(tup)`` per
-    input tuple, emitting through its context (anchored to that input)."""
+    """``transform``: runs a ``TransformOperator`` on each input tuple.
+
+    This task's copy of the ``TransformOperator``; ``transform(tup)`` per input tuple, emitting
+    through its context (anchored to that input).
+    """
 
     outputs = OUTPUTS
     auto_ack = True

@@ -1,5 +1,8 @@
-"""One ``Streamlet`` subclass per operation: its parents, checks, default partitions (as in
-heronpy) and the spout or bolt, inputs and config it compiles to."""
+"""One ``Streamlet`` subclass per operation.
+
+Its parents, checks, default partitions (as in heronpy) and the spout or bolt, inputs and
+config it compiles to.
+"""
 
 from __future__ import annotations
 
@@ -21,14 +24,14 @@ from heron_spark.streamlet.windowconfig import WindowConfig
 
 def _callable(function: Any, operation: str) -> None:
     if not callable(function):
-        raise TopologyTypeError(f"{operation}() takes a function", value=function,
-                                fix=f"pass a function or lambda to {operation}()")
+        msg = f"{operation}() takes a function"
+        raise TopologyTypeError(msg, value=function, fix=f"pass a function or lambda to {operation}()")
 
 
 def _streamlet(parent: Any, operation: str) -> None:
     if not isinstance(parent, Streamlet):
-        raise TopologyTypeError(f"{operation}() takes a Streamlet", value=parent,
-                                fix="pass a streamlet built from the same Builder")
+        msg = f"{operation}() takes a Streamlet"
+        raise TopologyTypeError(msg, value=parent, fix="pass a streamlet built from the same Builder")
 
 
 class Source(Streamlet):
@@ -43,7 +46,8 @@ class Source(Streamlet):
             self._prefix, self._spout, self._config = "supplier", parts.SupplierSpout, \
                 {parts.FUNCTION: source}
         else:
-            raise TopologyTypeError("a source must be a Generator or a function", value=source,
+            msg = "a source must be a Generator or a function"
+            raise TopologyTypeError(msg, value=source,
                                     fix="pass a Generator, a function returning elements, or "
                                         "(heron_spark) a list")
 
@@ -116,8 +120,8 @@ class Transform(_Bolt):
 
     def __init__(self, parent: Streamlet, operator: Any) -> None:
         if not isinstance(operator, TransformOperator):
-            raise TopologyTypeError("transform() takes a TransformOperator", value=operator,
-                                    fix="subclass TransformOperator (setup, transform)")
+            msg = "transform() takes a TransformOperator"
+            raise TopologyTypeError(msg, value=operator, fix="subclass TransformOperator (setup, transform)")
         super().__init__(parent)
         self._operator = operator
 
@@ -147,8 +151,8 @@ class Union(_Bolt):
     def __init__(self, left: Streamlet, right: Streamlet) -> None:
         _streamlet(right, "union")
         if left is right:
-            raise TopologyValueError("a streamlet cannot be unioned with itself",
-                                     component=left.get_name(), fix="union it with a clone()")
+            msg = "a streamlet cannot be unioned with itself"
+            raise TopologyValueError(msg, component=left.get_name(), fix="union it with a clone()")
         super().__init__(left, right)
 
 
@@ -158,8 +162,8 @@ class ToBolt(_Bolt):
     def __init__(self, parent: Streamlet, bolt_class: type, par: int | None,
                  config: dict | None) -> None:
         if not (isinstance(bolt_class, type) and issubclass(bolt_class, Bolt)):
-            raise TopologyTypeError("to_bolt() takes a Bolt subclass", value=bolt_class,
-                                    fix="pass a class deriving from heron_spark.Bolt")
+            msg = "to_bolt() takes a Bolt subclass"
+            raise TopologyTypeError(msg, value=bolt_class, fix="pass a class deriving from heron_spark.Bolt")
         super().__init__(parent, partitions=par)
         self._bolt = bolt_class
         # a window bolt acks as tuples leave its windows: acking on receipt too would ack twice
@@ -180,7 +184,8 @@ class _Windowed(_Bolt):
     def __init__(self, parents: list[Streamlet], window_config: Any, function: Any,
                  partitions: int | None = None) -> None:
         if not isinstance(window_config, WindowConfig):
-            raise TopologyTypeError(f"{self._prefix}() takes a WindowConfig",
+            msg = f"{self._prefix}() takes a WindowConfig"
+            raise TopologyTypeError(msg,
                                     value=window_config,
                                     fix="pass WindowConfig.create_sliding_window(...) or "
                                         "create_tumbling_window(...)")
@@ -214,7 +219,8 @@ class ReduceByWindow(_Windowed):
 
     def _add_to(self, builder) -> None:
         if self.get_num_partitions() != 1:
-            raise TopologyValueError("reduce_by_window reduces the whole stream in one task",
+            msg = "reduce_by_window reduces the whole stream in one task"
+            raise TopologyValueError(msg,
                                      component=self.get_name(), value=self.get_num_partitions(),
                                      fix="leave its partitions at 1, or key the elements and "
                                          "use reduce_by_key_and_window")
@@ -245,8 +251,8 @@ class Join(_Windowed):
                  kind: str) -> None:
         _streamlet(right, "join")
         if left is right:
-            raise TopologyValueError("a streamlet cannot be joined with itself",
-                                     component=left.get_name(), fix="join it with a clone()")
+            msg = "a streamlet cannot be joined with itself"
+            raise TopologyValueError(msg, component=left.get_name(), fix="join it with a clone()")
         super().__init__([left, right], window_config, function)
         self._kind = _JOIN_TYPES[kind]
 

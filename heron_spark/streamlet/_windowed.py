@@ -1,5 +1,7 @@
-"""The window bolts and groupings of ``reduce_by_window``, ``reduce_by_key_and_window`` and
-the joins, on the window bolts of ``heron_spark.api.window``.
+"""The window bolts and groupings of the windowed streamlet operations.
+
+For ``reduce_by_window``, ``reduce_by_key_and_window`` and the joins, built on the window bolts
+of ``heron_spark.api.window``.
 
 A sliding ``WindowConfig`` compiles to a ``SlidingWindowBolt``, a tumbling one (slide ==
 duration) to a ``TumblingWindowBolt``, so tumbling windows never overlap or leave gaps.
@@ -26,8 +28,11 @@ OUTER_LEFT, INNER, OUTER_RIGHT, OUTER = 1, 2, 3, 4  # heronpy's JoinBolt constan
 
 
 def stable_hash(key: Any) -> int:
-    """Return a hash of ``key`` that is the same in every process (unlike ``hash`` of str):
-    ints hash to themselves, str and bytes by CRC-32, anything else by CRC-32 of its repr."""
+    """Return a hash of ``key`` that is the same in every process.
+
+    Unlike ``hash`` of str: ints hash to themselves, str and bytes by CRC-32, anything else by
+    CRC-32 of its repr.
+    """
     if isinstance(key, int):
         return key & 0x7FFFFFFFFFFFFFFF
     if isinstance(key, str):
@@ -41,7 +46,8 @@ def key_value(element: Any, operation: str, component: str | None) -> tuple[Any,
     """Return ``element`` as (key, value); raise ``TopologyTypeError`` when it is no pair."""
     if isinstance(element, (tuple, list)) and len(element) == 2:
         return element[0], element[1]
-    raise TopologyTypeError(f"{operation} takes (key, value) pairs", component=component,
+    msg = f"{operation} takes (key, value) pairs"
+    raise TopologyTypeError(msg, component=component,
                             value=element, fix="map the elements to (key, value) tuples first")
 
 
@@ -61,8 +67,11 @@ class KeyGrouping(ICustomGrouping):
 
 
 class RepartitionGrouping(ICustomGrouping):
-    """``repartition(n, function)``: ``function(element, n)`` returns the partition, or a
-    list of partitions, each element goes to (taken modulo n)."""
+    """``repartition(n, function)``: the grouping that asks ``function``.
+
+    ``function(element, n)`` returns the partition, or a list of partitions, each element goes
+    to (taken modulo n).
+    """
 
     def __init__(self, function) -> None:
         self.function = function
@@ -114,9 +123,12 @@ class _ReduceByKeyAndWindow:
 
 
 class _Join:
-    """The joins: per key and window, ``(KeyedWindow, join_function(left, right))`` for every
-    pair of a left and a right value; outer joins add ``join_function(left, None)`` /
-    ``join_function(None, right)`` for keys that only one side has in the window."""
+    """The joins, per key and window.
+
+    Per key and window, ``(KeyedWindow, join_function(left, right))`` for every pair of a left
+    and a right value; outer joins add ``join_function(left, None)`` / ``join_function(None,
+    right)`` for keys that only one side has in the window.
+    """
 
     def initialize(self, config: dict, context) -> None:
         super().initialize(config, context)

@@ -20,14 +20,16 @@ class Builder:
         self._sources: list[Streamlet] = []
 
     def new_source(self, source: Any) -> Streamlet:
-        """Return a streamlet of ``source``'s elements: a ``Generator``, or a function called
-        repeatedly (None results are skipped). heron_spark: a list (or any iterable that is
-        neither) is a bounded source of its elements."""
+        """Return a streamlet of ``source``'s elements.
+
+        A ``Generator``, or a function called repeatedly (None results are skipped).
+        heron_spark: a list (or any iterable that is neither) is a bounded source of its
+        elements.
+        """
         if not isinstance(source, Generator) and not callable(source):
             if isinstance(source, (str, bytes)) or not hasattr(source, "__iter__"):
-                raise TopologyTypeError("a source must be a Generator or a function",
-                                        value=source,
-                                        fix="pass a Generator, a function or a list")
+                msg = "a source must be a Generator or a function"
+                raise TopologyTypeError(msg, value=source, fix="pass a Generator, a function or a list")
             source = IterableGenerator(source)
         streamlet = Source(source)
         self._sources.append(streamlet)
@@ -36,7 +38,8 @@ class Builder:
     def build(self, bldr: TopologyBuilder) -> TopologyBuilder:
         """Add every streamlet's component to ``bldr`` (heronpy's signature); return it."""
         if not isinstance(bldr, TopologyBuilder):
-            raise TopologyTypeError("Builder.build takes a TopologyBuilder", value=bldr,
+            msg = "Builder.build takes a TopologyBuilder"
+            raise TopologyTypeError(msg, value=bldr,
                                     fix="pass TopologyBuilder(name), or use Builder.topology")
         order = self._ordered()
         taken = set(bldr._specs)
@@ -49,7 +52,8 @@ class Builder:
                 name = f"{streamlet._prefix}-{index}"
                 streamlet.set_name(name)
             elif name in taken:
-                raise TopologyValueError("two streamlets share this name", component=name,
+                msg = "two streamlets share this name"
+                raise TopologyValueError(msg, component=name,
                                          kind="duplicate_name",
                                          fix="give each streamlet a unique set_name()")
             taken.add(name)
@@ -58,22 +62,24 @@ class Builder:
         return bldr
 
     def topology(self, name: str, config: Config | dict | None = None) -> type:
-        """heron_spark: return the computation as a ``Topology`` class named ``name`` (for
-        ``heron_spark.submit`` or ``heron_spark.testing.run_local``)."""
+        """Return the computation as a ``Topology`` class named ``name`` (heron_spark).
+
+        For ``heron_spark.submit`` or ``heron_spark.testing.run_local``.
+        """
         bldr = self.build(TopologyBuilder(name))
         if isinstance(config, Config):
             config = config.as_dict()
         elif config is not None and not isinstance(config, dict):
-            raise TopologyTypeError("topology() takes a Config or a dict", value=config,
-                                    fix="pass Config() or a dict of topology config keys")
+            msg = "topology() takes a Config or a dict"
+            raise TopologyTypeError(msg, value=config, fix="pass Config() or a dict of topology config keys")
         bldr.set_config(dict(config or {}))
         return bldr.build()
 
     def _ordered(self) -> list[Streamlet]:
         """Return every streamlet reachable from the sources, parents before children."""
         if not self._sources:
-            raise TopologyValueError("the builder has no source", kind="inputs",
-                                     fix="add one with builder.new_source(...)")
+            msg = "the builder has no source"
+            raise TopologyValueError(msg, kind="inputs", fix="add one with builder.new_source(...)")
         waiting: dict[int, int] = {}
         ready = deque(self._sources)
         order: list[Streamlet] = []
@@ -89,7 +95,8 @@ class Builder:
                     ready.append(child)
         stuck = [s for key, s in seen.items() if waiting[key] > 0]
         if stuck:
-            raise TopologyValueError("a streamlet reads a streamlet of another Builder",
+            msg = "a streamlet reads a streamlet of another Builder"
+            raise TopologyValueError(msg,
                                      component=stuck[0].get_name(), value=stuck[0],
                                      kind="inputs",
                                      fix="create every source with the same Builder")

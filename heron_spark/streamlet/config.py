@@ -1,5 +1,7 @@
-"""How a streamlet topology runs (heronpy's streamlet ``Config``): delivery semantics,
-containers, resources and user keys, kept as ordinary topology config keys."""
+"""How a streamlet topology runs (heronpy's streamlet ``Config``).
+
+Delivery semantics, containers, resources and user keys, kept as ordinary topology config keys.
+"""
 
 from __future__ import annotations
 
@@ -22,16 +24,19 @@ class Config:
 
     def __init__(self, config: dict | None = None) -> None:
         if config is not None and not isinstance(config, dict):
-            raise TopologyTypeError("Config takes a dict of topology config keys", value=config,
-                                    fix="pass Config({'key': value}) or Config()")
+            msg = "Config takes a dict of topology config keys"
+            raise TopologyTypeError(msg, value=config, fix="pass Config({'key': value}) or Config()")
         self._api_config: dict[str, Any] = dict(config or {})
 
     def set_delivery_semantics(self, semantics: int) -> None:
-        """Set ``topology.reliability.mode`` from ``Config.ATMOST_ONCE`` / ``ATLEAST_ONCE`` /
-        ``EFFECTIVELY_ONCE``."""
+        """Set the delivery semantics (``topology.reliability.mode``).
+
+        From ``Config.ATMOST_ONCE`` / ``ATLEAST_ONCE`` / ``EFFECTIVELY_ONCE``.
+        """
         mode = self._MODES.get(semantics) if not isinstance(semantics, bool) else None
         if mode is None:
-            raise TopologyValueError("unknown delivery semantics", value=semantics,
+            msg = "unknown delivery semantics"
+            raise TopologyValueError(msg, value=semantics,
                                      kind="config", fix="pass Config.ATMOST_ONCE, "
                                      "Config.ATLEAST_ONCE or Config.EFFECTIVELY_ONCE")
         self._api_config[keys.TOPOLOGY_RELIABILITY_MODE] = mode
@@ -43,7 +48,8 @@ class Config:
     def set_container_resources(self, resources: Resources) -> None:
         """Record the CPU and RAM each container requests."""
         if not isinstance(resources, Resources):
-            raise TopologyTypeError("container resources must be a Resources", value=resources,
+            msg = "container resources must be a Resources"
+            raise TopologyTypeError(msg, value=resources,
                                     fix="pass Resources().set_cpu(...).set_ram_in_mb(...)")
         self._api_config[keys.TOPOLOGY_CONTAINER_CPU_REQUESTED] = resources.get_cpu()
         self._api_config[keys.TOPOLOGY_CONTAINER_RAM_REQUESTED] = resources.get_ram()

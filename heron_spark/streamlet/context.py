@@ -47,22 +47,29 @@ class TaskContext(Context):
         self._stream_name = stream_name
 
     def get_task_id(self) -> int:
+        """Return the task id of this operator instance."""
         return self._context.get_task_id()
 
     def get_config(self) -> dict:
+        """Return the topology's config as this task sees it."""
         return self._context.get_cluster_config()
 
     def get_stream_name(self) -> str:
+        """Return the name of the streamlet this operator reads."""
         return self._stream_name
 
     def get_num_partitions(self) -> int:
+        """Return the number of tasks of this operator's component."""
         return len(self._context.get_component_tasks(self._context.get_component_id()))
 
     def get_partition_index(self) -> int:
+        """Return this task's index among its component's tasks, from 0."""
         return self._context.get_task_index()
 
     def get_state(self) -> Any:
+        """Return None: stateful streamlet operators are not supported."""
         return None
 
     def emit(self, values: Any) -> None:
+        """Emit ``values`` as one element on the operator's ``output`` stream."""
         self._component.emit([values], stream="output")

@@ -18,17 +18,22 @@ class Generator:
     @abstractmethod
     def setup(self, context) -> None:
         """Prepare the task (``context``: a ``Context``)."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement setup()")
+        msg = f"{type(self).__name__} does not implement setup()"
+        raise NotImplementedError(msg)
 
     @abstractmethod
     def get(self) -> Any:
         """Return the next element, or None when there is none now."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement get()")
+        msg = f"{type(self).__name__} does not implement get()"
+        raise NotImplementedError(msg)
 
 
 class IterableGenerator(Generator):
-    """heron_spark: the elements of a list, once (``Builder.new_source(iterable)``); partition
-    i of n emits elements i, i + n, i + 2n, ..."""
+    """A generator of the elements of a list, once (heron_spark).
+
+    Made by ``Builder.new_source(iterable)``; partition i of n emits elements i, i + n, i + 2n,
+    ...
+    """
 
     def __init__(self, items) -> None:
         self._items = list(items)

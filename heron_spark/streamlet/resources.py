@@ -4,8 +4,11 @@ from __future__ import annotations
 
 
 class Resources:
-    """CPU and RAM requested per container; ``Config.set_container_resources`` records them as
-    ``topology.container.cpu`` / ``topology.container.ram`` (bytes)."""
+    """CPU and RAM requested per container.
+
+    ``Config.set_container_resources`` records them as ``topology.container.cpu`` /
+    ``topology.container.ram`` (bytes).
+    """
 
     def __init__(self) -> None:
         self._cpu = 0.0

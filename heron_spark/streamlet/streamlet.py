@@ -1,5 +1,6 @@
-"""``Streamlet``: a (possibly unbounded) stream of elements and the operations on it
-(heronpy's streamlet API).
+"""``Streamlet``: a stream of elements and the operations on it.
+
+A streamlet is possibly unbounded; this is heronpy's streamlet API.
 
 Operations only describe the computation; ``Builder.build`` / ``Runner.run`` compile it to
 ordinary spouts and bolts (one component per streamlet, named ``<operation>-<n>`` unless
@@ -30,8 +31,8 @@ class Streamlet:
     def set_name(self, name: str) -> "Streamlet":
         """Name this streamlet's component (default ``<operation>-<n>``)."""
         if not isinstance(name, str) or not name:
-            raise TopologyTypeError("a streamlet name must be a non-empty str", value=name,
-                                    fix="pass a name such as 'split-words'")
+            msg = "a streamlet name must be a non-empty str"
+            raise TopologyTypeError(msg, value=name, fix="pass a name such as 'split-words'")
         self._name = name
         return self
 
@@ -43,9 +44,8 @@ class Streamlet:
         """Run this streamlet's operation on ``num_partitions`` tasks."""
         if not isinstance(num_partitions, int) or isinstance(num_partitions, bool) or \
                 num_partitions < 1:
-            raise TopologyValueError("the number of partitions must be an integer >= 1",
-                                     component=self._name, value=num_partitions,
-                                     fix="pass 1 or more")
+            msg = "the number of partitions must be an integer >= 1"
+            raise TopologyValueError(msg, component=self._name, value=num_partitions, fix="pass 1 or more")
         self._num_partitions = num_partitions
         return self
 
@@ -73,9 +73,11 @@ class Streamlet:
         return self._adopt(Filter(self, filter_function))
 
     def repartition(self, num_partitions: int, repartition_function=None) -> "Streamlet":
-        """Return this streamlet on ``num_partitions`` tasks. ``repartition_function(element,
-        num_partitions)`` picks each element's partition (or a list of them); without it
-        elements are shuffled."""
+        """Return this streamlet on ``num_partitions`` tasks.
+
+        ``repartition_function(element, num_partitions)`` picks each element's partition (or a
+        list of them); without it elements are shuffled.
+        """
         from heron_spark.streamlet._operators import Repartition
 
         return self._adopt(Repartition(self, num_partitions, repartition_function))
@@ -83,8 +85,8 @@ class Streamlet:
     def clone(self, num_clones: int) -> list["Streamlet"]:
         """Return ``num_clones`` streamlets, each with every element of this one."""
         if not isinstance(num_clones, int) or num_clones < 1:
-            raise TopologyValueError("clone() needs a number of clones >= 1", value=num_clones,
-                                     component=self._name, fix="pass 1 or more")
+            msg = "clone() needs a number of clones >= 1"
+            raise TopologyValueError(msg, value=num_clones, component=self._name, fix="pass 1 or more")
         return [self.repartition(self.get_num_partitions()) for _ in range(num_clones)]
 
     def union(self, other_streamlet: "Streamlet") -> "Streamlet":
@@ -96,8 +98,10 @@ class Streamlet:
         return self._adopt(union)
 
     def transform(self, transform_operator) -> "Streamlet":
-        """Return the streamlet a ``TransformOperator`` emits (``setup`` once per task, then
-        ``transform(tup)`` per input tuple)."""
+        """Return the streamlet a ``TransformOperator`` emits.
+
+        ``setup`` runs once per task, then ``transform(tup)`` per input tuple.
+        """
         from heron_spark.streamlet._operators import Transform
 
         return self._adopt(Transform(self, transform_operator))
@@ -116,22 +120,30 @@ class Streamlet:
 
     # ---- windowed operations ---------------------------------------------------------------
     def reduce_by_window(self, window_config, reduce_function) -> "Streamlet":
-        """Return one ``(Window, reduction)`` per window: the window's elements folded with
-        ``reduce_function(a, b)``. Runs on one task (the whole stream's windows)."""
+        """Return one ``(Window, reduction)`` per window.
+
+        The window's elements folded with ``reduce_function(a, b)``. Runs on one task (the
+        whole stream's windows).
+        """
         from heron_spark.streamlet._operators import ReduceByWindow
 
         return self._adopt(ReduceByWindow(self, window_config, reduce_function))
 
     def reduce_by_key_and_window(self, window_config, reduce_function) -> "Streamlet":
-        """Return one ``(KeyedWindow(key, Window), reduction)`` per key and window, from
-        ``(key, value)`` elements whose values are folded with ``reduce_function(a, b)``."""
+        """Return one ``(KeyedWindow(key, Window), reduction)`` per key and window.
+
+        From ``(key, value)`` elements whose values are folded with ``reduce_function(a, b)``.
+        """
         from heron_spark.streamlet._operators import ReduceByKeyAndWindow
 
         return self._adopt(ReduceByKeyAndWindow(self, window_config, reduce_function))
 
     def join(self, join_streamlet: "Streamlet", window_config, join_function) -> "Streamlet":
-        """Inner join of ``(key, value)`` elements with ``join_streamlet``'s, per window:
-        ``(KeyedWindow, join_function(left, right))`` for every pair with equal keys."""
+        """Return the inner join with ``join_streamlet``, per key and window.
+
+        Inner join of ``(key, value)`` elements with ``join_streamlet``'s, per window:
+        ``(KeyedWindow, join_function(left, right))`` for every pair with equal keys.
+        """
         return self._join(join_streamlet, window_config, join_function, "inner")
 
     def outer_left_join(self, join_streamlet: "Streamlet", window_config,
@@ -159,11 +171,14 @@ class Streamlet:
     # ---- heron_spark -------------------------------------------------------------------------
     def to_bolt(self, bolt_class: type, name: str | None = None, par: int | None = None,
                 config: dict | None = None) -> None:
-        """Feed every element to an ordinary ``Bolt`` (input field ``_output_`` on stream
-        ``output``, shuffled over ``par`` tasks, default this streamlet's partitions). Under
-        at-least-once the bolt auto-acks (``topology.bolt.auto.ack``), except window bolts
-        (they ack as tuples leave their windows); pass ``config={"topology.bolt.auto.ack":
-        False}`` for a bolt that acks its inputs later itself."""
+        """Feed every element to an ordinary ``Bolt``.
+
+        The bolt's input field is ``_output_`` on stream ``output``, shuffled over ``par``
+        tasks (default this streamlet's partitions). Under at-least-once the bolt auto-acks
+        (``topology.bolt.auto.ack``), except window bolts (they ack as tuples leave their
+        windows); pass ``config={"topology.bolt.auto.ack": False}`` for a bolt that acks its
+        inputs later itself.
+        """
         from heron_spark.streamlet._operators import ToBolt
 
         sink = ToBolt(self, bolt_class, par, config)
@@ -178,7 +193,8 @@ class Streamlet:
 
     def _add_to(self, builder) -> None:
         """Add this streamlet's component to ``builder`` (a ``TopologyBuilder``)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot be built")
+        msg = f"{type(self).__name__} cannot be built"
+        raise NotImplementedError(msg)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self._name!r}, partitions={self._num_partitions})"

@@ -16,9 +16,11 @@ class TransformOperator:
     @abstractmethod
     def setup(self, context) -> None:
         """Prepare the task; keep ``context`` to emit."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement setup()")
+        msg = f"{type(self).__name__} does not implement setup()"
+        raise NotImplementedError(msg)
 
     @abstractmethod
     def transform(self, tup) -> None:
         """Handle one input tuple; emit through the context."""
-        raise NotImplementedError(f"{type(self).__name__} does not implement transform()")
+        msg = f"{type(self).__name__} does not implement transform()"
+        raise NotImplementedError(msg)

@@ -1,5 +1,4 @@
-"""The window an output of a windowed operation belongs to (heronpy's ``Window`` and
-``KeyedWindow``)."""
+"""The window an output of a windowed operation belongs to (heronpy's ``Window`` and ``KeyedWindow``)."""
 
 from __future__ import annotations
 
@@ -42,15 +41,18 @@ class Window:
 
 
 class KeyedWindow:
-    """A key and the window its value was computed over: what ``reduce_by_key_and_window``
-    and the joins emit as the first element of their ``(KeyedWindow, value)`` pairs."""
+    """A key and the window its value was computed over.
+
+    What ``reduce_by_key_and_window`` and the joins emit as the first element of their
+    ``(KeyedWindow, value)`` pairs.
+    """
 
     __slots__ = ("_key", "_window")
 
     def __init__(self, key: Any, window: Window) -> None:
         if not isinstance(window, Window):
-            raise TopologyTypeError("the window of a KeyedWindow must be a Window",
-                                    value=window, fix="pass Window(start, end)")
+            msg = "the window of a KeyedWindow must be a Window"
+            raise TopologyTypeError(msg, value=window, fix="pass Window(start, end)")
         self._key = key
         self._window = window
 

@@ -13,11 +13,11 @@ def _as_timedelta(value, what: str) -> datetime.timedelta:
     elif isinstance(value, (int, float)) and not isinstance(value, bool):
         delta = datetime.timedelta(seconds=value)
     else:
-        raise TopologyTypeError(f"the {what} must be a datetime.timedelta or seconds",
-                                value=value, fix=f"pass datetime.timedelta(seconds=...) as {what}")
+        msg = f"the {what} must be a datetime.timedelta or seconds"
+        raise TopologyTypeError(msg, value=value, fix=f"pass datetime.timedelta(seconds=...) as {what}")
     if delta.total_seconds() <= 0:
-        raise TopologyValueError(f"the {what} must be positive", value=value, kind="config",
-                                 fix=f"pass a {what} above zero")
+        msg = f"the {what} must be positive"
+        raise TopologyValueError(msg, value=value, kind="config", fix=f"pass a {what} above zero")
     return delta
 
 
@@ -32,7 +32,8 @@ class WindowConfig:
         self._window_duration = _as_timedelta(window_duration, "window duration")
         self._slide_interval = _as_timedelta(slide_interval, "slide interval")
         if self._slide_interval > self._window_duration:
-            raise TopologyValueError("the slide interval is longer than the window duration",
+            msg = "the slide interval is longer than the window duration"
+            raise TopologyValueError(msg,
                                      value=slide_interval, kind="config",
                                      fix="pass a slide interval <= the window duration")
 

@@ -80,7 +80,7 @@ class MetricsCache:
         """Return the start (wall-clock secs) of the bucket holding ``secs``."""
         return int(secs) // self.bucket_secs * self.bucket_secs
 
-    def add(self, component: str, task_id: int, values: Mapping[str, float] | Iterable,
+    def add(self, component: str, task_id: int, values: Mapping[str, float] | Iterable[tuple[str, float]],
             timestamp_ms: int = 0) -> None:
         """Fold one publish of ``component``'s ``task_id`` (metric name -> value, or pairs)
         into the current bucket. A publish whose non-zero ``timestamp_ms`` is not newer than
@@ -93,7 +93,7 @@ class MetricsCache:
             self._last_stamp[task_key] = timestamp_ms
         bucket = self.bucket_of(self._clock())
         per_task = self._by_task.setdefault(task_key, {})
-        items = values.items() if isinstance(values, Mapping) else values
+        items: Iterable[tuple[str, float]] = values.items() if isinstance(values, Mapping) else values
         for name, value in items:
             series = per_task.get(name)
             if series is None:

@@ -57,8 +57,11 @@ in the driver) and open the one-time link it prints. Scripts send
 
 
 class TrackerApp:
-    """See the module docstring. ``live(name, path, params) -> (status, result)`` asks a
-    topology's TMaster (default: through its control port)."""
+    """See the module docstring.
+
+    ``live(name, path, params) -> (status, result)`` asks a topology's TMaster (default:
+    through its control port).
+    """
 
     def __init__(self, statemgr: StateManager, auth: Authenticator, *,
                  vendor: static.VendorFiles | None = None, ui_dir=static.UI_DIR,
@@ -259,8 +262,10 @@ class TrackerApp:
 
     # ---- live ------------------------------------------------------------------------------
     def _prometheus(self) -> str:
-        """Every live topology's per-instance metrics in Prometheus' text format (one group
-        per metric name; the Heron name is kept in the ``metric`` label)."""
+        """Return every live topology's per-instance metrics in Prometheus' text format.
+
+        One group per metric name; the Heron name is kept in the ``metric`` label.
+        """
         samples: dict[str, list[str]] = {}
         for name in self._names():
             if not self.statemgr.get_tmaster_location(name):
@@ -282,8 +287,10 @@ class TrackerApp:
         return "\n".join(lines) + "\n"
 
     def _verb(self, verb: str, params: dict) -> Response:
-        """POST ``/topologies/<verb>``: run a management verb through the TMaster's control
-        port (``tmaster.client``'s ``<verb>_topology``)."""
+        """Run a management verb (POST ``/topologies/<verb>``).
+
+        It goes through the TMaster's control port (``tmaster.client``'s ``<verb>_topology``).
+        """
         from heron_spark.tmaster import client
 
         name = self._topology_name(params)
@@ -331,8 +338,7 @@ def _post_params(request: Request) -> dict:
 
 
 def _parallelism(params: dict) -> dict[str, int]:
-    """Heron's ``--component-parallelism NAME:N`` values (parameter
-    ``component_parallelism``, repeatable)."""
+    """Heron's ``--component-parallelism NAME:N`` values (parameter ``component_parallelism``, repeatable)."""
     result = {}
     for item in params.get("component_parallelism") or []:
         component, _, count = item.rpartition(":")

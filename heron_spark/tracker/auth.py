@@ -1,5 +1,4 @@
-"""Who may use a tracker: a Bearer token for scripts, one-time login links and a session
-cookie for browsers.
+"""Who may use a tracker: a Bearer token for scripts, one-time login links and a session cookie for browsers.
 
 - **The tracker token** (random, 256 bits) lives in the state manager under the pseudo
   topology ``__tracker__``, key ``token``, owner-only (``private``). Every tracker of that
@@ -82,7 +81,7 @@ def login_token(token: str, now: float | None = None) -> str:
 
 
 def login_link(base_url: str, token: str) -> str:
-    """A fresh one-time login link to the tracker at ``base_url``."""
+    """Return a fresh one-time login link to the tracker at ``base_url``."""
     return f"{base_url.rstrip('/')}/login?token={login_token(token)}"
 
 
@@ -103,6 +102,7 @@ class Authenticator:
 
     @property
     def token(self) -> str:
+        """Return the tracker's current Bearer token."""
         return self._token
 
     def _tokens(self) -> list[str]:
@@ -113,14 +113,14 @@ class Authenticator:
         return [self._token]
 
     def bearer_ok(self, authorization: str) -> bool:
-        """True if the ``Authorization`` header carries the tracker token."""
+        """Return whether the ``Authorization`` header carries the tracker token."""
         given = authorization.encode()
         if hmac.compare_digest(given, f"Bearer {self._token}".encode()):
             return True
         return any(hmac.compare_digest(given, f"Bearer {t}".encode()) for t in self._tokens())
 
     def session_ok(self, cookie_header: str) -> bool:
-        """True if the ``Cookie`` header holds a good, unexpired session cookie."""
+        """Return whether the ``Cookie`` header holds a good, unexpired session cookie."""
         value = _cookie(cookie_header, SESSION_COOKIE)
         if not value:
             return False
@@ -129,8 +129,10 @@ class Authenticator:
             _verify(t, "session", value, now) for t in self._tokens())
 
     def spend_login(self, value: str) -> bool:
-        """Accept the login token ``value`` once: True the first time, False ever after (or if
-        it is forged or expired)."""
+        """Accept the login token ``value`` once.
+
+        True the first time, False ever after (or if it is forged or expired).
+        """
         now = self._clock()
         verified = _verify(self._token, "login", value, now)
         if verified is None:
@@ -147,15 +149,18 @@ class Authenticator:
         return True
 
     def session_cookie(self) -> str:
-        """A ``Set-Cookie`` value for a new session."""
+        """Return a ``Set-Cookie`` value for a new session."""
         value = _signed(self._token, "session", SESSION_TTL_SECS, self._clock())
         return (f"{SESSION_COOKIE}={value}; Path=/; Max-Age={int(SESSION_TTL_SECS)}; "
                 f"HttpOnly; SameSite=Strict")
 
 
 def csrf_ok(headers: dict[str, str]) -> bool:
-    """True if a cookie-authenticated POST proves it comes from the tracker's own pages: the
-    ``X-Heron-Spark-Request`` header, and an ``Origin`` (if any) on the request's ``Host``."""
+    """Return whether a cookie-authenticated POST comes from the tracker's own pages.
+
+    True if a cookie-authenticated POST proves it comes from the tracker's own pages: the
+    ``X-Heron-Spark-Request`` header, and an ``Origin`` (if any) on the request's ``Host``.
+    """
     if not headers.get(CSRF_HEADER.lower()):
         return False
     origin = headers.get("origin")

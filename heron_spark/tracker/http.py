@@ -11,8 +11,11 @@ import json
 
 @dataclasses.dataclass
 class Request:
-    """One HTTP request: ``query`` maps each parameter to its values (as ``parse_qs``);
-    ``headers`` has lower-case names."""
+    """One HTTP request.
+
+    ``query`` maps each parameter to its values (as ``parse_qs``); ``headers`` has lower-case
+    names.
+    """
 
     method: str
     path: str
@@ -35,13 +38,13 @@ class Response:
 
     @classmethod
     def json(cls, data, status: int = 200) -> "Response":
-        """A JSON body (``application/json``), never cached."""
+        """Return a JSON body (``application/json``), never cached."""
         return cls(status, json.dumps(data, indent=1, sort_keys=True).encode(),
                    [("Content-Type", "application/json"), ("Cache-Control", "no-store")])
 
     @classmethod
     def error(cls, status: int, message: str, *headers: tuple[str, str]) -> "Response":
-        """An error as the FastAPI tracker answers one: ``{"detail": message}``."""
+        """Return an error as the FastAPI tracker answers one: ``{"detail": message}``."""
         response = cls.json({"detail": message}, status)
         response.headers.extend(headers)
         return response
@@ -49,5 +52,6 @@ class Response:
     @classmethod
     def text(cls, text: str, content_type: str = "text/plain; charset=utf-8",
              status: int = 200) -> "Response":
+        """Return a text body of ``content_type`` with ``status``."""
         return cls(status, text.encode(), [("Content-Type", content_type),
                                            ("Cache-Control", "no-store")])

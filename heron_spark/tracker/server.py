@@ -173,7 +173,8 @@ class _DeadlineReader(io.RawIOBase):
     def readinto(self, buffer) -> int:
         remaining = self.deadline - time.monotonic()
         if remaining <= 0:
-            raise TimeoutError("the request was not complete in time")
+            msg = "the request was not complete in time"
+            raise TimeoutError(msg)
         self._sock.settimeout(remaining)
         try:
             return self._sock.recv_into(buffer)

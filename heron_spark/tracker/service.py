@@ -30,8 +30,10 @@ _PROBE_TIMEOUT_SECS = 2.0
 
 def start_tracker(statemgr_url: str, host: str, port: int, *, max_connections: int = 64,
                   idle_timeout_secs: float = 10.0) -> server.TrackerServer:
-    """Serve the tracker for the state manager at ``statemgr_url`` on ``host:port`` (0: any
-    free port); return the server (``.url``, ``.app``, ``shutdown()``)."""
+    """Serve the tracker for the state manager at ``statemgr_url`` on ``host:port``.
+
+    Port 0 takes any free port. Return the server (``.url``, ``.app``, ``shutdown()``).
+    """
     statemgr = open_state_manager(statemgr_url)
     try:
         authenticator = auth.Authenticator(lambda: auth.tracker_token(statemgr))
@@ -62,8 +64,10 @@ _shared: dict[tuple, list] = {}  # (statemgr url, host, port) -> [server, users]
 
 
 def acquire(statemgr_url: str, host: str, port: int, **limits) -> server.TrackerServer:
-    """Return this process's tracker for ``statemgr_url`` on ``host`` (starting it on ``port``
-    if there is none yet); pair each call with ``release``."""
+    """Return this process's tracker for ``statemgr_url`` on ``host``.
+
+    Start it on ``port`` if there is none yet; pair each call with ``release``.
+    """
     key = (statemgr_url, host, port)
     with _shared_lock:
         entry = _shared.get(key)
@@ -97,8 +101,10 @@ def release(tracker: server.TrackerServer) -> None:
 
 
 def tracker_urls(statemgr: StateManager, name: str | None = None) -> list[str]:
-    """The URLs of the trackers recorded for ``statemgr`` that accept connections: the one
-    of ``name``'s driver first (if given), then every other."""
+    """Return the URLs of the trackers recorded for ``statemgr`` that accept connections.
+
+    The one of ``name``'s driver first (if given), then every other.
+    """
     urls = []
     if name is not None:
         location = statemgr.get_tmaster_location(name) or {}

@@ -32,7 +32,7 @@ def identity(name: str, execution: dict | None) -> dict:
 
 
 def instance_log_path(component: str, task: int) -> str:
-    """The log of an instance, relative to its container's work dir (``ContainerFiles``)."""
+    """Return the log of an instance, relative to its container's work dir (``ContainerFiles``)."""
     return f"logs/instance-{component}-{task}.log"
 
 

@@ -28,7 +28,7 @@ _TYPES = {".js": "text/javascript; charset=utf-8", ".mjs": "text/javascript; cha
 
 
 def content_type(name: str) -> str:
-    """The Content-Type of a file named ``name``."""
+    """Return the Content-Type of a file named ``name``."""
     suffix = Path(name).suffix.lower()
     return _TYPES.get(suffix) or mimetypes.guess_type(name)[0] or "application/octet-stream"
 
@@ -48,7 +48,7 @@ def file_response(name: str, body: bytes, if_none_match: str, cache_control: str
 
 
 def ui_file(name: str, if_none_match: str = "", ui_dir: Path = UI_DIR) -> Response | None:
-    """The UI file ``name`` (relative to ``ui_dir``), or None if there is no such file."""
+    """Return the UI file ``name`` (relative to ``ui_dir``), or None if there is no such file."""
     if not _NAME.match(name) or ".." in name.split("/"):
         return None
     path = ui_dir / name
@@ -80,11 +80,11 @@ class VendorFiles:
             return self._files
 
     def names(self) -> list[str]:
-        """The file names available under ``/vendor/``."""
+        """Return the file names available under ``/vendor/``."""
         return sorted(self._load())
 
     def response(self, name: str, if_none_match: str = "") -> Response | None:
-        """The vendored file ``name``, or None if Spark's jar has no such file."""
+        """Return the vendored file ``name``, or None if Spark's jar has no such file."""
         body = self._load().get(name)
         if body is None:
             return None
@@ -92,7 +92,7 @@ class VendorFiles:
 
 
 def spark_core_jar() -> Path | None:
-    """pyspark's ``spark-core_*.jar``, or None if pyspark is not installed."""
+    """Pyspark's ``spark-core_*.jar``, or None if pyspark is not installed."""
     try:
         import pyspark
     except ImportError:

@@ -11,18 +11,21 @@ from heron_spark.streamlet.generator import Generator
 
 
 class ArrayLooper(Generator):
-    """Emits ``user_iterable``'s items in order, forever (heronpy's), or ``loops`` times
-    (heron_spark: then the source ends). ``sleep`` seconds separate two items; unlike
-    heronpy's it does not block the task: ``get`` returns None until the item is due."""
+    """A source that emits the items of an iterable in order, forever or ``loops`` times.
+
+    Emits ``user_iterable``'s items in order, forever (heronpy's), or ``loops`` times
+    (heron_spark: then the source ends). ``sleep`` seconds separate two items; unlike heronpy's
+    it does not block the task: ``get`` returns None until the item is due.
+    """
 
     def __init__(self, user_iterable: Iterable, sleep: float | None = None, *,
                  loops: int | None = None) -> None:
         if not isinstance(user_iterable, Iterable):
-            raise TopologyTypeError("ArrayLooper takes an iterable", value=user_iterable,
-                                    fix="pass a list of elements")
+            msg = "ArrayLooper takes an iterable"
+            raise TopologyTypeError(msg, value=user_iterable, fix="pass a list of elements")
         if loops is not None and (not isinstance(loops, int) or loops < 1):
-            raise TopologyValueError("loops must be an integer >= 1 (or None: forever)",
-                                     value=loops, fix="pass loops=1 or more")
+            msg = "loops must be an integer >= 1 (or None: forever)"
+            raise TopologyValueError(msg, value=loops, fix="pass loops=1 or more")
         self._items = list(user_iterable)
         self._sleep = sleep
         self._loops = loops

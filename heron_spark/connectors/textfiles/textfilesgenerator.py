@@ -11,10 +11,13 @@ log = logging.getLogger(__name__)
 
 
 class TextFileGenerator(Generator):
-    """Emits every line (newline included, as heronpy's) of the files ``filepattern``
-    matches; partition i of n reads files i, i + n, ... (in sorted order). After the last
-    line it emits nothing more, as heronpy's; heron_spark: ``bounded=True`` ends the source
-    instead, so a bounded topology finishes."""
+    """A source that emits every line of the files a pattern matches.
+
+    Emits every line (newline included, as heronpy's) of the files ``filepattern`` matches;
+    partition i of n reads files i, i + n, ... (in sorted order). After the last line it emits
+    nothing more, as heronpy's; heron_spark: ``bounded=True`` ends the source instead, so a
+    bounded topology finishes.
+    """
 
     def __init__(self, filepattern: str, *, bounded: bool = False) -> None:
         self._files = sorted(glob.glob(filepattern))
