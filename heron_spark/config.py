@@ -5,6 +5,10 @@ Layers, later wins: the defaults below, ``conf/heron_spark.yaml`` (or the folder
 the topology's own config (``heron.*`` keys set through ``set_config``), then ``conf=`` of
 ``submit`` / ``--conf`` of the CLI. Every key carries its unit in its name.
 ``heron-spark config`` prints the effective values.
+
+The defaults are written here only: the shipped ``conf/heron_spark.yaml`` documents every key
+commented out and sets none (a test checks it names each key in ``KNOWN_KEYS``). The
+topology's own keys (``topology.*``) are read by ``heron_spark.api.topology_config``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,32 @@
 """Config layering and the committed protobuf modules."""
 
 import filecmp
+import re
 import subprocess
 import sys
 
 import pytest
 import yaml
 
-from heron_spark.config import (SystemConfig, build_system_config, default_conf_dir,
-                                read_conf_file)
+from heron_spark.config import (CONF_FILE_NAME, KNOWN_KEYS, SystemConfig, build_system_config,
+                                default_conf_dir, read_conf_file)
 from heron_spark.errors import ConfigError
 from heron_spark.proto import generate
 
 
-def test_conf_file_matches_code_defaults():
+def test_conf_file_documents_every_key_and_sets_none():
+    """SystemConfig holds the defaults; the shipped YAML only documents them (commented out),
+    so a default has one home and the file cannot drift from the code."""
     assert default_conf_dir() is not None
-    assert read_conf_file(default_conf_dir()) == SystemConfig().as_keys()
+    assert read_conf_file(default_conf_dir()) == {}
+    text = (default_conf_dir() / CONF_FILE_NAME).read_text()
+    documented = re.findall(r"^# (heron\.[a-z.]+): ", text, flags=re.MULTILINE)
+    assert sorted(documented) == sorted(KNOWN_KEYS)  # every key, once; none that is gone
+    assert set(SystemConfig().as_keys()) == KNOWN_KEYS
+
+
+def test_with_the_shipped_conf_file_the_effective_values_are_the_defaults():
+    assert build_system_config(read_conf_file(default_conf_dir())) == SystemConfig()
 
 
 def test_layers_override_in_order_and_coerce_types():

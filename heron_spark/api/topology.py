@@ -10,23 +10,15 @@ import sys
 from types import FrameType
 from typing import Any
 
-from heron_spark.api import api_constants
 from heron_spark.api.component import HeronComponentSpec
+from heron_spark.api.topology_config import default_topology_config
 from heron_spark.errors import TopologyTypeError, TopologyValueError
 
 
 class TopologyType(type):
     """Metaclass that collects the ``HeronComponentSpec`` attributes of a topology class."""
 
-    DEFAULT_TOPOLOGY_CONFIG = {
-        api_constants.TOPOLOGY_DEBUG: False,
-        api_constants.TOPOLOGY_STMGRS: 1,
-        api_constants.TOPOLOGY_MESSAGE_TIMEOUT_SECS: 30,
-        api_constants.TOPOLOGY_MAX_SPOUT_PENDING: 100,
-        api_constants.TOPOLOGY_RELIABILITY_MODE:
-            api_constants.TopologyReliabilityMode.ATMOST_ONCE,
-        api_constants.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS: True,
-    }
+    DEFAULT_TOPOLOGY_CONFIG = default_topology_config()  # TopologyConfig's defaults
 
     def __new__(mcs, classname, bases, class_dict):
         """Collect the class's component specs and config, checking names and keys."""

@@ -45,13 +45,11 @@ from typing import Any, Iterator
 
 from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
+from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.errors import TopologyValueError
 
 WindowContext = namedtuple("WindowContext", ("start", "end"))
 """The bounds of a window, in seconds since the epoch (``start`` to ``end``)."""
-
-_DEFAULT_TIMEOUT_SECS = 30.0
-
 
 def _time_of(tup) -> float:
     """Return when ``tup`` arrived at this task (its ``creation_time``), else now."""
@@ -239,13 +237,10 @@ def _seconds(value: Any, key: str, component: str | None) -> float:
 
 def _check_timeout(config: dict, held_secs: float, component: str | None) -> None:
     """Refuse windows that hold tuples longer than their trees may stay open."""
-    reliable = config.get(keys.TOPOLOGY_RELIABILITY_MODE) == \
-        keys.TopologyReliabilityMode.ATLEAST_ONCE or \
-        str(config.get(keys.TOPOLOGY_ENABLE_ACKING, "")).lower() == "true"
-    if not reliable or str(config.get(keys.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True)).lower() \
-            == "false":
+    settings = TopologyConfig.from_config(config, component)
+    timeout = settings.message_timeout_or_none_secs
+    if not settings.at_least_once or timeout is None:
         return
-    timeout = float(config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or _DEFAULT_TIMEOUT_SECS)
     if held_secs >= timeout:
         msg = (
             f"the window holds tuples up to {held_secs:g} s (duration + slide), not less than "

@@ -27,13 +27,11 @@ import time
 import traceback
 
 from heron_spark._failure_window import FailureWindow
-from heron_spark.api import api_constants as keys
 from heron_spark.errors import TopologyRuntimeError
 from heron_spark.instance.bolt_executor import BoltExecutor
 from heron_spark.instance.executor import Stop
 from heron_spark.instance.spout_executor import SpoutExecutor
 from heron_spark.metrics import aggregate
-from heron_spark.plan.logical import checkpoint_interval_secs
 from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
@@ -171,12 +169,12 @@ class InProcessTopology:
         self.ended_at: float | None = None
         self._final_metrics: dict[str, dict[str, float]] | None = None
         self.checkpoints: CheckpointCoordinator | None = None  # effectively once
-        if prepared.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+        if prepared.logical.topology_config.effectively_once:
             self._checkpoint_store = CheckpointStore(
                 checkpoint_root(self.config.checkpoint_root, self.config.work_dir), self.name)
             self._checkpoint_store.clear()
             self.checkpoints = CheckpointCoordinator(
-                set(self.tasks), checkpoint_interval_secs(prepared.logical.config), 0,
+                set(self.tasks), prepared.logical.topology_config.checkpoint_interval_secs, 0,
                 self._broadcast, lambda checkpoint, _: self._checkpoint_store.retain(checkpoint),
                 clock)
 

@@ -9,9 +9,9 @@ from itertools import repeat
 
 import numpy as np
 
-from heron_spark.api import api_constants as keys
 from heron_spark.api.batch import BatchBolt
 from heron_spark.api.bolt import Bolt
+from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.api.tuple import HeronTuple, TupleHelper
 from heron_spark.instance import batches, task_metrics
 from heron_spark.instance.acking import AckBuffer
@@ -105,7 +105,7 @@ class BoltExecutor(TaskExecutor):
         self.batch_mode = isinstance(self.component, BatchBolt)
         if self.reliable:
             self.auto_ack = bool(getattr(self.component, "auto_ack", False)) or \
-                str(config.get(keys.TOPOLOGY_BOLT_AUTO_ACK, False)).lower() == "true"
+                self.decl.topology_config.bolt_auto_ack
             if not self.auto_ack:  # auto-ack anchors to, and settles, the current input
                 self._bind(Bolt, "emit", self.collector.emit_anchored)
                 self._bind(Bolt, "ack", self.acks.acked.append)
@@ -114,12 +114,13 @@ class BoltExecutor(TaskExecutor):
             self._bind(Bolt, "emit", self.collector.emit_plain)
             self._bind(Bolt, "ack", _ignore)
             self._bind(Bolt, "fail", _ignore)
-        self._tick_secs = float(config.get("topology.tick.tuple.freq.secs", 0) or 0)
+        self._tick_secs = self.decl.topology_config.tick_tuple_freq_secs
         if self._tick_secs > 0:
             self._next_tick = self.clock() + self._tick_secs
 
     def _initialized(self, config: dict) -> None:
-        ticks = float(config.get(keys.TOPOLOGY_TICK_TUPLE_FREQ_SECS, 0) or 0)
+        # initialize may set the frequency in its config (window bolts do): read it again
+        ticks = TopologyConfig.from_config(config, self.component_name).tick_tuple_freq_secs
         if ticks != self._tick_secs:  # set by initialize, as Heron's window bolts do
             self._tick_secs = ticks
             self._next_tick = self.clock() + ticks if ticks > 0 else None

@@ -21,7 +21,6 @@ import logging
 import time
 from typing import Callable
 
-from heron_spark.api import api_constants as keys
 from heron_spark.api import global_metrics
 from heron_spark.api.metrics import MultiCountMetric
 from heron_spark.api.serializer import load_serializer
@@ -69,7 +68,7 @@ class TaskExecutor:
         self.component_name = plan.task_component[task_id]
         self.decl = plan.logical.components[self.component_name]
         self.context = InstanceContext(plan, task_id)
-        self.reliable = plan.logical.reliability_mode == keys.TopologyReliabilityMode.ATLEAST_ONCE
+        self.reliable = plan.logical.topology_config.at_least_once
         self.collector: OutputCollector | None = None
         self.component = None
         self.started = False
@@ -80,7 +79,7 @@ class TaskExecutor:
         self._bound: dict[str, Callable] = {}     # fast paths bound onto the component
         self.statemgr_url = config.statemgr
         self.stateful: TaskState | None = None  # effectively once
-        if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+        if plan.logical.topology_config.effectively_once:
             self.stateful = TaskState(config, plan.logical.name, task_id)
         self.held = False  # effectively once: a spout waits for the end of a restore
         self.paused = False  # the topology is deactivated: a spout does not emit

@@ -8,12 +8,10 @@ from itertools import count, repeat
 
 import numpy as np
 
-from heron_spark.api import api_constants as keys
 from heron_spark.api.spout import Spout
 from heron_spark.instance import batches, task_metrics
 from heron_spark.instance.acking import SpoutTrees
 from heron_spark.instance.executor import TaskExecutor
-from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.proto import physical_plan_pb2, stmgr_pb2
 from heron_spark.wire import frames
 
@@ -59,12 +57,9 @@ class SpoutExecutor(TaskExecutor):
 
     def _configure(self, config: dict) -> None:
         if self.reliable:
-            timeout = message_timeout_secs(config)
-            if str(config.get(keys.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS, True)).lower() == "false":
-                timeout = None
-            pending = config.get(keys.TOPOLOGY_MAX_SPOUT_PENDING)
-            self.trees = SpoutTrees(self.task_id, timeout, int(pending) if pending else None,
-                                    clock=self.clock)
+            settings = self.decl.topology_config  # this component's view
+            self.trees = SpoutTrees(self.task_id, settings.message_timeout_or_none_secs,
+                                    settings.max_spout_pending, clock=self.clock)
             self.collector.open_tree = self.trees.open
             self._bind(Spout, "emit", self.collector.spout_emit_tracked)
         else:

@@ -17,6 +17,7 @@ from heron_spark.api.component import GlobalStreamId, HeronComponentSpec
 from heron_spark.api.context import StreamId
 from heron_spark.api.spout import Spout
 from heron_spark.api.stream import RESERVED_FIELD_PREFIX, Grouping, Stream, grouping_name
+from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.api.tuple import TupleHelper
 from heron_spark.errors import TopologyValueError
 from heron_spark.proto.topology_pb2 import GroupingType
@@ -27,8 +28,6 @@ TICK_STREAM = TupleHelper.TICK_TUPLE_ID                # "__tick", as in Heron
 # we refuse because names become file names, state-manager keys and quoted metric labels
 # (instance-<component>-<task>.log, <statemgr>/<topology>/..., component="<name>").
 _FORBIDDEN_CHARS = frozenset('/\\"\0\n\r')
-_MODES = (keys.TopologyReliabilityMode.ATMOST_ONCE, keys.TopologyReliabilityMode.ATLEAST_ONCE,
-          keys.TopologyReliabilityMode.EFFECTIVELY_ONCE)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +52,11 @@ class InputDecl:
 
 @dataclasses.dataclass
 class ComponentDecl:
-    """A validated component: its class, tasks, streams and merged configuration."""
+    """A validated component: its class, tasks, streams and merged configuration.
+
+    The merged configuration is the topology's keys overridden by the component's own, read
+    once into ``topology_config``.
+    """
 
     name: str
     component_class: type
@@ -62,15 +65,21 @@ class ComponentDecl:
     outputs: dict[str, StreamDecl]
     inputs: list[InputDecl]
     config: dict[str, Any]
+    topology_config: TopologyConfig  # the component's view (tick freq, auto ack, max pending)
 
 
 @dataclasses.dataclass
 class LogicalPlan:
-    """A validated topology. Picklable by value (cloudpickle) so containers can rebuild it."""
+    """A validated topology. Picklable by value (cloudpickle) so containers can rebuild it.
+
+    ``config`` is the topology's config as user code sees it; the runtime reads the typed
+    ``topology_config`` built from it once, at validation.
+    """
 
     name: str
     components: dict[str, ComponentDecl]
     config: dict[str, Any]
+    topology_config: TopologyConfig
     source_path: str = ""  # the file that defined the topology, on the submitting machine
 
     def sources(self, component: str) -> dict[StreamId, int] | None:
@@ -98,35 +107,6 @@ class LogicalPlan:
         return sorted({c.name for c in self.components.values()
                        for i in c.inputs if i.component == component})
 
-    @property
-    def reliability_mode(self) -> str:
-        """Return ``topology.reliability.mode`` (``topology.enable.acking`` maps onto it)."""
-        return reliability_mode(self.config)
-
-
-def reliability_mode(config: dict) -> str:
-    """Read the reliability mode from a topology config, accepting the legacy acking flag."""
-    mode = config.get(keys.TOPOLOGY_RELIABILITY_MODE)
-    if mode is None and str(config.get(keys.TOPOLOGY_ENABLE_ACKING, "")).lower() == "true":
-        return keys.TopologyReliabilityMode.ATLEAST_ONCE
-    return mode or keys.TopologyReliabilityMode.ATMOST_ONCE
-
-
-DEFAULT_MESSAGE_TIMEOUT_SECS = 30.0
-DEFAULT_CHECKPOINT_INTERVAL_SECS = 5.0
-
-
-def checkpoint_interval_secs(config: dict) -> float:
-    """``topology.stateful.checkpoint.interval.seconds`` (heronpy's key; ``.secs`` accepted)."""
-    return float(config.get(keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS,
-                            config.get("topology.stateful.checkpoint.interval.secs",
-                                       DEFAULT_CHECKPOINT_INTERVAL_SECS)))
-
-
-def message_timeout_secs(config: dict) -> float:
-    """Read ``topology.message.timeout.secs`` (heronpy's default: 30 s)."""
-    return float(config.get(keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS) or DEFAULT_MESSAGE_TIMEOUT_SECS)
-
 
 def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
     """Validate ``topology`` (a ``Topology`` subclass) and return its logical plan."""
@@ -139,7 +119,7 @@ def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
                                  fix=f"use a non-empty name other than '.' and '..', without "
                                      f"{_forbidden_text()}")
     config = dict(getattr(topology, "_topo_config", {}))
-    _check_topology_config(config)
+    topology_config = _check_topology_config(config)
     by_name: dict[str, HeronComponentSpec] = {}
     for spec in specs:
         by_name[_check_name(spec, by_name)] = spec
@@ -155,8 +135,8 @@ def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
         for sub in decl.inputs:
             _check_input(decl.name, sub, components)
     _check_acyclic(components)
-    _check_stmgrs(config, components)
-    plan = LogicalPlan(topo_name, components, config, _source_path(topology))
+    _check_stmgrs(topology_config, components)
+    plan = LogicalPlan(topo_name, components, config, topology_config, _source_path(topology))
     _check_picklable(plan)
     return plan
 
@@ -184,23 +164,11 @@ def _source_path(topology: type) -> str:
     return os.path.abspath(path) if path else ""
 
 
-def _check_topology_config(config: dict) -> None:
-    mode = reliability_mode(config)
-    if mode not in _MODES:  # Heron refuses it too (TopologyReliabilityMode.valueOf)
-        msg = "unknown reliability mode"
-        raise TopologyValueError(msg, value=mode, kind="config",
-                                 fix=f"set {keys.TOPOLOGY_RELIABILITY_MODE} to one of {_MODES}")
-    if mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:  # ours: checkpoints need it
-        try:
-            ok = checkpoint_interval_secs(config) > 0
-        except (TypeError, ValueError):
-            ok = False
-        if not ok:
-            interval = config.get(keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS)
-            msg = "the checkpoint interval must be a positive number of seconds"
-            raise TopologyValueError(msg, value=interval, kind="config",
-                                     fix=f"set {keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS}"
-                                         " to, say, 5")
+def _check_topology_config(config: dict) -> TopologyConfig:
+    """Read ``config`` once (unknown reliability mode, bad timeouts, ...: TopologyValueError)."""
+    # Heron refuses an unknown mode too (TopologyReliabilityMode.valueOf); ours: every key the
+    # runtime acts on is checked here, on the driver, not when a task first reads it.
+    return TopologyConfig.from_config(config)
 
 
 def _usable_name(name: object) -> TypeGuard[str]:
@@ -264,7 +232,8 @@ def _component(spec: HeronComponentSpec, topo_config: dict) -> ComponentDecl:
                                  kind="inputs", fix="pass inputs={upstream_spec: Grouping...}")
     config = {**topo_config, **(spec.custom_config or {}),
               keys.TOPOLOGY_COMPONENT_PARALLELISM: par}
-    return ComponentDecl(name, cls, spec.is_spout, par, outputs, inputs, config)
+    return ComponentDecl(name, cls, spec.is_spout, par, outputs, inputs, config,
+                         TopologyConfig.from_config(config, name))
 
 
 def _outputs(component: str, declared) -> dict[str, StreamDecl]:
@@ -414,16 +383,9 @@ def _check_acyclic(components: dict[str, ComponentDecl]) -> None:
             visit(name, [name])
 
 
-def _check_stmgrs(config: dict, components: dict[str, ComponentDecl]) -> None:
-    stmgrs = config.get(keys.TOPOLOGY_STMGRS, 1)
-    try:
-        count = int(stmgrs)
-    except (TypeError, ValueError):
-        count = 0
+def _check_stmgrs(topology_config: TopologyConfig, components: dict[str, ComponentDecl]) -> None:
+    count = topology_config.stmgrs  # >= 1: TopologyConfig checked it
     total = sum(c.parallelism for c in components.values())
-    if count < 1:  # Heron parses it as the container count; below 1 there is nowhere to run
-        msg = f"{keys.TOPOLOGY_STMGRS} must be an integer >= 1"
-        raise TopologyValueError(msg, value=stmgrs, kind="config", fix="set it to the number of containers")
     if count > total:  # Heron's packing refuses more containers than instances too
         msg = f"{keys.TOPOLOGY_STMGRS} exceeds the number of instances"
         raise TopologyValueError(msg,

@@ -54,7 +54,7 @@ def pack(plan: LogicalPlan, algorithm: str = "round_robin") -> packing_pb2.Packi
     """Return the packing plan of ``plan`` with ``algorithm``."""
     requests = instance_requests(plan)
     if algorithm == "round_robin":
-        groups = _round_robin(requests, int(plan.config.get(keys.TOPOLOGY_STMGRS, 1)))
+        groups = _round_robin(requests, plan.topology_config.stmgrs)
     elif algorithm == "first_fit_decreasing":
         groups = _first_fit_decreasing(requests, plan.config)
     else:

@@ -21,7 +21,6 @@ import logging
 import threading
 
 from heron_spark import _pickling
-from heron_spark.api import api_constants as keys
 from heron_spark.config import SystemConfig
 from heron_spark.errors import TopologyValueError
 from heron_spark.plan.logical import LogicalPlan, _check_stmgrs
@@ -54,7 +53,7 @@ def with_parallelism(plan: LogicalPlan, parallelism: dict[str, int]) -> LogicalP
     components = {name: dataclasses.replace(decl, parallelism=parallelism.get(name,
                                                                               decl.parallelism))
                   for name, decl in plan.components.items()}
-    _check_stmgrs(plan.config, components)
+    _check_stmgrs(plan.topology_config, components)
     return dataclasses.replace(plan, components=components)
 
 
@@ -92,7 +91,7 @@ class Rescaler:
         """Start rescaling to ``parallelism``; return the generation that will run it."""
         with self._lock:
             current = self.tmaster.plan.logical
-            if current.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+            if current.topology_config.effectively_once:
                 raise TopologyValueError(
                     "cannot update an effectively-once topology: its checkpointed state is "
                     "per task", value=dict(parallelism), kind="reliability",

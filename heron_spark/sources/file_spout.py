@@ -20,12 +20,11 @@ import collections
 import time
 from pathlib import Path
 
-from heron_spark.api import api_constants as keys
 from heron_spark.api.spout import Spout
 from heron_spark.api.state import StatefulComponent
 from heron_spark.api.stream import Stream
+from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.errors import TopologyValueError
-from heron_spark.plan.logical import reliability_mode
 
 PATH = "file.spout.path"
 PATTERN = "file.spout.pattern"
@@ -139,7 +138,7 @@ class FileSpout(Spout, StatefulComponent):
         self._acked_total = int(saved.get("acked_total", 0))
         self._pending: dict[tuple[int, int], str] = {}
         self._replay: collections.deque = collections.deque()
-        self._reliable = reliability_mode(config) == keys.TopologyReliabilityMode.ATLEAST_ONCE
+        self._reliable = TopologyConfig.from_config(config).at_least_once
         self._current = 0
         self._dirty = False
         self._committed_at = time.monotonic()

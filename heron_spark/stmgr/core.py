@@ -36,10 +36,8 @@ from typing import Callable, Protocol
 import numpy as np
 
 from heron_spark._process import STMGR_RESTART_EXIT
-from heron_spark.api import api_constants as keys
 from heron_spark.config import SystemConfig
 from heron_spark.metrics import names
-from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.stmgr import acking
@@ -108,8 +106,8 @@ class StmgrCore:
         self._task_container = dict(plan.task_container)
         self.connected: set[int] = set()          # local tasks with a live connection
         self.instance_pids: dict[int, int] = {}   # local tasks that registered, with their pid
-        self.ledger = acking.XorLedger(expiry_secs=2 * message_timeout_secs(plan.logical.config),
-                                       clock=clock)
+        self.ledger = acking.XorLedger(
+            expiry_secs=2 * plan.logical.topology_config.message_timeout_secs, clock=clock)
         self._owner = np.full(max(plan.task_component) + 1, -1, dtype=np.int64)
         for task, container in plan.task_container.items():
             self._owner[task] = container
@@ -151,7 +149,7 @@ class StmgrCore:
         # Effectively once (None / unused otherwise): the epoch and checkpoint every local task
         # must restore, whether a restore is under way, and each peer's fenced epoch.
         self.gateway: CheckpointGateway | None = None
-        if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+        if plan.logical.topology_config.effectively_once:
             self.gateway = CheckpointGateway(
                 {t: frozenset(plan.upstream_tasks(t)) for t in self.local_tasks
                  if t not in self.spout_tasks}, self._deliver_now)

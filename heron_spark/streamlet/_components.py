@@ -14,10 +14,10 @@ import copy
 from collections import deque
 from typing import Any, Callable
 
-from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.spout import Spout
 from heron_spark.api.stream import Stream
+from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.streamlet.context import TaskContext
 
 OUTPUT = "output"
@@ -28,13 +28,6 @@ FUNCTION = "streamlet.function"
 GENERATOR = "streamlet.generator"
 OPERATOR = "streamlet.operator"
 READS = "streamlet.reads"  # the name of the streamlet(s) an operator reads (Context)
-
-
-def is_reliable(config: dict) -> bool:
-    """Return True when ``config`` asks for at-least-once."""
-    return config.get(keys.TOPOLOGY_RELIABILITY_MODE) == \
-        keys.TopologyReliabilityMode.ATLEAST_ONCE or \
-        str(config.get(keys.TOPOLOGY_ENABLE_ACKING, "")).lower() == "true"
 
 
 class SourceSpout(Spout):
@@ -48,7 +41,7 @@ class SourceSpout(Spout):
     outputs = OUTPUTS
 
     def initialize(self, config: dict, context) -> None:
-        self._reliable = is_reliable(config)
+        self._reliable = TopologyConfig.from_config(config).at_least_once
         self._pending: dict[int, Any] = {}
         self._replay: deque = deque()
         self._next_id = 0

@@ -20,10 +20,8 @@ import time
 from typing import Callable
 
 from heron_spark._failure_window import FailureWindow
-from heron_spark.api import api_constants as keys
 from heron_spark.errors import TopologyStateError, TopologyValueError
 from heron_spark.metrics import aggregate
-from heron_spark.plan.logical import checkpoint_interval_secs
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
@@ -123,10 +121,10 @@ class TMaster:
         # set by submit; shown by the tracker.
         self.submission: dict = {}
         self._checkpoint_store: CheckpointStore | None = None
-        if plan.logical.reliability_mode == keys.TopologyReliabilityMode.EFFECTIVELY_ONCE:
+        if plan.logical.topology_config.effectively_once:
             self._checkpoint_store = CheckpointStore(checkpoint_root, self.name)
             self.checkpoints = CheckpointCoordinator(
-                self.all_tasks, checkpoint_interval_secs(plan.logical.config),
+                self.all_tasks, plan.logical.topology_config.checkpoint_interval_secs,
                 committed_checkpoint, self._broadcast, self._on_commit, time.monotonic)
 
     def start(self) -> "TMaster":
