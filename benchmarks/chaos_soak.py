@@ -23,22 +23,13 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-TESTS_DIR = REPO_ROOT / "tests"
-for _path in (str(REPO_ROOT), str(TESTS_DIR)):  # the instances import reliable_word_count too
-    if _path not in sys.path:
-        sys.path.insert(0, _path)
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    [str(REPO_ROOT), str(TESTS_DIR)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep)
-                                        if p and p not in (str(REPO_ROOT), str(TESTS_DIR))])
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ["PYSPARK_PYTHON"] = sys.executable
+import bench_env  # first: the paths and environment the topology's processes inherit
+
+bench_env.prepare(bench_env.TESTS_DIR)  # the instances import reliable_word_count too
 
 import chaos_support as chaos_kit  # noqa: E402
 import reliable_word_count as rwc  # noqa: E402
@@ -47,7 +38,7 @@ from heron_spark.errors import TopologyRuntimeError  # noqa: E402
 
 MASTER = "local[4]"
 SPOUTS = 2
-LIVE = ("STARTING", "RUNNING")
+LIVE = bench_env.LIVE
 
 
 def _interval(text: str) -> tuple[float, float]:
@@ -59,13 +50,7 @@ def _interval(text: str) -> tuple[float, float]:
 
 
 def _session():
-    from pyspark.sql import SparkSession
-
-    spark = (SparkSession.builder.master(MASTER).appName("heron_spark-chaos-soak")
-             .config("spark.driver.host", "127.0.0.1").config("spark.ui.enabled", "false")
-             .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
-    return spark
+    return bench_env.local_session(MASTER, "heron_spark-chaos-soak")
 
 
 class Round:

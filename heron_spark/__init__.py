@@ -20,6 +20,7 @@ from heron_spark.errors import (AuthenticationError, ClusterCapacityError, Confi
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
                                 WorkerEnvironmentError, WrongPlaceError)
 from heron_spark.heronpy_alias import install as install_heronpy_alias
+from heron_spark.io import FileSpout
 
 __version__ = "0.1.0"
 
@@ -38,7 +39,7 @@ def submit(topology, spark=None, conf=None, name=None, master=None, deactivated=
 __all__ = [
     "AssignableMetric", "AssignableMetrics", "AuthenticationError", "BaseBolt", "BaseSpout",
     "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "CountMetric",
-    "DuplicateMetricError",
+    "DuplicateMetricError", "FileSpout",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
     "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
     "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",

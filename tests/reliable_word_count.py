@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from heron_spark import Bolt, Grouping, Stream, TopologyBuilder
-from heron_spark.sources import FileSpout
+from heron_spark.io import FileSpout
 
 OUT = "test.out.dir"
 MISBEHAVE = "test.split.misbehave"

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from heron_spark import Bolt, Grouping, TopologyBuilder
 from heron_spark.api.state import StatefulComponent
-from heron_spark.sources import FileSpout
+from heron_spark.io import FileSpout
 
 OUT = "test.out.dir"
 SLEEP_MS = "test.split.sleep.ms"

@@ -9,7 +9,7 @@ EXPECTED = {
     "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout",
     "Bolt",
     "ClusterCapacityError", "ConfigError",
-    "CountMetric", "DuplicateMetricError",
+    "CountMetric", "DuplicateMetricError", "FileSpout",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
     "SlidingWindowBolt", "Spout",
@@ -30,6 +30,14 @@ def test_exported_names():
     assert set(heron_spark.__all__) == EXPECTED
     for name in EXPECTED:
         assert hasattr(heron_spark, name), name
+
+
+def test_file_spout_is_exported_and_keeps_its_old_path():
+    """``FileSpout`` lives in ``heron_spark.io``; ``heron_spark.sources`` is its old path."""
+    from heron_spark.io import FileSpout
+    from heron_spark.sources import FileSpout as OldPathFileSpout
+
+    assert heron_spark.FileSpout is FileSpout is OldPathFileSpout
 
 
 def test_errors_inherit_matching_builtins():

@@ -1,0 +1,459 @@
+"""The word-count benchmark's topologies and corpus (run by ``benchmarks/word_count.py``).
+
+Tuple API (``build``: ``CorpusSpout`` -> ``SplitBolt`` -> ``CountBolt``, at most once, at least
+once or effectively once) and batch API (``build_batch``: ``CorpusBatchSpout`` ->
+``SplitBatchBolt`` -> ``CountBatchBolt``), and the cached Zipf corpus (``corpus_file``,
+``count_corpus``). The spouts and bolts run in Heron Instances; the benchmark ships them by
+value (``cloudpickle.register_pickle_by_value``), so no process of the topology imports this
+module. Each count task writes its counts, first and last count times and latency samples to
+``<out dir>/count-<task>.json`` and each spout task its figures to
+``<out dir>/spout-<task>.json``, which the benchmark reads.
+"""
+
+from __future__ import annotations
+
+import collections
+import json
+import os
+import time
+from array import array
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from heron_spark import BatchBolt, BatchSpout, Bolt, Grouping, Spout, TopologyBuilder
+from heron_spark.api.state import StatefulComponent
+
+VOCABULARY = 10_000
+WORDS_PER_SENTENCE = 10
+ZIPF_EXPONENT = 1.2
+SEED = 42
+SPOUTS = SPLITTERS = COUNTERS = CONTAINERS = 2
+
+# Topology config keys of the benchmark's components.
+CORPUS_PATH = "bench.corpus.path"
+OUT_DIR = "bench.out.dir"
+QUOTA = "bench.sentences.per.task"      # 0: one pass over the corpus; > 0: cycle until this many
+RATE = "bench.words.per.sec.per.task"   # 0: as fast as possible
+SAMPLE_EVERY = "bench.latency.sample.every"  # 0: no latency samples
+RELIABILITY = "topology.reliability.mode"
+
+
+# ---- the topology --------------------------------------------------------------------------
+def _reliable(config) -> bool:
+    return str(config.get(RELIABILITY, "")).upper() == "ATLEAST_ONCE"
+
+
+def _read_corpus_settings(spout, config, context) -> None:
+    """Set what both corpus spouts read from the config: the corpus, which of its lines are
+    this task's (``i % tasks == index``), where to report, and the quota (-1: one pass)."""
+    spout.path = str(config[CORPUS_PATH])
+    spout.index = context.get_task_index()
+    spout.tasks = context.get_component_parallelism(context.get_component_id())
+    spout.task_id = context.get_task_id()
+    spout.out_dir = Path(str(config[OUT_DIR]))
+    quota = int(config.get(QUOTA, 0) or 0)
+    spout.left = quota if quota > 0 else -1
+    spout.cyclic = quota > 0
+
+
+class CorpusSpout(Spout, StatefulComponent):
+    """Emits (sentence, emit time) for the corpus lines ``i % tasks == index``; paced when a
+    rate is set. Under at-least-once every sentence has a message id and is replayed if failed;
+    under effectively once its position is checkpointed (a restore skips what was emitted)."""
+
+    state = None
+
+    def init_state(self, stateful_state):
+        self.state = stateful_state
+
+    def pre_save(self, checkpoint_id):
+        self.state.put("position", self.emitted)
+
+    outputs = ["sentence", "ts"]
+
+    def initialize(self, config, context):
+        _read_corpus_settings(self, config, context)
+        rate = float(config.get(RATE, 0) or 0)
+        self.interval = WORDS_PER_SENTENCE / rate if rate > 0 else 0.0
+        self.next_at = None
+        self.lag = 0.0  # paced: the most the spout fell behind its schedule, in seconds
+        self.reliable = _reliable(config)
+        self.lines = self._lines()
+        self.done = False
+        self.pending = {}
+        self.retry = collections.deque()
+        self.next_id = 0
+        self.emitted = 0
+        self.replayed = 0
+        self.first_emit = None  # the stamp of its first sentence: where words/s starts
+        if self.state is not None and self.state.get("position"):
+            self.emitted = self.state.get("position")
+            for _ in range(self.emitted):
+                next(self.lines, None)
+                self.left -= 1
+
+    def _lines(self):
+        while True:
+            with open(self.path) as corpus:
+                for i, line in enumerate(corpus):
+                    if i % self.tasks == self.index:
+                        yield line.rstrip("\n")
+            if not self.cyclic:
+                return
+
+    def next_tuple(self):
+        if self.first_emit is None:
+            self.first_emit = time.time()
+        for _ in range(64):
+            now = time.time()
+            if self.interval:
+                if self.next_at is None:
+                    self.next_at = now
+                elif now < self.next_at:
+                    return
+            if self.retry:
+                line = self.retry.popleft()
+                self.replayed += 1
+            elif self.done:
+                self._finish()
+                return
+            else:
+                line = next(self.lines, None) if self.left != 0 else None
+                if line is None:
+                    self.done = True
+                    self._finish()
+                    return
+                self.left -= 1
+            if self.reliable:
+                self.next_id += 1
+                self.pending[self.next_id] = line
+                self.emit([line, now], tup_id=self.next_id)
+            else:
+                self.emit([line, now])
+            self.emitted += 1
+            if self.interval:
+                self.lag = max(self.lag, now - self.next_at)
+                self.next_at += self.interval
+
+    def _finish(self):
+        self.declare_exhausted()
+        path = self.out_dir / f"spout-{self.task_id}.json"
+        path.write_text(json.dumps({"emitted": self.emitted, "replayed": self.replayed,
+                                    "max_lag_s": self.lag, "first_emit": self.first_emit}))
+
+    def ack(self, tup_id):
+        self.pending.pop(tup_id, None)
+
+    def fail(self, tup_id):
+        line = self.pending.pop(tup_id, None)
+        if line is not None:
+            self.retry.append(line)
+
+
+class SplitBolt(Bolt):
+    """Splits a sentence into (word, emit time); anchors and acks under at-least-once."""
+
+    outputs = ["word", "ts"]
+
+    def initialize(self, config, context):
+        self.reliable = _reliable(config)
+
+    def process(self, tup):
+        sentence, ts = tup.values
+        emit = self.emit
+        if self.reliable:
+            anchors = [tup]
+            for word in sentence.split():
+                emit([word, ts], anchors=anchors)
+            self.ack(tup)
+        else:
+            for word in sentence.split():
+                emit([word, ts])
+
+
+class CountBolt(Bolt, StatefulComponent):
+    """Counts words; records when it counted its first and last word and every n-th word's
+    latency; writes them to ``<out dir>/count-<task>.json`` at the end.
+
+    The measuring costs almost nothing per word, so that the figures are the engine's, not
+    the instrument's (the issue counts ~0.27 us of user code per word): ``process`` is a
+    closure picked in ``initialize`` for the phase and mode (no sampling check in the
+    throughput phase, no ack at most once). The first word's time is taken once, by a
+    one-shot ``process``; the last one is the ``creation_time`` of the last tuple counted
+    (when its batch reached the bolt: at most one batch's processing early).
+    """
+
+    state = None
+
+    def init_state(self, stateful_state):
+        self.state = stateful_state  # effectively once: the counts are saved at checkpoints
+
+    def pre_save(self, checkpoint_id):
+        self.state.put("counts", dict(self.counts))
+
+    def initialize(self, config, context):
+        restored = self.state.get("counts") if self.state is not None else None
+        counts = self.counts = dict(restored or {})
+        get = counts.get
+        every = int(config.get(SAMPLE_EVERY, 0) or 0)
+        samples = self.samples = array("d")
+        sampled_at = self.sampled_at = array("d")  # each sample's emit stamp: latency over time
+        ack = self.ack if _reliable(config) else None
+        last = self.last_seen = [None]
+        self.first = None
+        self.out = Path(str(config[OUT_DIR])) / f"count-{context.get_task_id()}.json"
+        seen = [0]
+
+        if every:  # latency phase: every n-th word's latency too
+            def count(tup):
+                word, ts = tup[4]
+                counts[word] = get(word, 0) + 1
+                last[0] = tup
+                seen[0] += 1
+                if not seen[0] % every:
+                    samples.append(time.time() - ts)
+                    sampled_at.append(ts)
+                if ack is not None:
+                    ack(tup)
+        elif ack is not None:
+            def count(tup):
+                word = tup[4][0]
+                counts[word] = get(word, 0) + 1
+                last[0] = tup
+                ack(tup)
+        else:
+            def count(tup):
+                word = tup[4][0]
+                counts[word] = get(word, 0) + 1
+                last[0] = tup
+
+        def first(tup):
+            self.first = time.time()
+            self.process = count
+            count(tup)
+
+        self.process = first
+
+    def process(self, tup):
+        """Replaced in ``initialize`` by the closure for the phase and mode."""
+        raise RuntimeError("CountBolt.process runs before initialize")
+
+    def end_of_input(self):
+        tup = self.last_seen[0]
+        tmp = self.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps({
+            "pid": os.getpid(), "first": self.first,
+            "last": tup.creation_time if tup is not None else None,
+            "words": sum(self.counts.values()), "counts": self.counts,
+            "samples": self.samples.tolist(), "sampled_at": self.sampled_at.tolist()}))
+        os.replace(tmp, self.out)
+
+
+def build(mode: str, corpus: Path, out_dir: Path, quota: int, rate_per_task: float,
+          sample_every: int, max_pending: int, checkpoint_secs: float = 1.0) -> type:
+    builder = TopologyBuilder("bench_word_count")
+    spout = builder.add_spout("sentence", CorpusSpout, par=SPOUTS)
+    split = builder.add_bolt("split", SplitBolt, par=SPLITTERS, inputs={spout: Grouping.SHUFFLE})
+    builder.add_bolt("count", CountBolt, par=COUNTERS, inputs={split: Grouping.fields("word")})
+    config = {"topology.stmgrs": CONTAINERS, RELIABILITY: mode, CORPUS_PATH: str(corpus),
+              OUT_DIR: str(out_dir), QUOTA: quota, RATE: rate_per_task, SAMPLE_EVERY: sample_every}
+    if mode == "ATLEAST_ONCE":  # 0: no limit (heronpy's default would be 100 per spout task)
+        config["topology.max.spout.pending"] = max_pending or None
+    if mode == "EFFECTIVELY_ONCE":
+        config["topology.stateful.checkpoint.interval.seconds"] = checkpoint_secs
+    builder.set_config(config)
+    return builder.build()
+
+
+BATCH_ROWS = "bench.batch.rows"  # sentences per batch a batch spout emits at most
+BATCH_TUPLE_MARKS = {"heron.stmgr.backpressure.high.water.tuples": 4_000_000,
+                     "heron.stmgr.backpressure.low.water.tuples": 2_000_000}
+
+
+class CorpusBatchSpout(BatchSpout):
+    """The batch API's sentence spout: reads the corpus in 1 MiB blocks with Arrow, keeps the
+    lines ``i % tasks == index`` and emits them as (sentence, ts) batches of at most
+    ``bench.batch.rows`` sentences, stamped with the batch's emit time; paced like
+    ``CorpusSpout`` when a rate is set (each call emits the sentences due by then)."""
+
+    outputs = ["sentence", "ts"]
+
+    def initialize(self, config, context):
+        _read_corpus_settings(self, config, context)
+        self.rate = float(config.get(RATE, 0) or 0) / WORDS_PER_SENTENCE  # sentences/s
+        self.max_rows = int(config.get(BATCH_ROWS, 8192))
+        self.started = None
+        self.sent = 0
+        self.lag = 0.0
+        self.emitted = 0
+        self.pending = None  # lines read, not emitted yet
+        self.blocks = self._blocks()
+        self.done = False
+
+    def _blocks(self):
+        """Yield this task's lines, a block at a time, as Arrow string arrays."""
+        while True:
+            line = 0
+            carry = b""
+            with open(self.path, "rb") as corpus:
+                while True:
+                    data = corpus.read(1 << 20)
+                    if not data:
+                        break
+                    if carry:
+                        data = carry + data
+                    end = data.rfind(b"\n")
+                    carry = data[end + 1:]
+                    # the block as one Arrow string, on the bytes read (no copy), split in C++
+                    block = pa.StringArray.from_buffers(
+                        1, pa.py_buffer(np.array([0, end], dtype=np.int32)), pa.py_buffer(data))
+                    lines = pc.list_flatten(pc.split_pattern(block, "\n"))
+                    first = (self.index - line) % self.tasks
+                    yield lines.take(pa.array(np.arange(first, len(lines), self.tasks)))
+                    line += len(lines)
+            if not self.cyclic:
+                return
+
+    def next_batch(self):
+        now = time.time()
+        if self.started is None:
+            self.started = now  # also the stamp of its first batch: where words/s starts
+        want = self.max_rows
+        if self.rate:
+            due = int((now - self.started) * self.rate) - self.sent
+            if due <= 0:
+                return
+            self.lag = max(self.lag, due / self.rate)
+            want = min(want, due)
+        if self.left >= 0:
+            want = min(want, self.left)
+        if self.pending is None or len(self.pending) == 0:
+            self.pending = next(self.blocks, None)
+        if self.pending is None or want == 0:
+            if not self.done:
+                self.done = True
+                self.declare_exhausted()
+                (self.out_dir / f"spout-{self.task_id}.json").write_text(json.dumps(
+                    {"emitted": self.emitted, "replayed": 0, "max_lag_s": self.lag,
+                     "first_emit": self.started}))
+            return
+        rows, self.pending = self.pending[:want], self.pending[want:]
+        count = len(rows)
+        self.emit_batch({"sentence": rows, "ts": pa.array(np.full(count, now))})
+        self.sent += count
+        self.emitted += count
+        if self.left >= 0:
+            self.left -= count
+
+
+class SplitBatchBolt(BatchBolt):
+    """Splits every sentence of a batch with ``pyarrow.compute``; each word keeps its
+    sentence's stamp."""
+
+    outputs = ["word", "ts"]
+
+    def process_batch(self, batch):
+        words = pc.split_pattern(batch.column(0), " ")
+        parents = pc.list_parent_indices(words)
+        self.emit_batch({"word": pc.list_flatten(words), "ts": batch.column(1).take(parents)},
+                        parents=parents)
+
+
+class CountBatchBolt(BatchBolt):
+    """Counts the words of each batch with ``pyarrow.compute.value_counts``; records the same
+    figures as ``CountBolt``, once per batch (the last count's time is the batch's)."""
+
+    def initialize(self, config, context):
+        self.counts = {}
+        self.first = None
+        self.last = 0.0
+        self.n = 0
+        self.every = int(config.get(SAMPLE_EVERY, 0) or 0)
+        self.samples = []
+        self.sampled_at = []
+        self.out = Path(str(config[OUT_DIR])) / f"count-{context.get_task_id()}.json"
+
+    def process_batch(self, batch):
+        now = time.time()
+        counted = pc.value_counts(batch.column(0))
+        counts = self.counts
+        for word, n in zip(counted.field(0).to_pylist(), counted.field(1).to_pylist()):
+            counts[word] = counts.get(word, 0) + n
+        ts = batch.column(1).to_numpy()
+        if self.first is None:
+            self.first = now
+        self.last = now
+        if self.every:
+            start = (-self.n) % self.every  # every n-th word over the whole run
+            picked = ts[start::self.every]
+            self.samples.extend((now - picked).tolist())
+            self.sampled_at.extend(picked.tolist())
+        self.n += len(ts)
+
+    def end_of_input(self):
+        tmp = self.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps({
+            "pid": os.getpid(), "first": self.first, "last": self.last,
+            "words": self.n, "counts": self.counts,
+            "samples": self.samples, "sampled_at": self.sampled_at}))
+        os.replace(tmp, self.out)
+
+
+def build_batch(corpus: Path, out_dir: Path, quota: int, rate_per_task: float, sample_every: int,
+                batch_rows: int = 8192):
+    """The batch API's word count: same shape, corpus, outputs and checks as ``build``."""
+    builder = TopologyBuilder("bench_word_count_batch")
+    spout = builder.add_spout("sentence", CorpusBatchSpout, par=SPOUTS)
+    split = builder.add_bolt("split", SplitBatchBolt, par=SPLITTERS,
+                             inputs={spout: Grouping.SHUFFLE})
+    builder.add_bolt("count", CountBatchBolt, par=COUNTERS,
+                     inputs={split: Grouping.fields("word")})
+    builder.set_config({"topology.stmgrs": CONTAINERS, CORPUS_PATH: str(corpus),
+                        OUT_DIR: str(out_dir), QUOTA: quota, RATE: rate_per_task,
+                        SAMPLE_EVERY: sample_every, BATCH_ROWS: batch_rows,
+                        **BATCH_TUPLE_MARKS})
+    return builder.build()
+
+
+# ---- the corpus ----------------------------------------------------------------------------
+def corpus_file(sentences: int, cache_dir: Path) -> tuple[Path, bool]:
+    """Return the corpus of ``sentences`` lines (generating it unless cached) and whether it was
+    generated now."""
+    path = cache_dir / (f"wordcount-zipf{ZIPF_EXPONENT}-v{VOCABULARY}-w{WORDS_PER_SENTENCE}"
+                        f"-seed{SEED}-n{sentences}.txt")
+    if path.exists():
+        return path, False
+    import numpy as np
+
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    ranks = np.arange(1, VOCABULARY + 1, dtype=np.float64)
+    p = ranks ** -ZIPF_EXPONENT
+    p /= p.sum()
+    vocabulary = np.array([f"w{k}" for k in range(1, VOCABULARY + 1)], dtype=object)
+    rng = np.random.default_rng(SEED)
+    tmp = path.with_name(f"{path.name}.tmp{os.getpid()}")
+    try:
+        with open(tmp, "w") as out:
+            done = 0
+            while done < sentences:
+                # Generator.choice draws one uniform per word in row order, so drawing in chunks
+                # gives the same corpus as one rng.choice(VOCABULARY, (N, 10), p=p) call.
+                rows = min(100_000, sentences - done)
+                words = vocabulary[rng.choice(VOCABULARY, size=(rows, WORDS_PER_SENTENCE), p=p)]
+                out.write("".join(" ".join(row) + "\n" for row in words.tolist()))
+                done += rows
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path, True
+
+
+def count_corpus(path: Path) -> collections.Counter:
+    counts: collections.Counter = collections.Counter()
+    with open(path) as corpus:
+        for line in corpus:
+            counts.update(line.split())
+    return counts
