@@ -95,7 +95,8 @@ class FileSpout(Spout, StatefulComponent):
         Use it as ``config=`` of ``TopologyBuilder.add_spout``, or through ``spec``.
         """
         if not path:
-            raise TopologyValueError("FileSpout needs a path", component=component, value=path,
+            msg = "FileSpout needs a path"
+            raise TopologyValueError(msg, component=component, value=path,
                                      kind="config", fix="pass path='/data/file.txt' or a folder")
         return {PATH: str(path), PATTERN: pattern, LINES_PER_CALL: int(lines_per_call),
                 COMMIT_INTERVAL_SECS: float(commit_interval_secs)}
@@ -113,17 +114,21 @@ class FileSpout(Spout, StatefulComponent):
     _checkpointed = None  # effectively once: the task's State (set by init_state)
 
     def init_state(self, stateful_state) -> None:
+        """Keep the checkpointed state (effectively once): offsets live there."""
         self._checkpointed = stateful_state
 
     def pre_save(self, checkpoint_id) -> None:
+        """Write the acked offsets into the state before the checkpoint saves it."""
         self._commit()
 
     def initialize(self, config, context):
+        """Open the files under ``file.spout.path`` and resume from their committed offsets."""
         root = Path(config[PATH])
         paths = [root] if root.is_file() else sorted(p for p in root.glob(config.get(PATTERN, "*"))
                                                      if p.is_file())
         if not paths:
-            raise FileNotFoundError(f"FileSpout {context.get_component_id()}: no files at {root}")
+            msg = f"FileSpout {context.get_component_id()}: no files at {root}"
+            raise FileNotFoundError(msg)
         if self._checkpointed is not None:
             self._store = None
             saved = self._checkpointed.get("file_spout") or {}
@@ -144,6 +149,7 @@ class FileSpout(Spout, StatefulComponent):
         self._committed_at = time.monotonic()
 
     def next_tuple(self):
+        """Emit up to a batch of lines: replays of failed lines first, then new ones."""
         emitted = 0
         while emitted < self._per_call:
             if self._replay:
@@ -191,6 +197,7 @@ class FileSpout(Spout, StatefulComponent):
         return self._current >= len(self._files)
 
     def ack(self, tup_id):
+        """Mark the line done; its offset is committed once every line before it is."""
         if self._pending.pop(tup_id, None) is not None:
             self._done(tup_id)
 
@@ -200,10 +207,12 @@ class FileSpout(Spout, StatefulComponent):
         self._dirty = True
 
     def fail(self, tup_id):
+        """Queue the line for replay."""
         if tup_id in self._pending:
             self._replay.append(tup_id)
 
     def close(self):
+        """Commit the acked offsets and close the files."""
         self._commit()
         for file in self._files:
             file.close()
