@@ -27,6 +27,7 @@ import traceback
 
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
+from heron_spark.contract import roles
 from heron_spark.instance.bolt_executor import BoltExecutor
 from heron_spark.instance.executor import Stop
 from heron_spark.instance.spout_executor import SpoutExecutor
@@ -56,7 +57,7 @@ class InstanceRuntime:
         tuple_batch.use_lean_memory_pool()
         tuple_batch.warm_up()  # before registering: the topology starts into a warm process
         self.loop = Loop()
-        sock = dial_with_retry(stmgr_address, secret, topology, "instance", task_id,
+        sock = dial_with_retry(stmgr_address, secret, topology, roles.INSTANCE, task_id,
                                self.config.startup_timeout_secs)
         self.channel = Channel(self.loop, sock, f"instance-{task_id}", self._on_frame,
                                self._on_close, max_frame_bytes=self.config.frame_max_bytes)

@@ -14,6 +14,7 @@ import threading
 
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
+from heron_spark.contract import roles
 from heron_spark.proto import metrics_pb2
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener, dial
@@ -40,7 +41,7 @@ class MetricsManager:
                                  name=f"metricsmgr-{container_index}")
 
     def _on_peer(self, sock, response) -> None:
-        if response.role != "metrics-client":
+        if response.role != roles.METRICS_CLIENT:
             sock.close()
             return
         conn = Connection(sock, f"metricsmgr<-{response.id}", self._on_frame, self._forget,
@@ -89,7 +90,7 @@ class MetricsManager:
     def _dial_tmaster(self, timeout: float) -> Connection | None:
         host, port = self.tmaster_address
         try:
-            sock = dial(host, port, self.secret, self.topology, "metricsmgr", self.index,
+            sock = dial(host, port, self.secret, self.topology, roles.METRICSMGR, self.index,
                         timeout=max(timeout, 1.0))
         except OSError as exc:
             log.debug("TMaster %s:%d not reachable: %s", host, port, exc)

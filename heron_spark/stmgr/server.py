@@ -19,6 +19,7 @@ import time
 from heron_spark import _process
 from heron_spark.container import file_view
 from heron_spark.container.files import ContainerFiles
+from heron_spark.contract import roles
 from heron_spark.metrics.client import MetricsClient
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import tmaster_pb2
@@ -71,7 +72,7 @@ class StreamManager:
     def _adopt(self, sock, response) -> None:
         if self.core.stopping:
             sock.close()
-        elif response.role == "instance" and response.id in self.core.local_tasks:
+        elif response.role == roles.INSTANCE and response.id in self.core.local_tasks:
             task = response.id
             old = self.instances.pop(task, None)
             if old is not None and not old.closed:
@@ -84,14 +85,14 @@ class StreamManager:
             channel.peer_id = task
             self.instances[task] = channel
             self.core.instance_connected(task)
-        elif response.role == "stmgr":
+        elif response.role == roles.STMGR:
             channel = Channel(self.loop, sock, f"stmgr-{self.index}<-stmgr-{response.id}",
                               lambda c, kind, frame: self.core.on_peer_frame(kind, frame),
                               self.inbound_peers.discard,
                               max_frame_bytes=self.config.frame_max_bytes)
             self.inbound_peers.add(channel)
         else:
-            log.warning("refusing peer with role %s:%s", response.role, response.id)
+            log.warning("refusing peer with role %s:%s", roles.role_name(response.role), response.id)
             sock.close()
 
     def _instance_closed(self, channel: Channel) -> None:
@@ -158,7 +159,7 @@ class StreamManager:
         return None
 
     def _connect_tmaster(self) -> None:
-        sock = dial_with_retry(self.tmaster_address, self.secret, self.topology, "stmgr",
+        sock = dial_with_retry(self.tmaster_address, self.secret, self.topology, roles.STMGR,
                                self.index, self.config.startup_timeout_secs)
         self.tmaster = Channel(self.loop, sock, f"stmgr-{self.index}->tmaster",
                                self._on_tmaster_frame, self._on_tmaster_closed,

@@ -13,6 +13,7 @@ import json
 import os
 
 from heron_spark import errors
+from heron_spark.contract import roles
 from heron_spark.errors import TopologyNotFoundError, TopologyStateError
 from heron_spark.proto import tmaster_pb2
 from heron_spark.statemgr.base import StateManager
@@ -29,7 +30,7 @@ def _request(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequ
     if not location.get("port") or not location.get("secret"):
         return None
     try:
-        sock = dial(location["host"], location["port"], location["secret"], name, "control",
+        sock = dial(location["host"], location["port"], location["secret"], name, roles.CONTROL,
                     os.getpid(), timeout=timeout)
     except OSError:
         return None
