@@ -24,7 +24,7 @@ What it does:
   from local instances until they restored, DATA from each peer until that peer's epoch fence;
 - management: relays the topology state (deactivate / activate) to local spouts, also in the
   ``StartProcessing`` of any instance it (re)starts; on shutdown(RESTARTING) it ends with
-  ``STMGR_RESTART_EXIT`` so its supervisor restarts the whole container.
+  ``ExitCode.RESTART`` so its supervisor restarts the whole container.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from heron_spark._process import STMGR_RESTART_EXIT
+from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.api import api_constants as keys
 from heron_spark.config import SystemConfig
 from heron_spark.metrics import names
@@ -533,7 +533,7 @@ class StmgrCore:
             log.info("restart asked by the TMaster: %s", message.shutdown.detail)
             self.stopping = True
             self.restart_requested = True
-            return STMGR_RESTART_EXIT
+            return ExitCode.RESTART
         elif body == "shutdown":
             log.info("shutdown from TMaster: %s %s",
                      tmaster_pb2.ShutdownReason.Name(message.shutdown.reason),
@@ -543,7 +543,7 @@ class StmgrCore:
             frame = frames.control_frame(stmgr_pb2.StmgrToInstance(shutdown=message.shutdown))
             for task in self.connected:
                 self.io.to_instance(task, frame)
-            return 0
+            return ExitCode.OK
         return None
 
     def _on_restore(self, restore: tmaster_pb2.RestoreState) -> None:
@@ -581,7 +581,7 @@ class StmgrCore:
         log.error("TMaster connection lost; shutting down")
         self.stopping = True
         self.io.announce_stop()
-        return 2
+        return ExitCode.TMASTER_LOST
 
     def _apply_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
         """Take a new physical plan: (re)target peer links and, the first time, start the

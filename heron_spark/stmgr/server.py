@@ -19,7 +19,8 @@ import time
 from heron_spark import _process
 from heron_spark.container import file_view
 from heron_spark.container.files import ContainerFiles
-from heron_spark.contract import roles
+from heron_spark.contract import layout, roles
+from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.metrics.client import MetricsClient
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import tmaster_pb2
@@ -102,11 +103,11 @@ class StreamManager:
 
     # ---- the loop ------------------------------------------------------------------------
     def run(self) -> int:
-        """Serve until the TMaster says shut down (0) or goes away (2); 1 if instances never
-        registered."""
+        """Serve until the TMaster says shut down (``OK``) or goes away (``TMASTER_LOST``), or
+        asks for a restart (``RESTART``); ``FAILED`` if instances never registered."""
         self.listener.start()
         self.local_listener.start()
-        _process.write_json_atomic(self.files.ready("stmgr"),
+        _process.write_json_atomic(self.files.ready(layout.STMGR),
                                    {"port": self.listener.port,
                                     "local_address": self.local_listener.address,
                                     "pid": os.getpid()})
@@ -117,7 +118,7 @@ class StreamManager:
                 if time.monotonic() > deadline:
                     missing = sorted(core.local_tasks - set(core.instance_pids))
                     log.error("instances %s never registered", missing)
-                    return 1
+                    return ExitCode.FAILED
                 loop.poll(_POLL_SECS)
             self.metrics = MetricsClient(
                 self.files, self.secret, self.topology, -1 - self.index,
@@ -132,7 +133,7 @@ class StreamManager:
                 self._loop_tick = now
                 core.tick(now)
                 loop.flush()
-            if self._exit == 0:  # shut down: let the instances get their shutdown
+            if self._exit == ExitCode.OK:  # shut down: let the instances get their shutdown
                 deadline = time.monotonic() + self.config.kill_grace_secs
                 for channel in list(self.instances.values()):
                     channel.flush_blocking(max(0.0, deadline - time.monotonic()))
@@ -246,7 +247,7 @@ class StreamManager:
 
     def failure_note(self, task: int) -> str | None:
         try:
-            return self.files.stall_note(f"task-{task}").read_text()
+            return self.files.stall_note(layout.task_child(task)).read_text()
         except OSError:
             return None
 
