@@ -35,9 +35,10 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.api import api_constants as keys
 from heron_spark.config import SystemConfig
+from heron_spark.contract import ids
+from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.metrics import names
 from heron_spark.plan.logical import message_timeout_secs
 from heron_spark.plan.view import PlanView
@@ -621,7 +622,8 @@ class StmgrCore:
         """Build the stmgr's metrics (any thread: reads counters only)."""
         import time
 
-        publish = metrics_pb2.MetricsPublish(component="__stmgr__", task_id=-1 - self.index,
+        publish = metrics_pb2.MetricsPublish(component=ids.STMGR_COMPONENT,
+                                             task_id=ids.stmgr_metrics_task(self.index),
                                              timestamp_ms=int(time.time() * 1000))
         add = publish.metrics.add
         add(name="__tuples-routed", value=self.tuples_routed)

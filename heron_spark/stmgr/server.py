@@ -19,7 +19,7 @@ import time
 from heron_spark import _process
 from heron_spark.container import file_view
 from heron_spark.container.files import ContainerFiles
-from heron_spark.contract import layout, roles
+from heron_spark.contract import ids, layout, roles
 from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.metrics.client import MetricsClient
 from heron_spark.plan.view import PlanView
@@ -121,7 +121,7 @@ class StreamManager:
                     return ExitCode.FAILED
                 loop.poll(_POLL_SECS)
             self.metrics = MetricsClient(
-                self.files, self.secret, self.topology, -1 - self.index,
+                self.files, self.secret, self.topology, ids.stmgr_metrics_task(self.index),
                 self.config.metrics_interval_ms / 1000.0, self.config.frame_max_bytes,
                 self._metrics_snapshot)
             self.metrics.start()

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from heron_spark.contract.ids import instance_id, stmgr_id
+from heron_spark.contract.layout import LOGS, instance_log_path
 from heron_spark.proto import packing_pb2, physical_plan_pb2, topology_pb2
-from heron_spark.metrics.names import instance_id
-from heron_spark.tmaster.views import stmgr_id
 
 DEFAULT_CLUSTER = "local"
 DEFAULT_ENVIRON = "default"
@@ -29,11 +29,6 @@ def identity(name: str, execution: dict | None) -> dict:
     return {"cluster": submission.get("cluster") or DEFAULT_CLUSTER,
             "environ": submission.get("environ") or DEFAULT_ENVIRON,
             "role": submission.get("role") or "", "name": name}
-
-
-def instance_log_path(component: str, task: int) -> str:
-    """The log of an instance, relative to its container's work dir (``ContainerFiles``)."""
-    return f"logs/instance-{component}-{task}.log"
 
 
 def logical_plan(topology: topology_pb2.Topology | None) -> dict:
@@ -109,7 +104,7 @@ def physical_plan(name: str, plan: physical_plan_pb2.PhysicalPlan | None,
             stmgrs[sid] = {"id": sid, "host": stmgr.host, "port": stmgr.data_port,
                            "shell_port": None, "cwd": "", "pid": stmgr.pid, "joburl": "",
                            "logfiles": _file_url("filestats", name, stmgr.container_index,
-                                                 "logs"),
+                                                 LOGS),
                            "instance_ids": [], "container": stmgr.container_index}
         for info in sorted(plan.instances, key=lambda i: i.task_id):
             ident = instance_id(info.container_index, info.component, info.task_id)
