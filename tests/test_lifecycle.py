@@ -9,6 +9,7 @@ import time
 import pytest
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, TopologyStateError, submit
+from heron_spark.contract import execution_state
 from heron_spark.scheduler.spark_scheduler import job_group
 
 
@@ -218,7 +219,7 @@ def test_ctrl_c_of_the_cli_is_a_planned_stop(tmp_path):
     try:
         statemgr = open_state_manager(state)
         deadline = time.monotonic() + 120
-        while (statemgr.get_execution_state("ctrlc") or {}).get("state") != "RUNNING" \
+        while execution_state.state_of(statemgr.get_execution_state("ctrlc")) != "RUNNING" \
                 or len(_processes_under(tmp_path)) < 8:
             assert cli.poll() is None, err_path.read_text()[-4000:]
             assert time.monotonic() < deadline, "never RUNNING\n" + err_path.read_text()[-4000:]
@@ -235,5 +236,5 @@ def test_ctrl_c_of_the_cli_is_a_planned_stop(tmp_path):
     assert not [line for line in ours if line.startswith("ERROR")], "\n".join(ours)
     assert "Traceback" not in stderr, stderr[-4000:]
     assert "restart" not in stderr, "\n".join(ours)
-    assert statemgr.get_execution_state("ctrlc")["state"] == "KILLED"
+    assert statemgr.get_execution_state("ctrlc").state == "KILLED"
     assert _wait_gone(tmp_path) == []

@@ -21,7 +21,7 @@ from typing import Callable
 
 from heron_spark._failure_window import FailureWindow
 from heron_spark.api import api_constants as keys
-from heron_spark.contract import roles
+from heron_spark.contract import execution_state, roles
 from heron_spark.errors import TopologyStateError, TopologyValueError
 from heron_spark.metrics import aggregate
 from heron_spark.plan.logical import checkpoint_interval_secs
@@ -580,7 +580,7 @@ class TMaster:
                     "submission": self.submission}
 
     def _save_state(self) -> None:
-        self.statemgr.set_execution_state(self.name, self.status())
+        self.statemgr.set_execution_state(self.name, execution_state.from_status(self.status()))
 
     @staticmethod
     def _send(conn: Connection, frame: bytes) -> None:
