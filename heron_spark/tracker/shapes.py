@@ -151,7 +151,7 @@ def execution_state(name: str, execution: ExecutionState | None,
     state = current.get("state", UNKNOWN)
     if live is None and state in LIVE_STATES:
         state = "NOT_RUNNING"
-    who = identity(name, stored)
+    who = identity(name, execution)
     submission = stored.get("submission") or {}
     return {"cluster": who["cluster"], "environ": who["environ"], "role": who["role"],
             "jobname": name, "submission_time": int(submission.get("submission_time") or 0),
