@@ -60,3 +60,23 @@ def test_container_layout():
     assert files.instance_log("count", 4) == root / layout.instance_log_path("count", 4)
     assert layout.instance_log_path("count", 4).startswith(layout.LOGS + "/")
     assert layout.child_task(layout.task_child(7)) == 7 and layout.child_task(layout.STMGR) is None
+
+
+def test_the_contract_package_is_the_bottom_layer():
+    """Every role imports the contract, so it imports no role: only the standard library,
+    ``heron_spark.proto`` and ``heron_spark.errors``."""
+    import ast
+
+    allowed = ("heron_spark.contract", "heron_spark.proto", "heron_spark.errors")
+    folder = Path(layout.__file__).parent
+    for path in folder.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            for name in names:
+                if name.startswith("heron_spark"):
+                    assert name.startswith(allowed), f"{path.name} imports {name}"
