@@ -29,13 +29,15 @@ def state_of(state: ExecutionState | None) -> str:
 
 
 def is_live(state: ExecutionState | None) -> bool:
-    """True if ``state`` says a driver runs the topology (it may have died since)."""
+    """Tell whether ``state`` says a driver runs the topology (it may have died since)."""
     return state_of(state) in LIVE_STATES
 
 
 def from_status(status: dict) -> ExecutionState:
-    """Build the execution state from the TMaster's ``status()`` dict (or the JSON form an
-    earlier version stored, which was that dict)."""
+    """Build the execution state from the TMaster's ``status()`` dict.
+
+    Also reads the JSON form an earlier version stored, which was that dict.
+    """
     state = ExecutionState(
         name=str(status.get("name") or ""), id=str(status.get("id") or ""),
         state=str(status.get("state") or ""), detail=str(status.get("detail") or ""),
@@ -69,8 +71,10 @@ def decode(raw: bytes) -> ExecutionState:
 
 
 def as_dict(state: ExecutionState) -> dict:
-    """Return ``state`` with the keys and value types of the TMaster's status dict (times are
-    None while unset; ``instance_failures`` keys are strings), for JSON answers."""
+    """Return ``state`` with the keys and value types of the TMaster's status dict.
+
+    For JSON answers: times are None while unset; ``instance_failures`` keys are strings.
+    """
     return {"name": state.name, "id": state.id, "state": state_of(state),
             "detail": state.detail,
             "started_at": state.started_at if state.HasField("started_at") else None,

@@ -27,7 +27,7 @@ def stmgr_metrics_task(container_index: int) -> int:
 
 
 def is_stmgr_metrics_task(task_id: int) -> bool:
-    """True if metrics published under ``task_id`` are a stream manager's."""
+    """Tell whether metrics published under ``task_id`` are a stream manager's."""
     return task_id < 0
 
 

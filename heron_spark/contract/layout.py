@@ -1,5 +1,7 @@
-"""The files of one container's working folder: where each is, for every process that reads
-or writes one (the container, its children, the stmgr answering the tracker's file requests).
+"""The files of one container's working folder: where each one is.
+
+For every process that reads or writes one: the container, its children, the stmgr answering
+the tracker's file requests.
 
 ``<work dir>/<topology>/gen-<generation>/container-<index>/`` holds the pickled logical plan,
 the packing plan, the system config, the topology secret (owner-only), the ready files the
@@ -82,8 +84,10 @@ class ContainerLayout:
 
     @property
     def stmgr_stopping(self) -> Path:
-        """Written by a stmgr (its pid) before it shuts down for good: from then on, children
-        that exit are part of the shutdown, not faults to restart."""
+        """Return the file a stmgr writes (its pid) before it shuts down for good.
+
+        From then on, children that exit are part of the shutdown, not faults to restart.
+        """
         return self.root / "stmgr.stopping"
 
     def heartbeat(self, child: str) -> Path:
@@ -91,8 +95,10 @@ class ContainerLayout:
         return self.heartbeats / child
 
     def stall_note(self, child: str) -> Path:
-        """Why the container killed ``child`` as stalled (read by the stmgr when it reports the
-        lost instance to the TMaster)."""
+        """Return the file saying why the container killed ``child`` as stalled.
+
+        The stmgr reads it when it reports the lost instance to the TMaster.
+        """
         return self.heartbeats / f"{child}.stalled"
 
     def log(self, child: str) -> Path:
