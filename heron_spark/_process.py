@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 
+from heron_spark.contract.exit_codes import ExitCode
+
 PARENT_PID_ENV = "HERON_SPARK_PARENT_PID"
 HEARTBEAT_ENV = "HERON_SPARK_HEARTBEAT"
 PARENT_HEARTBEAT_ENV = "HERON_SPARK_PARENT_HEARTBEAT"
@@ -34,9 +36,6 @@ HEARTBEAT_INTERVAL_SECS = 0.25
 _PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
 GIL_SWITCH_INTERVAL_SECS = 0.0005
-# The stmgr's exit code when the TMaster asked its container to restart (``heron restart``):
-# its supervisor restarts it and every instance at once, without counting a failure.
-STMGR_RESTART_EXIT = 4
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [%(threadName)s] %(message)s"
 
 
@@ -104,7 +103,7 @@ def _watch(expected_parent: int, interval: float) -> None:
     while True:
         time.sleep(interval)
         if os.getppid() != expected_parent:
-            os._exit(3)
+            os._exit(ExitCode.PARENT_DIED)
         if healthy and _health["check"] is not None:
             reason = _health["check"]()
             if reason:
@@ -134,7 +133,7 @@ def become_child(short_name: str, watchdog_interval_secs: float = HEARTBEAT_INTE
     _prctl(_PR_SET_NAME, ctypes.c_char_p(short_name.encode()[:15]))
     expected = int(os.environ.get(PARENT_PID_ENV, "0")) or os.getppid()
     if os.getppid() != expected:
-        os._exit(3)  # the parent died before the death signal was armed
+        os._exit(ExitCode.PARENT_DIED)  # before the death signal was armed
 
     threading.Thread(target=_watch, args=(expected, watchdog_interval_secs),
                      name="parent-watchdog", daemon=True).start()

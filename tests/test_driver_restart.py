@@ -46,7 +46,7 @@ def test_driver_restart_resumes_from_zookeeper(spark, tmp_path, zookeeper):  # n
                        .get("acked_total", 0) > 100, 120, message="committed spout offsets")
             before = statemgr.get_execution_state(NAME)
             topology_id = statemgr.get_topology(NAME).id
-            assert before["state"] == "RUNNING" and statemgr.get_packing_plan(NAME) is not None
+            assert before.state == "RUNNING" and statemgr.get_packing_plan(NAME) is not None
             assert statemgr.get_physical_plan(NAME) is not None
 
             # A second TMaster for the same topology is refused while the first one lives.
@@ -59,7 +59,7 @@ def test_driver_restart_resumes_from_zookeeper(spark, tmp_path, zookeeper):  # n
             faults.kill_driver(first, work)
             wait_until(lambda: statemgr.get_tmaster_location(NAME) is None, 30,
                        message="the dead TMaster's ephemeral node to vanish")
-            assert statemgr.get_execution_state(NAME)["state"] == "RUNNING"  # never ended
+            assert statemgr.get_execution_state(NAME).state == "RUNNING"  # never ended
         second = faults.start_driver("reliable", args, tmp_path / "driver-2.log")
         assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
     finally:

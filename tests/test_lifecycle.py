@@ -9,6 +9,7 @@ import time
 import pytest
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, TopologyStateError, submit
+from heron_spark.contract import execution_state
 from heron_spark.scheduler.spark_scheduler import job_group
 from heron_spark.testing import wait_until
 
@@ -222,7 +223,7 @@ def test_ctrl_c_of_the_cli_is_a_planned_stop(tmp_path):
         statemgr = open_state_manager(state)
 
         def ctrlc_running() -> bool:
-            if ((statemgr.get_execution_state("ctrlc") or {}).get("state") == "RUNNING"
+            if (execution_state.state_of(statemgr.get_execution_state("ctrlc")) == "RUNNING"
                     and len(_processes_under(tmp_path)) >= 8):
                 return True
             assert cli.poll() is None, err_path.read_text()[-4000:]
@@ -242,5 +243,5 @@ def test_ctrl_c_of_the_cli_is_a_planned_stop(tmp_path):
     assert not [line for line in ours if line.startswith("ERROR")], "\n".join(ours)
     assert "Traceback" not in stderr, stderr[-4000:]
     assert "restart" not in stderr, "\n".join(ours)
-    assert statemgr.get_execution_state("ctrlc")["state"] == "KILLED"
+    assert statemgr.get_execution_state("ctrlc").state == "KILLED"
     assert _wait_gone(tmp_path) == []

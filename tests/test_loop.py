@@ -6,6 +6,7 @@ import threading
 
 import pytest
 
+from heron_spark.contract import roles
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Listener, dial_address, local_socket_address
 from heron_spark.wire.loop import Channel, Loop
@@ -143,12 +144,12 @@ def test_local_listener_authenticates_over_a_unix_socket():
                         name="local").start()
     try:
         assert listener.address == address
-        client = dial_address(address, "s3cret", "topo", "instance", 7)
+        client = dial_address(address, "s3cret", "topo", roles.INSTANCE, 7)
         _poll_until(loop, lambda: adopted)
         sock, role, ident = adopted[0]
-        assert (role, ident) == ("instance", 7) and sock.family == socket.AF_UNIX
+        assert (role, ident) == (roles.INSTANCE, 7) and sock.family == socket.AF_UNIX
         with pytest.raises(Exception):  # noqa: B017 - refused: AuthenticationError or reset
-            dial_address(address, "wrong", "topo", "instance", 8)
+            dial_address(address, "wrong", "topo", roles.INSTANCE, 8)
         client.close()
         sock.close()
     finally:

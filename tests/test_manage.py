@@ -20,6 +20,7 @@ import heron_spark
 import manage_topologies as mt
 import pytest
 import reliable_word_count as rwc
+from heron_spark.contract import execution_state
 from heron_spark.errors import TopologyStateError, TopologyValueError
 from heron_spark.proto import physical_plan_pb2
 from heron_spark.scheduler.submit import submit
@@ -92,9 +93,9 @@ def _spout_tasks(handle) -> list[int]:
     return sorted(i.task_id for i in handle.physical_plan.instances if i.component == "numbers")
 
 
-def _execution_state(hconf, name: str) -> dict:
+def _execution_state(hconf, name: str) -> str:
     with open_state_manager(hconf["heron.statemgr"]) as statemgr:
-        return statemgr.get_execution_state(name) or {}
+        return execution_state.state_of(statemgr.get_execution_state(name))
 
 
 # ---- deactivate / activate -----------------------------------------------------------------
@@ -123,7 +124,7 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf):
             assert client.deactivate_topology(statemgr, name) == "PAUSED"
         assert handle.status == "PAUSED"
         assert handle.physical_plan.state == physical_plan_pb2.PAUSED
-        assert _execution_state(hconf, name)["state"] == "PAUSED"
+        assert _execution_state(hconf, name) == "PAUSED"
         with pytest.raises(TopologyStateError) as again:
             handle.deactivate()
         assert again.value.state == "PAUSED"
@@ -369,7 +370,7 @@ def test_cli_submit_deploy_deactivated(tmp_path, hconf):
     try:
         def paused():
             assert driver.poll() is None, err_path.read_text()[-4000:]
-            return _execution_state(hconf, name).get("state") == "PAUSED"
+            return _execution_state(hconf, name) == "PAUSED"
 
         wait_until(paused, 180, message="the topology to run deactivated")
         assert f"{name}\tPAUSED\tlive" in _cli("list").stdout
@@ -408,14 +409,14 @@ def test_a_resumed_driver_keeps_the_update_and_the_deactivation(tmp_path, hconf)
                        .get("acked_total", 0) > 100, 180, message="committed spout offsets")
             done = _cli("update", name, "--component-parallelism", "count:3")
             assert done.returncode == 0, done
-            wait_until(lambda: (lambda s: s.get("generation") == 1 and s["state"] ==
-                                "RUNNING" and not s["updating"])(
+            wait_until(lambda: (lambda s: s.generation == 1 and s.state ==
+                                "RUNNING" and not s.updating)(
                 statemgr.get_execution_state(name)), 120, message="the update to run")
             assert "PAUSED" in _cli("deactivate", name).stdout
             faults.kill_driver(first, work)
             second = faults.start_driver("reliable", args, tmp_path / "driver-2.log")
-            wait_until(lambda: (lambda s: s.get("generation") == 2 and s["state"] ==
-                                "PAUSED")(statemgr.get_execution_state(name) or {}),
+            wait_until(lambda: (lambda s: s is not None and s.generation == 2 and
+                                s.state == "PAUSED")(statemgr.get_execution_state(name)),
                        180, message="the resumed topology to run deactivated")
             plan = statemgr.get_physical_plan(name)
             assert sum(i.component == "count" for i in plan.instances) == 3

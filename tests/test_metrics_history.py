@@ -56,7 +56,6 @@ def test_metric_kinds_follow_heron():
     assert metric_kind("__execute-latency/word/default") is MetricKind.AVG
     assert metric_kind("__complete-latency/default") is MetricKind.AVG
     assert metric_kind("my-user-count") is MetricKind.LAST
-    assert names.instance_id(0, "count", 3) == "container_0_count_3"
 
 
 def test_counters_become_per_minute_sums_and_survive_a_restart_from_zero():

@@ -6,12 +6,14 @@ injected clock for expiry.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
 import pytest
 
 from heron_spark.container import file_view
+from heron_spark.contract import execution_state
 from heron_spark.errors import TrackerRequestError
 from heron_spark.proto import tmaster_pb2, topology_pb2
 from heron_spark.statemgr import open_state_manager
@@ -214,3 +216,32 @@ def test_a_driver_shares_one_tracker_and_falls_back_from_a_busy_port(tmp_path):
             assert service.tracker_urls(statemgr) == []
             assert not [k for k in statemgr.keys(auth.TRACKER_KEYSPACE)
                         if k.startswith(auth.LOCATION_PREFIX)]
+
+
+def test_stored_execution_state_has_heron_shape_whether_stored_as_proto_or_old_json():
+    """The tracker reads a stored execution state the same way whichever form stored it (the
+    proto message, or the JSON dict of an earlier version); with no live TMaster a live state
+    becomes NOT_RUNNING."""
+    status = {"name": "wc", "id": "wc-1", "state": "RUNNING", "detail": "", "started_at": 5.0,
+              "ended_at": None, "generation": 1, "paused": False, "updating": False,
+              "containers": 2, "instance_failures": {"3": 1}, "heartbeats": {"0": 4.0},
+              "submission": {"cluster": "local", "environ": "default", "role": "alice",
+                             "submission_user": "alice", "submission_time": 1700000000,
+                             "release_version": "0.1"}}
+    from_proto = execution_state.decode(execution_state.encode(execution_state.from_status(status)))
+    from_json = execution_state.decode(json.dumps(status).encode())
+    shaped = [shapes.execution_state("wc", stored, None, None, None, None, None)
+              for stored in (from_proto, from_json)]
+    assert shaped[0] == shaped[1]
+    assert {k: shaped[0][k] for k in ("cluster", "environ", "role", "submission_time",
+                                      "submission_user", "status", "live", "id", "generation",
+                                      "started_at", "ended_at", "instance_failures")} == {
+        "cluster": "local", "environ": "default", "role": "alice",
+        "submission_time": 1700000000, "submission_user": "alice", "status": "NOT_RUNNING",
+        "live": False, "id": "wc-1", "generation": 1, "started_at": 5.0, "ended_at": None,
+        "instance_failures": {"3": 1}}
+    live = dict(status, state="PAUSED")
+    assert shapes.execution_state("wc", from_proto, None, None, None, {"port": 1},
+                                  live)["status"] == "PAUSED"
+    nothing = shapes.execution_state("wc", None, None, None, None, None, None)
+    assert (nothing["status"], nothing["cluster"], nothing["role"]) == ("UNKNOWN", "local", "")

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from heron_spark.contract import roles
 from heron_spark.errors import AuthenticationError
 from heron_spark.proto import stmgr_pb2
 from heron_spark.wire import frames, hashing, tuple_batch
@@ -74,19 +75,19 @@ def _listener(secret):
 def test_handshake_accepts_the_secret_and_rejects_others():
     listener, accepted, done = _listener("s3cret")
     try:
-        dial("127.0.0.1", listener.port, "s3cret", "topo", "stmgr", 4).close()
-        assert done.wait(10) and accepted == [("stmgr", 4)]
+        dial("127.0.0.1", listener.port, "s3cret", "topo", roles.STMGR, 4).close()
+        assert done.wait(10) and accepted == [(roles.STMGR, 4)]
         with pytest.raises(AuthenticationError):
-            dial("127.0.0.1", listener.port, "wrong", "topo", "stmgr", 5)
+            dial("127.0.0.1", listener.port, "wrong", "topo", roles.STMGR, 5)
         with pytest.raises(AuthenticationError):
-            dial("127.0.0.1", listener.port, "s3cret", "other-topology", "stmgr", 6)
+            dial("127.0.0.1", listener.port, "s3cret", "other-topology", roles.STMGR, 6)
         raw = socket.create_connection(("127.0.0.1", listener.port))
         raw.sendall(b"\x00\x00\x00\x05\x01hello")  # garbage instead of an AuthResponse
         raw.settimeout(10)
         while raw.recv(4096):
             pass  # the listener hangs up
         raw.close()
-        assert accepted == [("stmgr", 4)]
+        assert accepted == [(roles.STMGR, 4)]
     finally:
         listener.close()
 

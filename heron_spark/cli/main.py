@@ -167,6 +167,7 @@ def cmd_version(args) -> int:
 
 def cmd_list(args) -> int:
     """Print every topology of the state manager, its state and whether it is live."""
+    from heron_spark.contract.execution_state import state_of
     from heron_spark.tmaster.client import tmaster_status
 
     statemgr = _statemgr(_conf_pairs(args.conf))
@@ -175,7 +176,7 @@ def cmd_list(args) -> int:
         print(f"no topologies in {statemgr.location}")
     for name in names:
         live = tmaster_status(statemgr, name)
-        last = (statemgr.get_execution_state(name) or {}).get("state", "UNKNOWN")
+        last = state_of(statemgr.get_execution_state(name))
         print(f"{name}\t{live or last}\t{'live' if live else 'not running'}")
     return 0
 

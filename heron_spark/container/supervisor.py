@@ -12,7 +12,7 @@ waits on a child: one poll loop looks at every child each ``_POLL_SECS`` and
   once the new stmgr is ready. More than ``heron.stmgr.restart.max`` stmgr deaths within
   ``heron.restart.window.secs`` raise, failing the barrier task (the driver resubmits the
   stage). The TMaster bounds instance restarts (the stmgr reports each failure);
-- when the stmgr exits with ``STMGR_RESTART_EXIT`` (the TMaster asked for a restart of the
+- when the stmgr exits with ``ExitCode.RESTART`` (the TMaster asked for a restart of the
   container, ``heron restart``), restarts every child at once: the metrics manager now, the
   stmgr now, the instances once it is ready. Such an exit is not counted as a death.
 
@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import json
 import logging
-import signal
 import subprocess
 import threading
 import time
@@ -35,20 +34,21 @@ from heron_spark import _process
 from heron_spark._failure_window import FailureWindow
 from heron_spark.config import SystemConfig
 from heron_spark.container.files import ContainerFiles
+from heron_spark.contract.child_args import (ChildArgs, InstanceArgs, MetricsManagerArgs,
+                                             StmgrArgs)
+from heron_spark.contract.exit_codes import STMGR_FINAL, ExitCode, describe
+from heron_spark.contract.layout import CONTAINER, METRICSMGR, STMGR, child_task, task_child
 
 log = logging.getLogger(__name__)
 _POLL_SECS = 0.05
-STMGR_FINAL_CODES = (0, 2)  # shut down by the TMaster; TMaster gone
-INSTANCE_LOST_STMGR = 2
-METRICSMGR, STMGR = "metricsmgr", "stmgr"
 
 
 class _Child:
     """One supervised process: what to run, the live process, and its restart state."""
 
-    def __init__(self, name: str, module: str, log_path: Path) -> None:
+    def __init__(self, name: str, log_path: Path) -> None:
         self.name = name
-        self.module = module
+        self.task = child_task(name)  # None: the stmgr or the metrics manager
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
         self.started_wall = 0.0
@@ -67,18 +67,17 @@ class Supervisor:
     """See the module docstring. ``run`` returns the stmgr's final exit code."""
 
     def __init__(self, files: ContainerFiles, config: SystemConfig, index: int, host: str,
-                 topology: str, tmaster: str, generation: int, instances: dict[int, str]) -> None:
+                 tmaster: str, generation: int, instances: dict[int, str]) -> None:
         self.files, self.config, self.index = files, config, index
         self.host, self.generation = host, generation
-        self.common = ["--workdir", str(files.root), "--topology", topology]
         self.tmaster = tmaster
         self.children: dict[str, _Child] = {
-            METRICSMGR: _Child(METRICSMGR, "heron_spark.metrics", files.logs / "metricsmgr.log"),
-            STMGR: _Child(STMGR, "heron_spark.stmgr", files.logs / "stmgr.log")}
+            METRICSMGR: _Child(METRICSMGR, files.log(METRICSMGR)),
+            STMGR: _Child(STMGR, files.log(STMGR))}
         self.instance_components = instances  # task id -> component
         for task, component in instances.items():
-            self.children[_task(task)] = _Child(_task(task), "heron_spark.instance",
-                                                files.instance_log(component, task))
+            self.children[task_child(task)] = _Child(task_child(task),
+                                                     files.instance_log(component, task))
         self._stmgr_deaths = FailureWindow(config.restart_window_secs)
         self._instances_started_for: int | None = None  # pid of the stmgr they dialled
         self.stalls: collections.Counter = collections.Counter()
@@ -98,7 +97,7 @@ class Supervisor:
             time.sleep(_POLL_SECS)
 
     def _beat(self) -> None:
-        path = self.files.heartbeat("container")
+        path = self.files.heartbeat(CONTAINER)
         while not self._stop.is_set():
             _process.touch(path)
             self._stop.wait(_process.HEARTBEAT_INTERVAL_SECS)
@@ -117,14 +116,13 @@ class Supervisor:
                     self._check_stall(child)
             elif child.restart_at is not None and now >= child.restart_at \
                     and not self._stmgr_stopping():
-                if child.name == STMGR or not child.name.startswith("task-") or \
-                        self._stmgr_ready():
+                if child.task is None or self._stmgr_ready():
                     self._spawn(child)
         if stmgr.ready is not None and stmgr.alive \
                 and self._instances_started_for != stmgr.proc.pid:
             self._instances_started_for = stmgr.proc.pid
             for task in self.instance_components:
-                child = self.children[_task(task)]
+                child = self.children[task_child(task)]
                 if not child.alive:
                     self._spawn(child)
         return None
@@ -146,16 +144,14 @@ class Supervisor:
             and self._instances_started_for == stmgr.proc.pid
 
     # ---- children ------------------------------------------------------------------------
-    def _args(self, child: _Child) -> list[str]:
+    def _args(self, child: _Child) -> ChildArgs:
+        workdir = self.files.root
         if child.name == METRICSMGR:
-            return [*self.common, "--container", str(self.index), "--tmaster", self.tmaster]
+            return MetricsManagerArgs(workdir, self.index, self.tmaster)
         if child.name == STMGR:
-            return [*self.common, "--container", str(self.index), "--tmaster", self.tmaster,
-                    "--host", self.host, "--generation", str(self.generation)]
-        task = int(child.name.split("-", 1)[1])
+            return StmgrArgs(workdir, self.index, self.tmaster, self.host, self.generation)
         address = self.children[STMGR].ready["local_address"]
-        return [*self.common, "--component", self.instance_components[task], "--task-id",
-                str(task), "--stmgr-address", address]
+        return InstanceArgs(workdir, self.instance_components[child.task], child.task, address)
 
     def _spawn(self, child: _Child) -> None:
         args = self._args(child)
@@ -165,13 +161,13 @@ class Supervisor:
         child.restart_at = None
         child.started_wall = time.time()
         child.started = time.monotonic()
-        child.proc = _process.spawn(child.module, args, child.log_path, self.files.root,
-                                    heartbeat=self.files.heartbeat(child.name),
-                                    parent_heartbeat=self.files.heartbeat("container"),
+        child.proc = _process.spawn(args.MODULE, args.to_argv(), child.log_path,
+                                    self.files.root, heartbeat=self.files.heartbeat(child.name),
+                                    parent_heartbeat=self.files.heartbeat(CONTAINER),
                                     stall_secs=self.config.stall_timeout_secs)
 
     def _check_ready(self, child: _Child) -> None:
-        if child.ready is not None or child.name.startswith("task-"):
+        if child.ready is not None or child.task is not None:
             return
         path = self.files.ready(child.name)
         try:
@@ -203,17 +199,17 @@ class Supervisor:
             pass
 
     def _on_exit(self, child: _Child, code: int, now: float) -> int | None:
-        if child.name == STMGR and code in STMGR_FINAL_CODES:
-            _process.wait_all([c.proc for n, c in self.children.items()
-                               if n.startswith("task-") and c.alive], self.config.kill_grace_secs)
+        if child.name == STMGR and code in STMGR_FINAL:
+            _process.wait_all([c.proc for c in self.children.values()
+                               if c.task is not None and c.alive], self.config.kill_grace_secs)
             return code
-        if child.name.startswith("task-") and code == 0:
+        if child.task is not None and code == ExitCode.OK:
             return None  # shut down with the topology; the stmgr's exit ends the container
         if child.name != STMGR and self._stmgr_stopping():
             log.info("container %d: %s exited with %s while the stmgr shuts down", self.index,
-                     child.name, _describe(code))
+                     child.name, describe(code))
             return None
-        if child.name == STMGR and code == _process.STMGR_RESTART_EXIT:
+        if child.name == STMGR and code == ExitCode.RESTART:
             self._restart_all(now)
             return None
         if child.name == STMGR:
@@ -225,14 +221,14 @@ class Supervisor:
                     f"{child.log_path}")
             self._instances_started_for = None
             for task in self.instance_components:  # their stmgr is gone: start them afresh
-                inst = self.children[_task(task)]
+                inst = self.children[task_child(task)]
                 if inst.alive:
                     _kill_now(inst.proc)
                 inst.restart_at = None
-        elif child.name.startswith("task-") and code == INSTANCE_LOST_STMGR \
+        elif child.task is not None and code == ExitCode.STMGR_LOST \
                 and (self.children[STMGR].proc.poll() is not None or not self._stmgr_ready()):
             return None  # its stmgr is gone too: the stmgr's restart (or exit) decides
-        if child.name.startswith("task-") and self.children[STMGR].alive is False:
+        if child.task is not None and self.children[STMGR].alive is False:
             return None
         self._schedule_restart(child, code, now)
         return None
@@ -243,7 +239,7 @@ class Supervisor:
                     "as asked", self.index)
         self._instances_started_for = None
         for task in self.instance_components:
-            inst = self.children[_task(task)]
+            inst = self.children[task_child(task)]
             if inst.alive:
                 _kill_now(inst.proc)
             inst.restart_at = None
@@ -266,11 +262,11 @@ class Supervisor:
         child.restarts += 1
         child.restart_at = now + delay
         log.warning("container %d: %s exited with %s; restart %d in %.2f s", self.index,
-                    child.name, _describe(code), child.restarts, delay)
+                    child.name, describe(code), child.restarts, delay)
 
     def summary(self) -> dict:
         """Exit codes and restart counts, for the driver."""
-        tasks = {t: self.children[_task(t)] for t in self.instance_components}
+        tasks = {t: self.children[task_child(t)] for t in self.instance_components}
         return {"instance_exits": {t: c.proc.returncode if c.proc else None
                                    for t, c in tasks.items()},
                 "instance_restarts": {t: c.restarts for t, c in tasks.items() if c.restarts},
@@ -292,10 +288,6 @@ class Supervisor:
             self._stop.set()
 
 
-def _task(task_id: int) -> str:
-    return f"task-{task_id}"
-
-
 def _touched_since(path: Path, since: float) -> bool:
     try:
         return path.stat().st_mtime > since
@@ -310,12 +302,4 @@ def _kill_now(proc: subprocess.Popen) -> None:
         pass
     proc.wait()
 
-
-def _describe(code: int) -> str:
-    if code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"code {code}"
 

@@ -13,11 +13,11 @@ import dataclasses
 import os
 import shutil
 import time
-from pathlib import Path
 
 from heron_spark.config import SystemConfig
 from heron_spark.container.files import ContainerFiles
 from heron_spark.container.supervisor import Supervisor
+from heron_spark.contract.layout import container_root
 from heron_spark.errors import WrongPlaceError
 from heron_spark.proto import packing_pb2
 
@@ -71,14 +71,14 @@ class ContainerTask:
 def run_container(task: ContainerTask, index: int, host: str) -> dict:
     """Start and supervise container ``index``; return a summary for the driver."""
     config = SystemConfig(**task.config)
-    root = Path(config.work_dir) / task.topology / f"gen-{task.generation}" / f"container-{index}"
+    root = container_root(config.work_dir, task.topology, task.generation, index)
     shutil.rmtree(root, ignore_errors=True)
     files = ContainerFiles(root)
     packing = packing_pb2.PackingPlan()
     packing.ParseFromString(task.packing_plan)
     files.write(task.definition, packing, config, task.secret)
     instances = {inst.task_id: inst.component for inst in packing.containers[index].instances}
-    supervisor = Supervisor(files, config, index, host, task.topology,
+    supervisor = Supervisor(files, config, index, host,
                             f"{task.tmaster_host}:{task.tmaster_port}", task.generation, instances)
     started = time.monotonic()
     try:

@@ -27,6 +27,8 @@ import traceback
 
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
+from heron_spark.contract import layout, roles
+from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.instance.bolt_executor import BoltExecutor
 from heron_spark.instance.executor import Stop
 from heron_spark.instance.spout_executor import SpoutExecutor
@@ -56,7 +58,7 @@ class InstanceRuntime:
         tuple_batch.use_lean_memory_pool()
         tuple_batch.warm_up()  # before registering: the topology starts into a warm process
         self.loop = Loop()
-        sock = dial_with_retry(stmgr_address, secret, topology, "instance", task_id,
+        sock = dial_with_retry(stmgr_address, secret, topology, roles.INSTANCE, task_id,
                                self.config.startup_timeout_secs)
         self.channel = Channel(self.loop, sock, f"instance-{task_id}", self._on_frame,
                                self._on_close, max_frame_bytes=self.config.frame_max_bytes)
@@ -104,14 +106,14 @@ class InstanceRuntime:
             self.logger.exception("user code of %s task %d failed", self.component_name,
                                   self.task_id)
             self._report_failure(exc)
-            return 1
-        return 0
+            return ExitCode.FAILED
+        return ExitCode.OK
 
     def _poll(self, timeout: float | None) -> None:
         self.loop.poll(timeout)
         if self._stmgr_gone:
             self.logger.warning("stmgr connection closed; exiting")
-            raise Stop(2)
+            raise Stop(ExitCode.STMGR_LOST)
 
     def _run_bolt(self) -> None:
         executor, loop, channel, clock = self.executor, self.loop, self.channel, self.loop.clock
@@ -145,7 +147,7 @@ class InstanceRuntime:
         error = "".join(traceback.format_exception(exc))
         failed = tmaster_pb2.InstanceFailed(task_id=self.task_id, component=self.component_name,
                                             error=error[-8000:], log_path=self.log_path,
-                                            exit_code=1)
+                                            exit_code=ExitCode.FAILED)
         if self.channel.send(frames.control_frame(stmgr_pb2.InstanceToStmgr(failed=failed))):
             self.channel.flush_blocking(self.config.kill_grace_secs)
 
@@ -166,11 +168,11 @@ class InstanceRuntime:
         loop thread is inside user code: the connection is not ours to write)."""
         self.logger.error("%s", reason)
         try:
-            self.files.stall_note(f"task-{self.task_id}").write_text(reason)
+            self.files.stall_note(layout.task_child(self.task_id)).write_text(reason)
         except OSError:
             pass
         logging.shutdown()
-        os._exit(1)
+        os._exit(ExitCode.FAILED)
 
     # ---- metrics (metrics thread) -----------------------------------------------------------
     def _metrics_snapshot(self) -> metrics_pb2.MetricsPublish:

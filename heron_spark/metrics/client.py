@@ -15,7 +15,7 @@ import logging
 import threading
 from typing import Callable
 
-from heron_spark.container.files import ContainerFiles
+from heron_spark.contract import layout, roles
 from heron_spark.proto import metrics_pb2
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, dial
@@ -28,7 +28,7 @@ _SEND_CAPACITY_BYTES = 1 << 20
 class MetricsClient:
     """See the module docstring. ``snapshot`` runs on the client's thread: it must only read."""
 
-    def __init__(self, files: ContainerFiles, secret: str, topology: str, client_id: int,
+    def __init__(self, files: layout.ContainerLayout, secret: str, topology: str, client_id: int,
                  interval_secs: float, frame_max_bytes: int,
                  snapshot: Callable[[], metrics_pb2.MetricsPublish]) -> None:
         self._files = files
@@ -85,8 +85,8 @@ class MetricsClient:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         try:
-            port = json.loads(self._files.ready("metricsmgr").read_text())["port"]
-            sock = dial("127.0.0.1", port, self._secret, self._topology, "metrics-client",
+            port = json.loads(self._files.ready(layout.METRICSMGR).read_text())["port"]
+            sock = dial("127.0.0.1", port, self._secret, self._topology, roles.METRICS_CLIENT,
                         self._id, timeout=_DIAL_TIMEOUT_SECS)
         except (OSError, ValueError, KeyError) as exc:
             if self._conn is not None or self.connects == 0:

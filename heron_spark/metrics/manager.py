@@ -14,6 +14,9 @@ import threading
 
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
+from heron_spark.contract import layout, roles
+from heron_spark.contract.child_args import MetricsManagerArgs
+from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.proto import metrics_pb2
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener, dial
@@ -40,7 +43,7 @@ class MetricsManager:
                                  name=f"metricsmgr-{container_index}")
 
     def _on_peer(self, sock, response) -> None:
-        if response.role != "metrics-client":
+        if response.role != roles.METRICS_CLIENT:
             sock.close()
             return
         conn = Connection(sock, f"metricsmgr<-{response.id}", self._on_frame, self._forget,
@@ -66,7 +69,7 @@ class MetricsManager:
         interval: the metrics manager outlives its TMaster's restarts and the topology's end,
         so its exit is never mistaken for a fault."""
         self.listener.start()
-        _process.write_json_atomic(self.files.ready("metricsmgr"),
+        _process.write_json_atomic(self.files.ready(layout.METRICSMGR),
                                    {"port": self.listener.port, "pid": os.getpid()})
         signal.signal(signal.SIGTERM, lambda signum, frame: self._stop.set())
         interval = self.config.metrics_interval_ms / 1000.0
@@ -84,12 +87,12 @@ class MetricsManager:
         if tmaster is not None:
             tmaster.close()
         self.listener.close()
-        return 0
+        return ExitCode.OK
 
     def _dial_tmaster(self, timeout: float) -> Connection | None:
         host, port = self.tmaster_address
         try:
-            sock = dial(host, port, self.secret, self.topology, "metricsmgr", self.index,
+            sock = dial(host, port, self.secret, self.topology, roles.METRICSMGR, self.index,
                         timeout=max(timeout, 1.0))
         except OSError as exc:
             log.debug("TMaster %s:%d not reachable: %s", host, port, exc)
@@ -110,21 +113,13 @@ class MetricsManager:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``python -m heron_spark.metrics``."""
-    import argparse
-    from pathlib import Path
-
-    parser = argparse.ArgumentParser(prog="heron_spark.metrics")
-    parser.add_argument("--workdir", required=True, type=Path)
-    parser.add_argument("--topology", required=True)
-    parser.add_argument("--container", required=True, type=int)
-    parser.add_argument("--tmaster", required=True, help="host:port")
-    args = parser.parse_args(argv)
+    args = MetricsManagerArgs.from_argv(argv)
     _process.become_child(f"hs-metrics-{args.container}")
     files = ContainerFiles(args.workdir)
-    _process.setup_logging(files.logs / "metricsmgr.log")
-    host, _, port = args.tmaster.rpartition(":")
+    _process.setup_logging(files.log(layout.METRICSMGR))
+    host, port = args.tmaster_address
     try:
-        return MetricsManager(files, args.container, host, int(port)).run()
+        return MetricsManager(files, args.container, host, port).run()
     except Exception:  # noqa: BLE001 - log why, exit non-zero
         log.exception("metrics manager failed")
-        return 1
+        return ExitCode.FAILED

@@ -5,7 +5,8 @@ The names and units are Heron's (``heron/instance/src/python/utils/metrics/metri
 over the publishing interval in **nanoseconds**, back pressure times are **milliseconds**.
 Instances and stream managers publish counters as cumulative values since their process
 started (a restarted process starts again from 0); latencies as the mean of the last
-interval. Pure constants and functions: any thread.
+interval. Pure constants and functions: any thread. The ids metrics are published under (instances, the
+stream managers' ``__stmgr__``) are a contract between processes: ``contract.ids``.
 """
 
 from __future__ import annotations
@@ -37,9 +38,6 @@ BYTES_FROM_STMGRS = "__server/__bytes_from_stmgrs"
 TIME_SPENT_BACK_PRESSURE_INITIATED = "__server/__time_spent_back_pressure_initiated"
 TIME_SPENT_BACK_PRESSURE_AGGR = "__server/__time_spent_back_pressure_aggr"
 TIME_SPENT_BACK_PRESSURE_BY_COMPID = "__time_spent_back_pressure_by_compid"
-
-STMGR_COMPONENT = "__stmgr__"  # the component name stream managers publish under
-
 
 def scoped(name: str, *scopes: str) -> str:
     """Return ``name/<scope>/...``: Heron's multi-metric key, e.g. ``__emit-count/default``."""
@@ -82,8 +80,3 @@ def metric_kind(name: str) -> MetricKind:
         return MetricKind.AVG
     return MetricKind.LAST
 
-
-def instance_id(container_index: int, component: str, task_id: int) -> str:
-    """Return Heron's instance id, ``container_<container index>_<component>_<task id>``
-    (our container indices start at 0). The one place this format is written."""
-    return f"container_{container_index}_{component}_{task_id}"

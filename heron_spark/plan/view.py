@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from heron_spark.metrics.names import instance_id
+from heron_spark.contract.ids import instance_id
 from heron_spark.plan.logical import LogicalPlan
 from heron_spark.proto import packing_pb2, physical_plan_pb2
 

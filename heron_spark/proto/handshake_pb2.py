@@ -24,17 +24,19 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0fhandshake.proto\x12\x0bheron_spark\"5\n\rAuthChallenge\x12\r\n\x05nonce\x18\x01 \x01(\x0c\x12\x15\n\rtopology_name\x18\x02 \x01(\t\"5\n\x0c\x41uthResponse\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\n\n\x02id\x18\x02 \x01(\x05\x12\x0b\n\x03mac\x18\x03 \x01(\x0c\"(\n\nAuthResult\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x0fhandshake.proto\x12\x0bheron_spark\"5\n\rAuthChallenge\x12\r\n\x05nonce\x18\x01 \x01(\x0c\x12\x15\n\rtopology_name\x18\x02 \x01(\t\"L\n\x0c\x41uthResponse\x12#\n\x04role\x18\x01 \x01(\x0e\x32\x15.heron_spark.PeerRole\x12\n\n\x02id\x18\x02 \x01(\x05\x12\x0b\n\x03mac\x18\x03 \x01(\x0c\"(\n\nAuthResult\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t*}\n\x08PeerRole\x12\x0e\n\nROLE_UNSET\x10\x00\x12\x11\n\rROLE_INSTANCE\x10\x01\x12\x0e\n\nROLE_STMGR\x10\x02\x12\x13\n\x0fROLE_METRICSMGR\x10\x03\x12\x17\n\x13ROLE_METRICS_CLIENT\x10\x04\x12\x10\n\x0cROLE_CONTROL\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'handshake_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_PEERROLE']._serialized_start=207
+  _globals['_PEERROLE']._serialized_end=332
   _globals['_AUTHCHALLENGE']._serialized_start=32
   _globals['_AUTHCHALLENGE']._serialized_end=85
   _globals['_AUTHRESPONSE']._serialized_start=87
-  _globals['_AUTHRESPONSE']._serialized_end=140
-  _globals['_AUTHRESULT']._serialized_start=142
-  _globals['_AUTHRESULT']._serialized_end=182
+  _globals['_AUTHRESPONSE']._serialized_end=163
+  _globals['_AUTHRESULT']._serialized_start=165
+  _globals['_AUTHRESULT']._serialized_end=205
 # @@protoc_insertion_point(module_scope)

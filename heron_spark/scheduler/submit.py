@@ -18,6 +18,7 @@ from heron_spark import _pickling
 from heron_spark._failure_window import FailureWindow
 from heron_spark.config import SystemConfig
 from heron_spark.container.task import ContainerTask
+from heron_spark.contract import execution_state
 from heron_spark.errors import HeronSparkError, TopologyStateError, WrongPlaceError
 from heron_spark.plan.logical import LogicalPlan
 from heron_spark.plan.packing import pack
@@ -66,8 +67,9 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     statemgr = open_state_manager(system.statemgr)
     try:
         _refuse_if_running(statemgr, plan.name)  # fast path; the TMaster claim below decides
-        prior = statemgr.get_execution_state(plan.name) or {}
-        if prior.get("state") in _LIVE_STATES:  # resuming: keep what `heron update` set
+        prior = statemgr.get_execution_state(plan.name)
+        resume = execution_state.is_live(prior)  # its driver died without ending it
+        if resume:  # resuming: keep what `heron update` set
             updated = stored_parallelism(statemgr, plan)
             if updated is not None:
                 plan = updated
@@ -81,11 +83,10 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         statemgr.close()
         raise
 
-    resume = prior.get("state") in _LIVE_STATES  # its driver died without ending it
-    topology_id = prior.get("id") if resume else None
+    topology_id = prior.id if resume else None
     topology_id = topology_id or f"{plan.name}-{uuid.uuid4().hex[:12]}"
-    generation = int(prior.get("generation", 0)) + 1 if resume else 0
-    deactivated = deactivated or (resume and bool(prior.get("paused")))  # stays deactivated
+    generation = prior.generation + 1 if resume else 0
+    deactivated = deactivated or (resume and prior.paused)  # stays deactivated
     secret = new_secret()
     local = is_local_master(spark.sparkContext.master)
     host = system.tmaster_host or ("127.0.0.1" if local else
@@ -123,7 +124,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     if resume:
         log.warning("resuming topology %s (%s) from %s as generation %d: its last driver "
                     "stopped while it was %s", plan.name, topology_id, statemgr.location,
-                    generation, prior.get("state"))
+                    generation, prior.state)
     else:
         statemgr.clear_spout_states(plan.name)  # a new run reads its sources from the start
         if statemgr.get_committed_checkpoint(plan.name) is not None:  # and starts from no state
@@ -298,13 +299,13 @@ def _spark_error_summary(error: BaseException) -> str:
 
 
 def _refuse_if_running(statemgr, name: str) -> None:
-    state = statemgr.get_execution_state(name) or {}
+    state = statemgr.get_execution_state(name)
     location = statemgr.get_tmaster_location(name) or {}
-    if state.get("state") in _LIVE_STATES and location.get("port"):
+    if execution_state.is_live(state) and location.get("port"):
         from heron_spark.tmaster.client import tmaster_status
 
         if tmaster_status(statemgr, name) is not None:
-            raise TopologyStateError(name, state["state"], "submit it again",
+            raise TopologyStateError(name, state.state, "submit it again",
                                      f"kill it first: heron-spark kill {name}")
 
 
@@ -390,7 +391,6 @@ def _check_driver() -> None:
         raise WrongPlaceError("submit() runs on the Spark driver, not inside a Spark task")
 
 
-_LIVE_STATES = ("STARTING", "RUNNING", "PAUSED")
 _LIVE_HANDLES: "weakref.WeakSet[TopologyHandle]" = weakref.WeakSet()
 _SIGTERM_INSTALLED = False
 
@@ -405,7 +405,7 @@ def _install_sigterm(handle: TopologyHandle) -> None:
 
     def on_sigterm(signum, frame) -> None:
         for live in list(_LIVE_HANDLES):
-            if live.status in _LIVE_STATES:
+            if live.status in execution_state.LIVE_STATES:
                 live.kill()
         if callable(previous):
             previous(signum, frame)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import abc
 import json
 
+from heron_spark.contract import execution_state
 from heron_spark.errors import TopologyStateError, TopologyValueError
 from heron_spark.proto import packing_pb2, physical_plan_pb2, topology_pb2
 
@@ -113,14 +114,15 @@ class StateManager(abc.ABC):
         """Return the physical plan of topology ``name``, or None."""
         return _parse(physical_plan_pb2.PhysicalPlan, self.get(name, PHYSICAL_PLAN))
 
-    def set_execution_state(self, name: str, state: dict) -> None:
-        """Store the execution state (a JSON-able dict) of topology ``name``."""
-        self.put(name, EXECUTION_STATE, json.dumps(state, sort_keys=True).encode())
+    def set_execution_state(self, name: str, state: execution_state.ExecutionState) -> None:
+        """Store the execution state of topology ``name``."""
+        self.put(name, EXECUTION_STATE, execution_state.encode(state))
 
-    def get_execution_state(self, name: str) -> dict | None:
-        """Return the execution state of topology ``name``, or None."""
+    def get_execution_state(self, name: str) -> execution_state.ExecutionState | None:
+        """Return the execution state of topology ``name`` (also one an earlier version
+        stored as JSON), or None."""
         raw = self.get(name, EXECUTION_STATE)
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else execution_state.decode(raw)
 
     def set_tmaster_location(self, name: str, host: str, port: int, tracker_port: int,
                              pid: int, secret: str) -> None:

@@ -2,38 +2,31 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 import sys
-from pathlib import Path
 
 from heron_spark import _process
+from heron_spark.contract import layout
+from heron_spark.contract.child_args import StmgrArgs
+from heron_spark.contract.exit_codes import ExitCode
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="heron_spark.stmgr")
-    parser.add_argument("--workdir", required=True, type=Path)
-    parser.add_argument("--topology", required=True)
-    parser.add_argument("--container", required=True, type=int)
-    parser.add_argument("--tmaster", required=True, help="host:port")
-    parser.add_argument("--host", required=True)
-    parser.add_argument("--generation", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = StmgrArgs.from_argv(argv)
     _process.become_child(f"hs-stmgr-{args.container}")
     from heron_spark.container.files import ContainerFiles
 
     files = ContainerFiles(args.workdir)
-    _process.setup_logging(files.logs / "stmgr.log")
+    _process.setup_logging(files.log(layout.STMGR))
     from heron_spark.stmgr.server import StreamManager
 
-    host, _, port = args.tmaster.rpartition(":")
+    host, port = args.tmaster_address
     try:
-        manager = StreamManager(files, args.container, host, int(port), args.host,
-                                args.generation)
+        manager = StreamManager(files, args.container, host, port, args.host, args.generation)
         return manager.run()
     except Exception:  # noqa: BLE001 - log the reason the stmgr died, then exit non-zero
         logging.getLogger(__name__).exception("stmgr failed")
-        return 1
+        return ExitCode.FAILED
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ What it does:
   from local instances until they restored, DATA from each peer until that peer's epoch fence;
 - management: relays the topology state (deactivate / activate) to local spouts, also in the
   ``StartProcessing`` of any instance it (re)starts; on shutdown(RESTARTING) it ends with
-  ``STMGR_RESTART_EXIT`` so its supervisor restarts the whole container.
+  ``ExitCode.RESTART`` so its supervisor restarts the whole container.
 """
 
 from __future__ import annotations
@@ -35,8 +35,9 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-from heron_spark._process import STMGR_RESTART_EXIT
 from heron_spark.config import SystemConfig
+from heron_spark.contract import ids
+from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.metrics import names
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
@@ -531,7 +532,7 @@ class StmgrCore:
             log.info("restart asked by the TMaster: %s", message.shutdown.detail)
             self.stopping = True
             self.restart_requested = True
-            return STMGR_RESTART_EXIT
+            return ExitCode.RESTART
         elif body == "shutdown":
             log.info("shutdown from TMaster: %s %s",
                      tmaster_pb2.ShutdownReason.Name(message.shutdown.reason),
@@ -541,7 +542,7 @@ class StmgrCore:
             frame = frames.control_frame(stmgr_pb2.StmgrToInstance(shutdown=message.shutdown))
             for task in self.connected:
                 self.io.to_instance(task, frame)
-            return 0
+            return ExitCode.OK
         return None
 
     def _on_restore(self, restore: tmaster_pb2.RestoreState) -> None:
@@ -579,7 +580,7 @@ class StmgrCore:
         log.error("TMaster connection lost; shutting down")
         self.stopping = True
         self.io.announce_stop()
-        return 2
+        return ExitCode.TMASTER_LOST
 
     def _apply_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
         """Take a new physical plan: (re)target peer links and, the first time, start the
@@ -619,7 +620,8 @@ class StmgrCore:
         """Build the stmgr's metrics (any thread: reads counters only)."""
         import time
 
-        publish = metrics_pb2.MetricsPublish(component="__stmgr__", task_id=-1 - self.index,
+        publish = metrics_pb2.MetricsPublish(component=ids.STMGR_COMPONENT,
+                                             task_id=ids.stmgr_metrics_task(self.index),
                                              timestamp_ms=int(time.time() * 1000))
         add = publish.metrics.add
         add(name="__tuples-routed", value=self.tuples_routed)

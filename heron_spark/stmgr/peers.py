@@ -19,6 +19,7 @@ import collections
 import logging
 import threading
 
+from heron_spark.contract import roles
 from heron_spark.wire.connection import dial
 from heron_spark.wire.loop import Channel, Loop
 
@@ -145,7 +146,7 @@ class PeerLink:
                 backoff = _BACKOFF_START_SECS
                 continue
             try:
-                sock = dial(*target, self._secret, self._topology, "stmgr", self._me,
+                sock = dial(*target, self._secret, self._topology, roles.STMGR, self._me,
                             timeout=_DIAL_TIMEOUT_SECS)
             except OSError:
                 self._wake.wait(backoff)

@@ -19,6 +19,8 @@ import time
 from heron_spark import _process
 from heron_spark.container import file_view
 from heron_spark.container.files import ContainerFiles
+from heron_spark.contract import ids, layout, roles
+from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.metrics.client import MetricsClient
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import tmaster_pb2
@@ -71,7 +73,7 @@ class StreamManager:
     def _adopt(self, sock, response) -> None:
         if self.core.stopping:
             sock.close()
-        elif response.role == "instance" and response.id in self.core.local_tasks:
+        elif response.role == roles.INSTANCE and response.id in self.core.local_tasks:
             task = response.id
             old = self.instances.pop(task, None)
             if old is not None and not old.closed:
@@ -84,14 +86,14 @@ class StreamManager:
             channel.peer_id = task
             self.instances[task] = channel
             self.core.instance_connected(task)
-        elif response.role == "stmgr":
+        elif response.role == roles.STMGR:
             channel = Channel(self.loop, sock, f"stmgr-{self.index}<-stmgr-{response.id}",
                               lambda c, kind, frame: self.core.on_peer_frame(kind, frame),
                               self.inbound_peers.discard,
                               max_frame_bytes=self.config.frame_max_bytes)
             self.inbound_peers.add(channel)
         else:
-            log.warning("refusing peer with role %s:%s", response.role, response.id)
+            log.warning("refusing peer with role %s:%s", roles.role_name(response.role), response.id)
             sock.close()
 
     def _instance_closed(self, channel: Channel) -> None:
@@ -101,11 +103,11 @@ class StreamManager:
 
     # ---- the loop ------------------------------------------------------------------------
     def run(self) -> int:
-        """Serve until the TMaster says shut down (0) or goes away (2); 1 if instances never
-        registered."""
+        """Serve until the TMaster says shut down (``OK``) or goes away (``TMASTER_LOST``), or
+        asks for a restart (``RESTART``); ``FAILED`` if instances never registered."""
         self.listener.start()
         self.local_listener.start()
-        _process.write_json_atomic(self.files.ready("stmgr"),
+        _process.write_json_atomic(self.files.ready(layout.STMGR),
                                    {"port": self.listener.port,
                                     "local_address": self.local_listener.address,
                                     "pid": os.getpid()})
@@ -116,10 +118,10 @@ class StreamManager:
                 if time.monotonic() > deadline:
                     missing = sorted(core.local_tasks - set(core.instance_pids))
                     log.error("instances %s never registered", missing)
-                    return 1
+                    return ExitCode.FAILED
                 loop.poll(_POLL_SECS)
             self.metrics = MetricsClient(
-                self.files, self.secret, self.topology, -1 - self.index,
+                self.files, self.secret, self.topology, ids.stmgr_metrics_task(self.index),
                 self.config.metrics_interval_ms / 1000.0, self.config.frame_max_bytes,
                 self._metrics_snapshot)
             self.metrics.start()
@@ -131,7 +133,7 @@ class StreamManager:
                 self._loop_tick = now
                 core.tick(now)
                 loop.flush()
-            if self._exit == 0:  # shut down: let the instances get their shutdown
+            if self._exit == ExitCode.OK:  # shut down: let the instances get their shutdown
                 deadline = time.monotonic() + self.config.kill_grace_secs
                 for channel in list(self.instances.values()):
                     channel.flush_blocking(max(0.0, deadline - time.monotonic()))
@@ -158,7 +160,7 @@ class StreamManager:
         return None
 
     def _connect_tmaster(self) -> None:
-        sock = dial_with_retry(self.tmaster_address, self.secret, self.topology, "stmgr",
+        sock = dial_with_retry(self.tmaster_address, self.secret, self.topology, roles.STMGR,
                                self.index, self.config.startup_timeout_secs)
         self.tmaster = Channel(self.loop, sock, f"stmgr-{self.index}->tmaster",
                                self._on_tmaster_frame, self._on_tmaster_closed,
@@ -245,7 +247,7 @@ class StreamManager:
 
     def failure_note(self, task: int) -> str | None:
         try:
-            return self.files.stall_note(f"task-{task}").read_text()
+            return self.files.stall_note(layout.task_child(task)).read_text()
         except OSError:
             return None
 

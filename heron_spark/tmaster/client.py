@@ -13,6 +13,7 @@ import json
 import os
 
 from heron_spark import errors
+from heron_spark.contract import execution_state, roles
 from heron_spark.errors import TopologyNotFoundError, TopologyStateError
 from heron_spark.proto import tmaster_pb2
 from heron_spark.statemgr.base import StateManager
@@ -29,7 +30,7 @@ def _request(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequ
     if not location.get("port") or not location.get("secret"):
         return None
     try:
-        sock = dial(location["host"], location["port"], location["secret"], name, "control",
+        sock = dial(location["host"], location["port"], location["secret"], name, roles.CONTROL,
                     os.getpid(), timeout=timeout)
     except OSError:
         return None
@@ -59,7 +60,7 @@ def kill_topology(statemgr: StateManager, name: str) -> str:
         raise TopologyNotFoundError(name, statemgr.location)
     response = _request(statemgr, name, tmaster_pb2.ControlRequest(kill=True))
     if response is None:
-        state = (statemgr.get_execution_state(name) or {}).get("state", "UNKNOWN")
+        state = execution_state.state_of(statemgr.get_execution_state(name))
         return f"not running (last state {state})"
     return response.state
 
@@ -98,7 +99,7 @@ def _verb(statemgr: StateManager, name: str, action: str,
         raise TopologyNotFoundError(name, statemgr.location)
     response = _request(statemgr, name, request)
     if response is None:
-        state = (statemgr.get_execution_state(name) or {}).get("state", "UNKNOWN")
+        state = execution_state.state_of(statemgr.get_execution_state(name))
         raise TopologyStateError(name, f"not running (last state {state})", action,
                                  f"submit it again: heron-spark submit FILE {name}")
     if not response.ok:

@@ -21,10 +21,10 @@ import threading
 from typing import TYPE_CHECKING, Callable
 
 from heron_spark.container.file_view import FILE_DATA_MAX_BYTES, check_relative
+from heron_spark.contract import ids
+from heron_spark.contract.ids import instance_id, stmgr_id
 from heron_spark.errors import MetricsQueryError, TrackerRequestError
-from heron_spark.metrics.names import instance_id
 from heron_spark.proto import tmaster_pb2
-from heron_spark.tmaster.views import stmgr_id
 from heron_spark.wire import frames
 
 if TYPE_CHECKING:
@@ -231,8 +231,8 @@ def _prometheus(tmaster, p: _Params):
     with tmaster._lock:
         rows = []
         for (component, task), values in sorted(tmaster.metrics.items()):
-            if task < 0:  # a stmgr's own metrics (published as -1 - container index)
-                ident = stmgr_id(-1 - task)
+            if ids.is_stmgr_metrics_task(task):  # a stmgr's own metrics
+                ident = stmgr_id(ids.stmgr_container(task))
             elif task in tmaster.plan.task_container:
                 ident = tmaster.plan.instance_id(task)
             else:

@@ -20,6 +20,7 @@ import time
 from typing import Callable
 
 from heron_spark._failure_window import FailureWindow
+from heron_spark.contract import execution_state, roles
 from heron_spark.errors import TopologyStateError, TopologyValueError
 from heron_spark.metrics import aggregate
 from heron_spark.plan.view import PlanView
@@ -140,24 +141,24 @@ class TMaster:
 
     # ---- connections ---------------------------------------------------------------------
     def _on_peer(self, sock, response) -> None:
-        handlers = {"stmgr": self._on_stmgr_frame, "metricsmgr": self._on_metrics_frame,
-                    "control": self._on_control_frame}
+        handlers = {roles.STMGR: self._on_stmgr_frame, roles.METRICSMGR: self._on_metrics_frame,
+                    roles.CONTROL: self._on_control_frame}
         handler = handlers.get(response.role)
         if handler is None:
             sock.close()
             return
-        conn = Connection(sock, f"tmaster<-{response.role}-{response.id}", handler,
+        conn = Connection(sock, f"tmaster<-{roles.role_name(response.role)}-{response.id}", handler,
                           self._on_conn_closed, max_frame_bytes=self._frame_max)
         conn.peer_role, conn.peer_id = response.role, response.id
         with self._lock:
             self._connections.append(conn)
-            if response.role == "stmgr":
+            if response.role == roles.STMGR:
                 self.stmgrs[response.id] = conn
         conn.start()
 
     def _on_conn_closed(self, conn: Connection) -> None:
         with self._lock:
-            if conn.peer_role == "stmgr" and self.stmgrs.get(conn.peer_id) is conn \
+            if conn.peer_role == roles.STMGR and self.stmgrs.get(conn.peer_id) is conn \
                     and not self.state.ended:
                 # Its container restarts it (it registers again), or the Spark stage fails and
                 # the driver resubmits it: either way the topology goes on.
@@ -577,7 +578,7 @@ class TMaster:
                     "submission": self.submission}
 
     def _save_state(self) -> None:
-        self.statemgr.set_execution_state(self.name, self.status())
+        self.statemgr.set_execution_state(self.name, execution_state.from_status(self.status()))
 
     @staticmethod
     def _send(conn: Connection, frame: bytes) -> None:

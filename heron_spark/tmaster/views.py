@@ -12,7 +12,7 @@ counts are strings, as Heron's tracker returns them):
 - exceptions: ``[{"hostname", "lasttime", "firsttime", "count", "stacktrace", "logging",
   "instance_id"}]``; summary: ``[{"class_name", "lasttime", "firsttime", "count"}]``
 
-Instances are named ``container_<index>_<component>_<task>`` (``metrics.names.instance_id``);
+Instances are named ``container_<index>_<component>_<task>`` (``contract.ids``);
 the stream managers (component ``__stmgr__``) ``stmgr-<container index>``. A metrics view of an
 unknown component or instance, or of component ``*``/empty, raises ``MetricsQueryError``
 (Heron's TMaster answers those with an error too); the exceptions views take ``*``/empty as
@@ -21,8 +21,9 @@ every component. I/O-free and pure; the TMaster calls them under its lock.
 
 from __future__ import annotations
 
+from heron_spark.contract import ids
+from heron_spark.contract.ids import STMGR_COMPONENT, stmgr_id
 from heron_spark.errors import MetricsQueryError
-from heron_spark.metrics import names
 from heron_spark.plan.view import PlanView
 from heron_spark.tmaster.exception_log import ExceptionLog, format_time
 from heron_spark.tmaster.metrics_cache import MetricsCache
@@ -31,20 +32,15 @@ from heron_spark.tmaster.metrics_query import Evaluator
 ALL = ("", "*")
 
 
-def stmgr_id(container_index: int) -> str:
-    """Return the instance id of a container's stream manager in the views."""
-    return f"stmgr-{container_index}"
-
-
 def instance_ids(plan: PlanView, component: str) -> dict[str, int]:
     """Return instance id -> task id of ``component`` (``__stmgr__``: the stream managers)."""
-    if component == names.STMGR_COMPONENT:
-        return {stmgr_id(i): -1 - i for i in range(plan.container_count)}
+    if component == STMGR_COMPONENT:
+        return {stmgr_id(i): ids.stmgr_metrics_task(i) for i in range(plan.container_count)}
     return {plan.instance_id(task): task for task in plan.component_tasks[component]}
 
 
 def _known(plan: PlanView) -> list[str]:
-    return sorted(plan.component_tasks) + [names.STMGR_COMPONENT]
+    return sorted(plan.component_tasks) + [STMGR_COMPONENT]
 
 
 def resolve(plan: PlanView, component: str, instances: list[str] | None,
@@ -54,7 +50,7 @@ def resolve(plan: PlanView, component: str, instances: list[str] | None,
     if component in ALL:
         raise MetricsQueryError(f"the {what} view needs one component", token=component,
                                 fix=f"name one of {_known(plan)}")
-    if component not in plan.component_tasks and component != names.STMGR_COMPONENT:
+    if component not in plan.component_tasks and component != STMGR_COMPONENT:
         raise MetricsQueryError(f"unknown component {component!r}", token=component,
                                 fix=f"name one of {_known(plan)}")
     ids = instance_ids(plan, component)

@@ -14,26 +14,22 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from heron_spark.contract.execution_state import (LIVE_STATES, UNKNOWN, ExecutionState,
+                                                  Submission, as_dict)
+from heron_spark.contract.ids import instance_id, stmgr_id
+from heron_spark.contract.layout import LOGS, instance_log_path
 from heron_spark.proto import packing_pb2, physical_plan_pb2, topology_pb2
-from heron_spark.metrics.names import instance_id
-from heron_spark.tmaster.views import stmgr_id
 
 DEFAULT_CLUSTER = "local"
 DEFAULT_ENVIRON = "default"
-_LIVE = ("STARTING", "RUNNING", "PAUSED")
 
 
-def identity(name: str, execution: dict | None) -> dict:
+def identity(name: str, execution: ExecutionState | None) -> dict:
     """Return the cluster, environ and role of a stored topology."""
-    submission = (execution or {}).get("submission") or {}
-    return {"cluster": submission.get("cluster") or DEFAULT_CLUSTER,
-            "environ": submission.get("environ") or DEFAULT_ENVIRON,
-            "role": submission.get("role") or "", "name": name}
-
-
-def instance_log_path(component: str, task: int) -> str:
-    """Return the log of an instance, relative to its container's work dir (``ContainerFiles``)."""
-    return f"logs/instance-{component}-{task}.log"
+    submission = execution.submission if execution is not None else Submission()
+    return {"cluster": submission.cluster or DEFAULT_CLUSTER,
+            "environ": submission.environ or DEFAULT_ENVIRON,
+            "role": submission.role, "name": name}
 
 
 def logical_plan(topology: topology_pb2.Topology | None) -> dict:
@@ -109,7 +105,7 @@ def physical_plan(name: str, plan: physical_plan_pb2.PhysicalPlan | None,
             stmgrs[sid] = {"id": sid, "host": stmgr.host, "port": stmgr.data_port,
                            "shell_port": None, "cwd": "", "pid": stmgr.pid, "joburl": "",
                            "logfiles": _file_url("filestats", name, stmgr.container_index,
-                                                 "logs"),
+                                                 LOGS),
                            "instance_ids": [], "container": stmgr.container_index}
         for info in sorted(plan.instances, key=lambda i: i.task_id):
             ident = instance_id(info.container_index, info.component, info.task_id)
@@ -137,7 +133,8 @@ def _file_url(kind: str, name: str, container: int, path: str) -> str:
     return f"/topologies/container/{kind}?{urlencode(query)}"
 
 
-def execution_state(name: str, execution: dict | None, topology: topology_pb2.Topology | None,
+def execution_state(name: str, execution: ExecutionState | None,
+                    topology: topology_pb2.Topology | None,
                     packing: packing_pb2.PackingPlan | None,
                     plan: physical_plan_pb2.PhysicalPlan | None, location: dict | None,
                     live: dict | None) -> dict:
@@ -149,12 +146,12 @@ def execution_state(name: str, execution: dict | None, topology: topology_pb2.To
     Ours: ``live``, ``state_detail``, ``id``, ``generation``, ``started_at``, ``ended_at``,
     ``instance_failures``.
     """
-    stored = execution or {}
+    stored = as_dict(execution) if execution is not None else {}
     current = live or stored
-    state = current.get("state", "UNKNOWN")
-    if live is None and state in _LIVE:
+    state = current.get("state", UNKNOWN)
+    if live is None and state in LIVE_STATES:
         state = "NOT_RUNNING"
-    who = identity(name, stored)
+    who = identity(name, execution)
     submission = stored.get("submission") or {}
     return {"cluster": who["cluster"], "environ": who["environ"], "role": who["role"],
             "jobname": name, "submission_time": int(submission.get("submission_time") or 0),

@@ -14,6 +14,7 @@ import socket
 
 from google.protobuf.message import DecodeError
 
+from heron_spark.contract.roles import role_name
 from heron_spark.errors import AuthenticationError
 from heron_spark.proto import handshake_pb2
 from heron_spark.wire.frames import CONTROL, FrameError, control_frame, read_frame
@@ -27,8 +28,8 @@ def new_secret() -> str:
     return os.urandom(32).hex()
 
 
-def _mac(secret: str, nonce: bytes, role: str, peer_id: int) -> bytes:
-    message = nonce + role.encode() + b"|" + str(peer_id).encode()
+def _mac(secret: str, nonce: bytes, role: int, peer_id: int) -> bytes:
+    message = nonce + str(int(role)).encode() + b"|" + str(peer_id).encode()
     return hmac.new(secret.encode(), message, hashlib.sha256).digest()
 
 
@@ -57,14 +58,16 @@ def accept_peer(sock: socket.socket, secret: str, topology: str) -> handshake_pb
         reader.close()
     if not hmac.compare_digest(response.mac, _mac(secret, nonce, response.role, response.id)):
         sock.sendall(control_frame(handshake_pb2.AuthResult(ok=False, reason="bad secret")))
-        raise AuthenticationError(f"peer {response.role}:{response.id} failed the secret check")
+        raise AuthenticationError(f"peer {role_name(response.role)}:{response.id} failed the "
+                                  "secret check")
     sock.sendall(control_frame(handshake_pb2.AuthResult(ok=True)))
     sock.settimeout(None)
     return response
 
 
-def prove_secret(sock: socket.socket, secret: str, topology: str, role: str, peer_id: int) -> None:
-    """Run the dialler side on a connected socket; raise AuthenticationError if refused."""
+def prove_secret(sock: socket.socket, secret: str, topology: str, role: int, peer_id: int) -> None:
+    """Run the dialler side on a connected socket as ``role`` (a ``contract.roles`` value);
+    raise AuthenticationError if refused."""
     sock.settimeout(HANDSHAKE_TIMEOUT_SECS)
     reader = sock.makefile("rb", buffering=0)  # unbuffered: no read-ahead past the handshake
     try:

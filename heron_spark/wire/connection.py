@@ -39,7 +39,7 @@ class Connection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.sock = sock
         self.name = name
-        self.peer_role = ""
+        self.peer_role = 0  # a contract.roles value (set by whoever adopts the socket)
         self.peer_id = 0
         self._on_frame = on_frame
         self._on_close = on_close
@@ -164,13 +164,13 @@ class Connection:
             self.close()
 
 
-def dial(host: str, port: int, secret: str, topology: str, role: str, peer_id: int,
+def dial(host: str, port: int, secret: str, topology: str, role: int, peer_id: int,
          timeout: float = 10.0) -> socket.socket:
     """Connect to a heron_spark listener and prove the secret; return the ready socket."""
     return dial_address(f"{host}:{port}", secret, topology, role, peer_id, timeout)
 
 
-def dial_address(address: str, secret: str, topology: str, role: str, peer_id: int,
+def dial_address(address: str, secret: str, topology: str, role: int, peer_id: int,
                  timeout: float = 10.0) -> socket.socket:
     """``dial`` an address as ``Listener.address`` gives it (``host:port`` or ``unix:...``)."""
     family, sockaddr = socket_address(address)
@@ -192,7 +192,7 @@ def dial_address(address: str, secret: str, topology: str, role: str, peer_id: i
     return sock
 
 
-def dial_with_retry(address: str, secret: str, topology: str, role: str, peer_id: int,
+def dial_with_retry(address: str, secret: str, topology: str, role: int, peer_id: int,
                     deadline_secs: float) -> socket.socket:
     """``dial_address`` until it works or ``deadline_secs`` pass (peers start in any order)."""
     deadline = time.monotonic() + deadline_secs
