@@ -239,10 +239,11 @@ def wait_json(path: Path, proc: subprocess.Popen, timeout_secs: float, what: str
             return json.loads(path.read_text())
         code = proc.poll()
         if code is not None:
-            raise RuntimeError(f"{what} exited with code {code} before it was ready "
-                               f"(see {path.parent})")
+            msg = f"{what} exited with code {code} before it was ready (see {path.parent})"
+            raise RuntimeError(msg)
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not ready after {timeout_secs} s")
+            msg = f"{what} not ready after {timeout_secs} s"
+            raise TimeoutError(msg)
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
 

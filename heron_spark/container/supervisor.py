@@ -215,10 +215,12 @@ class Supervisor:
         if child.name == STMGR:
             deaths = self._stmgr_deaths.record()
             if deaths > self.config.stmgr_restart_max:
-                raise RuntimeError(
+                msg = (
                     f"container {self.index}: the stmgr died {deaths} times within "
                     f"{self.config.restart_window_secs:g} s (last exit code {code}); see "
-                    f"{child.log_path}")
+                    f"{child.log_path}"
+                )
+                raise RuntimeError(msg)
             self._instances_started_for = None
             for task in self.instance_components:  # their stmgr is gone: start them afresh
                 inst = self.children[task_child(task)]

@@ -42,7 +42,8 @@ class ContainerTask:
 
         context = BarrierTaskContext.get()
         if context is None:
-            raise WrongPlaceError("ContainerTask runs only inside a Spark barrier task")
+            msg = "ContainerTask runs only inside a Spark barrier task"
+            raise WrongPlaceError(msg)
         index = context.partitionId()
         list(iterator)
         # Unpickle here first: a missing module (say, a --py-files zip) surfaces as the real

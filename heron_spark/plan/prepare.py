@@ -38,7 +38,8 @@ def prepare(topology, conf: dict | None = None, name: str | None = None) -> Prep
     if isinstance(topology, TopologyBuilder):
         topology = topology.build()
     if not isinstance(topology, type) or not hasattr(topology, "_heron_specs"):
-        raise TopologyTypeError("submit() takes a Topology subclass or a TopologyBuilder",
+        msg = "submit() takes a Topology subclass or a TopologyBuilder"
+        raise TopologyTypeError(msg,
                                 value=topology)
     conf = dict(conf or {})
     overrides = {k: v for k, v in conf.items() if not k.startswith("heron.")}

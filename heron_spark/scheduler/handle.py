@@ -97,8 +97,8 @@ class TopologyHandle:
         try:
             while not self._tmaster.done.wait(0.2):
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"topology {self.name!r} still {self.status} after "
-                                       f"{timeout} s")
+                    msg = f"topology {self.name!r} still {self.status} after {timeout} s"
+                    raise TimeoutError(msg)
             if self._stage is not None:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 grace = self._kill_grace * 3 + 5
@@ -149,8 +149,9 @@ class TopologyHandle:
         TopologyStateError (ended, or an update already under way), ClusterCapacityError."""
         generation = self._tmaster.update(dict(component_parallelism))
         if timeout is not None and not self.wait_generation(generation, timeout):
-            raise TimeoutError(f"topology {self.name!r}: generation {generation} not running "
-                               f"after {timeout} s (state {self.status})")
+            msg = (f"topology {self.name!r}: generation {generation} not running "
+                   f"after {timeout} s (state {self.status})")
+            raise TimeoutError(msg)
         return generation
 
     def wait_generation(self, generation: int, timeout: float) -> bool:

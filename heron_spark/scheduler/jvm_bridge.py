@@ -79,8 +79,9 @@ def build_jar(cache_dir: str | os.PathLike | None = None) -> Path:
              "-d", str(classes), *map(str, files)],
             capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            raise HeronSparkError(f"javac could not compile the JVM bridge in {src} against "
-                                  f"{spark_jars}:\n{proc.stderr.strip()}")
+            msg = (f"javac could not compile the JVM bridge in {src} against "
+                   f"{spark_jars}:\n{proc.stderr.strip()}")
+            raise HeronSparkError(msg)
         # A jar is a zip; a manifest is optional for a classpath jar, but tools expect one.
         fd, name = tempfile.mkstemp(dir=cache, prefix=jar.stem, suffix=".part")
         os.close(fd)

@@ -94,10 +94,10 @@ def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
             raise WorkerEnvironmentError(result["problem"], python=result["python"],
                                          host=result["host"], missing=result["missing"])
         if result["heron_spark"] != __version__:
-            raise WorkerEnvironmentError(
-                f"the executors import heron_spark {result['heron_spark']}, the driver "
-                f"{__version__}", python=result["python"], host=result["host"],
-                missing=None)
+            msg = (f"the executors import heron_spark {result['heron_spark']}, the driver "
+                   f"{__version__}")
+            raise WorkerEnvironmentError(msg, python=result["python"], host=result["host"],
+                                         missing=None)
     log.debug("preflight: executors run %s", sorted({r["python"] for r in found}))
     return found
 

@@ -388,7 +388,8 @@ def _check_driver() -> None:
     except ImportError:
         return
     if TaskContext.get() is not None:
-        raise WrongPlaceError("submit() runs on the Spark driver, not inside a Spark task")
+        msg = "submit() runs on the Spark driver, not inside a Spark task"
+        raise WrongPlaceError(msg)
 
 
 _LIVE_HANDLES: "weakref.WeakSet[TopologyHandle]" = weakref.WeakSet()

@@ -37,17 +37,21 @@ def with_parallelism(plan: LogicalPlan, parallelism: dict[str, int]) -> LogicalP
     """Return ``plan`` with components rescaled to ``parallelism``; raise TopologyValueError
     naming the component when a name or a count is wrong, or nothing changes."""
     if not parallelism:
-        raise TopologyValueError("no component to update", kind="parallelism",
+        msg = "no component to update"
+        raise TopologyValueError(msg, kind="parallelism",
                                  fix="name at least one: --component-parallelism NAME:N")
     for name, count in parallelism.items():
         if name not in plan.components:
-            raise TopologyValueError("no such component", component=name, kind="component",
+            msg = "no such component"
+            raise TopologyValueError(msg, component=name, kind="component",
                                      fix=f"use one of {sorted(plan.components)}")
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise TopologyValueError("parallelism must be an integer >= 1", component=name,
+            msg = "parallelism must be an integer >= 1"
+            raise TopologyValueError(msg, component=name,
                                      value=count, kind="parallelism", fix="pass 1 or more")
     if all(plan.components[name].parallelism == count for name, count in parallelism.items()):
-        raise TopologyValueError("the parallelism is unchanged", value=dict(parallelism),
+        msg = "the parallelism is unchanged"
+        raise TopologyValueError(msg, value=dict(parallelism),
                                  kind="parallelism",
                                  fix="pass a count that differs from the running one")
     components = {name: dataclasses.replace(decl, parallelism=parallelism.get(name,
@@ -92,9 +96,10 @@ class Rescaler:
         with self._lock:
             current = self.tmaster.plan.logical
             if current.topology_config.effectively_once:
+                msg = ("cannot update an effectively-once topology: its checkpointed state is "
+                       "per task")
                 raise TopologyValueError(
-                    "cannot update an effectively-once topology: its checkpointed state is "
-                    "per task", value=dict(parallelism), kind="reliability",
+                    msg, value=dict(parallelism), kind="reliability",
                     fix="kill it and submit it again with the new parallelism")
             plan = with_parallelism(current, parallelism)
             packing = pack(plan, self.system.packing_algorithm)

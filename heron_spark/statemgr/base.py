@@ -185,7 +185,8 @@ def check_name(kind: str, name: str) -> str:
     """Return ``name`` if it is usable as one path element; raise TopologyValueError if not."""
     if not isinstance(name, str) or not name or "/" in name or "\0" in name \
             or name in (".", ".."):
-        raise TopologyValueError(f"invalid state manager {kind}", value=name, kind="name",
+        msg = f"invalid state manager {kind}"
+        raise TopologyValueError(msg, value=name, kind="name",
                                  fix="use a non-empty name without '/' (dots are fine)")
     return name
 

@@ -49,7 +49,8 @@ class LocalFileStateManager(StateManager):
     def put(self, topology: str, key: str, value: bytes, private: bool = False) -> None:
         folder = self.root / check_name("topology", topology)
         if check_name("key", key) == TMASTER_LOCK:
-            raise TopologyValueError("the key is reserved for the TMaster claim", value=key,
+            msg = "the key is reserved for the TMaster claim"
+            raise TopologyValueError(msg, value=key,
                                      kind="name", fix="use another key name")
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
@@ -79,7 +80,8 @@ class LocalFileStateManager(StateManager):
 
     def delete(self, topology: str, key: str) -> None:
         if check_name("key", key) == TMASTER_LOCK:
-            raise TopologyValueError("the key is reserved for the TMaster claim", value=key,
+            msg = "the key is reserved for the TMaster claim"
+            raise TopologyValueError(msg, value=key,
                                      kind="name", fix="use release_tmaster")
         (self.root / check_name("topology", topology) / key).unlink(missing_ok=True)
 

@@ -128,8 +128,9 @@ class ZooKeeperStateManager(StateManager):
         """Create or overwrite ``<root>/<topology>/<key>`` (an existing node keeps its kind)."""
         path = self._path(topology, key)
         if len(value) > MAX_VALUE_BYTES:
+            msg = "value too large for a ZooKeeper node"
             raise TopologyValueError(
-                "value too large for a ZooKeeper node", value=f"{path}: {len(value)} bytes",
+                msg, value=f"{path}: {len(value)} bytes",
                 kind="too_large",
                 fix=f"keep state values under {MAX_VALUE_BYTES} bytes (large objects held by "
                     f"components are pickled into the topology), or use a file:// state manager")
@@ -189,7 +190,8 @@ class ZooKeeperStateManager(StateManager):
                 return
             except NotEmptyError:  # a key was written during the delete; go again
                 continue
-        raise NotEmptyError(f"{path} keeps getting new children; stop its TMaster first")
+        msg = f"{path} keeps getting new children; stop its TMaster first"
+        raise NotEmptyError(msg)
 
     def topologies(self) -> list[str]:
         try:
@@ -302,33 +304,39 @@ def parse_url(url: str) -> dict:
     except ValueError as exc:
         raise bad(str(exc)) from exc
     if parsed.scheme != "zk":
-        raise bad("the scheme must be zk://")
+        msg = "the scheme must be zk://"
+        raise bad(msg)
     userinfo, has_auth, hostlist = parsed.netloc.rpartition("@")
     args: dict = {}
     if has_auth:
         user, has_password, password = userinfo.partition(":")
         if not user or not has_password:
-            raise bad("give both user and password, as user:password@")
+            msg = "give both user and password, as user:password@"
+            raise bad(msg)
         args.update(user=unquote(user), password=unquote(password))
     hosts = []
     for entry in hostlist.split(","):
         host, port = _split_host(entry)
         if not host or not 0 < port < 65536:
-            raise bad(f"bad host:port {entry!r}")
+            msg = f"bad host:port {entry!r}"
+            raise bad(msg)
         hosts.append(f"{host}:{port}")
     root = parsed.path.strip("/")
     if not root or any(part in ("", ".", "..") for part in root.split("/")):
-        raise bad("give a root path for heron_spark's nodes, such as /heron")
+        msg = "give a root path for heron_spark's nodes, such as /heron"
+        raise bad(msg)
     args.update(hosts=",".join(hosts), root="/" + root)
     for option, values in parse_qs(parsed.query, keep_blank_values=True).items():
         if option not in _OPTIONS:
-            raise bad(f"unknown option {option!r} (known: {', '.join(_OPTIONS)})")
+            msg = f"unknown option {option!r} (known: {', '.join(_OPTIONS)})"
+            raise bad(msg)
         try:
             args[option] = float(values[-1])
         except ValueError:
             args[option] = -1.0
         if args[option] <= 0:
-            raise bad(f"{option} must be a positive number of seconds")
+            msg = f"{option} must be a positive number of seconds"
+            raise bad(msg)
     return args
 
 

@@ -53,7 +53,8 @@ class ExceptionLog:
 
     def __init__(self, max_per_task: int = 20) -> None:
         if max_per_task < 1:
-            raise ValueError(f"max_per_task must be >= 1 (got {max_per_task})")
+            msg = f"max_per_task must be >= 1 (got {max_per_task})"
+            raise ValueError(msg)
         self.max_per_task = max_per_task
         self._tasks: dict[int, collections.OrderedDict[str, ExceptionEntry]] = {}
 

@@ -441,7 +441,8 @@ class TMaster:
                                          "wait until it is RUNNING (every stmgr registered)")
             count = self.plan.container_count
             if container is not None and not 0 <= container < count:
-                raise TopologyValueError("no such container", value=container,
+                msg = "no such container"
+                raise TopologyValueError(msg, value=container,
                                          kind="container",
                                          fix=f"pass a container index from 0 to {count - 1}")
             targets = list(range(count)) if container is None else [container]

@@ -64,8 +64,9 @@ class MetricsCache:
     def __init__(self, bucket_secs: int = 60, retention_secs: int = 3 * 3600,
                  max_series: int = 200_000, clock: Callable[[], float] = time.time) -> None:
         if bucket_secs < 1 or retention_secs < bucket_secs:
-            raise ValueError(f"bucket_secs ({bucket_secs}) must be >= 1 and <= retention_secs "
-                             f"({retention_secs})")
+            msg = (f"bucket_secs ({bucket_secs}) must be >= 1 and <= retention_secs "
+                   f"({retention_secs})")
+            raise ValueError(msg)
         self.bucket_secs = int(bucket_secs)
         self.retention_secs = int(retention_secs)
         self.max_series = max_series

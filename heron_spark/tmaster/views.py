@@ -48,17 +48,20 @@ def resolve(plan: PlanView, component: str, instances: list[str] | None,
     """Return instance id -> task of ``instances`` (None/empty: all) of ``component``; raise
     MetricsQueryError for a component or instance the topology does not have."""
     if component in ALL:
-        raise MetricsQueryError(f"the {what} view needs one component", token=component,
+        msg = f"the {what} view needs one component"
+        raise MetricsQueryError(msg, token=component,
                                 fix=f"name one of {_known(plan)}")
     if component not in plan.component_tasks and component != STMGR_COMPONENT:
-        raise MetricsQueryError(f"unknown component {component!r}", token=component,
+        msg = f"unknown component {component!r}"
+        raise MetricsQueryError(msg, token=component,
                                 fix=f"name one of {_known(plan)}")
     ids = instance_ids(plan, component)
     if not instances:
         return ids
     unknown = [i for i in instances if i not in ids]
     if unknown:
-        raise MetricsQueryError(f"component {component!r} has no instance {unknown[0]!r}",
+        msg = f"component {component!r} has no instance {unknown[0]!r}"
+        raise MetricsQueryError(msg,
                                 token=unknown[0], fix=f"use one of {sorted(ids)}")
     return {i: ids[i] for i in instances}
 
@@ -97,7 +100,8 @@ def timeline_view(plan: PlanView, cache: MetricsCache, component: str,
                   start_secs: int, end_secs: int) -> dict:
     """Each metric of each instance per minute, for the minutes starting in [start, end]."""
     if start_secs > end_secs:
-        raise MetricsQueryError("starttime is after endtime", token=str(start_secs),
+        msg = "starttime is after endtime"
+        raise MetricsQueryError(msg, token=str(start_secs),
                                 fix="pass starttime <= endtime (epoch seconds)")
     ids = resolve(plan, component, instances, "timeline")
     timeline: dict[str, dict[str, dict[str, str]]] = {}
@@ -134,7 +138,8 @@ def _exception_tasks(plan: PlanView, component: str, instances: list[str] | None
         ids = {plan.instance_id(t): t for t in plan.task_component}
         unknown = [i for i in instances if i not in ids]
         if unknown:
-            raise MetricsQueryError(f"the topology has no instance {unknown[0]!r}",
+            msg = f"the topology has no instance {unknown[0]!r}"
+            raise MetricsQueryError(msg,
                                     token=unknown[0], fix=f"use one of {sorted(ids)}")
         return {ids[i] for i in instances}
     return set(resolve(plan, component, instances, "exceptions").values())
