@@ -37,7 +37,7 @@ class ContainerTask:
     local_mode: bool
 
     def __call__(self, iterator):
-        """The ``mapPartitions`` function of the barrier stage: run one container."""
+        """Run one container (the ``mapPartitions`` function of the barrier stage)."""
         from pyspark import BarrierTaskContext
 
         context = BarrierTaskContext.get()

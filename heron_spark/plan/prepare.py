@@ -31,8 +31,11 @@ class Prepared:
 
 
 def prepare(topology, conf: dict | None = None, name: str | None = None) -> Prepared:
-    """Validate and pack ``topology``; raise a ``TopologyValueError``/``ConfigError`` naming
-    the component, the value and the fix when it cannot run."""
+    """Validate and pack ``topology``.
+
+    Raise a ``TopologyValueError``/``ConfigError`` naming the component, the value and the fix
+    when it cannot run.
+    """
     from heron_spark.api.topology import TopologyBuilder
 
     if isinstance(topology, TopologyBuilder):
