@@ -72,8 +72,10 @@ def _probe(definition: bytes):
 
 
 def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
-    """Run the probe in ``tasks`` tasks; raise WorkerEnvironmentError if any cannot run a
-    container. Return what each task found (its Python, version and host)."""
+    """Run the probe in ``tasks`` tasks; return what each found (its Python, version and host).
+
+    Raise WorkerEnvironmentError if any task cannot run a container.
+    """
     from heron_spark import __version__
 
     sc = spark.sparkContext
@@ -103,13 +105,15 @@ def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
 
 
 def _executor_python(sc) -> str:
-    """The Python Spark starts for this context's workers, as Spark chooses it."""
+    """Return the Python Spark starts for this context's workers, as Spark chooses it."""
     return getattr(sc, "pythonExec", None) or "python3"
 
 
 def _python_failure(text: str) -> str | None:
-    """The first Python-level error of a failed probe job, if it is one the environment
-    causes (the probe itself could not be loaded or run there)."""
+    """Return the first Python-level error of a failed probe job, if the environment caused it.
+
+    That is when the probe itself could not be loaded or run there; otherwise return None.
+    """
     markers = ("ModuleNotFoundError", "ImportError", "Python in worker has different version",
                "PYTHON_VERSION_MISMATCH", "Cannot run program")
     for line in text.splitlines():

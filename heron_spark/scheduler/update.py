@@ -34,8 +34,11 @@ log = logging.getLogger(__name__)
 
 
 def with_parallelism(plan: LogicalPlan, parallelism: dict[str, int]) -> LogicalPlan:
-    """Return ``plan`` with components rescaled to ``parallelism``; raise TopologyValueError
-    naming the component when a name or a count is wrong, or nothing changes."""
+    """Return ``plan`` with components rescaled to ``parallelism``.
+
+    Raise TopologyValueError naming the component when a name or a count is wrong, or nothing
+    changes.
+    """
     if not parallelism:
         msg = "no component to update"
         raise TopologyValueError(msg, kind="parallelism",
@@ -62,9 +65,11 @@ def with_parallelism(plan: LogicalPlan, parallelism: dict[str, int]) -> LogicalP
 
 
 def stored_parallelism(statemgr: StateManager, plan: LogicalPlan) -> LogicalPlan | None:
-    """Resuming a topology whose driver died: return the submitted ``plan`` rescaled to the
-    parallelism its stored topology has (what ``heron update`` last set), or None when it
-    already matches. Components the stored topology does not name keep theirs."""
+    """Return the submitted ``plan`` rescaled to its stored parallelism, or None if it matches.
+
+    Used when resuming a topology whose driver died: the stored parallelism is what
+    ``heron update`` last set. Components the stored topology does not name keep theirs.
+    """
     stored = statemgr.get_topology(plan.name)
     if stored is None:
         return None
