@@ -62,7 +62,7 @@ class CheckpointStore:
             return stream.read()
 
     def checkpoints(self) -> list[int]:
-        """The checkpoint ids present, ascending."""
+        """Return the checkpoint ids present, ascending."""
         import pyarrow.fs as pafs
 
         try:

@@ -106,6 +106,7 @@ class ZooKeeperStateManager(StateManager):
 
     @property
     def location(self) -> str:
+        """Return the ``zk://`` URL of this store, without its password."""
         return self._location
 
     def _path(self, topology: str, key: str | None = None) -> str:
@@ -156,6 +157,7 @@ class ZooKeeperStateManager(StateManager):
                 continue
 
     def get(self, topology: str, key: str) -> bytes | None:
+        """Return the data of ``<root>/<topology>/<key>``, or None if there is no such node."""
         path = self._path(topology, key)
         try:
             data, _stat = self._retry(self._zk.get, path)
@@ -166,12 +168,14 @@ class ZooKeeperStateManager(StateManager):
         return data or b""
 
     def keys(self, topology: str) -> list[str]:
+        """Return the children of the topology's node, sorted."""
         try:
             return sorted(self._retry(self._zk.get_children, self._path(topology)))
         except NoNodeError:
             return []
 
     def delete(self, topology: str, key: str) -> None:
+        """Delete the node ``<root>/<topology>/<key>`` if it exists."""
         try:
             self._retry(self._zk.delete, self._path(topology, key))
         except NoNodeError:
@@ -194,6 +198,7 @@ class ZooKeeperStateManager(StateManager):
         raise NotEmptyError(msg)
 
     def topologies(self) -> list[str]:
+        """Return the children of the root node that hold a ``topology`` node, sorted."""
         try:
             names = self._retry(self._zk.get_children, self.root)
         except NoNodeError:
@@ -266,7 +271,7 @@ class ZooKeeperStateManager(StateManager):
 
     # lifecycle -----------------------------------------------------------------------------
     def _on_state(self, state: str) -> None:
-        """kazoo listener, on its connection thread: log, never block."""
+        """Kazoo listener, on its connection thread: log, never block."""
         if self._closed:
             return
         if state == KazooState.SUSPENDED:

@@ -32,8 +32,11 @@ class ExceptionEntry:
 
     @property
     def class_name(self) -> str:
-        """The exception's class: the last unindented ``Name: message`` line of the trace
-        (the whole last line when there is none, e.g. "instance process exited ...")."""
+        """The exception's class, read from the trace.
+
+        It is the last unindented ``Name: message`` line of the trace (the whole last line
+        when there is none, e.g. "instance process exited ...").
+        """
         lines = [line for line in self.stacktrace.strip().splitlines() if line.strip()]
         for line in reversed(lines):
             if not line[:1].isspace():

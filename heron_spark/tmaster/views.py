@@ -45,8 +45,10 @@ def _known(plan: PlanView) -> list[str]:
 
 def resolve(plan: PlanView, component: str, instances: list[str] | None,
             what: str = "metrics") -> dict[str, int]:
-    """Return instance id -> task of ``instances`` (None/empty: all) of ``component``; raise
-    MetricsQueryError for a component or instance the topology does not have."""
+    """Return instance id -> task of ``instances`` (None/empty: all) of ``component``.
+
+    Raise MetricsQueryError for a component or instance the topology does not have.
+    """
     if component in ALL:
         msg = f"the {what} view needs one component"
         raise MetricsQueryError(msg, token=component,
@@ -75,9 +77,11 @@ def _names(cache: MetricsCache, component: str, tasks, metrics: list[str] | None
 def metrics_view(plan: PlanView, cache: MetricsCache, now: float, component: str,
                  metrics: list[str] | None, instances: list[str] | None,
                  interval_secs: int) -> dict:
-    """Each metric of each instance over the last ``interval_secs`` (<= 0: all kept): a
-    counter's sum, a latency's mean, another metric's last value. ``metrics`` None/empty:
-    every metric the component published."""
+    """Return each metric of each instance over the last ``interval_secs`` (<= 0: all kept).
+
+    A counter's sum, a latency's mean, another metric's last value. ``metrics`` None/empty:
+    every metric the component published.
+    """
     ids = resolve(plan, component, instances)
     out: dict[str, dict[str, str]] = {}
     for metric in _names(cache, component, ids.values(), metrics):
@@ -157,7 +161,7 @@ def exceptions_view(plan: PlanView, log: ExceptionLog, component: str,
 
 def exception_summary_view(plan: PlanView, log: ExceptionLog, component: str,
                            instances: list[str] | None) -> list:
-    """The exceptions grouped by class name, over the instances asked for."""
+    """Return the exceptions grouped by class name, over the instances asked for."""
     grouped: dict[str, list] = {}
     for e in log.entries(_exception_tasks(plan, component, instances)):
         group = grouped.get(e.class_name)
