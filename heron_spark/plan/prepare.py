@@ -42,8 +42,7 @@ def prepare(topology, conf: dict | None = None, name: str | None = None) -> Prep
         topology = topology.build()
     if not isinstance(topology, type) or not hasattr(topology, "_heron_specs"):
         msg = "submit() takes a Topology subclass or a TopologyBuilder"
-        raise TopologyTypeError(msg,
-                                value=topology)
+        raise TopologyTypeError(msg, value=topology)
     conf = dict(conf or {})
     overrides = {k: v for k, v in conf.items() if not k.startswith("heron.")}
     if overrides:

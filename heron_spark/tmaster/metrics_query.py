@@ -154,8 +154,7 @@ def _check(query: str, call: Call) -> None:
         if len(args) < 2 or not isinstance(args[0], float) or not 0 <= args[0] <= 100 \
                 or any(isinstance(a, str) for a in args[1:]):
             msg = "expects a quantile 0..100 then expressions"
-            raise bad(msg,
-                      "write PERCENTILE(99, TS(...), ...)")
+            raise bad(msg, "write PERCENTILE(99, TS(...), ...)")
     elif name in ("DIVIDE", "MULTIPLY", "SUBTRACT"):
         if len(args) != 2 or any(isinstance(a, str) for a in args):
             msg = "expects exactly two expressions or constants"

@@ -63,8 +63,7 @@ def resolve(plan: PlanView, component: str, instances: list[str] | None,
     unknown = [i for i in instances if i not in ids]
     if unknown:
         msg = f"component {component!r} has no instance {unknown[0]!r}"
-        raise MetricsQueryError(msg,
-                                token=unknown[0], fix=f"use one of {sorted(ids)}")
+        raise MetricsQueryError(msg, token=unknown[0], fix=f"use one of {sorted(ids)}")
     return {i: ids[i] for i in instances}
 
 
@@ -143,8 +142,7 @@ def _exception_tasks(plan: PlanView, component: str, instances: list[str] | None
         unknown = [i for i in instances if i not in ids]
         if unknown:
             msg = f"the topology has no instance {unknown[0]!r}"
-            raise MetricsQueryError(msg,
-                                    token=unknown[0], fix=f"use one of {sorted(ids)}")
+            raise MetricsQueryError(msg, token=unknown[0], fix=f"use one of {sorted(ids)}")
         return {ids[i] for i in instances}
     return set(resolve(plan, component, instances, "exceptions").values())
 
