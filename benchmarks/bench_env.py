@@ -19,9 +19,12 @@ LIVE = ("STARTING", "RUNNING")  # a topology handle's statuses while its process
 
 
 def prepare(*extra_dirs: Path) -> None:
-    """Put the repository root and ``extra_dirs`` first on ``sys.path`` and ``PYTHONPATH``
-    (the topology's processes import from them), bind Spark to 127.0.0.1 unless
-    ``SPARK_LOCAL_IP`` is set, and run Spark's Python workers with this interpreter."""
+    """Set up this process so a benchmark's topology runs from the repository.
+
+    Put the repository root and ``extra_dirs`` first on ``sys.path`` and ``PYTHONPATH`` (the
+    topology's processes import from them), bind Spark to 127.0.0.1 unless ``SPARK_LOCAL_IP``
+    is set, and run Spark's Python workers with this interpreter.
+    """
     paths = [str(REPO_ROOT)] + [str(d) for d in extra_dirs]
     for path in paths:
         if path not in sys.path:
@@ -34,8 +37,10 @@ def prepare(*extra_dirs: Path) -> None:
 
 
 def local_session(master: str, app_name: str, conf: dict[str, str] | None = None):
-    """Return a Spark session on ``master`` bound to 127.0.0.1, without UI, logging errors only;
-    ``conf`` adds Spark settings."""
+    """Return a Spark session on ``master`` bound to 127.0.0.1, without UI, logging errors only.
+
+    ``conf`` adds Spark settings.
+    """
     from pyspark.sql import SparkSession
 
     builder = (SparkSession.builder.master(master).appName(app_name)

@@ -95,9 +95,11 @@ def descendants(root: int) -> dict[int, tuple[int, float, int, bytes]]:
 
 
 class ProcessSampler:
-    """Samples CPU time and VmHWM of every descendant of this process until stopped, keeping
-    the last value per process (processes end with the topology). Processes alive at the start
-    count from their CPU time then, and their peak RSS is reset (``clear_refs`` 5)."""
+    """Samples CPU time and VmHWM of every descendant of this process until stopped.
+
+    It keeps the last value per process (processes end with the topology). Processes alive at
+    the start count from their CPU time then, and their peak RSS is reset (``clear_refs`` 5).
+    """
 
     def __init__(self, interval: float) -> None:
         self.root = os.getpid()
@@ -177,8 +179,10 @@ class ProcessSampler:
 
 
 def kill_descendants(grace: float = 10.0) -> list[str]:
-    """SIGTERM, then SIGKILL, every process this benchmark started that is still alive; return
-    a description of each."""
+    """SIGTERM, then SIGKILL, every process this benchmark started that is still alive.
+
+    Return a description of each.
+    """
     me = os.getpid()
 
     def alive() -> list[int]:

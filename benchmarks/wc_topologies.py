@@ -47,8 +47,11 @@ def _reliable(config) -> bool:
 
 
 def _read_corpus_settings(spout, config, context) -> None:
-    """Set what both corpus spouts read from the config: the corpus, which of its lines are
-    this task's (``i % tasks == index``), where to report, and the quota (-1: one pass)."""
+    """Set what both corpus spouts read from the config.
+
+    That is the corpus, which of its lines are this task's (``i % tasks == index``), where to
+    report, and the quota (-1: one pass).
+    """
     spout.path = str(config[CORPUS_PATH])
     spout.index = context.get_task_index()
     spout.tasks = context.get_component_parallelism(context.get_component_id())
@@ -60,9 +63,12 @@ def _read_corpus_settings(spout, config, context) -> None:
 
 
 class CorpusSpout(Spout, StatefulComponent):
-    """Emits (sentence, emit time) for the corpus lines ``i % tasks == index``; paced when a
-    rate is set. Under at-least-once every sentence has a message id and is replayed if failed;
-    under effectively once its position is checkpointed (a restore skips what was emitted)."""
+    """Emits (sentence, emit time) for the corpus lines ``i % tasks == index``.
+
+    Paced when a rate is set. Under at-least-once every sentence has a message id and is
+    replayed if failed; under effectively once its position is checkpointed (a restore skips
+    what was emitted).
+    """
 
     state = None
 
@@ -175,9 +181,9 @@ class SplitBolt(Bolt):
 
 
 class CountBolt(Bolt, StatefulComponent):
-    """Counts words; records when it counted its first and last word and every n-th word's
-    latency; writes them to ``<out dir>/count-<task>.json`` at the end.
+    """Counts words and writes its timings to ``<out dir>/count-<task>.json`` at the end.
 
+    It records when it counted its first and last word and every n-th word's latency.
     The measuring costs almost nothing per word, so that the figures are the engine's, not
     the instrument's (the issue counts ~0.27 us of user code per word): ``process`` is a
     closure picked in ``initialize`` for the phase and mode (no sampling check in the
@@ -238,7 +244,7 @@ class CountBolt(Bolt, StatefulComponent):
         self.process = first
 
     def process(self, tup):
-        """Replaced in ``initialize`` by the closure for the phase and mode."""
+        """Raise: ``initialize`` replaces this by the closure for the phase and mode."""
         raise RuntimeError("CountBolt.process runs before initialize")
 
     def end_of_input(self):
@@ -274,10 +280,13 @@ BATCH_TUPLE_MARKS = {"heron.stmgr.backpressure.high.water.tuples": 4_000_000,
 
 
 class CorpusBatchSpout(BatchSpout):
-    """The batch API's sentence spout: reads the corpus in 1 MiB blocks with Arrow, keeps the
-    lines ``i % tasks == index`` and emits them as (sentence, ts) batches of at most
-    ``bench.batch.rows`` sentences, stamped with the batch's emit time; paced like
-    ``CorpusSpout`` when a rate is set (each call emits the sentences due by then)."""
+    """The batch API's sentence spout: emits the corpus as (sentence, ts) batches.
+
+    It reads the corpus in 1 MiB blocks with Arrow, keeps the lines ``i % tasks == index`` and
+    emits them in batches of at most ``bench.batch.rows`` sentences, stamped with the batch's
+    emit time; paced like ``CorpusSpout`` when a rate is set (each call emits the sentences
+    due by then).
+    """
 
     outputs = ["sentence", "ts"]
 
@@ -350,8 +359,10 @@ class CorpusBatchSpout(BatchSpout):
 
 
 class SplitBatchBolt(BatchBolt):
-    """Splits every sentence of a batch with ``pyarrow.compute``; each word keeps its
-    sentence's stamp."""
+    """Splits every sentence of a batch with ``pyarrow.compute``.
+
+    Each word keeps its sentence's stamp.
+    """
 
     outputs = ["word", "ts"]
 
@@ -363,8 +374,11 @@ class SplitBatchBolt(BatchBolt):
 
 
 class CountBatchBolt(BatchBolt):
-    """Counts the words of each batch with ``pyarrow.compute.value_counts``; records the same
-    figures as ``CountBolt``, once per batch (the last count's time is the batch's)."""
+    """Counts the words of each batch with ``pyarrow.compute.value_counts``.
+
+    It records the same figures as ``CountBolt``, once per batch (the last count's time is the
+    batch's).
+    """
 
     def initialize(self, config, context):
         self.counts = {}
@@ -404,7 +418,7 @@ class CountBatchBolt(BatchBolt):
 
 def build_batch(corpus: Path, out_dir: Path, quota: int, rate_per_task: float, sample_every: int,
                 batch_rows: int = 8192):
-    """The batch API's word count: same shape, corpus, outputs and checks as ``build``."""
+    """Build the batch API's word count: same shape, corpus, outputs and checks as ``build``."""
     builder = TopologyBuilder("bench_word_count_batch")
     spout = builder.add_spout("sentence", CorpusBatchSpout, par=SPOUTS)
     split = builder.add_bolt("split", SplitBatchBolt, par=SPLITTERS,
@@ -420,8 +434,10 @@ def build_batch(corpus: Path, out_dir: Path, quota: int, rate_per_task: float, s
 
 # ---- the corpus ----------------------------------------------------------------------------
 def corpus_file(sentences: int, cache_dir: Path) -> tuple[Path, bool]:
-    """Return the corpus of ``sentences`` lines (generating it unless cached) and whether it was
-    generated now."""
+    """Return the corpus of ``sentences`` lines and whether it was generated now.
+
+    It is generated unless ``cache_dir`` holds it already.
+    """
     path = cache_dir / (f"wordcount-zipf{ZIPF_EXPONENT}-v{VOCABULARY}-w{WORDS_PER_SENTENCE}"
                         f"-seed{SEED}-n{sentences}.txt")
     if path.exists():

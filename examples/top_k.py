@@ -1,5 +1,7 @@
-"""Distributed top-K (the S4 paper's example): split -> count by word (fields) -> partial
-top-K per count partition -> one global merge (global grouping).
+"""Distributed top-K (the S4 paper's example): split -> count -> partial top-K -> global merge.
+
+Count tasks get words by fields grouping; there is one partial top-K per count partition,
+and one global merge (global grouping).
 
 Each count task reports (word, count) updates; each partial ranker keeps the top K of the
 words routed to it; the merger keeps the global top K. Ties break by word, so the result is
@@ -23,7 +25,7 @@ TOP_K = "top_k.k"
 
 
 def rank(counts: dict, k: int) -> list[tuple[str, int]]:
-    """The top ``k`` (word, count) pairs: highest count first, ties by word."""
+    """Return the top ``k`` (word, count) pairs: highest count first, ties by word."""
     return [(word, -negated) for negated, word in
             heapq.nsmallest(k, ((-count, word) for word, count in counts.items()))]
 

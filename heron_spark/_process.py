@@ -1,5 +1,4 @@
-"""Helpers every heron_spark child process uses: die with the parent, a clear name, a log file,
-and a heartbeat.
+"""Give every heron_spark child process a parent-death tie, a name, a log file and a heartbeat.
 
 Spark SIGKILLs a cancelled task's Python worker, so ``finally`` blocks never run there; a
 child must notice on its own: ``PR_SET_PDEATHSIG`` (Linux) plus a parent-alive watchdog.
@@ -55,10 +54,12 @@ def _prctl(option: int, value) -> None:
 
 
 def _die_with_parent() -> None:
-    """``preexec_fn`` of every child: arm the parent-death signal before ``exec``, so a child
-    stopped (SIGSTOP) before its own start-up code ran still dies with its parent; ignore
-    SIGINT (a terminal's Ctrl-C reaches the whole process group, but stopping a container's
-    children is its supervisor's job, in order)."""
+    """Arm the parent-death signal and ignore SIGINT (``preexec_fn`` of every child).
+
+    Armed before ``exec``, so a child stopped (SIGSTOP) before its own start-up code ran still
+    dies with its parent. SIGINT is ignored because a terminal's Ctrl-C reaches the whole
+    process group, but stopping a container's children is its supervisor's job, in order.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if _LIBC is not None:
         _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
@@ -69,9 +70,11 @@ log = logging.getLogger(__name__)
 
 
 def set_health_check(check, on_unhealthy=None) -> None:
-    """Have the watchdog call ``check()`` before each heartbeat; a non-empty string it returns
-    (why this process is unhealthy) stops the heartbeat for good and, if given, calls
-    ``on_unhealthy(reason)`` once on the watchdog thread."""
+    """Have the watchdog call ``check()`` before each heartbeat.
+
+    A non-empty string it returns (why this process is unhealthy) stops the heartbeat for good
+    and, if given, calls ``on_unhealthy(reason)`` once on the watchdog thread.
+    """
     _health["check"], _health["on_unhealthy"] = check, on_unhealthy
 
 
@@ -85,8 +88,10 @@ def touch(path: Path) -> None:
 
 
 def heartbeat_age_secs(path: Path, since: float) -> float:
-    """Seconds since ``path`` was last touched, or since ``since`` (wall clock) if it was not
-    touched after that."""
+    """Return the seconds since ``path`` was last touched.
+
+    Counted from ``since`` (wall clock) instead if the file was not touched after that.
+    """
     try:
         last = max(path.stat().st_mtime, since)
     except OSError:
@@ -124,8 +129,10 @@ def _watch(expected_parent: int, interval: float) -> None:
 
 
 def become_child(short_name: str, watchdog_interval_secs: float = HEARTBEAT_INTERVAL_SECS) -> None:
-    """Tie this process's life to its parent's, name it ``short_name`` in ``ps -o comm``, and
-    start its heartbeat (see the module docstring)."""
+    """Tie this process's life to its parent's, name it and start its heartbeat.
+
+    The name is ``short_name`` in ``ps -o comm``; see the module docstring for the heartbeat.
+    """
     # The gateway threads must get the GIL soon after the task thread emits: the default 5 ms
     # switch interval would add up to 5 ms per hop to every tuple's latency.
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECS)
@@ -143,9 +150,12 @@ def become_child(short_name: str, watchdog_interval_secs: float = HEARTBEAT_INTE
 
 
 def settle_gc(young_objects: int) -> None:
-    """Freeze what is alive now out of the cyclic GC's generations and collect young objects
-    every ``young_objects`` net allocations (0: no cyclic collection); see
-    ``heron.python.gc.young.objects``. Call once a process is warm, before its hot loop."""
+    """Freeze what is alive now out of the cyclic GC and tune how often it collects.
+
+    Young objects are collected every ``young_objects`` net allocations (0: no cyclic
+    collection); see ``heron.python.gc.young.objects``. Call once a process is warm, before
+    its hot loop.
+    """
     gc.collect()
     gc.freeze()
     if young_objects <= 0:
@@ -174,8 +184,11 @@ def write_json_atomic(path: Path, data: dict) -> None:
 
 def child_env(heartbeat: Path | None = None, parent_heartbeat: Path | None = None,
               stall_secs: float = 0.0) -> dict[str, str]:
-    """Environment for a child: our ``sys.path`` (so ``--py-files`` reach it), our pid, and its
-    heartbeat files."""
+    """Return the environment for a child process.
+
+    It holds our ``sys.path`` (so ``--py-files`` reach the child), our pid, and the child's
+    heartbeat files.
+    """
     env = dict(os.environ)
     # Spark puts --py-files on the worker's sys.path as relative paths ('./deps.zip', '' = cwd);
     # children start in another folder, so make every entry absolute.
@@ -193,8 +206,10 @@ def child_env(heartbeat: Path | None = None, parent_heartbeat: Path | None = Non
 
 
 def _without_redundant_spark_zips(path: list[str]) -> list[str]:
-    """``path`` minus Spark's zips of a package (``pyspark.zip``, ``py4j-*-src.zip``) that a
-    plain folder later on ``path`` also provides, from the same Spark installation.
+    """Return ``path`` without Spark's package zips that a plain folder on it also provides.
+
+    The zips are ``pyspark.zip`` and ``py4j-*-src.zip``; they are dropped only when a plain
+    folder later on ``path`` holds the same package, from the same Spark installation.
 
     Spark puts those zips first on its Python workers' path; Python cannot cache bytecode
     for modules imported from a zip, so every child would compile pyspark and py4j from
@@ -239,10 +254,11 @@ def wait_json(path: Path, proc: subprocess.Popen, timeout_secs: float, what: str
             return json.loads(path.read_text())
         code = proc.poll()
         if code is not None:
-            raise RuntimeError(f"{what} exited with code {code} before it was ready "
-                               f"(see {path.parent})")
+            msg = f"{what} exited with code {code} before it was ready (see {path.parent})"
+            raise RuntimeError(msg)
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not ready after {timeout_secs} s")
+            msg = f"{what} not ready after {timeout_secs} s"
+            raise TimeoutError(msg)
         time.sleep(delay)
         delay = min(delay * 2, 0.1)
 
@@ -260,7 +276,8 @@ def wait_all(procs: list[subprocess.Popen], timeout_secs: float) -> None:
 def terminate(procs: list[subprocess.Popen], grace_secs: float) -> None:
     """SIGTERM every live process, then SIGKILL whatever is left after ``grace_secs``.
 
-    A stopped process (SIGSTOP) is continued after the SIGTERM so that it can act on it."""
+    A stopped process (SIGSTOP) is continued after the SIGTERM so that it can act on it.
+    """
     for proc in procs:
         if proc.poll() is None:
             try:

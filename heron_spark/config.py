@@ -241,7 +241,8 @@ def read_conf_file(conf_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     path = Path(folder) / CONF_FILE_NAME
     if not path.is_file():
         if conf_dir:
-            raise ConfigError("conf_dir", str(conf_dir), f"put a {CONF_FILE_NAME} in that folder")
+            raise ConfigError(key="conf_dir", value=str(conf_dir),
+                              fix=f"put a {CONF_FILE_NAME} in that folder")
         return {}
     data = yaml.safe_load(path.read_text()) or {}
     if not isinstance(data, dict):

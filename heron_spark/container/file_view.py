@@ -97,8 +97,10 @@ def _format(info: os.stat_result) -> str:
 
 
 def answer(root: Path, request: tmaster_pb2.FileRequest) -> tmaster_pb2.FileResponse:
-    """Answer a ``FileRequest`` for the work dir ``root`` (stmgr side): 200 with the JSON
-    result, or the error's status and message."""
+    """Answer a ``FileRequest`` for the work dir ``root`` (runs in the stmgr).
+
+    The answer is 200 with the JSON result, or the error's status and message.
+    """
     try:
         if request.op == "data":
             result = file_data(root, request.path, request.offset, request.length)

@@ -20,8 +20,10 @@ from heron_spark.proto import packing_pb2
 
 @dataclasses.dataclass
 class ContainerFiles(ContainerLayout):
-    """One container's working folder (paths: ``contract.layout``), with the writer and the
-    readers of the files the container hands its children."""
+    """One container's working folder (paths: ``contract.layout``).
+
+    It holds the writer and the readers of the files the container hands its children.
+    """
 
     def write(self, definition: bytes, packing: packing_pb2.PackingPlan,
               config: SystemConfig, secret: str) -> None:
@@ -36,9 +38,11 @@ class ContainerFiles(ContainerLayout):
             handle.write(secret)
 
     def load_config(self) -> SystemConfig:
+        """Read the system config the container wrote for its children."""
         return SystemConfig(**json.loads(self.system_config.read_text()))
 
     def load_secret(self) -> str:
+        """Read the topology secret (the file is owner-only)."""
         return self.secret.read_text().strip()
 
     def load_plan(self) -> PlanView:

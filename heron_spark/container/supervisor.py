@@ -85,8 +85,10 @@ class Supervisor:
 
     # ---- the loop ------------------------------------------------------------------------
     def run(self) -> int:
-        """Supervise until the stmgr exits for good; return its exit code. The container's
-        heartbeat goes on until ``stop_all`` has stopped every child."""
+        """Supervise until the stmgr exits for good; return its exit code.
+
+        The container's heartbeat goes on until ``stop_all`` has stopped every child.
+        """
         threading.Thread(target=self._beat, name="container-heartbeat", daemon=True).start()
         self._spawn(self.children[METRICSMGR])
         self._spawn(self.children[STMGR])
@@ -128,7 +130,7 @@ class Supervisor:
         return None
 
     def _stmgr_stopping(self) -> bool:
-        """True once the live stmgr has announced it is shutting down for good."""
+        """Return True once the live stmgr has announced it is shutting down for good."""
         stmgr = self.children[STMGR]
         if stmgr.proc is None:
             return False
@@ -215,10 +217,12 @@ class Supervisor:
         if child.name == STMGR:
             deaths = self._stmgr_deaths.record()
             if deaths > self.config.stmgr_restart_max:
-                raise RuntimeError(
+                msg = (
                     f"container {self.index}: the stmgr died {deaths} times within "
                     f"{self.config.restart_window_secs:g} s (last exit code {code}); see "
-                    f"{child.log_path}")
+                    f"{child.log_path}"
+                )
+                raise RuntimeError(msg)
             self._instances_started_for = None
             for task in self.instance_components:  # their stmgr is gone: start them afresh
                 inst = self.children[task_child(task)]
@@ -275,8 +279,10 @@ class Supervisor:
                 "stalls": dict(self.stalls)}
 
     def stop_all(self) -> None:
-        """Stop every child still running: instances and stmgr first, metrics manager last;
-        then stop the container's heartbeat."""
+        """Stop every child still running, then the container's heartbeat.
+
+        Instances and the stmgr stop first, the metrics manager last.
+        """
         try:
             procs = [c.proc for name, c in self.children.items()
                      if name != METRICSMGR and c.alive]

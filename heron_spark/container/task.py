@@ -37,12 +37,13 @@ class ContainerTask:
     local_mode: bool
 
     def __call__(self, iterator):
-        """The ``mapPartitions`` function of the barrier stage: run one container."""
+        """Run one container (the ``mapPartitions`` function of the barrier stage)."""
         from pyspark import BarrierTaskContext
 
         context = BarrierTaskContext.get()
         if context is None:
-            raise WrongPlaceError("ContainerTask runs only inside a Spark barrier task")
+            msg = "ContainerTask runs only inside a Spark barrier task"
+            raise WrongPlaceError(msg)
         index = context.partitionId()
         list(iterator)
         # Unpickle here first: a missing module (say, a --py-files zip) surfaces as the real

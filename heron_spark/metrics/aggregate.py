@@ -1,5 +1,8 @@
-"""Per-component totals of per-task metrics: the one rule the TMaster and the in-process runner
-use for ``handle.metrics()``. Pure functions; any thread."""
+"""Per-component totals of per-task metrics.
+
+This is the one rule the TMaster and the in-process runner use for ``handle.metrics()``.
+Pure functions; any thread.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +14,12 @@ from heron_spark.metrics.names import MetricKind, metric_kind
 def by_component(per_task: Mapping[tuple[str, int], Mapping[str, float]],
                  failures: Mapping[int, int],
                  task_component: Mapping[int, str]) -> dict[str, dict[str, float]]:
-    """Sum every metric of ``per_task`` ((component, task id) -> values) over the tasks of
-    each component; a ``*-max-*`` metric is the maximum over tasks, not a total, and a Heron
-    latency (``__execute-latency/...``, ns) the mean of the tasks' latest means. Each task's
-    ``failures`` are added as ``__instance-failures`` of its component."""
+    """Sum every metric of ``per_task`` ((component, task id) -> values) over each component's tasks.
+
+    A ``*-max-*`` metric is the maximum over tasks, not a total, and a Heron latency
+    (``__execute-latency/...``, ns) the mean of the tasks' latest means. Each task's
+    ``failures`` are added as ``__instance-failures`` of its component.
+    """
     out: dict[str, dict[str, float]] = {}
     averaged: dict[tuple[str, str], int] = {}  # (component, AVG metric) -> tasks reporting it
     for (component, _task), values in per_task.items():

@@ -1,5 +1,7 @@
-"""The Metrics Manager: one per container; collects what instances and the stmgr publish and
-forwards the latest value of every metric to the TMaster each interval.
+"""The Metrics Manager: one per container, forwarding the latest metrics to the TMaster.
+
+It collects what instances and the stmgr publish and forwards the latest value of every
+metric to the TMaster each interval.
 
 Threads: the listener, one reader per publisher (they update ``_latest`` under a lock), and
 the forwarding loop (``run``).
@@ -64,10 +66,12 @@ class MetricsManager:
             self._latest[(publish.component, publish.task_id)] = publish
 
     def run(self) -> int:
-        """Forward snapshots each interval until SIGTERM (the container stops the metrics
-        manager last); return the exit code. A lost TMaster connection is dialled again each
-        interval: the metrics manager outlives its TMaster's restarts and the topology's end,
-        so its exit is never mistaken for a fault."""
+        """Forward snapshots each interval until SIGTERM; return the exit code.
+
+        The container stops the metrics manager last. A lost TMaster connection is dialled
+        again each interval: the metrics manager outlives its TMaster's restarts and the
+        topology's end, so its exit is never mistaken for a fault.
+        """
         self.listener.start()
         _process.write_json_atomic(self.files.ready(layout.METRICSMGR),
                                    {"port": self.listener.port, "pid": os.getpid()})

@@ -45,8 +45,10 @@ def scoped(name: str, *scopes: str) -> str:
 
 
 class MetricKind(enum.Enum):
-    """How the TMaster folds a metric's samples into one value per minute (Heron's
-    ``tmaster-metrics-type``): SUM of counter increments, AVG of samples, LAST sample."""
+    """How the TMaster folds a metric's samples into one value per minute.
+
+    Heron's ``tmaster-metrics-type``: SUM of counter increments, AVG of samples, LAST sample.
+    """
 
     SUM = "SUM"
     AVG = "AVG"
@@ -69,8 +71,11 @@ _AVERAGES = frozenset({COMPLETE_LATENCY, FAIL_LATENCY, NEXT_TUPLE_LATENCY, EXECU
 
 
 def metric_kind(name: str) -> MetricKind:
-    """Return how ``name`` folds per minute; user metrics (anything not Heron's) are LAST,
-    since a user metric's value is already per bucket (``get_value_and_reset``)."""
+    """Return how ``name`` folds per minute.
+
+    User metrics (anything not Heron's) are LAST, since a user metric's value is already per
+    bucket (``get_value_and_reset``).
+    """
     if name.startswith(SERVER + "/"):
         return MetricKind.SUM
     base = name.split("/", 1)[0]

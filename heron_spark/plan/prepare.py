@@ -31,15 +31,18 @@ class Prepared:
 
 
 def prepare(topology, conf: dict | None = None, name: str | None = None) -> Prepared:
-    """Validate and pack ``topology``; raise a ``TopologyValueError``/``ConfigError`` naming
-    the component, the value and the fix when it cannot run."""
+    """Validate and pack ``topology``.
+
+    Raise a ``TopologyValueError``/``ConfigError`` naming the component, the value and the fix
+    when it cannot run.
+    """
     from heron_spark.api.topology import TopologyBuilder
 
     if isinstance(topology, TopologyBuilder):
         topology = topology.build()
     if not isinstance(topology, type) or not hasattr(topology, "_heron_specs"):
-        raise TopologyTypeError("submit() takes a Topology subclass or a TopologyBuilder",
-                                value=topology)
+        msg = "submit() takes a Topology subclass or a TopologyBuilder"
+        raise TopologyTypeError(msg, value=topology)
     conf = dict(conf or {})
     overrides = {k: v for k, v in conf.items() if not k.startswith("heron.")}
     if overrides:

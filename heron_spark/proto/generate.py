@@ -23,11 +23,13 @@ def generate(out_dir: Path, proto_dir: Path = PROTO_DIR) -> list[Path]:
 
     sources = sorted(str(p.name) for p in proto_dir.glob("*.proto"))
     if not sources:
-        raise FileNotFoundError(f"no .proto files in {proto_dir}")
+        msg = f"no .proto files in {proto_dir}"
+        raise FileNotFoundError(msg)
     with tempfile.TemporaryDirectory() as raw_dir:
         args = ["protoc", f"-I{proto_dir}", f"--python_out={raw_dir}", *sources]
         if protoc.main(args) != 0:
-            raise RuntimeError(f"protoc failed on {proto_dir}")
+            msg = f"protoc failed on {proto_dir}"
+            raise RuntimeError(msg)
         written = []
         for module in sorted(Path(raw_dir).glob("*_pb2.py")):
             # protoc writes top-level imports; our modules live in a package.

@@ -34,8 +34,10 @@ class ContainerExecutors:
         self.generation = 0                           # of the stage attempt seen last
 
     def on_event(self, event: Mapping, generation: int) -> ExecutorLoss | None:
-        """Take one bridge event, drained while the topology ran ``generation``; return the
-        loss it reports, if it hits a container."""
+        """Take one bridge event; return the loss it reports, if it hits a container.
+
+        ``generation`` is the generation the topology ran while the event was drained.
+        """
         kind = event.get("type")
         if kind == "task_start" and event.get("group") == self.group:
             attempt = (int(event["stage"]), int(event.get("attempt", 0)))

@@ -1,5 +1,7 @@
-"""The handle ``submit`` returns: wait for, inspect, manage (deactivate, activate, restart,
-update) and kill a running topology. Driver only."""
+"""The handle ``submit`` returns, to wait for, inspect, manage and kill a running topology.
+
+Managing is deactivate, activate, restart and update. Driver only.
+"""
 
 from __future__ import annotations
 
@@ -50,13 +52,18 @@ class TopologyHandle:
         return self._tmaster.ended_at
 
     def status_detail(self) -> dict:
-        """The TMaster's view: state, detail, generation (stage resubmissions), registered
-        containers, heartbeats, drained tasks and failures per task id."""
+        """Return the TMaster's view of the topology.
+
+        It holds the state, detail, generation (stage resubmissions), registered containers,
+        heartbeats, drained tasks and failures per task id.
+        """
         return self._tmaster.status()
 
     def metrics(self) -> dict[str, dict[str, float]]:
-        """Latest metrics summed per component (``__emit-count/<stream>``, ``__execute-count``,
-        user metrics)."""
+        """Return the latest metrics summed per component.
+
+        Heron's (``__emit-count/<stream>``, ``__execute-count``, ...) and user metrics.
+        """
         return self._tmaster.metrics_by_component()
 
     def ui_link(self) -> str:
@@ -97,8 +104,8 @@ class TopologyHandle:
         try:
             while not self._tmaster.done.wait(0.2):
                 if deadline is not None and time.monotonic() >= deadline:
-                    raise TimeoutError(f"topology {self.name!r} still {self.status} after "
-                                       f"{timeout} s")
+                    msg = f"topology {self.name!r} still {self.status} after {timeout} s"
+                    raise TimeoutError(msg)
             if self._stage is not None:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
                 grace = self._kill_grace * 3 + 5
@@ -126,31 +133,43 @@ class TopologyHandle:
 
     # ---- management verbs (as Heron's CLI) -------------------------------------------------
     def deactivate(self) -> None:
-        """Stop the spouts emitting (``deactivate()`` is called on each); bolts go on and
-        acks still flow. Raises TopologyStateError if it has ended or is already deactivated."""
+        """Stop the spouts emitting (``deactivate()`` is called on each).
+
+        Bolts go on and acks still flow. Raises TopologyStateError if the topology has ended
+        or is already deactivated.
+        """
         self._tmaster.set_paused(True)
 
     def activate(self) -> None:
         """Resume a deactivated topology (``activate()`` on each spout, then ``next_tuple``).
-        Raises TopologyStateError if it has ended or is not deactivated."""
+
+        Raises TopologyStateError if it has ended or is not deactivated.
+        """
         self._tmaster.set_paused(False)
 
     def restart(self, container: int | None = None) -> list[int]:
-        """Restart every process (stmgr, metrics manager, instances) of ``container``, or of
-        every container; return the containers asked. Under at-least-once nothing is lost:
-        the spouts replay what was not acked. Returns at once; they restart in the background."""
+        """Restart every process of ``container``, or of every container; return the containers asked.
+
+        The processes are the stmgr, the metrics manager and the instances. Under
+        at-least-once nothing is lost: the spouts replay what was not acked. Returns at once;
+        they restart in the background.
+        """
         return self._tmaster.restart(container)
 
     def update(self, component_parallelism: dict[str, int],
                timeout: float | None = 120.0) -> int:
-        """Rescale components (``{"count": 3}``): stop the containers and run the new packing
-        plan as the next generation; wait up to ``timeout`` s (None: no wait) for it to run.
-        Return the new generation. Raises TopologyValueError (bad name or count),
-        TopologyStateError (ended, or an update already under way), ClusterCapacityError."""
+        """Rescale components (``{"count": 3}``); return the new generation.
+
+        Stop the containers and run the new packing plan as the next generation; wait up to
+        ``timeout`` s (None: no wait) for it to run. Raises TopologyValueError (bad name or
+        count), TopologyStateError (ended, or an update already under way),
+        ClusterCapacityError.
+        """
         generation = self._tmaster.update(dict(component_parallelism))
         if timeout is not None and not self.wait_generation(generation, timeout):
-            raise TimeoutError(f"topology {self.name!r}: generation {generation} not running "
-                               f"after {timeout} s (state {self.status})")
+            msg = (f"topology {self.name!r}: generation {generation} not running "
+                   f"after {timeout} s (state {self.status})")
+            raise TimeoutError(msg)
         return generation
 
     def wait_generation(self, generation: int, timeout: float) -> bool:
@@ -173,9 +192,11 @@ class TopologyHandle:
         raise TopologyRuntimeError(self._tmaster.detail or "topology failed")
 
     def _view(self, login: bool):
-        """What ``repr`` and the notebook table show (see ``scheduler/notebook.py``); with
-        ``login``, a one-time login link to the UI instead of the bare tracker URL (never in
-        ``repr``, which ends up in logs)."""
+        """Return what ``repr`` and the notebook table show (see ``scheduler/notebook.py``).
+
+        With ``login``, the view holds a one-time login link to the UI instead of the bare
+        tracker URL (never in ``repr``, which ends up in logs).
+        """
         from heron_spark.scheduler import notebook
 
         tmaster = self._tmaster
@@ -194,7 +215,7 @@ class TopologyHandle:
         return notebook.text(self._view(login=False))
 
     def _repr_html_(self) -> str:
-        """The notebook view: state, containers, per-component counts and rates, UI link."""
+        """Render the notebook view: state, containers, per-component counts and rates, UI link."""
         from heron_spark.scheduler import notebook
 
         return notebook.html_table(self._view(login=True))

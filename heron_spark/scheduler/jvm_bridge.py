@@ -34,7 +34,7 @@ _JAVA_RELEASE = "17"  # Spark 4 runs on Java 17+; target it so a newer javac sti
 
 
 def sources_dir() -> Path:
-    """The ``jvm_bridge/`` source tree; only present in a source checkout / editable install."""
+    """Return the ``jvm_bridge/`` source tree; only present in a source checkout / editable install."""
     # This module's own path (heron_spark/scheduler/jvm_bridge.py), not heron_spark.__file__:
     # the latter is None when a stray heron_spark/ folder on sys.path shadows the package.
     return Path(__file__).resolve().parents[2] / "jvm_bridge" / "src" / "main" / "java"
@@ -79,8 +79,9 @@ def build_jar(cache_dir: str | os.PathLike | None = None) -> Path:
              "-d", str(classes), *map(str, files)],
             capture_output=True, text=True, check=False)
         if proc.returncode != 0:
-            raise HeronSparkError(f"javac could not compile the JVM bridge in {src} against "
-                                  f"{spark_jars}:\n{proc.stderr.strip()}")
+            msg = (f"javac could not compile the JVM bridge in {src} against "
+                   f"{spark_jars}:\n{proc.stderr.strip()}")
+            raise HeronSparkError(msg)
         # A jar is a zip; a manifest is optional for a classpath jar, but tools expect one.
         fd, name = tempfile.mkstemp(dir=cache, prefix=jar.stem, suffix=".part")
         os.close(fd)
@@ -103,10 +104,12 @@ def _default_cache() -> Path:
 
 
 def check_jvm_not_started() -> None:
-    """Raise ConfigError if this process already runs Spark's JVM (under ``spark-submit``, or
-    after an earlier SparkContext): ``spark.jars`` then reaches the executors but not the
-    driver's class path, so the bridge's plugin class would not be found and the new
-    SparkContext would fail to start."""
+    """Raise ConfigError if this process already runs Spark's JVM.
+
+    That is the case under ``spark-submit``, or after an earlier SparkContext: ``spark.jars``
+    then reaches the executors but not the driver's class path, so the bridge's plugin class
+    would not be found and the new SparkContext would fail to start.
+    """
     from pyspark import SparkContext
 
     if "PYSPARK_GATEWAY_PORT" in os.environ or SparkContext._gateway is not None:
@@ -119,13 +122,13 @@ def check_jvm_not_started() -> None:
 
 
 def spark_conf(jar: str | os.PathLike) -> dict[str, str]:
-    """The Spark settings that load the bridge; apply them before the SparkContext starts."""
+    """Return the Spark settings that load the bridge; apply them before the SparkContext starts."""
     return {"spark.jars": str(jar), "spark.plugins": PLUGIN_CLASS,
             "spark.extraListeners": LISTENER_CLASS}
 
 
 def loaded(spark: Any) -> bool:
-    """True when ``spark`` was started with the bridge's plugin."""
+    """Return True when ``spark`` was started with the bridge's plugin."""
     sc = getattr(spark, "sparkContext", spark)
     return PLUGIN_CLASS in (sc.getConf().get("spark.plugins", "") or "")
 
@@ -147,7 +150,7 @@ def set_gauge(spark: Any, name: str, value: float) -> None:
 
 
 def _bridge_class(spark: Any, class_name: str):
-    """The py4j handle of a bridge class; a clear error if the session was started without it."""
+    """Return the py4j handle of a bridge class; raise a clear error if the session lacks the bridge."""
     from py4j.java_gateway import JavaClass
 
     sc = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext

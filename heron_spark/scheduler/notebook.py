@@ -54,8 +54,11 @@ def family_total(values: Mapping[str, float], family: str) -> float:
 def build_view(status: Mapping, metrics: Mapping[str, Mapping[str, float]],
                components: Mapping[str, tuple[bool, int]], elapsed_secs: float | None,
                link: str | None) -> HandleView:
-    """Make the view from ``TMaster.status()``, ``metrics_by_component()``, the components
-    (name -> (is spout, parallelism)) and the seconds since the topology started running."""
+    """Make the view from the TMaster's status and metrics.
+
+    The inputs are ``TMaster.status()``, ``metrics_by_component()``, the components
+    (name -> (is spout, parallelism)) and the seconds since the topology started running.
+    """
     rows = []
     for name, (is_spout, parallelism) in components.items():
         values = metrics.get(name, {})
@@ -87,7 +90,7 @@ def text(view: HandleView) -> str:
 
 
 def html_table(view: HandleView) -> str:
-    """A small HTML table for notebooks; every value escaped."""
+    """Render a small HTML table for notebooks; every value escaped."""
     e = lambda value: html.escape(str(value), quote=True)
     head = (f"<div class='heron-spark-topology'><b>heron_spark topology {e(view.name)}</b>"
             f"<br>state <b>{e(view.state)}</b>"

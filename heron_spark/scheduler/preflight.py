@@ -72,8 +72,10 @@ def _probe(definition: bytes):
 
 
 def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
-    """Run the probe in ``tasks`` tasks; raise WorkerEnvironmentError if any cannot run a
-    container. Return what each task found (its Python, version and host)."""
+    """Run the probe in ``tasks`` tasks; return what each found (its Python, version and host).
+
+    Raise WorkerEnvironmentError if any task cannot run a container.
+    """
     from heron_spark import __version__
 
     sc = spark.sparkContext
@@ -94,22 +96,24 @@ def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
             raise WorkerEnvironmentError(result["problem"], python=result["python"],
                                          host=result["host"], missing=result["missing"])
         if result["heron_spark"] != __version__:
-            raise WorkerEnvironmentError(
-                f"the executors import heron_spark {result['heron_spark']}, the driver "
-                f"{__version__}", python=result["python"], host=result["host"],
-                missing=None)
+            msg = (f"the executors import heron_spark {result['heron_spark']}, the driver "
+                   f"{__version__}")
+            raise WorkerEnvironmentError(msg, python=result["python"], host=result["host"],
+                                         missing=None)
     log.debug("preflight: executors run %s", sorted({r["python"] for r in found}))
     return found
 
 
 def _executor_python(sc) -> str:
-    """The Python Spark starts for this context's workers, as Spark chooses it."""
+    """Return the Python Spark starts for this context's workers, as Spark chooses it."""
     return getattr(sc, "pythonExec", None) or "python3"
 
 
 def _python_failure(text: str) -> str | None:
-    """The first Python-level error of a failed probe job, if it is one the environment
-    causes (the probe itself could not be loaded or run there)."""
+    """Return the first Python-level error of a failed probe job, if the environment caused it.
+
+    That is when the probe itself could not be loaded or run there; otherwise return None.
+    """
     markers = ("ModuleNotFoundError", "ImportError", "Python in worker has different version",
                "PYTHON_VERSION_MISMATCH", "Cannot run program")
     for line in text.splitlines():

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 
 
 def progress_line(name: str, registered: int, total: int, state: str) -> str:
-    """The progress text, e.g. ``topology wc: containers registered 1/2 (STARTING)``."""
+    """Return the progress text, e.g. ``topology wc: containers registered 1/2 (STARTING)``."""
     return f"heron_spark topology {name}: containers registered {registered}/{total} ({state})"
 
 
@@ -26,10 +26,11 @@ class LogSink:
     """One INFO log line per change."""
 
     def show(self, line: str) -> None:
+        """Log ``line`` at INFO."""
         log.info("%s", line)
 
     def close(self) -> None:
-        pass
+        """Do nothing: log lines need no closing."""
 
 
 class TerminalSink:
@@ -40,11 +41,13 @@ class TerminalSink:
         self._width = 0
 
     def show(self, line: str) -> None:
+        """Overwrite the current line with ``line`` (padded to cover a longer earlier one)."""
         self.stream.write("\r" + line.ljust(self._width))
         self.stream.flush()
         self._width = max(self._width, len(line))
 
     def close(self) -> None:
+        """End the progress line with a newline."""
         self.stream.write("\n")
         self.stream.flush()
 
@@ -58,14 +61,15 @@ class NotebookSink:
         self._handle = display({"text/plain": first_line}, raw=True, display_id=True)
 
     def show(self, line: str) -> None:
+        """Replace the cell's progress output with ``line``."""
         self._handle.update({"text/plain": line}, raw=True)
 
     def close(self) -> None:
-        pass
+        """Do nothing: the last line stays in the cell's output."""
 
 
 def in_kernel() -> bool:
-    """True inside a Jupyter kernel (IPython imported and running with a kernel)."""
+    """Return True inside a Jupyter kernel (IPython imported and running with a kernel)."""
     ipython = sys.modules.get("IPython")  # never imported here: a kernel has it already
     if ipython is None:
         return False
@@ -74,7 +78,7 @@ def in_kernel() -> bool:
 
 
 def choose_sink(first_line: str, stream: TextIO):
-    """The sink for where this driver runs (see the module docstring)."""
+    """Return the sink for where this driver runs (see the module docstring)."""
     if in_kernel():
         return NotebookSink(first_line)
     isatty = getattr(stream, "isatty", None)

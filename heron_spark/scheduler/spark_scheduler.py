@@ -39,7 +39,7 @@ def job_description(topology: str, generation: int, containers: int, attempt: in
 
 
 def is_local_master(master: str) -> bool:
-    """True for ``local``, ``local[N]``, ``local[*]`` and ``local[N,F]``."""
+    """Return True for ``local``, ``local[N]``, ``local[*]`` and ``local[N,F]``."""
     return bool(_LOCAL.match(master))
 
 
@@ -69,8 +69,11 @@ def check_slots(spark, needed: int, wait_secs: float) -> None:
 
 
 def is_cancellation(error: BaseException) -> bool:
-    """True when Spark ended the stage on purpose: its job group or every job was cancelled,
-    or the SparkContext is shutting down (Ctrl-C reaches the JVM too)."""
+    """Return True when Spark ended the stage on purpose.
+
+    That is when its job group or every job was cancelled, or the SparkContext is shutting
+    down (Ctrl-C reaches the JVM too).
+    """
     text = str(error)
     return any(marker in text for marker in (
         "SPARK_JOB_CANCELLED", "cancelled job group", "cancellation of all jobs",
@@ -82,8 +85,11 @@ _DETERMINISTIC = ("ModuleNotFoundError", "ImportError", "PYTHON_VERSION_MISMATCH
 
 
 def deterministic_failure(error: BaseException) -> str | None:
-    """The line of a stage failure that would recur on every attempt (a module the executors
-    cannot import), or None for failures worth resubmitting."""
+    """Return the line of a stage failure that would recur on every attempt, or None.
+
+    Such a failure is, e.g., a module the executors cannot import; None means the failure is
+    worth resubmitting.
+    """
     for line in str(error).splitlines():
         if any(marker in line for marker in _DETERMINISTIC):
             return line.strip()
@@ -91,9 +97,11 @@ def deterministic_failure(error: BaseException) -> str | None:
 
 
 class StageRecovery(HeronSparkError, RuntimeError):
-    """The driver cancelled a running barrier stage to replace its containers now (a lost
-    executor, a stmgr that stopped heartbeating); the resubmission policy handles it like a
-    failed stage, not like a kill."""
+    """The driver cancelled a running barrier stage to replace its containers now.
+
+    Causes: a lost executor, a stmgr that stopped heartbeating. The resubmission policy
+    handles it like a failed stage, not like a kill.
+    """
 
     def __init__(self, topology: str, reason: str) -> None:
         self.topology = topology
@@ -135,6 +143,7 @@ class BarrierStage:
                                        daemon=True)
 
     def start(self) -> "BarrierStage":
+        """Start the thread that runs (and resubmits) the barrier stage; return self."""
         self.thread.start()
         return self
 
@@ -181,8 +190,10 @@ class BarrierStage:
             self._on_exit(self.result, self.error)
 
     def recover(self, reason: str) -> None:
-        """Cancel the running attempt so the resubmission policy replaces every container now
-        (instead of waiting for Spark to notice); safe from any thread."""
+        """Cancel the running attempt so the resubmission policy replaces every container now.
+
+        This is instead of waiting for Spark to notice. Safe from any thread.
+        """
         with self._recovery_lock:
             if self._recovery is not None or not self.thread.is_alive():
                 return  # one recovery per attempt; none once the stage has ended

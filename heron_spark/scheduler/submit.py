@@ -178,8 +178,11 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
 
 
 def _submission(master: str, local: bool) -> dict:
-    """Heron's execution-state metadata: cluster (``local`` or the Spark master URL), environ
-    (``default``), role and submission user (who submits), submission time (epoch secs)."""
+    """Return Heron's execution-state metadata for this submission.
+
+    Cluster (``local`` or the Spark master URL), environ (``default``), role and submission
+    user (who submits), submission time (epoch secs).
+    """
     from heron_spark import __version__
 
     user = getpass.getuser()
@@ -189,9 +192,11 @@ def _submission(master: str, local: bool) -> dict:
 
 
 def _resubmission_policy(tmaster: TMaster, system: SystemConfig):
-    """Return the ``retry`` callback of the barrier stage: resubmit a failed stage as a new
-    generation, at most ``heron.stage.resubmit.max`` times within ``heron.restart.window.secs``,
-    after a backoff that doubles each time."""
+    """Return the ``retry`` callback of the barrier stage.
+
+    It resubmits a failed stage as a new generation, at most ``heron.stage.resubmit.max``
+    times within ``heron.restart.window.secs``, after a backoff that doubles each time.
+    """
     failures = FailureWindow(system.restart_window_secs)
 
     def retry(error: BaseException, task: ContainerTask) -> ContainerTask | None:
@@ -235,9 +240,10 @@ def _bridge_loaded(spark) -> bool:
 
 
 def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
-    """Copy the TMaster's per-component metrics into Spark's metrics system until the end;
-    hand Spark's loss of an executor hosting a container to the TMaster."""
+    """Copy the TMaster's per-component metrics into Spark's metrics system until the end.
 
+    Also hand Spark's loss of an executor hosting a container to the TMaster.
+    """
     interval = system.metrics_interval_ms / 1000.0
     executors = ContainerExecutors(job_group(tmaster.name))
     lock = threading.Lock()
@@ -291,7 +297,7 @@ def _copy_gauges(spark, tmaster: TMaster) -> None:
 
 
 def _spark_error_summary(error: BaseException) -> str:
-    """The Spark exception's own lines, without the Java stack trace."""
+    """Return the Spark exception's own lines, without the Java stack trace."""
     lines = [line for line in str(error).splitlines() if line.strip()
              and not line.lstrip().startswith("at ")]
     cause = deterministic_failure(error)
@@ -343,8 +349,11 @@ _SESSION_CONF = {
 
 
 def _bridge_conf(mode: str) -> dict[str, str]:
-    """The Spark settings loading the JVM bridge: "true" fails loudly if it cannot be built,
-    "auto" goes on without it (one info line), "false" never tries."""
+    """Return the Spark settings that load the JVM bridge, as ``mode`` asks.
+
+    "true" fails loudly if it cannot be built, "auto" goes on without it (one info line),
+    "false" never tries.
+    """
     if mode == "false":
         return {}
     from heron_spark.scheduler import jvm_bridge
@@ -388,7 +397,8 @@ def _check_driver() -> None:
     except ImportError:
         return
     if TaskContext.get() is not None:
-        raise WrongPlaceError("submit() runs on the Spark driver, not inside a Spark task")
+        msg = "submit() runs on the Spark driver, not inside a Spark task"
+        raise WrongPlaceError(msg)
 
 
 _LIVE_HANDLES: "weakref.WeakSet[TopologyHandle]" = weakref.WeakSet()

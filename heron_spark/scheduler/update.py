@@ -34,20 +34,27 @@ log = logging.getLogger(__name__)
 
 
 def with_parallelism(plan: LogicalPlan, parallelism: dict[str, int]) -> LogicalPlan:
-    """Return ``plan`` with components rescaled to ``parallelism``; raise TopologyValueError
-    naming the component when a name or a count is wrong, or nothing changes."""
+    """Return ``plan`` with components rescaled to ``parallelism``.
+
+    Raise TopologyValueError naming the component when a name or a count is wrong, or nothing
+    changes.
+    """
     if not parallelism:
-        raise TopologyValueError("no component to update", kind="parallelism",
+        msg = "no component to update"
+        raise TopologyValueError(msg, kind="parallelism",
                                  fix="name at least one: --component-parallelism NAME:N")
     for name, count in parallelism.items():
         if name not in plan.components:
-            raise TopologyValueError("no such component", component=name, kind="component",
+            msg = "no such component"
+            raise TopologyValueError(msg, component=name, kind="component",
                                      fix=f"use one of {sorted(plan.components)}")
         if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-            raise TopologyValueError("parallelism must be an integer >= 1", component=name,
+            msg = "parallelism must be an integer >= 1"
+            raise TopologyValueError(msg, component=name,
                                      value=count, kind="parallelism", fix="pass 1 or more")
     if all(plan.components[name].parallelism == count for name, count in parallelism.items()):
-        raise TopologyValueError("the parallelism is unchanged", value=dict(parallelism),
+        msg = "the parallelism is unchanged"
+        raise TopologyValueError(msg, value=dict(parallelism),
                                  kind="parallelism",
                                  fix="pass a count that differs from the running one")
     components = {name: dataclasses.replace(decl, parallelism=parallelism.get(name,
@@ -58,9 +65,11 @@ def with_parallelism(plan: LogicalPlan, parallelism: dict[str, int]) -> LogicalP
 
 
 def stored_parallelism(statemgr: StateManager, plan: LogicalPlan) -> LogicalPlan | None:
-    """Resuming a topology whose driver died: return the submitted ``plan`` rescaled to the
-    parallelism its stored topology has (what ``heron update`` last set), or None when it
-    already matches. Components the stored topology does not name keep theirs."""
+    """Return the submitted ``plan`` rescaled to its stored parallelism, or None if it matches.
+
+    Used when resuming a topology whose driver died: the stored parallelism is what
+    ``heron update`` last set. Components the stored topology does not name keep theirs.
+    """
     stored = statemgr.get_topology(plan.name)
     if stored is None:
         return None
@@ -92,9 +101,10 @@ class Rescaler:
         with self._lock:
             current = self.tmaster.plan.logical
             if current.topology_config.effectively_once:
+                msg = ("cannot update an effectively-once topology: its checkpointed state is "
+                       "per task")
                 raise TopologyValueError(
-                    "cannot update an effectively-once topology: its checkpointed state is "
-                    "per task", value=dict(parallelism), kind="reliability",
+                    msg, value=dict(parallelism), kind="reliability",
                     fix="kill it and submit it again with the new parallelism")
             plan = with_parallelism(current, parallelism)
             packing = pack(plan, self.system.packing_algorithm)

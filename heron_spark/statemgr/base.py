@@ -119,8 +119,10 @@ class StateManager(abc.ABC):
         self.put(name, EXECUTION_STATE, execution_state.encode(state))
 
     def get_execution_state(self, name: str) -> execution_state.ExecutionState | None:
-        """Return the execution state of topology ``name`` (also one an earlier version
-        stored as JSON), or None."""
+        """Return the execution state of topology ``name``, or None.
+
+        Also reads one an earlier version stored as JSON.
+        """
         raw = self.get(name, EXECUTION_STATE)
         return None if raw is None else execution_state.decode(raw)
 
@@ -166,8 +168,10 @@ class StateManager(abc.ABC):
 
 
     def set_committed_checkpoint(self, topology: str, checkpoint: dict) -> None:
-        """Record the last checkpoint every task saved (effectively once): its id, epoch and
-        store URL. A resumed TMaster restores from it."""
+        """Record the last checkpoint every task saved (effectively once).
+
+        The record holds its id, epoch and store URL. A resumed TMaster restores from it.
+        """
         self.put(topology, COMMITTED_CHECKPOINT, json.dumps(checkpoint, sort_keys=True).encode())
 
     def get_committed_checkpoint(self, topology: str) -> dict | None:
@@ -185,7 +189,8 @@ def check_name(kind: str, name: str) -> str:
     """Return ``name`` if it is usable as one path element; raise TopologyValueError if not."""
     if not isinstance(name, str) or not name or "/" in name or "\0" in name \
             or name in (".", ".."):
-        raise TopologyValueError(f"invalid state manager {kind}", value=name, kind="name",
+        msg = f"invalid state manager {kind}"
+        raise TopologyValueError(msg, value=name, kind="name",
                                  fix="use a non-empty name without '/' (dots are fine)")
     return name
 
@@ -197,7 +202,7 @@ def split_secret(location: dict) -> tuple[bytes, str | None]:
 
 
 def claimed_error(topology: str, where: str) -> TopologyStateError:
-    """The error of a second ``claim_tmaster`` while the first holder lives."""
+    """Return the error of a second ``claim_tmaster`` while the first holder lives."""
     return TopologyStateError(
         topology, "RUNNING", "start a second TMaster",
         f"a TMaster already holds the claim in {where}; kill it with "

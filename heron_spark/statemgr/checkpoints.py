@@ -33,9 +33,9 @@ class CheckpointStore:
             self.fs, base = pafs.FileSystem.from_uri(root) if "://" in root \
                 else (pafs.LocalFileSystem(), root)
         except (ValueError, OSError) as exc:
-            raise ConfigError("heron.checkpoint.root", root,
-                              f"use a local path or a pyarrow.fs URL (file://, hdfs://, s3://): "
-                              f"{exc}") from exc
+            raise ConfigError(key="heron.checkpoint.root", value=root,
+                              fix=f"use a local path or a pyarrow.fs URL (file://, hdfs://, "
+                                  f"s3://): {exc}") from exc
         self.root = root
         self.base = posixpath.join(base, topology)
 
@@ -62,7 +62,7 @@ class CheckpointStore:
             return stream.read()
 
     def checkpoints(self) -> list[int]:
-        """The checkpoint ids present, ascending."""
+        """Return the checkpoint ids present, ascending."""
         import pyarrow.fs as pafs
 
         try:

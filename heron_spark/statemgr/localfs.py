@@ -44,12 +44,15 @@ class LocalFileStateManager(StateManager):
 
     @property
     def location(self) -> str:
+        """Return ``file://<root>``."""
         return f"file://{self.root}"
 
     def put(self, topology: str, key: str, value: bytes, private: bool = False) -> None:
+        """Write ``<root>/<topology>/<key>`` atomically (a temporary file, then a rename)."""
         folder = self.root / check_name("topology", topology)
         if check_name("key", key) == TMASTER_LOCK:
-            raise TopologyValueError("the key is reserved for the TMaster claim", value=key,
+            msg = "the key is reserved for the TMaster claim"
+            raise TopologyValueError(msg, value=key,
                                      kind="name", fix="use another key name")
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
@@ -64,6 +67,7 @@ class LocalFileStateManager(StateManager):
             raise
 
     def get(self, topology: str, key: str) -> bytes | None:
+        """Return the bytes of ``<root>/<topology>/<key>``, or None if there is no such file."""
         try:
             return (self.root / check_name("topology", topology)
                     / check_name("key", key)).read_bytes()
@@ -71,6 +75,7 @@ class LocalFileStateManager(StateManager):
             return None
 
     def keys(self, topology: str) -> list[str]:
+        """Return the files in the topology's folder, sorted (temporary and lock files excluded)."""
         folder = self.root / check_name("topology", topology)
         if not folder.is_dir():
             return []
@@ -78,8 +83,10 @@ class LocalFileStateManager(StateManager):
                       if p.is_file() and not p.name.startswith(".") and p.name != TMASTER_LOCK)
 
     def delete(self, topology: str, key: str) -> None:
+        """Remove ``<root>/<topology>/<key>`` if it exists; the claim's lock file is refused."""
         if check_name("key", key) == TMASTER_LOCK:
-            raise TopologyValueError("the key is reserved for the TMaster claim", value=key,
+            msg = "the key is reserved for the TMaster claim"
+            raise TopologyValueError(msg, value=key,
                                      kind="name", fix="use release_tmaster")
         (self.root / check_name("topology", topology) / key).unlink(missing_ok=True)
 
@@ -96,11 +103,13 @@ class LocalFileStateManager(StateManager):
         shutil.rmtree(self.root / check_name("topology", topology), ignore_errors=True)
 
     def topologies(self) -> list[str]:
+        """Return the names of the folders under the root that hold a ``topology`` file, sorted."""
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if (p / "topology").is_file())
 
     def claim_tmaster(self, topology: str, location: dict) -> None:
+        """Take the ``flock`` on the topology's lock file, then write ``location`` and the secret."""
         folder = self.root / check_name("topology", topology)
         value, secret = split_secret(location)
         with self._claims_lock:
@@ -120,6 +129,7 @@ class LocalFileStateManager(StateManager):
             self._claims[topology] = fd
 
     def release_tmaster(self, topology: str) -> None:
+        """Remove the ``tmaster`` location and drop the ``flock``; do nothing without a claim."""
         with self._claims_lock:
             fd = self._claims.pop(topology, None)
             if fd is None:

@@ -106,6 +106,7 @@ class ZooKeeperStateManager(StateManager):
 
     @property
     def location(self) -> str:
+        """Return the ``zk://`` URL of this store, without its password."""
         return self._location
 
     def _path(self, topology: str, key: str | None = None) -> str:
@@ -128,8 +129,9 @@ class ZooKeeperStateManager(StateManager):
         """Create or overwrite ``<root>/<topology>/<key>`` (an existing node keeps its kind)."""
         path = self._path(topology, key)
         if len(value) > MAX_VALUE_BYTES:
+            msg = "value too large for a ZooKeeper node"
             raise TopologyValueError(
-                "value too large for a ZooKeeper node", value=f"{path}: {len(value)} bytes",
+                msg, value=f"{path}: {len(value)} bytes",
                 kind="too_large",
                 fix=f"keep state values under {MAX_VALUE_BYTES} bytes (large objects held by "
                     f"components are pickled into the topology), or use a file:// state manager")
@@ -155,6 +157,7 @@ class ZooKeeperStateManager(StateManager):
                 continue
 
     def get(self, topology: str, key: str) -> bytes | None:
+        """Return the data of ``<root>/<topology>/<key>``, or None if there is no such node."""
         path = self._path(topology, key)
         try:
             data, _stat = self._retry(self._zk.get, path)
@@ -165,12 +168,14 @@ class ZooKeeperStateManager(StateManager):
         return data or b""
 
     def keys(self, topology: str) -> list[str]:
+        """Return the children of the topology's node, sorted."""
         try:
             return sorted(self._retry(self._zk.get_children, self._path(topology)))
         except NoNodeError:
             return []
 
     def delete(self, topology: str, key: str) -> None:
+        """Delete the node ``<root>/<topology>/<key>`` if it exists."""
         try:
             self._retry(self._zk.delete, self._path(topology, key))
         except NoNodeError:
@@ -189,9 +194,11 @@ class ZooKeeperStateManager(StateManager):
                 return
             except NotEmptyError:  # a key was written during the delete; go again
                 continue
-        raise NotEmptyError(f"{path} keeps getting new children; stop its TMaster first")
+        msg = f"{path} keeps getting new children; stop its TMaster first"
+        raise NotEmptyError(msg)
 
     def topologies(self) -> list[str]:
+        """Return the children of the root node that hold a ``topology`` node, sorted."""
         try:
             names = self._retry(self._zk.get_children, self.root)
         except NoNodeError:
@@ -264,7 +271,7 @@ class ZooKeeperStateManager(StateManager):
 
     # lifecycle -----------------------------------------------------------------------------
     def _on_state(self, state: str) -> None:
-        """kazoo listener, on its connection thread: log, never block."""
+        """Kazoo listener, on its connection thread: log, never block."""
         if self._closed:
             return
         if state == KazooState.SUSPENDED:
@@ -302,33 +309,39 @@ def parse_url(url: str) -> dict:
     except ValueError as exc:
         raise bad(str(exc)) from exc
     if parsed.scheme != "zk":
-        raise bad("the scheme must be zk://")
+        msg = "the scheme must be zk://"
+        raise bad(msg)
     userinfo, has_auth, hostlist = parsed.netloc.rpartition("@")
     args: dict = {}
     if has_auth:
         user, has_password, password = userinfo.partition(":")
         if not user or not has_password:
-            raise bad("give both user and password, as user:password@")
+            msg = "give both user and password, as user:password@"
+            raise bad(msg)
         args.update(user=unquote(user), password=unquote(password))
     hosts = []
     for entry in hostlist.split(","):
         host, port = _split_host(entry)
         if not host or not 0 < port < 65536:
-            raise bad(f"bad host:port {entry!r}")
+            msg = f"bad host:port {entry!r}"
+            raise bad(msg)
         hosts.append(f"{host}:{port}")
     root = parsed.path.strip("/")
     if not root or any(part in ("", ".", "..") for part in root.split("/")):
-        raise bad("give a root path for heron_spark's nodes, such as /heron")
+        msg = "give a root path for heron_spark's nodes, such as /heron"
+        raise bad(msg)
     args.update(hosts=",".join(hosts), root="/" + root)
     for option, values in parse_qs(parsed.query, keep_blank_values=True).items():
         if option not in _OPTIONS:
-            raise bad(f"unknown option {option!r} (known: {', '.join(_OPTIONS)})")
+            msg = f"unknown option {option!r} (known: {', '.join(_OPTIONS)})"
+            raise bad(msg)
         try:
             args[option] = float(values[-1])
         except ValueError:
             args[option] = -1.0
         if args[option] <= 0:
-            raise bad(f"{option} must be a positive number of seconds")
+            msg = f"{option} must be a positive number of seconds"
+            raise bad(msg)
     return args
 
 

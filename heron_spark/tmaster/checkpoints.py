@@ -50,7 +50,7 @@ class CheckpointCoordinator:
         self.commit_secs_max = 0.0
 
     def restore_message(self) -> tmaster_pb2.TmasterToStmgr:
-        """The current epoch's restore, for a stmgr that (re)joins."""
+        """Return the current epoch's restore message, for a stmgr that (re)joins."""
         return tmaster_pb2.TmasterToStmgr(restore=tmaster_pb2.RestoreState(
             epoch=self.epoch, checkpoint_id=self.committed))
 
@@ -71,7 +71,7 @@ class CheckpointCoordinator:
         return message
 
     def on_restored(self, task: int, epoch: int) -> None:
-        """A task loaded the epoch's checkpoint; resume everyone once all have."""
+        """Note that a task loaded the epoch's checkpoint; resume everyone once all have."""
         if not self.restoring or epoch != self.epoch:
             return
         self.restored.add(task)
@@ -84,7 +84,7 @@ class CheckpointCoordinator:
                 epoch=self.epoch)))
 
     def on_stored(self, task: int, checkpoint_id: int) -> None:
-        """A task saved its state; commit once every task has."""
+        """Note that a task saved its state; commit once every task has."""
         if checkpoint_id != self.in_flight or self.restoring:
             return
         self.stored.add(task)
@@ -117,7 +117,7 @@ class CheckpointCoordinator:
                 checkpoint_id=self.in_flight)))
 
     def status(self) -> dict:
-        """A JSON-ready summary."""
+        """Return a JSON-ready summary."""
         return {"committed": self.committed, "epoch": self.epoch, "restoring": self.restoring,
                 "in_flight": self.in_flight, "commits": self.commits, "restores": self.restores,
                 "restored_from": list(self.restored_from),

@@ -71,23 +71,30 @@ def activate_topology(statemgr: StateManager, name: str) -> str:
 
 
 def deactivate_topology(statemgr: StateManager, name: str) -> str:
-    """``heron deactivate``: stop ``name``'s spouts emitting (bolts go on, acks still flow);
-    return its new state (PAUSED)."""
+    """Stop ``name``'s spouts emitting (``heron deactivate``); return its new state (PAUSED).
+
+    Bolts go on and acks still flow.
+    """
     return _verb(statemgr, name, "deactivate it",
                  tmaster_pb2.ControlRequest(deactivate=True)).state
 
 
 def restart_topology(statemgr: StateManager, name: str, container: int | None = None) -> str:
-    """``heron restart``: restart every process of ``container`` (None: of every container);
-    return what the TMaster did. The containers restart in the background."""
+    """Restart every process of ``container`` (``heron restart``); return what the TMaster did.
+
+    ``container`` None restarts every container. The containers restart in the background.
+    """
     restart = tmaster_pb2.RestartRequest(all=container is None, container=container or 0)
     return _verb(statemgr, name, "restart it",
                  tmaster_pb2.ControlRequest(restart=restart)).detail
 
 
 def update_topology(statemgr: StateManager, name: str, parallelism: dict[str, int]) -> str:
-    """``heron update --component-parallelism``: rescale components (``{name: tasks}``);
-    return what the TMaster did. The new generation starts in the background."""
+    """Rescale components (``{name: tasks}``); return what the TMaster did.
+
+    This is ``heron update --component-parallelism``. The new generation starts in the
+    background.
+    """
     update = tmaster_pb2.UpdateRequest(parallelism={str(k): int(v)
                                                     for k, v in parallelism.items()})
     return _verb(statemgr, name, "update it", tmaster_pb2.ControlRequest(update=update)).detail
@@ -127,9 +134,11 @@ VIEW_TIMEOUT_SECS = 15.0   # the TMaster may wait up to 10 s for a stmgr's file 
 
 def query_view(statemgr: StateManager, name: str, path: str,
                params: dict[str, list[str]]) -> tuple[int, object]:
-    """Ask the TMaster of ``name`` for the live view ``path`` (a tracker path) with Heron's
-    query ``params``; return (HTTP status, result or error message). 503 if no TMaster
-    answers."""
+    """Ask the TMaster of ``name`` for a live view; return (HTTP status, result or error message).
+
+    ``path`` is a tracker path and ``params`` Heron's query parameters. The status is 503 if
+    no TMaster answers.
+    """
     request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
         path=path, params_json=json.dumps(params)))
     response = _request(statemgr, name, request, VIEW_MAX_BYTES, VIEW_TIMEOUT_SECS)

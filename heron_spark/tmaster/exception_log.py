@@ -32,8 +32,11 @@ class ExceptionEntry:
 
     @property
     def class_name(self) -> str:
-        """The exception's class: the last unindented ``Name: message`` line of the trace
-        (the whole last line when there is none, e.g. "instance process exited ...")."""
+        """The exception's class, read from the trace.
+
+        It is the last unindented ``Name: message`` line of the trace (the whole last line
+        when there is none, e.g. "instance process exited ...").
+        """
         lines = [line for line in self.stacktrace.strip().splitlines() if line.strip()]
         for line in reversed(lines):
             if not line[:1].isspace():
@@ -53,7 +56,8 @@ class ExceptionLog:
 
     def __init__(self, max_per_task: int = 20) -> None:
         if max_per_task < 1:
-            raise ValueError(f"max_per_task must be >= 1 (got {max_per_task})")
+            msg = f"max_per_task must be >= 1 (got {max_per_task})"
+            raise ValueError(msg)
         self.max_per_task = max_per_task
         self._tasks: dict[int, collections.OrderedDict[str, ExceptionEntry]] = {}
 

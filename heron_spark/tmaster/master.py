@@ -50,6 +50,7 @@ class TopologyState(enum.Enum):
 
     @property
     def ended(self) -> bool:
+        """True in a final state: FINISHED, KILLED or FAILED."""
         return self in (TopologyState.FINISHED, TopologyState.KILLED, TopologyState.FAILED)
 
     @property
@@ -193,8 +194,10 @@ class TMaster:
                 self.files.on_response(message.file_response)
 
     def _on_instance_failed(self, failed: tmaster_pb2.InstanceFailed) -> None:
-        """Count a task's failure; fail the topology once it fails too often (its container
-        restarts it otherwise)."""
+        """Count a task's failure; fail the topology once it fails too often.
+
+        Until then its container restarts it.
+        """
         self.failures[failed.task_id] += 1
         register = self.registrations.get(self.plan.task_container.get(failed.task_id, -1))
         self.exceptions.record(failed.task_id, failed.component,
@@ -214,8 +217,10 @@ class TMaster:
             self._restore(f"task {failed.task_id} failed")
 
     def begin_generation(self, generation: int, plan: PlanView | None = None) -> None:
-        """Forget the containers of the failed (or stopped) stage: a new one (``generation``)
-        starts now, on ``plan`` when an update changed it."""
+        """Forget the containers of the failed (or stopped) stage.
+
+        A new stage (``generation``) starts now, on ``plan`` when an update changed it.
+        """
         with self._lock:
             self.generation = generation
             if plan is not None:
@@ -328,8 +333,11 @@ class TMaster:
             self.check_liveness(time.monotonic())
 
     def check_liveness(self, now: float) -> None:
-        """Drop stmgrs silent for longer than the heartbeat timeout; restart the stage when one
-        stays away for another timeout (its container is stopped or its executor gone)."""
+        """Drop stmgrs silent for longer than the heartbeat timeout.
+
+        Restart the stage when one stays away for another timeout (its container is stopped or
+        its executor gone).
+        """
         with self._lock:
             if self.state.ended:
                 return
@@ -351,9 +359,11 @@ class TMaster:
 
     def executor_lost(self, executor: str, containers: tuple[int, ...], reason: str,
                       generation: int) -> None:
-        """Spark removed ``executor``, which hosted ``containers`` of ``generation``: restart
-        the stage now, unless that generation has been replaced already (Spark failed the
-        stage itself and the resubmission policy ran first)."""
+        """Restart the stage now: Spark removed ``executor``, which hosted ``containers`` of it.
+
+        Nothing happens if ``generation`` has been replaced already (Spark failed the stage
+        itself and the resubmission policy ran first).
+        """
         with self._lock:
             if self.state.ended:
                 return
@@ -409,7 +419,8 @@ class TMaster:
     def set_paused(self, paused: bool) -> None:
         """Deactivate (``paused``) or activate the topology: every stmgr tells its spouts.
 
-        Raises TopologyStateError when it has ended or is already in that state."""
+        Raises TopologyStateError when it has ended or is already in that state.
+        """
         action = "deactivate it" if paused else "activate it"
         with self._lock:
             self._refuse_unless_live(action)
@@ -432,8 +443,11 @@ class TMaster:
         log.info("topology %s %s", self.name, "deactivated" if paused else "activated")
 
     def restart(self, container: int | None = None) -> list[int]:
-        """Restart every process of ``container`` (None: of every container); return the
-        containers asked. Their supervisors restart the stmgr and instances; the stage stays."""
+        """Restart every process of ``container`` (None: of every container).
+
+        Return the containers asked. Their supervisors restart the stmgr and instances; the
+        stage stays.
+        """
         with self._lock:
             self._refuse_unless_live("restart it")
             if not self.state.processing:
@@ -441,7 +455,8 @@ class TMaster:
                                          "wait until it is RUNNING (every stmgr registered)")
             count = self.plan.container_count
             if container is not None and not 0 <= container < count:
-                raise TopologyValueError("no such container", value=container,
+                msg = "no such container"
+                raise TopologyValueError(msg, value=container,
                                          kind="container",
                                          fix=f"pass a container index from 0 to {count - 1}")
             targets = list(range(count)) if container is None else [container]
@@ -455,8 +470,10 @@ class TMaster:
         return targets
 
     def update(self, parallelism: dict[str, int]) -> int:
-        """Rescale components to ``parallelism``; return the generation that runs the new
-        packing plan. The submitter's ``updater`` validates and relaunches (Spark driver)."""
+        """Rescale components to ``parallelism``; return the generation that runs the new plan.
+
+        The submitter's ``updater`` validates and relaunches (Spark driver).
+        """
         with self._lock:
             self._refuse_unless_live("update it")
             if not self.state.processing:
@@ -469,8 +486,11 @@ class TMaster:
         return updater(parallelism)
 
     def stop_generation(self, detail: str) -> None:
-        """Tell every stmgr of this generation to shut down for an update: the topology does
-        not end; the driver launches the next generation once the containers are gone."""
+        """Tell every stmgr of this generation to shut down for an update.
+
+        The topology does not end; the driver launches the next generation once the
+        containers are gone.
+        """
         with self._lock:
             self.updating = True
             self._stopped_generation = self.generation
@@ -527,8 +547,11 @@ class TMaster:
 
     def metrics_view(self, component: str, names: list[str] | None,
                      instances: list[str] | None, interval_secs: int) -> dict:
-        """Heron's ``/topologies/metrics``: each metric of each instance over the last
-        ``interval_secs`` (<= 0: all kept). See ``tmaster.views``; raises MetricsQueryError."""
+        """Answer Heron's ``/topologies/metrics``: each metric of each instance.
+
+        Values are over the last ``interval_secs`` (<= 0: all kept). See ``tmaster.views``;
+        raises MetricsQueryError.
+        """
         with self._lock:
             return views.metrics_view(self.plan, self.history, time.time(), component, names,
                                       instances, interval_secs)
@@ -546,8 +569,10 @@ class TMaster:
             return views.query_view(self.plan, self.history, query, start_secs, end_secs)
 
     def exceptions_view(self, component: str, instances: list[str] | None = None) -> list:
-        """Heron's ``/topologies/exceptions``: what instances of ``component`` (``*``: any)
-        died of, one entry per distinct stack trace."""
+        """Answer Heron's ``/topologies/exceptions``: what instances of ``component`` died of.
+
+        ``component`` ``*`` means any. One entry per distinct stack trace.
+        """
         with self._lock:
             return views.exceptions_view(self.plan, self.exceptions, component, instances)
 
@@ -559,7 +584,7 @@ class TMaster:
                                                 instances)
 
     def status(self) -> dict:
-        """A JSON-ready summary: state, times, stmgrs and their last heartbeat."""
+        """Return a JSON-ready summary: state, times, stmgrs and their last heartbeat."""
         with self._lock:
             return {"name": self.name, "id": self.topology_id, "state": self.state.value,
                     "detail": self.detail, "started_at": self.started_at,

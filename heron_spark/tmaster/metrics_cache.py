@@ -64,8 +64,9 @@ class MetricsCache:
     def __init__(self, bucket_secs: int = 60, retention_secs: int = 3 * 3600,
                  max_series: int = 200_000, clock: Callable[[], float] = time.time) -> None:
         if bucket_secs < 1 or retention_secs < bucket_secs:
-            raise ValueError(f"bucket_secs ({bucket_secs}) must be >= 1 and <= retention_secs "
-                             f"({retention_secs})")
+            msg = (f"bucket_secs ({bucket_secs}) must be >= 1 and <= retention_secs "
+                   f"({retention_secs})")
+            raise ValueError(msg)
         self.bucket_secs = int(bucket_secs)
         self.retention_secs = int(retention_secs)
         self.max_series = max_series
@@ -82,10 +83,12 @@ class MetricsCache:
 
     def add(self, component: str, task_id: int, values: Mapping[str, float] | Iterable[tuple[str, float]],
             timestamp_ms: int = 0) -> None:
-        """Fold one publish of ``component``'s ``task_id`` (metric name -> value, or pairs)
-        into the current bucket. A publish whose non-zero ``timestamp_ms`` is not newer than
-        the task's last one is a repeat (a metrics manager forwards the latest each interval)
-        and is ignored."""
+        """Fold one publish of ``component``'s ``task_id`` into the current bucket.
+
+        The publish maps metric name -> value, or pairs. A publish whose non-zero
+        ``timestamp_ms`` is not newer than the task's last one is a repeat (a metrics manager
+        forwards the latest each interval) and is ignored.
+        """
         task_key = (component, task_id)
         if timestamp_ms:
             if self._last_stamp.get(task_key, -1) >= timestamp_ms:
@@ -138,8 +141,11 @@ class MetricsCache:
 
     def over(self, component: str, task_id: int, metric: str,
              interval_secs: float) -> float | None:
-        """Return the metric over the last ``interval_secs`` (<= 0: everything kept): the sum
-        of a SUM, the mean of an AVG's samples, the last LAST; None without a sample."""
+        """Return the metric over the last ``interval_secs`` (<= 0: everything kept).
+
+        That is the sum of a SUM, the mean of an AVG's samples, the last LAST; None without
+        a sample.
+        """
         series = self._by_task.get((component, task_id), {}).get(metric)
         if series is None:
             return None

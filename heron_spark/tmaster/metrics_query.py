@@ -72,46 +72,54 @@ def parse(query: str) -> Call:
     """Parse ``query`` into its operator tree; raise MetricsQueryError on a malformed one."""
     tokens = tokenize(query)
     if not tokens:
-        raise MetricsQueryError("the query is empty", query=query, token="", position=0,
+        msg = "the query is empty"
+        raise MetricsQueryError(msg, query=query, token="", position=0,
                                 fix="write an expression such as TS(component,*,__emit-count/default)")
     node, index = _parse_term(query, tokens, 0)
     if not isinstance(node, Call):
         token, position = tokens[0]
-        raise MetricsQueryError("a query must be an operator call", query=query, token=token,
+        msg = "a query must be an operator call"
+        raise MetricsQueryError(msg, query=query, token=token,
                                 position=position, fix=f"start with one of {', '.join(OPERATORS)}")
     if index != len(tokens):
         token, position = tokens[index]
-        raise MetricsQueryError("unexpected text after the end of the expression", query=query,
+        msg = "unexpected text after the end of the expression"
+        raise MetricsQueryError(msg, query=query,
                                 token=token, position=position, fix="remove it or balance the parentheses")
     return node
 
 
 def _parse_term(query: str, tokens: list, index: int):
     if index >= len(tokens):
-        raise MetricsQueryError("the query ends too early", query=query, token="",
+        msg = "the query ends too early"
+        raise MetricsQueryError(msg, query=query, token="",
                                 position=len(query), fix="close every operator's parentheses")
     token, position = tokens[index]
     if token in "(),":
-        raise MetricsQueryError(f"unexpected {token!r}", query=query, token=token,
+        msg = f"unexpected {token!r}"
+        raise MetricsQueryError(msg, query=query, token=token,
                                 position=position, fix="put an argument here")
     if index + 1 < len(tokens) and tokens[index + 1][0] == "(":
         name = token.upper()
         if name not in OPERATORS:
-            raise MetricsQueryError(f"unknown operator {token!r}", query=query, token=token,
+            msg = f"unknown operator {token!r}"
+            raise MetricsQueryError(msg, query=query, token=token,
                                     position=position, fix=f"use one of {', '.join(OPERATORS)}")
         args, index = [], index + 2
         while True:
             arg, index = _parse_term(query, tokens, index)
             args.append(arg)
             if index >= len(tokens):
-                raise MetricsQueryError(f"{name}( is never closed", query=query, token=token,
+                msg = f"{name}( is never closed"
+                raise MetricsQueryError(msg, query=query, token=token,
                                         position=position, fix="add the missing ')'")
             sep, sep_pos = tokens[index]
             index += 1
             if sep == ")":
                 break
             if sep != ",":
-                raise MetricsQueryError(f"expected ',' or ')' in {name}", query=query,
+                msg = f"expected ',' or ')' in {name}"
+                raise MetricsQueryError(msg, query=query,
                                         token=sep, position=sep_pos,
                                         fix="separate arguments with commas")
         call = Call(name, args, position)
@@ -132,26 +140,32 @@ def _check(query: str, call: Call) -> None:
 
     if name == "TS":
         if len(args) != 3 or not all(isinstance(a, str) for a in args):
-            raise bad("expects 3 names", "write TS(component, instance or *, metric)")
+            msg = "expects 3 names"
+            raise bad(msg, "write TS(component, instance or *, metric)")
     elif name == "DEFAULT":
         if len(args) != 2 or not isinstance(args[0], float) or not isinstance(args[1], Call):
-            raise bad("expects a constant and an expression", "write DEFAULT(0, TS(...))")
+            msg = "expects a constant and an expression"
+            raise bad(msg, "write DEFAULT(0, TS(...))")
     elif name in ("SUM", "MAX"):
         if not args or any(isinstance(a, str) for a in args):
-            raise bad("expects expressions or constants", f"write {name}(TS(...), ...)")
+            msg = "expects expressions or constants"
+            raise bad(msg, f"write {name}(TS(...), ...)")
     elif name == "PERCENTILE":
         if len(args) < 2 or not isinstance(args[0], float) or not 0 <= args[0] <= 100 \
                 or any(isinstance(a, str) for a in args[1:]):
-            raise bad("expects a quantile 0..100 then expressions",
-                      "write PERCENTILE(99, TS(...), ...)")
+            msg = "expects a quantile 0..100 then expressions"
+            raise bad(msg, "write PERCENTILE(99, TS(...), ...)")
     elif name in ("DIVIDE", "MULTIPLY", "SUBTRACT"):
         if len(args) != 2 or any(isinstance(a, str) for a in args):
-            raise bad("expects exactly two expressions or constants", f"write {name}(a, b)")
+            msg = "expects exactly two expressions or constants"
+            raise bad(msg, f"write {name}(a, b)")
         if name == "DIVIDE" and args[1] == 0.0:
-            raise bad("divides by the constant 0", "divide by something else")
+            msg = "divides by the constant 0"
+            raise bad(msg, "divide by something else")
     elif name == "RATE":
         if len(args) != 1 or not isinstance(args[0], Call):
-            raise bad("expects one expression", "write RATE(TS(...))")
+            msg = "expects one expression"
+            raise bad(msg, "write RATE(TS(...))")
 
 
 # ---- evaluation ------------------------------------------------------------------------------
@@ -165,7 +179,8 @@ class Evaluator:
     def run(self, query: str, start: int, end: int) -> list[dict]:
         """Parse and evaluate ``query``; return Heron's timeline list."""
         if start > end:
-            raise MetricsQueryError("starttime is after endtime", query=query,
+            msg = "starttime is after endtime"
+            raise MetricsQueryError(msg, query=query,
                                     token=str(start), position=0, fix="swap them")
         out = self.evaluate(parse(query), int(start), int(end))
         return [{"instance": s.instance,

@@ -45,21 +45,25 @@ def _known(plan: PlanView) -> list[str]:
 
 def resolve(plan: PlanView, component: str, instances: list[str] | None,
             what: str = "metrics") -> dict[str, int]:
-    """Return instance id -> task of ``instances`` (None/empty: all) of ``component``; raise
-    MetricsQueryError for a component or instance the topology does not have."""
+    """Return instance id -> task of ``instances`` (None/empty: all) of ``component``.
+
+    Raise MetricsQueryError for a component or instance the topology does not have.
+    """
     if component in ALL:
-        raise MetricsQueryError(f"the {what} view needs one component", token=component,
+        msg = f"the {what} view needs one component"
+        raise MetricsQueryError(msg, token=component,
                                 fix=f"name one of {_known(plan)}")
     if component not in plan.component_tasks and component != STMGR_COMPONENT:
-        raise MetricsQueryError(f"unknown component {component!r}", token=component,
+        msg = f"unknown component {component!r}"
+        raise MetricsQueryError(msg, token=component,
                                 fix=f"name one of {_known(plan)}")
     ids = instance_ids(plan, component)
     if not instances:
         return ids
     unknown = [i for i in instances if i not in ids]
     if unknown:
-        raise MetricsQueryError(f"component {component!r} has no instance {unknown[0]!r}",
-                                token=unknown[0], fix=f"use one of {sorted(ids)}")
+        msg = f"component {component!r} has no instance {unknown[0]!r}"
+        raise MetricsQueryError(msg, token=unknown[0], fix=f"use one of {sorted(ids)}")
     return {i: ids[i] for i in instances}
 
 
@@ -72,9 +76,11 @@ def _names(cache: MetricsCache, component: str, tasks, metrics: list[str] | None
 def metrics_view(plan: PlanView, cache: MetricsCache, now: float, component: str,
                  metrics: list[str] | None, instances: list[str] | None,
                  interval_secs: int) -> dict:
-    """Each metric of each instance over the last ``interval_secs`` (<= 0: all kept): a
-    counter's sum, a latency's mean, another metric's last value. ``metrics`` None/empty:
-    every metric the component published."""
+    """Return each metric of each instance over the last ``interval_secs`` (<= 0: all kept).
+
+    A counter's sum, a latency's mean, another metric's last value. ``metrics`` None/empty:
+    every metric the component published.
+    """
     ids = resolve(plan, component, instances)
     out: dict[str, dict[str, str]] = {}
     for metric in _names(cache, component, ids.values(), metrics):
@@ -97,7 +103,8 @@ def timeline_view(plan: PlanView, cache: MetricsCache, component: str,
                   start_secs: int, end_secs: int) -> dict:
     """Each metric of each instance per minute, for the minutes starting in [start, end]."""
     if start_secs > end_secs:
-        raise MetricsQueryError("starttime is after endtime", token=str(start_secs),
+        msg = "starttime is after endtime"
+        raise MetricsQueryError(msg, token=str(start_secs),
                                 fix="pass starttime <= endtime (epoch seconds)")
     ids = resolve(plan, component, instances, "timeline")
     timeline: dict[str, dict[str, dict[str, str]]] = {}
@@ -134,8 +141,8 @@ def _exception_tasks(plan: PlanView, component: str, instances: list[str] | None
         ids = {plan.instance_id(t): t for t in plan.task_component}
         unknown = [i for i in instances if i not in ids]
         if unknown:
-            raise MetricsQueryError(f"the topology has no instance {unknown[0]!r}",
-                                    token=unknown[0], fix=f"use one of {sorted(ids)}")
+            msg = f"the topology has no instance {unknown[0]!r}"
+            raise MetricsQueryError(msg, token=unknown[0], fix=f"use one of {sorted(ids)}")
         return {ids[i] for i in instances}
     return set(resolve(plan, component, instances, "exceptions").values())
 
@@ -152,7 +159,7 @@ def exceptions_view(plan: PlanView, log: ExceptionLog, component: str,
 
 def exception_summary_view(plan: PlanView, log: ExceptionLog, component: str,
                            instances: list[str] | None) -> list:
-    """The exceptions grouped by class name, over the instances asked for."""
+    """Return the exceptions grouped by class name, over the instances asked for."""
     grouped: dict[str, list] = {}
     for e in log.entries(_exception_tasks(plan, component, instances)):
         group = grouped.get(e.class_name)
