@@ -11,7 +11,7 @@ from heron_spark.metrics import aggregate, names
 from heron_spark.metrics.names import MetricKind, metric_kind
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
-from heron_spark.plan.view import PlanView
+from heron_spark.plan.view import PlanView, instance_id
 from heron_spark.tmaster import views
 from heron_spark.tmaster.exception_log import ExceptionLog
 from heron_spark.tmaster.metrics_cache import MetricsCache
@@ -56,7 +56,7 @@ def test_metric_kinds_follow_heron():
     assert metric_kind("__execute-latency/word/default") is MetricKind.AVG
     assert metric_kind("__complete-latency/default") is MetricKind.AVG
     assert metric_kind("my-user-count") is MetricKind.LAST
-    assert names.instance_id(0, "count", 3) == "container_0_count_3"
+    assert instance_id(0, "count", 3) == "container_0_count_3"
 
 
 def test_counters_become_per_minute_sums_and_survive_a_restart_from_zero():

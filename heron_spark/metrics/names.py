@@ -81,9 +81,3 @@ def metric_kind(name: str) -> MetricKind:
     if base in _AVERAGES:
         return MetricKind.AVG
     return MetricKind.LAST
-
-
-def instance_id(container_index: int, component: str, task_id: int) -> str:
-    """Return Heron's instance id, ``container_<container index>_<component>_<task id>``
-    (our container indices start at 0). The one place this format is written."""
-    return f"container_{container_index}_{component}_{task_id}"

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Callable
 
 from heron_spark.container.file_view import FILE_DATA_MAX_BYTES, check_relative
 from heron_spark.errors import MetricsQueryError, TrackerRequestError
-from heron_spark.metrics.names import instance_id
+from heron_spark.plan.view import instance_id
 from heron_spark.proto import tmaster_pb2
 from heron_spark.tmaster.views import stmgr_id
 from heron_spark.wire import frames

@@ -12,7 +12,7 @@ counts are strings, as Heron's tracker returns them):
 - exceptions: ``[{"hostname", "lasttime", "firsttime", "count", "stacktrace", "logging",
   "instance_id"}]``; summary: ``[{"class_name", "lasttime", "firsttime", "count"}]``
 
-Instances are named ``container_<index>_<component>_<task>`` (``metrics.names.instance_id``);
+Instances are named ``container_<index>_<component>_<task>`` (``plan.view.instance_id``);
 the stream managers (component ``__stmgr__``) ``stmgr-<container index>``. A metrics view of an
 unknown component or instance, or of component ``*``/empty, raises ``MetricsQueryError``
 (Heron's TMaster answers those with an error too); the exceptions views take ``*``/empty as

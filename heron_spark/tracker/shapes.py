@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from urllib.parse import urlencode
 
+from heron_spark.plan.view import instance_id
 from heron_spark.proto import packing_pb2, physical_plan_pb2, topology_pb2
-from heron_spark.metrics.names import instance_id
 from heron_spark.tmaster.views import stmgr_id
 
 DEFAULT_CLUSTER = "local"
