@@ -84,4 +84,11 @@ def load_serializer(config: dict, component: str | None = None) -> IHeronSeriali
     return serializer
 
 
+def load_serializer_named(class_name: str) -> IHeronSerializer | None:
+    """Return a serializer of the class ``class_name`` (dotted path) names, initialized with only
+    that key: how a receiver reads a column another task's serializer wrote (registered with
+    ``wire.serializer_loader`` by ``heron_spark/__init__``)."""
+    return load_serializer({api_constants.TOPOLOGY_SERIALIZER_CLASSNAME: class_name})
+
+
 __all__ = ["IHeronSerializer", "PythonSerializer", "default_serializer"]
