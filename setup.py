@@ -38,6 +38,8 @@ setup(
             "pytest-spark>=0.8",
             "grpcio-tools==1.85.1",
             "ruff>=0.6",
+            # The package layers in pyproject.toml's [tool.importlinter] (tests/test_layers.py).
+            "import-linter>=2.1",
             # tests/test_ui_browser.py drives headless Chromium (Debian's chromium +
             # chromium-driver, which .ci/run installs) to check the tracker UI in a real browser.
             "selenium>=4.20",

@@ -1,0 +1,2 @@
+"""The tracker: Heron's tracker REST paths and the web UI over every topology of a state manager
+(``app`` answers, ``server`` is the HTTP shell, ``ui/`` the static files)."""

@@ -1,0 +1,80 @@
+"""The packages form layers: the import contracts in pyproject.toml hold, lazy imports included.
+
+import-linter (grimp) reads every import statement, at module level or inside a function, so
+an import that would make a lower package reach a higher one, or the user API reach the
+runtime, fails this test with the offending chain.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_the_import_contracts_hold():
+    from importlinter import cli
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # reads ./pyproject.toml
+    try:
+        assert cli.lint_imports(no_cache=True) == cli.EXIT_STATUS_SUCCESS, \
+            "an import breaks the layers (see the report above; fix the import, or move the code)"
+    finally:
+        os.chdir(cwd)
+
+
+def test_the_contracts_see_lazy_imports():
+    """A function-level import counts: grimp's default, which the contracts must keep."""
+    import grimp
+
+    graph = grimp.build_graph("heron_spark", cache_dir=None)
+    # heron_spark/__init__.submit imports the scheduler inside the function, and only there
+    assert graph.direct_import_exists(importer="heron_spark",
+                                      imported="heron_spark.scheduler.submit")
+
+
+@pytest.mark.parametrize("package", ["heron_spark.api", "heron_spark.wire"])
+def test_contracts_name_the_bottom_packages(package):
+    """The forbidden contracts exist for the user API and the wire (a config typo would drop them)."""
+    import tomllib
+
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"][
+        "contracts"]
+    assert any(c["type"] == "forbidden" and c["source_modules"] == [package] for c in contracts)
+
+
+def test_the_wire_loads_an_unseen_serializer_through_the_registered_loader(monkeypatch):
+    """A receiver that never registered the writer's serializer class still reads its columns:
+    the wire asks the loader ``heron_spark/__init__`` registered (the user API's)."""
+    import heron_spark  # noqa: F401 - registers the loader, as every process does
+    from heron_spark.wire import tuple_batch
+
+    writer = _Reversed()
+    batch = tuple_batch.decode(tuple_batch.encode_batch(tuple_batch.build_columns(
+        ["obj"], [({"a": 1},)], writer)[0]))
+    monkeypatch.setattr(tuple_batch, "_SERIALIZERS", {})  # as in another process
+    assert tuple_batch.rows(batch, 1) == [({"a": 1},)]
+    loaded = tuple_batch._SERIALIZERS[f"{__name__}._Reversed".encode()]
+    assert type(loaded) is _Reversed and loaded is not writer
+    assert loaded.config == {"topology.serializer.classname": f"{__name__}._Reversed"}
+
+
+class _Reversed:
+    """A serializer (pickle, bytes reversed) the receiver must load by its class path."""
+
+    def initialize(self, config):
+        self.config = config
+
+    def serialize(self, obj):
+        import pickle
+
+        return pickle.dumps(obj)[::-1]
+
+    def deserialize(self, data):
+        import pickle
+
+        return pickle.loads(data[::-1])
