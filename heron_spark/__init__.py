@@ -20,7 +20,7 @@ from heron_spark.errors import (AuthenticationError, ClusterCapacityError, Confi
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
                                 WorkerEnvironmentError, WrongPlaceError)
 from heron_spark.api import _entry_points
-from heron_spark.api.serializer import load_serializer_named
+from heron_spark.api.serializer import load_serializer_named as _load_serializer_named
 from heron_spark.heronpy_alias import install as install_heronpy_alias
 from heron_spark.wire import serializer_loader as _serializer_loader
 
@@ -48,7 +48,7 @@ def _submit_from_builder(topology):
 # its submit entry points are registered (``api/_entry_points.py``); the wire never imports the
 # user API, so it gets the API's serializer loading (``wire/serializer_loader.py``).
 _entry_points.register(submit, _submit_from_builder)
-_serializer_loader.register(load_serializer_named)
+_serializer_loader.register(_load_serializer_named)
 
 
 __all__ = [
