@@ -19,12 +19,11 @@ from heron_spark.errors import (AuthenticationError, ClusterCapacityError, Confi
                                 TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
                                 WorkerEnvironmentError, WrongPlaceError)
+from heron_spark._version import __version__
 from heron_spark.api import _entry_points
 from heron_spark.api.serializer import load_serializer_named as _load_serializer_named
 from heron_spark.heronpy_alias import install as install_heronpy_alias
 from heron_spark.wire import serializer_loader as _serializer_loader
-
-__version__ = "0.1.0"
 
 
 def submit(topology, spark=None, conf=None, name=None, master=None, deactivated=False):

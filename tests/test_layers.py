@@ -37,6 +37,16 @@ def test_the_contracts_see_lazy_imports():
                                       imported="heron_spark.scheduler.submit")
 
 
+def test_nothing_imports_the_top_package():
+    """``heron_spark/__init__`` composes the layers (it registers the runtime's entry points
+    with the API): a module importing it would close a cycle through the top (the version lives
+    in ``_version`` for that)."""
+    import grimp
+
+    graph = grimp.build_graph("heron_spark", cache_dir=None)
+    assert graph.find_modules_that_directly_import("heron_spark") == set()
+
+
 @pytest.mark.parametrize("package", ["heron_spark.api", "heron_spark.wire"])
 def test_contracts_name_the_bottom_packages(package):
     """The forbidden contracts exist for the user API and the wire (a config typo would drop them)."""

@@ -74,7 +74,7 @@ def _probe(definition: bytes):
 def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
     """Run the probe in ``tasks`` tasks; raise WorkerEnvironmentError if any cannot run a
     container. Return what each task found (its Python, version and host)."""
-    from heron_spark import __version__
+    from heron_spark._version import __version__
 
     sc = spark.sparkContext
     previous = sc.getLocalProperty("spark.job.description")
