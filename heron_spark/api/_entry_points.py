@@ -35,6 +35,7 @@ def submit_from_builder(topology: type) -> Any:
 
 def _registered(function: Callable[..., Any] | None) -> Callable[..., Any]:
     if function is None:
-        raise WrongPlaceError("no scheduler is registered to submit topologies: import heron_spark "
-                              "(its __init__ registers it) before submitting")
+        msg = ("no scheduler is registered to submit topologies: import heron_spark (its "
+               "__init__ registers it) before submitting")
+        raise WrongPlaceError(msg)
     return function

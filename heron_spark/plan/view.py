@@ -7,8 +7,10 @@ from heron_spark.proto import packing_pb2, physical_plan_pb2
 
 
 def instance_id(container_index: int, component: str, task_id: int) -> str:
-    """Return Heron's instance id, ``container_<container index>_<component>_<task id>``
-    (our container indices start at 0). The one place this format is written."""
+    """Return Heron's instance id, ``container_<container index>_<component>_<task id>``.
+
+    Our container indices start at 0. The one place this format is written.
+    """
     return f"container_{container_index}_{component}_{task_id}"
 
 

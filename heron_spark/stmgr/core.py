@@ -60,7 +60,9 @@ _PREFIX_BYTES = frames.PREFIX_BYTES
 
 
 class StmgrState(enum.Enum):
-    """Where a stream manager is in its life (``StmgrCore.state``). The changes:
+    """Where a stream manager is in its life (``StmgrCore.state``).
+
+    The changes:
 
     - WAITING_PLAN -> RUNNING: the TMaster's first physical plan; local instances start;
     - WAITING_PLAN | RUNNING -> RESTARTING: the TMaster's shutdown(RESTARTING) (``heron
@@ -89,14 +91,17 @@ _NEXT_STATES = {
 
 
 class StmgrStateError(HeronSparkError, RuntimeError):
-    """A ``StmgrCore`` was asked for a state change its lifecycle forbids (a bug in its shell
-    or in the core, never a peer's doing: frames that arrive too late are ignored)."""
+    """A ``StmgrCore`` was asked for a state change its lifecycle forbids.
+
+    A bug in its shell or in the core, never a peer's doing: frames that arrive too late are
+    ignored.
+    """
 
     def __init__(self, index: int, state: StmgrState, wanted: StmgrState) -> None:
         self.index, self.state, self.wanted = index, state, wanted
+        allowed = ", ".join(sorted(s.name for s in _NEXT_STATES[state])) or "none"
         super().__init__(f"stmgr of container {index}: cannot go from {state.name} to "
-                         f"{wanted.name} (allowed: "
-                         f"{', '.join(sorted(s.name for s in _NEXT_STATES[state])) or 'none'})")
+                         f"{wanted.name} (allowed: {allowed})")
 
 
 class StmgrTransport(Protocol):
@@ -218,7 +223,7 @@ class StmgrCore:
         self.state = state
 
     def close(self) -> None:
-        """The shell is closing: stop, unless already ending (idempotent)."""
+        """Stop because the shell is closing, unless already ending (idempotent)."""
         if not self.stopping:
             self._enter(StmgrState.STOPPING)
 
@@ -682,8 +687,11 @@ class StmgrCore:
     # ---- metrics ---------------------------------------------------------------------------
     def metrics_snapshot(self, peer_frames_dropped: int,
                          timestamp_ms: int = 0) -> metrics_pb2.MetricsPublish:
-        """Build the stmgr's metrics, stamped ``timestamp_ms`` (wall clock, ms since the epoch;
-        0: unstamped). The core's thread only: it reads queues the loop changes."""
+        """Build the stmgr's metrics, stamped ``timestamp_ms``.
+
+        ``timestamp_ms`` is wall-clock milliseconds since the epoch (0: unstamped). The core's
+        thread only: it reads queues the loop changes.
+        """
         publish = metrics_pb2.MetricsPublish(component="__stmgr__", task_id=-1 - self.index,
                                              timestamp_ms=timestamp_ms)
         add = publish.metrics.add

@@ -145,19 +145,23 @@ class StreamManager:
             self._close_all()
 
     def _metrics_snapshot(self) -> metrics_pb2.MetricsPublish:
-        """The latest snapshot the loop built (the metrics client's thread: touches nothing
-        else). The TMaster drops a snapshot it already has (same timestamp)."""
+        """Return the latest snapshot the loop built (the metrics client's thread).
+
+        Touches nothing else. The TMaster drops a snapshot it already has (same timestamp).
+        """
         return self._metrics_publish
 
     def _refresh_metrics(self) -> None:
-        """Build the snapshot the metrics client publishes, then again every half metrics
-        interval until the stmgr stops (the loop's thread only)."""
+        """Build the snapshot the metrics client publishes, again every half metrics interval.
+
+        Until the stmgr stops; the loop's thread only.
+        """
         self._metrics_publish = self._build_metrics()
         if not self.core.stopping:
             self.loop.call_later(self.config.metrics_interval_ms / 2000.0, self._refresh_metrics)
 
     def _build_metrics(self) -> metrics_pb2.MetricsPublish:
-        """The core's metrics plus the shell's traffic counters (the loop's thread only)."""
+        """Return the core's metrics plus the shell's traffic counters (the loop's thread only)."""
         publish = self.core.metrics_snapshot(
             sum(p.dropped_frames for p in self.peers.values()), int(time.time() * 1000))
         loop_traffic(self.loop, publish.metrics.add)

@@ -1,4 +1,4 @@
-"""How the wire gets a serializer it has not seen: a loader the top package registers.
+"""Give the wire a serializer it has not seen, through a loader the top package registers.
 
 A column written by a topology's ``IHeronSerializer`` carries the class's dotted name
 (``tuple_batch.SERIALIZER_KEY``). A process that holds no serializer of that class
@@ -24,6 +24,7 @@ def register(loader: Callable[[str], Any]) -> None:
 def load(class_name: str) -> Any:
     """Return a serializer of class ``class_name`` (dotted path), from the registered loader."""
     if _loader is None:
-        raise RuntimeError(f"no serializer loader is registered to read columns written by "
-                           f"{class_name!r}: import heron_spark (its __init__ registers it) first")
+        msg = (f"no serializer loader is registered to read columns written by {class_name!r}: "
+               f"import heron_spark (its __init__ registers it) first")
+        raise RuntimeError(msg)
     return _loader(class_name)
