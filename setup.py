@@ -41,6 +41,8 @@ setup(
             "ruff>=0.6",
             # scripts/check and CI type-check the public API and the cores (pyproject [tool.mypy]).
             "mypy>=1.10",
+            # The package layers in pyproject.toml's [tool.importlinter] (tests/test_layers.py).
+            "import-linter>=2.1",
             # tests/test_ui_browser.py drives headless Chromium (Debian's chromium +
             # chromium-driver, which .ci/run installs) to check the tracker UI in a real browser.
             "selenium>=4.20",

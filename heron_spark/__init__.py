@@ -19,10 +19,12 @@ from heron_spark.errors import (AuthenticationError, ClusterCapacityError, Confi
                                 TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
                                 WorkerEnvironmentError, WrongPlaceError)
+from heron_spark._version import __version__
+from heron_spark.api import _entry_points
+from heron_spark.api.serializer import load_serializer_named as _load_serializer_named
 from heron_spark.heronpy_alias import install as install_heronpy_alias
 from heron_spark.io import FileSpout
-
-__version__ = "0.1.0"
+from heron_spark.wire import serializer_loader as _serializer_loader
 
 
 def submit(topology, spark=None, conf=None, name=None, master=None, deactivated=False):
@@ -34,6 +36,19 @@ def submit(topology, spark=None, conf=None, name=None, master=None, deactivated=
 
     return _submit(topology, spark=spark, conf=conf, name=name, master=master,
                    deactivated=deactivated)
+
+
+def _submit_from_builder(topology):
+    from heron_spark.scheduler.submit import submit_from_builder
+
+    return submit_from_builder(topology)
+
+
+# Layers meet here, where the package is composed: the user API never imports the runtime, so
+# its submit entry points are registered (``api/_entry_points.py``); the wire never imports the
+# user API, so it gets the API's serializer loading (``wire/serializer_loader.py``).
+_entry_points.register(submit, _submit_from_builder)
+_serializer_loader.register(_load_serializer_named)
 
 
 __all__ = [

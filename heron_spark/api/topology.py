@@ -10,6 +10,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from heron_spark.api import _entry_points
 from heron_spark.api.component import HeronComponentSpec
 from heron_spark.api.topology_config import default_topology_config
 from heron_spark.errors import TopologyTypeError, TopologyValueError
@@ -75,9 +76,7 @@ class Topology(metaclass=TopologyType):
     @classmethod
     def submit(cls, spark=None, conf: dict | None = None, name: str | None = None):
         """Submit this topology to Spark and return its handle (driver only)."""
-        from heron_spark.scheduler.submit import submit
-
-        return submit(cls, spark=spark, conf=conf, name=name)
+        return _entry_points.submit(cls, spark=spark, conf=conf, name=name)
 
 
 def _caller_file() -> str | None:
@@ -158,6 +157,4 @@ class TopologyBuilder:
 
     def build_and_submit(self):
         """Build, submit and (under ``heron-spark submit``) hand over to the CLI."""
-        from heron_spark.scheduler.submit import submit_from_builder
-
-        return submit_from_builder(self.build())
+        return _entry_points.submit_from_builder(self.build())

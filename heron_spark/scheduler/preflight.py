@@ -76,7 +76,7 @@ def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
 
     Raise WorkerEnvironmentError if any task cannot run a container.
     """
-    from heron_spark import __version__
+    from heron_spark._version import __version__
 
     sc = spark.sparkContext
     previous = sc.getLocalProperty("spark.job.description")

@@ -183,7 +183,7 @@ def _submission(master: str, local: bool) -> dict:
     Cluster (``local`` or the Spark master URL), environ (``default``), role and submission
     user (who submits), submission time (epoch secs).
     """
-    from heron_spark import __version__
+    from heron_spark._version import __version__
 
     user = getpass.getuser()
     return {"cluster": "local" if local else master, "environ": "default", "role": user,

@@ -25,11 +25,16 @@ What it does:
 - management: relays the topology state (deactivate / activate) to local spouts, also in the
   ``StartProcessing`` of any instance it (re)starts; on shutdown(RESTARTING) it ends with
   ``ExitCode.RESTART`` so its supervisor restarts the whole container.
+
+Its lifecycle is ``StmgrState``: waiting for the first physical plan, running, then restarting
+or stopping. Whether the topology is deactivated (``paused``) and whether a checkpoint restore
+is under way (``restoring``) are separate flags: both can change in any live state.
 """
 
 from __future__ import annotations
 
 import collections
+import enum
 import logging
 from typing import Callable, Protocol
 
@@ -38,6 +43,7 @@ import numpy as np
 from heron_spark.config import SystemConfig
 from heron_spark.contract import ids
 from heron_spark.contract.exit_codes import ExitCode
+from heron_spark.errors import HeronSparkError
 from heron_spark.metrics import names
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
@@ -50,6 +56,51 @@ log = logging.getLogger(__name__)
 _EOS = frames.END_OF_STREAM
 _data_head = frames.DATA_HEAD.unpack_from
 _PREFIX_BYTES = frames.PREFIX_BYTES
+
+
+class StmgrState(enum.Enum):
+    """Where a stream manager is in its life (``StmgrCore.state``).
+
+    The changes:
+
+    - WAITING_PLAN -> RUNNING: the TMaster's first physical plan; local instances start;
+    - WAITING_PLAN | RUNNING -> RESTARTING: the TMaster's shutdown(RESTARTING) (``heron
+      restart``): exit ``ExitCode.RESTART`` without telling the instances, for the
+      supervisor to restart the container;
+    - WAITING_PLAN | RUNNING -> STOPPING: the TMaster's shutdown, the TMaster lost, or the
+      shell closing (``StmgrCore.close``).
+
+    RESTARTING and STOPPING are final: TMaster frames are ignored, instance disconnects are no
+    longer failures, instances that register are not started.
+    """
+
+    WAITING_PLAN = "waiting for the physical plan"
+    RUNNING = "running"
+    RESTARTING = "exiting to be restarted"
+    STOPPING = "stopping"
+
+
+_ENDING = frozenset({StmgrState.RESTARTING, StmgrState.STOPPING})
+_NEXT_STATES = {
+    StmgrState.WAITING_PLAN: frozenset({StmgrState.RUNNING, *_ENDING}),
+    StmgrState.RUNNING: _ENDING,
+    StmgrState.RESTARTING: frozenset(),
+    StmgrState.STOPPING: frozenset(),
+}
+
+
+class StmgrStateError(HeronSparkError, RuntimeError):
+    """A ``StmgrCore`` was asked for a state change its lifecycle forbids.
+
+    A bug in its shell or in the core, never a peer's doing: frames that arrive too late are
+    ignored.
+    """
+
+    def __init__(self, index: int, state: StmgrState, wanted: StmgrState) -> None:
+        self.index, self.state, self.wanted = index, state, wanted
+        allowed = ", ".join(sorted(s.name for s in _NEXT_STATES[state])) or "none"
+        super().__init__(f"stmgr of container {index}: cannot go from {state.name} to "
+                         f"{wanted.name} (allowed: {allowed})")
 
 
 class StmgrTransport(Protocol):
@@ -134,10 +185,8 @@ class StmgrCore:
         self._xor_roots: list[np.ndarray] = []
         self._xor_values: list[np.ndarray] = []
         self._done: dict[int, tuple[list, list]] = {}
-        self.started = False
-        self.stopping = False
+        self.state = StmgrState.WAITING_PLAN
         self.paused = False  # the topology is deactivated: local spouts do not emit
-        self.restart_requested = False  # ``heron restart``: exit for the supervisor to restart
         self.tuples_routed = 0
         # Heron's __server/* traffic counters (tuples and frame bytes, DATA frames only)
         self.tuples_from_workers = self.bytes_from_workers = 0
@@ -159,6 +208,23 @@ class StmgrCore:
         self.restoring = False
         self.peer_epochs: dict[int, int] = {}
         self.frames_dropped_in_restore = 0
+
+    @property
+    def stopping(self) -> bool:
+        """True once the stmgr is ending (RESTARTING or STOPPING)."""
+        return self.state in _ENDING
+
+    def _enter(self, state: StmgrState) -> None:
+        """Move to ``state``; raise ``StmgrStateError`` if the lifecycle forbids it."""
+        if state not in _NEXT_STATES[self.state]:
+            raise StmgrStateError(self.index, self.state, state)
+        log.debug("stmgr %d: %s -> %s", self.index, self.state.name, state.name)
+        self.state = state
+
+    def close(self) -> None:
+        """Stop because the shell is closing, unless already ending (idempotent)."""
+        if not self.stopping:
+            self._enter(StmgrState.STOPPING)
 
     @property
     def all_registered(self) -> bool:
@@ -219,7 +285,7 @@ class StmgrCore:
         if restarted:
             self.instance_registrations += 1
             log.info("task %d re-registered (pid %d)", task, pid)
-        if self.started:  # a restarted instance joins a running topology
+        if self.state is StmgrState.RUNNING:  # a restarted instance joins a running topology
             self._start_instance(task)
 
     def _on_exhausted(self, task: int) -> None:
@@ -499,12 +565,15 @@ class StmgrCore:
         message = tmaster_pb2.TmasterToStmgr()
         message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
         body = message.WhichOneof("body")
+        if self.stopping:  # sent before the TMaster learnt this stmgr is ending
+            log.info("stmgr %s: TMaster %s ignored", self.state.name, body)
+            return None
         if body == "plan":
             self._apply_plan(message.plan)
         elif body == "drained":
             ended = set(message.drained.task_ids) - self.ended_sources
             self.ended_sources |= ended
-            if self.started and ended:
+            if self.state is StmgrState.RUNNING and ended:
                 log.info("tasks %s ended before this stmgr registered; replaying their end of "
                          "stream", sorted(ended))
                 self._replay_ends(sorted(self.connected), ended)
@@ -530,14 +599,13 @@ class StmgrCore:
             # Exit without telling the instances: the supervisor kills them and restarts the
             # stmgr, then them (at-least-once spouts replay what was not acked).
             log.info("restart asked by the TMaster: %s", message.shutdown.detail)
-            self.stopping = True
-            self.restart_requested = True
+            self._enter(StmgrState.RESTARTING)
             return ExitCode.RESTART
         elif body == "shutdown":
             log.info("shutdown from TMaster: %s %s",
                      tmaster_pb2.ShutdownReason.Name(message.shutdown.reason),
                      message.shutdown.detail)
-            self.stopping = True
+            self._enter(StmgrState.STOPPING)
             self.io.announce_stop()
             frame = frames.control_frame(stmgr_pb2.StmgrToInstance(shutdown=message.shutdown))
             for task in self.connected:
@@ -559,7 +627,7 @@ class StmgrCore:
         self.backpressure.remote.clear()
         self._apply_spout_gate()  # restoring: reads every spout, whatever the congestion
         self._send_fences()
-        if self.started:
+        if self.state is StmgrState.RUNNING:
             frame = frames.control_frame(stmgr_pb2.StmgrToInstance(restore=restore))
             for task in sorted(self.connected & set(self.instance_pids)):
                 self.io.to_instance(task, frame)
@@ -578,7 +646,7 @@ class StmgrCore:
         if self.stopping:
             return None
         log.error("TMaster connection lost; shutting down")
-        self.stopping = True
+        self._enter(StmgrState.STOPPING)
         self.io.announce_stop()
         return ExitCode.TMASTER_LOST
 
@@ -591,8 +659,8 @@ class StmgrCore:
         self.io.retarget_peers({c: a for c, a in self.plan.stmgr_address.items()
                                 if c != self.index})
         self._send_fences()
-        if not self.started:
-            self.started = True
+        if self.state is StmgrState.WAITING_PLAN:
+            self._enter(StmgrState.RUNNING)
             for task in sorted(self.connected & set(self.instance_pids)):
                 self._start_instance(task)
             log.info("physical plan generation %d applied; %d local instances started",
@@ -604,7 +672,7 @@ class StmgrCore:
             return
         self.paused = paused
         log.info("topology %s", "deactivated" if paused else "activated")
-        if not self.started:
+        if self.state is not StmgrState.RUNNING:
             return  # the spouts learn it from StartProcessing
         state = physical_plan_pb2.PAUSED if paused else physical_plan_pb2.RUNNING
         frame = frames.control_frame(stmgr_pb2.StmgrToInstance(
@@ -616,13 +684,16 @@ class StmgrCore:
         self.io.to_tmaster(frames.control_frame(message))
 
     # ---- metrics ---------------------------------------------------------------------------
-    def metrics_snapshot(self, peer_frames_dropped: int) -> metrics_pb2.MetricsPublish:
-        """Build the stmgr's metrics (any thread: reads counters only)."""
-        import time
+    def metrics_snapshot(self, peer_frames_dropped: int,
+                         timestamp_ms: int = 0) -> metrics_pb2.MetricsPublish:
+        """Build the stmgr's metrics, stamped ``timestamp_ms``.
 
+        ``timestamp_ms`` is wall-clock milliseconds since the epoch (0: unstamped). The core's
+        thread only: it reads queues the loop changes.
+        """
         publish = metrics_pb2.MetricsPublish(component=ids.STMGR_COMPONENT,
                                              task_id=ids.stmgr_metrics_task(self.index),
-                                             timestamp_ms=int(time.time() * 1000))
+                                             timestamp_ms=timestamp_ms)
         add = publish.metrics.add
         add(name="__tuples-routed", value=self.tuples_routed)
         add(name="__backpressure-secs", value=self.backpressure.total_secs)

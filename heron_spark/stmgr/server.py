@@ -5,9 +5,11 @@ Unix socket, or loopback elsewhere, whatever address the stmgr advertises), peer
 both directions, and the TMaster; it feeds the core every frame and calls its ``tick`` once
 per turn. Other threads only hand over new sockets: two listeners (peers dial the advertised
 ``host``; local instances the local address; the secret is checked on both), one dialer per
-peer stmgr (``peers.PeerLink``), plus the metrics client (reads counters) and the watchdog,
-which stops the heartbeat if the loop stops turning. Nothing on the loop blocks: not a send,
-not a peer that is down.
+peer stmgr (``peers.PeerLink``), plus the metrics client and the watchdog, which stops the
+heartbeat if the loop stops turning. Nothing on the loop blocks: not a send, not a peer that is
+down. The metrics client's thread never reads the core: the loop builds a metrics snapshot
+every half metrics interval and hands it over (``_metrics_publish``, a reference swapped whole;
+a snapshot is never changed once handed over).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from heron_spark.contract import ids, layout, roles
 from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.metrics.client import MetricsClient
 from heron_spark.plan.view import PlanView
-from heron_spark.proto import tmaster_pb2
+from heron_spark.proto import metrics_pb2, tmaster_pb2
 from heron_spark.stmgr.core import StmgrCore
 from heron_spark.stmgr.peers import PeerLink
 from heron_spark.wire import frames
@@ -56,6 +58,8 @@ class StreamManager:
         self.inbound_peers: set[Channel] = set()
         self.tmaster: Channel | None = None
         self.metrics: MetricsClient | None = None
+        # The latest metrics snapshot: built on the loop, read by the metrics client's thread.
+        self._metrics_publish: metrics_pb2.MetricsPublish | None = None
         self._exit: int | None = None
         self._loop_tick: float | None = None
         handoff = self._handoff
@@ -120,6 +124,7 @@ class StreamManager:
                     log.error("instances %s never registered", missing)
                     return ExitCode.FAILED
                 loop.poll(_POLL_SECS)
+            self._refresh_metrics()
             self.metrics = MetricsClient(
                 self.files, self.secret, self.topology, ids.stmgr_metrics_task(self.index),
                 self.config.metrics_interval_ms / 1000.0, self.config.frame_max_bytes,
@@ -141,12 +146,27 @@ class StreamManager:
         finally:
             self._close_all()
 
-    def _metrics_snapshot(self):
-        """The core's metrics plus the shell's traffic counters (metrics thread: reads only)."""
-        publish = self.core.metrics_snapshot(sum(p.dropped_frames
-                                                 for p in list(self.peers.values())))
-        add = publish.metrics.add
-        loop_traffic(self.loop, add)
+    def _metrics_snapshot(self) -> metrics_pb2.MetricsPublish:
+        """Return the latest snapshot the loop built (the metrics client's thread).
+
+        Touches nothing else. The TMaster drops a snapshot it already has (same timestamp).
+        """
+        return self._metrics_publish
+
+    def _refresh_metrics(self) -> None:
+        """Build the snapshot the metrics client publishes, again every half metrics interval.
+
+        Until the stmgr stops; the loop's thread only.
+        """
+        self._metrics_publish = self._build_metrics()
+        if not self.core.stopping:
+            self.loop.call_later(self.config.metrics_interval_ms / 2000.0, self._refresh_metrics)
+
+    def _build_metrics(self) -> metrics_pb2.MetricsPublish:
+        """Return the core's metrics plus the shell's traffic counters (the loop's thread only)."""
+        publish = self.core.metrics_snapshot(
+            sum(p.dropped_frames for p in self.peers.values()), int(time.time() * 1000))
+        loop_traffic(self.loop, publish.metrics.add)
         return publish
 
     def _loop_health(self) -> str | None:
@@ -187,8 +207,9 @@ class StreamManager:
         self.loop.call_later(self.config.heartbeat_interval_ms / 1000.0, self._heartbeat)
 
     def _close_all(self) -> None:
-        self.core.stopping = True
+        self.core.close()
         if self.metrics is not None:
+            self._metrics_publish = self._build_metrics()
             self.metrics.close()  # publishes the final values
         self.listener.close()
         self.local_listener.close()

@@ -1,10 +1,12 @@
-"""Authenticated, framed TCP connections with one reader and one writer thread each.
+"""Authenticated, framed TCP connections: dialling, listening, and the threaded ``Connection``.
 
-``Connection`` is shared between threads: ``send`` may be called from any thread; frames are
-written in call order by the connection's writer thread; received frames are handed to
-``on_frame`` on the reader thread, in order. ``send_capacity_bytes`` bounds what may wait in
-the send queue (callers block beyond it); with None the queue never blocks and its size is
-exposed as ``queued_bytes`` so the stmgr can apply water marks instead.
+``dial*`` and ``Listener`` serve both transport stacks: the event loop (``wire.loop``), which
+carries tuples between instances and stream managers, and ``Connection``, one reader and one
+writer thread per connection, for the TMaster's and the metrics manager's low-rate control
+traffic. ``Connection`` is shared between threads: ``send`` may be called from any thread;
+frames are written in call order by the connection's writer thread; received frames are handed
+to ``on_frame`` on the reader thread, in order. ``send_capacity_bytes`` bounds what may wait
+in the send queue (callers block beyond it); with None the queue never blocks.
 """
 
 from __future__ import annotations
@@ -49,10 +51,6 @@ class Connection:
         self._queued = 0
         self._cond = threading.Condition()
         self._closed = False
-        self._read_gate = threading.Event()
-        self._read_gate.set()
-        self.frames_sent = 0
-        self.bytes_sent = 0
         self._threads = [threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True),
                          threading.Thread(target=self._write_loop, name=f"{name}-writer", daemon=True)]
 
@@ -66,11 +64,6 @@ class Connection:
     def closed(self) -> bool:
         """True once the connection is closed (by either side)."""
         return self._closed
-
-    @property
-    def queued_bytes(self) -> int:
-        """Bytes waiting in the send queue."""
-        return self._queued
 
     def send(self, frame: bytes, timeout: float | None = None) -> None:
         """Queue ``frame``; blocks while the send queue is over capacity (if bounded)."""
@@ -87,14 +80,6 @@ class Connection:
             self._queue.append(frame)
             self._queued += len(frame)
             self._cond.notify_all()
-
-    def pause_reading(self) -> None:
-        """Stop taking frames from the peer (TCP flow control then slows the peer down)."""
-        self._read_gate.clear()
-
-    def resume_reading(self) -> None:
-        """Take frames from the peer again."""
-        self._read_gate.set()
 
     def flush(self, timeout: float) -> bool:
         """Wait until every queued frame is written; return False on timeout or close."""
@@ -114,7 +99,6 @@ class Connection:
                 return
             self._closed = True
             self._cond.notify_all()
-        self._read_gate.set()
         try:
             self.sock.shutdown(socket.SHUT_RDWR)
         except OSError:
@@ -127,9 +111,6 @@ class Connection:
         reader = self.sock.makefile("rb", buffering=_READ_BUFFER_BYTES)
         try:
             while not self._closed:
-                self._read_gate.wait()
-                if self._closed:
-                    break
                 kind, payload = read_frame(reader, self._max_frame_bytes)
                 self._on_frame(self, kind, payload)
         except (EOFError, FrameError, OSError, ValueError) as exc:
@@ -155,8 +136,6 @@ class Connection:
                 self.sock.sendall(b"".join(chunk) if len(chunk) > 1 else chunk[0])
                 with self._cond:
                     self._queued -= size
-                    self.frames_sent += len(chunk)
-                    self.bytes_sent += size
                     self._cond.notify_all()
         except OSError as exc:
             if not self._closed:

@@ -6,7 +6,8 @@ values are all ``str``/``int``/``float``/``bool``/``bytes`` (or None) is native 
 other column is ``binary`` of serialized values, flagged in the field metadata: pickled
 (``heron_spark.pickled``), or written by the topology's ``topology.serializer.classname``
 (``heron_spark.serializer``: the class's dotted name, which receivers look up among the
-serializers ``register_serializer`` made known in their process).
+serializers ``register_serializer`` made known in their process, else load through
+``serializer_loader``).
 
 At-least-once adds two acking columns after the fields (absent otherwise), named with the
 reserved prefix:
@@ -26,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from heron_spark.wire import hashing
+from heron_spark.wire import hashing, serializer_loader
 
 PICKLED_KEY = b"heron_spark.pickled"
 _PICKLED_META = {PICKLED_KEY: b"1"}
@@ -63,9 +64,7 @@ def _serializer_named(name: bytes):
     """Return the registered serializer ``name``, else one loaded by its class path."""
     serializer = _SERIALIZERS.get(name)
     if serializer is None:
-        from heron_spark.api.serializer import load_serializer
-
-        serializer = load_serializer({"topology.serializer.classname": name.decode()})
+        serializer = serializer_loader.load(name.decode())
         _SERIALIZERS[name] = serializer
     return serializer
 
