@@ -101,8 +101,11 @@ class SpoutExecutor(TaskExecutor):
 
     def _run(self, now: float) -> bool:
         """A slice of ``next_tuple`` calls, when the output gate is open and it may emit."""
-        if self.gate.check(self.output_queued()) and self.may_emit():
-            return self.run_slice(now)
+        gate, queued = self.gate, self.output_queued
+        if gate.check(queued()) and self.may_emit():
+            emitted = self.run_slice(now)
+            gate.check(queued())  # a slice that ended past the mark closes the gate
+            return emitted
         return False
 
     def _wake_at(self, now: float, busy: bool) -> float | None:
