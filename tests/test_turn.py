@@ -223,24 +223,41 @@ def test_the_process_shell_reads_while_the_gate_is_open_and_sleeps_until_wake_at
               offer(_data_frame(view, 5), HIGH + 1)]
     loop = _FakeLoop(clock, channel, script)
 
-    def after_turn():
-        if len(loop.timeouts) == 3:  # the second frame came with our output stuck
+    def after_poll():  # called after poll n, turn n - 1 done
+        polls = len(loop.timeouts)
+        if polls == 4:  # the third turn: the second frame came with our output stuck
             assert not channel.reading and bolt.executed == 5
             queued[0] = HIGH // 2 + 1  # the poll wrote some: above the low mark
-        elif len(loop.timeouts) == 4:
+        elif polls == 5:
             assert not channel.reading
             queued[0] = HIGH // 2  # written down to the low mark
-        elif len(loop.timeouts) == 5:
-            assert channel.reading  # open again
+        elif polls == 6:
+            assert channel.reading and bolt.executed == 10  # open again
             loop.script.append(offer(shutdown))
 
     with pytest.raises(Stop) as stop:
-        serve(bolt, loop, channel, after_turn)
+        serve(bolt, loop, channel, after_poll)
     assert stop.value.code == 0
     assert channel.changes == [False, True]
     assert bolt.executed == 10 and bolt.gate.closings == 1
     assert loop.timeouts[0] is None  # not started: it waits for input only
     assert loop.timeouts[1] == pytest.approx(0.25)  # then until its first tick
+
+
+def test_when_the_stmgr_went_away_the_task_takes_what_it_sent_before_gate_or_not():
+    clock, queued = Clock(), [0]
+    view, bolt, _ = _executor("slowish", queued, clock)
+    bolt.offer(frames.CONTROL, _start_frame())
+    bolt.turn(clock())
+    queued[0] = HIGH + 1
+    bolt.offer(frames.DATA, _data_frame(view, 4))
+    bolt.offer(frames.CONTROL, frames.control_frame(stmgr_pb2.StmgrToInstance(
+        shutdown=tmaster_pb2.Shutdown(reason=tmaster_pb2.KILLED))))
+    bolt.turn(clock())
+    assert bolt.executed == 0  # gated
+    with pytest.raises(Stop) as stop:
+        bolt.take_all_input()
+    assert stop.value.code == 0 and bolt.executed == 4
 
 
 class Endless(Spout):

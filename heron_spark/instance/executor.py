@@ -167,11 +167,16 @@ class TaskExecutor:
         self.end_turn(now)
         return self._wake_at(now, busy)
 
-    def _take_input(self, now: float) -> None:
+    def take_all_input(self) -> None:
+        """Hand every queued frame to the task, gate or not: the stmgr went away, and what it
+        sent before is all the task will get (a shutdown among it ends the task cleanly)."""
+        self._take_input(self.clock(), gated=False)
+
+    def _take_input(self, now: float, gated: bool = True) -> None:
         """Hand queued frames to ``on_frame``: all of them (spouts), or (bolts) while the
         output gate is open, for at most one turn's time of data frames."""
         inbox, on_frame = self._inbox, self.on_frame
-        if not self.gates_input:
+        if not (gated and self.gates_input):
             while inbox:
                 kind, frame = inbox.popleft()
                 self.inbox_bytes -= len(frame)

@@ -102,6 +102,7 @@ class InstanceRuntime:
 
     def _check_stmgr(self) -> None:
         if self._stmgr_gone:
+            self.executor.take_all_input()  # what came before the close (a shutdown?)
             self.logger.warning("stmgr connection closed; exiting")
             raise Stop(2)
 
@@ -141,21 +142,21 @@ class InstanceRuntime:
 
 
 def serve(executor: TaskExecutor, loop: Loop, channel: Channel,
-          after_turn: Callable[[], None]) -> None:
+          after_poll: Callable[[], None]) -> None:
     """Give ``executor`` its turns until it raises (``Stop``, or its user code failed).
 
     Wait on ``loop`` until the executor's wake-up time (None: until input comes; the
-    channel's ``on_frame`` offers what it reads to the executor), take a turn, write its
-    output, read from the stmgr again only while the executor accepts more, then call
-    ``after_turn`` (it raises ``Stop`` when the stmgr went away)."""
+    channel's ``on_frame`` offers what it reads to the executor), call ``after_poll`` (it
+    raises ``Stop`` when the stmgr went away), take a turn, write its output, and read from
+    the stmgr again only while the executor accepts more."""
     clock = loop.clock
     wake_at = None
     while True:
         loop.poll(None if wake_at is None else max(0.0, wake_at - clock()))
+        after_poll()
         wake_at = executor.turn(clock())
         loop.flush()
         if executor.accepting():
             channel.resume_reading()
         else:
             channel.pause_reading()
-        after_turn()
