@@ -25,10 +25,9 @@ import sys
 import threading
 import time
 import traceback
-
-from heron_spark import _process
 from typing import Callable
 
+from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
 from heron_spark.instance.executor import Stop, TaskExecutor
 from heron_spark.instance.shell import build_executor, report_failure
