@@ -80,7 +80,9 @@ class SystemConfig:
     stmgr_host: str = ""            # empty: the executor's host as Spark reports it
     packing_algorithm: str = "round_robin"
     batch_max_tuples: int = 4096
-    batch_flush_interval_ms: float = 5.0  # a spout's next_tuple calls between two looks at input
+    # How long one turn of an instance runs user code before it looks at input again: a
+    # spout's next_tuple calls, a bolt's processing of the input it took.
+    batch_flush_interval_ms: float = 5.0
     # A task's buffered tuples leave at the end of the turn that made them, unless a batch of
     # that task left less than linger ago: then they wait up to that moment for more (a busy
     # task sends fewer, bigger batches; one that was idle sends at once).

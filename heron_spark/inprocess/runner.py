@@ -1,17 +1,23 @@
 """Run a whole topology in this process: the same cores as on Spark, joined by memory.
 
 ``InProcessTopology`` builds every container's ``StmgrCore`` and every task's executor
-(``SpoutExecutor``/``BoltExecutor``): the code that runs in a stmgr and an instance process
-on Spark, minus their I/O shells. Frames go through in-memory queues instead of sockets, and
-one thread takes turns: timers, spout slices, frames from instances to their stmgr, between
-stmgrs and from stmgrs to instances, the end of every task's turn and every stmgr's tick.
-What the TMaster does for a running topology is done here too: the physical plan, the end
-once every task has drained, counting failures.
+(``instance.shell.build_executor``): the code that runs in a stmgr and an instance process
+on Spark, minus their I/O shells. Frames go through in-memory queues instead of sockets: a
+stmgr core offers frames to a task's executor (``offer``), a task's output waits in its
+queue to the stmgr (what its socket would hold; the output gate watches its bytes). One
+thread takes turns, round robin: every task's ``turn`` (the same one an instance process
+takes: the input its gate allows, ticks and timeouts, a spout's slice, the turn's output),
+then frames from instances to their stmgr and between stmgrs, then every stmgr's tick. When
+nothing moved and no task is due, it sleeps until the first task's wake-up time (``sleep``,
+which a test may make advance a fake ``clock``). What the TMaster does for a running
+topology is done here too: the physical plan, the end once every task has drained,
+counting failures.
 
 What stays true: groupings, batching and linger, at-least-once trees, acks, fails and
 timeouts, backpressure (the queues' bytes and tuples are watched against the same water
-marks; a paused spout's frames wait), end of input, ticks, user metrics. A task whose user
-code raises is restarted, as its container would restart it, until it fails more than
+marks; a paused spout's frames wait), the instances' output gates, end of input, ticks, user
+metrics. A task whose user code raises reports it (``instance.shell.report_failure``) and is
+restarted, as its container would restart it, until it fails more than
 ``heron.instance.restart.max`` times within ``heron.restart.window.secs``. What needs real
 processes (kills, stalls, Spark stages, the tracker) is not here: those are Spark's runner's.
 
@@ -24,13 +30,11 @@ import collections
 import logging
 import os
 import time
-import traceback
 
 from heron_spark._failure_window import FailureWindow
 from heron_spark.errors import TopologyRuntimeError
-from heron_spark.instance.bolt_executor import BoltExecutor
-from heron_spark.instance.executor import Stop
-from heron_spark.instance.spout_executor import SpoutExecutor
+from heron_spark.instance.executor import Stop, TaskExecutor
+from heron_spark.instance.shell import build_executor, report_failure
 from heron_spark.metrics import aggregate
 from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
@@ -43,8 +47,8 @@ from heron_spark.wire import frames
 log = logging.getLogger(__name__)
 _PREFIX_BYTES = frames.PREFIX_BYTES
 _unpack_prefix = frames.PREFIX.unpack_from
-_IDLE_WAIT_SECS = 0.01       # the longest nap when nothing is due
-_SLICE_SECS = 0.005          # a task's turn takes frames for this long at most
+_IDLE_WAIT_SECS = 0.01       # the longest nap when nothing is due (the stmgrs' ticks)
+_LOG_PATH = "(in-process: the caller's logging)"
 
 
 def _as_frame(frame) -> tuple[int, bytes]:
@@ -75,14 +79,14 @@ class _Queue:
 
 
 class _Task:
-    """One task: its executor and the queues to and from its stmgr."""
+    """One task: its executor (which queues what its stmgr offers it) and the queue of its
+    output to its stmgr."""
 
     def __init__(self, task_id: int, container: int) -> None:
         self.task_id = task_id
         self.container = container
-        self.executor: SpoutExecutor | BoltExecutor | None = None
+        self.executor: TaskExecutor | None = None
         self.to_stmgr = _Queue()
-        self.from_stmgr = _Queue()
         self.reading = True     # the stmgr takes this task's frames (False: spout paused)
         self.stopped = False
 
@@ -98,7 +102,8 @@ class _CoreLink:
         entry = self.runner.tasks.get(task)
         if entry is None or entry.stopped or entry.executor is None:
             return False
-        entry.from_stmgr.put(frame)
+        entry.executor.offer(*_as_frame(frame))
+        self.runner.offered = True
         return True
 
     def to_peer(self, container: int, frame) -> None:
@@ -111,7 +116,8 @@ class _CoreLink:
         self.runner.tasks[task].reading = reading
 
     def instance_queued_bytes(self, task: int) -> int:
-        return self.runner.tasks[task].from_stmgr.bytes
+        executor = self.runner.tasks[task].executor
+        return 0 if executor is None else executor.inbox_bytes
 
     def peer_queued_bytes(self) -> int:
         return max((q.bytes for (src, _), q in self.runner.peer_queues.items()
@@ -124,10 +130,11 @@ class _CoreLink:
         """Nothing to tell: no supervisor watches an in-process stmgr."""
 
     def failure_note(self, task: int) -> str | None:
-        return self.runner.failure_notes.pop(task, None)
+        """None: a failed task reported its failure itself, before its queue closed."""
+        return None
 
     def instance_log(self, task: int) -> str:
-        return "(in-process: the caller's logging)"
+        return _LOG_PATH
 
 
 class InProcessTopology:
@@ -135,11 +142,12 @@ class InProcessTopology:
     docstring. ``run`` it once; then read ``status``, ``metrics()``, ``physical_plan``."""
 
     def __init__(self, topology, conf: dict | None = None, name: str | None = None,
-                 clock=time.monotonic) -> None:
+                 clock=time.monotonic, sleep=time.sleep) -> None:
         prepared = prepare(topology, conf, name)
         self.name = prepared.logical.name
         self.config = prepared.system
         self.clock = clock
+        self.sleep = sleep  # sleep(secs): waits until clock() has advanced secs
         physical = physical_plan_pb2.PhysicalPlan(topology_name=self.name,
                                                   topology_id=f"{self.name}-in-process")
         view = prepared.view
@@ -156,6 +164,7 @@ class InProcessTopology:
                       for task, container in sorted(view.task_container.items())}
         self.peer_queues = {(a, b): _Queue() for a in range(view.container_count)
                             for b in range(view.container_count) if a != b}
+        self.offered = False  # a stmgr offered a task frames since this turn began
         self.cores = [StmgrCore(view, self.config, index, _CoreLink(self, index), clock)
                       for index in range(view.container_count)]
         self.status = "STARTING"
@@ -163,7 +172,6 @@ class InProcessTopology:
         self.failure: tmaster_pb2.InstanceFailed | None = None
         self.failures: collections.Counter = collections.Counter()
         self._failure_windows: dict[int, FailureWindow] = {}
-        self.failure_notes: dict[int, str] = {}
         self.drained: set[int] = set()
         self.started_at: float | None = None
         self.ended_at: float | None = None
@@ -239,14 +247,9 @@ class InProcessTopology:
     def _launch(self, entry: _Task) -> None:
         """Create a task's executor and register it with its stmgr core (as a new process
         dialling in and sending its pid would)."""
-        component = self.plan.task_component[entry.task_id]
-        executor_class = SpoutExecutor if self.plan.logical.components[component].is_spout \
-            else BoltExecutor
-        limit = self.config.instance_out_queue_bytes
-        entry.executor = executor_class(
-            self.plan, entry.task_id, self.config, entry.to_stmgr.put,
-            logging.getLogger(f"{component}.{entry.task_id}"), clock=self.clock,
-            output_full=lambda: entry.to_stmgr.bytes >= limit)
+        to_stmgr = entry.to_stmgr
+        entry.executor = build_executor(self.plan, entry.task_id, self.config, to_stmgr.put,
+                                        clock=self.clock, output_queued=lambda: to_stmgr.bytes)
         entry.stopped = False
         entry.reading = True
         core = self.cores[entry.container]
@@ -258,17 +261,12 @@ class InProcessTopology:
     def _crashed(self, entry: _Task, exc: BaseException) -> None:
         """User code of ``entry`` raised: report it as its instance would, close its
         connection, and start it again unless the topology ended."""
-        component = self.plan.task_component[entry.task_id]
-        logging.getLogger(f"{component}.{entry.task_id}").error(
-            "user code of %s task %d failed", component, entry.task_id, exc_info=exc)
-        error = "".join(traceback.format_exception(exc))
-        self.failure_notes[entry.task_id] = error[-8000:]
+        report_failure(entry.executor, exc, _LOG_PATH)
         core = self.cores[entry.container]
         while entry.to_stmgr.frames:  # what it sent before it died, as a socket would hold
             core.on_instance_frame(entry.task_id, *entry.to_stmgr.get())
         entry.stopped = True
-        entry.executor = None
-        entry.from_stmgr = _Queue()
+        entry.executor = None  # what was offered to it and not taken goes with it
         core.instance_closed(entry.task_id)
         if self.status == "RUNNING":
             self._launch(entry)
@@ -306,8 +304,11 @@ class InProcessTopology:
                 self.kill(f"not ended within {timeout:g} s")
             if self.checkpoints is not None and not self.ended:
                 self.checkpoints.tick(self.clock())
-            if not self._turn():
-                self._nap()
+            wake_at = self._turn()
+            now = self.clock()
+            if wake_at is None or wake_at > now:  # nothing moved, no task is due yet
+                self.sleep(_IDLE_WAIT_SECS if wake_at is None
+                           else min(_IDLE_WAIT_SECS, wake_at - now))
         self._final_metrics = self._collect_metrics()
         if timed_out and self.status == "KILLED":
             raise TimeoutError(f"topology {self.name!r} did not end within {timeout} s")
@@ -321,22 +322,21 @@ class InProcessTopology:
         return self.ended and all(
             entry.stopped or entry.executor is None for entry in self.tasks.values())
 
-    def _turn(self) -> bool:
-        """One turn of every task and core; return whether anything moved."""
-        moved = False
+    def _turn(self) -> float | None:
+        """One turn of every task, then of the queues between them and the stmgrs, then of
+        every stmgr; return when the next is due: now when frames moved, else the first
+        task's wake-up time (None: every task only waits for input)."""
+        wake_at = None
         clock = self.clock
+        self.offered = False
         for entry in self.tasks.values():
             executor = entry.executor
-            if executor is None or entry.stopped or not executor.started:
+            if executor is None or entry.stopped:
                 continue
-            self._guarded(entry, executor.on_time, clock())
-            if entry.stopped or entry.executor is not executor:
-                continue
-            if isinstance(executor, SpoutExecutor):
-                if not executor.output_full() and executor.may_emit():
-                    moved |= bool(self._guarded(entry, executor.run_slice, clock()))
-                if entry.executor is executor and not entry.stopped:
-                    self._guarded(entry, executor.end_turn, clock())
+            due = self._guarded(entry, executor.turn, clock())
+            if due is not None and (wake_at is None or due < wake_at):
+                wake_at = due
+        moved = False
         for entry in self.tasks.values():  # instances -> their stmgr
             core = self.cores[entry.container]
             queue = entry.to_stmgr
@@ -350,42 +350,10 @@ class InProcessTopology:
                 kind, frame = queue.get()
                 core.on_peer_frame(kind, frame)
                 moved = True
-        limit = self.config.instance_out_queue_bytes
-        for entry in self.tasks.values():  # stmgr -> instances
-            executor = entry.executor
-            if executor is None or entry.stopped:
-                continue
-            queue = entry.from_stmgr
-            until = clock() + _SLICE_SECS  # then the others and the stmgrs go on
-            while queue.frames and entry.to_stmgr.bytes <= limit \
-                    and entry.executor is executor and not entry.stopped:
-                kind, frame = queue.get()
-                self._guarded(entry, executor.on_frame, kind, frame)
-                moved = True
-                if kind == frames.DATA and clock() >= until:
-                    break
-            if isinstance(executor, BoltExecutor) and executor.started \
-                    and entry.executor is executor and not entry.stopped:
-                self._guarded(entry, executor.end_turn, clock())
         now = clock()
         for core in self.cores:
             core.tick(now)
-        return moved
-
-    def _nap(self) -> None:
-        """Nothing moved: wait until the first executor deadline (at most a few ms)."""
-        now = self.clock()
-        wait = _IDLE_WAIT_SECS
-        for entry in self.tasks.values():
-            executor = entry.executor
-            if executor is None or entry.stopped or not executor.started:
-                continue
-            if isinstance(executor, SpoutExecutor):
-                wait = min(wait, executor.wait_secs(now))
-            else:
-                wait = min(wait, max(0.0, executor.next_deadline(now) - now))
-        if wait > 0:
-            time.sleep(wait)
+        return now if moved or self.offered else wake_at
 
     # ---- results --------------------------------------------------------------------------
     def _collect_metrics(self) -> dict[str, dict[str, float]]:

@@ -1,6 +1,6 @@
 """A bolt task's logic, without sockets: ``process`` for every tuple of every delivered batch
-(or ``process_batch``), acking, ticks, end of input, Heron's bolt metrics. See ``executor.py``
-for how the shell drives it."""
+(or ``process_batch``), acking, ticks, end of input, Heron's bolt metrics. Its input waits
+while its output gate is closed. See ``executor.py`` for the turn the shells drive."""
 
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ _clock_ns = time.perf_counter_ns  # latency metrics: one read before and one aft
 
 class BoltExecutor(TaskExecutor):
     """Runs a bolt: ``process`` for every tuple of every batch the stmgr delivers."""
+
+    gates_input = True
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -134,6 +136,14 @@ class BoltExecutor(TaskExecutor):
             self._on_data(frame)
 
     # the loop
+    def accepting(self) -> bool:
+        return not self._inbox and self.gate.check(self.output_queued())
+
+    def _wake_at(self, now: float, busy: bool) -> float | None:
+        if self._inbox and self.gate.open:
+            return now  # the turn's time was up before its input: the rest next turn
+        return self.next_deadline(now)
+
     def on_frame(self, kind: int, frame: bytes) -> None:
         if kind == frames.DATA:
             if self.started:

@@ -1,14 +1,29 @@
 """One task's logic, without sockets: frames from the stmgr in, user code, frames out.
 
 ``SpoutExecutor`` (``spout_executor.py``) and ``BoltExecutor`` (``bolt_executor.py``) run a
-task's user code on the instance's loop thread; ``TaskExecutor`` here is what they share.
-The shell (``runtime.InstanceRuntime``) hands them every frame from the stmgr (``on_frame``),
-asks a spout for a slice of ``next_tuple`` calls (``run_slice``) whenever it may emit, and
-calls ``end_turn`` when the loop has handled what it had: that is when emitted tuples leave
-("batch when busy, send when idle": a busy task fills big batches, an idle one sends each
-tuple at the end of the turn that produced it), followed by the acks and fails of that turn
-and, now and then, the bolt's progress. The executor answers only through ``send(frame)``
-and reads time only from ``clock``, so it is tested without processes or sockets.
+task's user code; ``TaskExecutor`` here is what they share, including the one scheduling loop
+both shells drive: the instance process (``runtime``, on its epoll loop) and the in-process
+runner (``inprocess.runner``, every task on one thread). A shell hands the executor every
+frame from the stmgr with ``offer`` and calls ``turn(now)``, which returns when the task next
+needs a turn (``None``: only when input comes). One turn:
+
+1. takes the input the gate allows (a spout takes all of it: acks, its gate, control; a bolt
+   ``process``-es data frames for at most ``heron.batch.flush.interval.ms``, and none while
+   its output gate is closed);
+2. runs what is due (user metrics; a bolt's ticks; a spout's message timeouts);
+3. lets a spout call ``next_tuple`` for one slice, when its output gate is open and the stmgr
+   lets it emit;
+4. ends the turn (``end_turn``): emitted tuples leave ("batch when busy, send when idle": a
+   busy task fills big batches and lingers ``heron.batch.linger.ms`` for more, an idle one
+   sends each tuple at the end of the turn that produced it), with the acks and fails of the
+   turn and, now and then, the bolt's progress.
+
+The output gate (``OutputGate``) watches the bytes the stmgr has not taken from this task
+(``output_queued``, read from the shell's socket or queue): past
+``heron.instance.out.queue.bytes`` it closes (a bolt takes no input, a spout calls no
+``next_tuple``) until they drain to half of it. ``accepting`` tells the shell whether to read
+more frames. The executor answers only through ``send(frame)`` and reads time only from
+``clock``, so it is tested without processes or sockets.
 
 The executor is also the delegate behind the user's ``Spout``/``Bolt`` methods. When a
 component does not override ``emit``, the executor binds the collector's fast path as the
@@ -17,6 +32,7 @@ component's ``emit``: per tuple, one Python call and one list append.
 
 from __future__ import annotations
 
+import collections
 import logging
 import time
 from typing import Callable
@@ -25,6 +41,7 @@ from heron_spark.api import global_metrics
 from heron_spark.api.metrics import MultiCountMetric
 from heron_spark.api.serializer import load_serializer
 from heron_spark.config import SystemConfig
+from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.instance import hooks, task_metrics
 from heron_spark.instance.collector import OutputCollector
 from heron_spark.instance.context import InstanceContext
@@ -46,23 +63,60 @@ class Stop(Exception):
 
 
 
+class OutputGate:
+    """Hysteresis on the bytes of a task's output the stmgr has not taken yet.
+
+    ``check(queued)`` closes the gate when ``queued`` passes ``high``
+    (``heron.instance.out.queue.bytes``) and opens it again once ``queued`` is down to
+    ``high // 2``; ``closings`` counts how often it closed. One thread (the task's)."""
+
+    __slots__ = ("high", "low", "open", "closings")
+
+    def __init__(self, high_bytes: int) -> None:
+        self.high = high_bytes
+        self.low = high_bytes // 2
+        self.open = True
+        self.closings = 0
+
+    def check(self, queued: int) -> bool:
+        """Update the gate with the bytes queued now; return whether it is open."""
+        if self.open:
+            if queued > self.high:
+                self.open = False
+                self.closings += 1
+        elif queued <= self.low:
+            self.open = True
+        return self.open
+
+
+def _nothing_queued() -> int:
+    return 0
+
+
 class TaskExecutor:
-    """What spout and bolt executors share: the delegate API, control frames, metrics."""
+    """What spout and bolt executors share: the turn, the delegate API, control frames,
+    metrics. Loop thread only (``add_metrics`` excepted: it only reads counters)."""
+
+    gates_input = False  # a bolt's input waits while its output gate is closed
 
     def __init__(self, plan: PlanView, task_id: int, config: SystemConfig,
                  send: Callable[[bytes | list], None], logger: logging.Logger,
                  clock: Callable[[], float] = time.monotonic,
                  push: Callable[[], None] | None = None,
-                 output_full: Callable[[], bool] = lambda: False) -> None:
+                 output_queued: Callable[[], int] = _nothing_queued) -> None:
         # kept to start over on an effectively-once restore
         self._init_args = (plan, task_id, config, send, logger)
-        self._init_kwargs = {"clock": clock, "push": push, "output_full": output_full}
+        self._init_kwargs = {"clock": clock, "push": push, "output_queued": output_queued}
         self.plan = plan
         self.task_id = task_id
         self.config = config
         self.send = send
         self.push = push
-        self.output_full = output_full  # True while the stmgr has not taken enough of our output
+        self.output_queued = output_queued  # bytes of our output the stmgr has not taken
+        self.gate = OutputGate(config.instance_out_queue_bytes)
+        self._inbox: collections.deque = collections.deque()  # (kind, frame) from the stmgr
+        self.inbox_bytes = 0
+        self._turn_secs = config.batch_flush_interval_ms / 1000.0  # user code per turn
         self.logger = logger
         self.clock = clock
         self.component_name = plan.task_component[task_id]
@@ -86,6 +140,67 @@ class TaskExecutor:
         self.hooks: hooks.TaskHooks | None = None  # set once the task has a task hook
         self.global_counts = MultiCountMetric()    # this task's global_metrics (``__auto__``)
         self.means = task_metrics.IntervalMean()   # the metrics thread's, for latencies
+
+    # ---- the turn (the shells call these) ---------------------------------------------------
+    def offer(self, kind: int, frame: bytes) -> None:
+        """Queue a frame from the stmgr (prefix included) for the next turn."""
+        self._inbox.append((kind, frame))
+        self.inbox_bytes += len(frame)
+
+    def accepting(self) -> bool:
+        """True when the shell should read more frames for this task now: a spout always, a
+        bolt once it took what it has and while its output gate is open (so it reads at most
+        one socket read ahead)."""
+        return True
+
+    def turn(self, now: float) -> float | None:
+        """Take the input the gate allows, run what is due and (a spout) a slice of
+        ``next_tuple``, send what the turn produced; return the monotonic time of the next
+        turn this task needs (``now``: at once), or None when it only waits for input."""
+        if self._inbox:
+            self._take_input(now)
+        if not self.started:
+            return None
+        self.on_time(now)
+        busy = self._run(now)
+        now = self.clock()
+        self.end_turn(now)
+        return self._wake_at(now, busy)
+
+    def take_all_input(self) -> None:
+        """Hand every queued frame to the task, gate or not: the stmgr went away, and what it
+        sent before is all the task will get (a shutdown among it ends the task cleanly)."""
+        self._take_input(self.clock(), gated=False)
+
+    def _take_input(self, now: float, gated: bool = True) -> None:
+        """Hand queued frames to ``on_frame``: all of them (spouts), or (bolts) while the
+        output gate is open, for at most one turn's time of data frames."""
+        inbox, on_frame = self._inbox, self.on_frame
+        if not (gated and self.gates_input):
+            while inbox:
+                kind, frame = inbox.popleft()
+                self.inbox_bytes -= len(frame)
+                on_frame(kind, frame)
+            return
+        check, queued = self.gate.check, self.output_queued
+        if not check(queued()):
+            return
+        clock, until = self.clock, now + self._turn_secs
+        while inbox:
+            kind, frame = inbox.popleft()
+            self.inbox_bytes -= len(frame)
+            on_frame(kind, frame)
+            if kind == frames.DATA and (clock() >= until or not check(queued())):
+                break
+
+    def _run(self, now: float) -> bool:
+        """The turn's own work after its input (a spout's ``next_tuple`` slice); return
+        whether the task wants another turn at once."""
+        return False
+
+    def _wake_at(self, now: float, busy: bool) -> float | None:
+        """When this task needs its next turn, the turn having ended at ``now``."""
+        return now if busy else self.next_deadline(now)
 
     # ---- delegate API (user code calls these) ----------------------------------------------
     def log(self, message: str, level: str | None = None) -> None:
@@ -177,7 +292,7 @@ class TaskExecutor:
             self.logger.info("shutdown (%s) %s", reason, message.shutdown.detail)
             if self.started:
                 self.end_turn(self.clock(), force=True)
-            raise Stop(0)
+            raise Stop(ExitCode.OK)
 
     # ---- effectively once --------------------------------------------------------------------
     def checkpoint(self, checkpoint_id: int) -> None:
@@ -197,8 +312,10 @@ class TaskExecutor:
         self.logger.info("task %d restores checkpoint %d (epoch %d)", self.task_id,
                          checkpoint_id, epoch)
         paused = self.paused  # a restore does not change whether the topology is deactivated
+        kept = self._inbox, self.inbox_bytes, self.gate  # frames not taken yet stay queued
         type(self).__init__(self, *self._init_args, **self._init_kwargs)
         self.paused = paused
+        self._inbox, self.inbox_bytes, self.gate = kept
         self.start(epoch, checkpoint_id, hold=True)
 
     def end_turn(self, now: float, force: bool = False) -> None:

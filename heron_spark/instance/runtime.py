@@ -3,12 +3,13 @@
 One thread does the work: it runs the loop (``wire.loop``) on the connection to the local
 stmgr (a Unix socket, or loopback elsewhere, whatever address the stmgr advertises to its
 peers) and the user's code in between, so a batch never waits for another thread to get the
-GIL. A bolt's turn is: wait for frames, ``process`` every tuple that came, send what was
-emitted, its acks and its progress. A spout's turn is: a slice of ``next_tuple`` calls while
-the stmgr lets it emit, then send, then take what the stmgr sent (acks, gate) without waiting
-unless ``next_tuple`` emitted nothing. Output that the stmgr has not taken yet is bounded by
+GIL. ``serve`` is that loop: wait for frames until the executor's wake-up time, offer them to
+the executor, let it take its turn (``TaskExecutor.turn``, the same turn the in-process
+runner drives: the input its gate allows, ticks and timeouts, a spout's ``next_tuple``
+slice, the turn's output), write the output, and read the socket again only while the
+executor accepts more. Output that the stmgr has not taken yet is bounded by
 ``heron.instance.out.queue.bytes``: past it a bolt stops reading its input and a spout stops
-calling ``next_tuple``, until the queue drains.
+calling ``next_tuple``, until the queue drains to half of it.
 
 Two helper threads never touch the connection: the metrics client (publishes counters, so
 metrics flow while user code runs or waits) and the watchdog (heartbeat; when one user-code
@@ -24,16 +25,16 @@ import sys
 import threading
 import time
 import traceback
+from typing import Callable
 
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
 from heron_spark.contract import layout, roles
 from heron_spark.contract.exit_codes import ExitCode
-from heron_spark.instance.bolt_executor import BoltExecutor
-from heron_spark.instance.executor import Stop
-from heron_spark.instance.spout_executor import SpoutExecutor
+from heron_spark.instance.executor import Stop, TaskExecutor
+from heron_spark.instance.shell import build_executor, report_failure
 from heron_spark.metrics.client import MetricsClient
-from heron_spark.proto import metrics_pb2, stmgr_pb2, tmaster_pb2
+from heron_spark.proto import metrics_pb2, stmgr_pb2
 from heron_spark.wire import frames, tuple_batch
 from heron_spark.wire.connection import dial_with_retry
 from heron_spark.wire.loop import Channel, Loop, loop_traffic
@@ -50,7 +51,6 @@ class InstanceRuntime:
         plan = files.load_plan()
         self.task_id = task_id
         self.component_name = plan.task_component[task_id]
-        self.is_spout = plan.logical.components[self.component_name].is_spout
         self.log_path = str(files.instance_log(self.component_name, task_id))
         self.logger = logging.getLogger(f"{self.component_name}.{task_id}")
         secret = files.load_secret()
@@ -62,13 +62,11 @@ class InstanceRuntime:
                                self.config.startup_timeout_secs)
         self.channel = Channel(self.loop, sock, f"instance-{task_id}", self._on_frame,
                                self._on_close, max_frame_bytes=self.config.frame_max_bytes)
-        executor_class = SpoutExecutor if self.is_spout else BoltExecutor
-        self._out_limit = self.config.instance_out_queue_bytes
         channel = self.channel
-        self.executor = executor_class(
-            plan, task_id, self.config, channel.send, self.logger, clock=self.loop.clock,
-            push=channel.write_now,
-            output_full=lambda: channel.queued_bytes >= self._out_limit)
+        self.executor = build_executor(plan, task_id, self.config, channel.send,
+                                       clock=self.loop.clock, push=channel.write_now,
+                                       output_queued=lambda: channel.queued_bytes)
+        self._offer = self.executor.offer
         self._stmgr_gone = False
         self.metrics = MetricsClient(files, secret, topology, task_id,
                                      self.config.metrics_interval_ms / 1000.0,
@@ -82,7 +80,7 @@ class InstanceRuntime:
 
     # ---- connection callbacks (loop thread) ------------------------------------------------
     def _on_frame(self, channel: Channel, kind: int, frame: bytes) -> None:
-        self.executor.on_frame(kind, frame)
+        self._offer(kind, frame)
 
     def _on_close(self, channel: Channel) -> None:
         self._stmgr_gone = True
@@ -91,65 +89,23 @@ class InstanceRuntime:
     def run(self) -> int:
         """Run the task until shutdown; return the process exit code."""
         try:
-            while not self.executor.started:
-                self._poll(None)
-            if self.is_spout:
-                self._run_spout()
-            else:
-                self._run_bolt()
+            serve(self.executor, self.loop, self.channel, self._check_stmgr)
         except Stop as stop:
             self.executor.close()
             self.channel.flush_blocking(self.config.kill_grace_secs)
             self.metrics.close()
             return stop.code
         except Exception as exc:  # noqa: BLE001 - user code failed: report, then exit non-zero
-            self.logger.exception("user code of %s task %d failed", self.component_name,
-                                  self.task_id)
-            self._report_failure(exc)
+            if report_failure(self.executor, exc, self.log_path):
+                self.channel.flush_blocking(self.config.kill_grace_secs)
             return ExitCode.FAILED
         return ExitCode.OK
 
-    def _poll(self, timeout: float | None) -> None:
-        self.loop.poll(timeout)
+    def _check_stmgr(self) -> None:
         if self._stmgr_gone:
+            self.executor.take_all_input()  # what came before the close (a shutdown?)
             self.logger.warning("stmgr connection closed; exiting")
             raise Stop(ExitCode.STMGR_LOST)
-
-    def _run_bolt(self) -> None:
-        executor, loop, channel, clock = self.executor, self.loop, self.channel, self.loop.clock
-        limit = self._out_limit
-        while True:
-            now = clock()
-            executor.on_time(now)
-            if channel.queued_bytes > limit:
-                channel.pause_reading()  # the stmgr has not taken our output: take no input
-            elif not channel.reading and channel.queued_bytes <= limit // 2:
-                channel.resume_reading()
-            self._poll(max(0.0, executor.next_deadline(now) - now))
-            executor.end_turn(clock())
-            loop.flush()
-
-    def _run_spout(self) -> None:
-        executor, loop, channel, clock = self.executor, self.loop, self.channel, self.loop.clock
-        limit = self._out_limit
-        while True:
-            now = clock()
-            executor.on_time(now)
-            emitted = False
-            if channel.queued_bytes < limit and executor.may_emit():
-                emitted = executor.run_slice(now)
-            executor.end_turn(clock())
-            loop.flush()
-            self._poll(0.0 if emitted else executor.wait_secs(clock()))
-
-    # ---- failures ----------------------------------------------------------------------------
-    def _report_failure(self, exc: BaseException) -> None:
-        error = "".join(traceback.format_exception(exc))
-        failed = tmaster_pb2.InstanceFailed(task_id=self.task_id, component=self.component_name,
-                                            error=error[-8000:], log_path=self.log_path,
-                                            exit_code=ExitCode.FAILED)
-        if self.channel.send(frames.control_frame(stmgr_pb2.InstanceToStmgr(failed=failed))):
-            self.channel.flush_blocking(self.config.kill_grace_secs)
 
     # ---- health (watchdog thread) -----------------------------------------------------------
     def _user_code_health(self) -> str | None:
@@ -185,3 +141,23 @@ class InstanceRuntime:
         loop_traffic(self.loop, add)
         return publish
 
+
+def serve(executor: TaskExecutor, loop: Loop, channel: Channel,
+          after_poll: Callable[[], None]) -> None:
+    """Give ``executor`` its turns until it raises (``Stop``, or its user code failed).
+
+    Wait on ``loop`` until the executor's wake-up time (None: until input comes; the
+    channel's ``on_frame`` offers what it reads to the executor), call ``after_poll`` (it
+    raises ``Stop`` when the stmgr went away), take a turn, write its output, and read from
+    the stmgr again only while the executor accepts more."""
+    clock = loop.clock
+    wake_at = None
+    while True:
+        loop.poll(None if wake_at is None else max(0.0, wake_at - clock()))
+        after_poll()
+        wake_at = executor.turn(clock())
+        loop.flush()
+        if executor.accepting():
+            channel.resume_reading()
+        else:
+            channel.pause_reading()

@@ -1,5 +1,6 @@
 """A spout task's logic, without sockets: ``next_tuple`` slices, tuple trees under at-least-once,
-deactivation, Heron's spout metrics. See ``executor.py`` for how the shell drives it."""
+deactivation, Heron's spout metrics. It calls ``next_tuple`` only while its output gate is open
+and the stmgr lets it emit. See ``executor.py`` for the turn the shells drive."""
 
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ class SpoutExecutor(TaskExecutor):
         self.gated = False                    # the stmgr says the topology is congested
         self.routed = 0                       # this spout's tuples the stmgr has taken in
         self._unrouted_max = self.config.backpressure_high_water_tuples
-        self._slice_secs = self.config.batch_flush_interval_ms / 1000.0
         self.next_tuple_calls = 0  # Heron's __next-tuple-count
         self.next_tuple_ns = 0     # total time in next_tuple: __next-tuple-latency's numerator
 
@@ -94,13 +94,26 @@ class SpoutExecutor(TaskExecutor):
             return False
         return self.collector.sent + self.collector.buffered < self.routed + self._unrouted_max
 
+    def _run(self, now: float) -> bool:
+        """A slice of ``next_tuple`` calls, when the output gate is open and it may emit."""
+        gate, queued = self.gate, self.output_queued
+        if gate.check(queued()) and self.may_emit():
+            emitted = self.run_slice(now)
+            gate.check(queued())  # a slice that ended past the mark closes the gate
+            return emitted
+        return False
+
+    def _wake_at(self, now: float, busy: bool) -> float | None:
+        return now if busy else now + self.wait_secs(now)
+
     def run_slice(self, now: float) -> bool:
         """Call ``next_tuple`` until it emits nothing, the spout may not emit more, or the
         slice (``heron.batch.flush.interval.ms``) is over; return whether it emitted."""
         collector = self.collector
         next_tuple = self.component.next_tuple
         clock = self.clock
-        end = now + self._slice_secs
+        queued, out_high = self.output_queued, self.gate.high
+        end = now + self._turn_secs
         limit = self.routed + self._unrouted_max
         trees = self.trees
         emitted_any = False
@@ -113,7 +126,7 @@ class SpoutExecutor(TaskExecutor):
                 break
             emitted_any = True
             if self.exhausted or self.gated or after >= limit or \
-                    (trees is not None and trees.full) or clock() >= end or self.output_full():
+                    (trees is not None and trees.full) or clock() >= end or queued() > out_high:
                 break
         self.next_tuple_ns += _clock_ns() - started_ns
         self.next_tuple_calls += calls
