@@ -73,10 +73,12 @@ class Connection:
                 while self._queued >= self._capacity and not self._closed:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
-                        raise TimeoutError(f"{self.name}: send queue full for {timeout} s")
+                        msg = f"{self.name}: send queue full for {timeout} s"
+                        raise TimeoutError(msg)
                     self._cond.wait(remaining)
             if self._closed:
-                raise ConnectionClosed(f"{self.name} is closed")
+                msg = f"{self.name} is closed"
+                raise ConnectionClosed(msg)
             self._queue.append(frame)
             self._queued += len(frame)
             self._cond.notify_all()

@@ -86,18 +86,22 @@ def read_frame(stream: BinaryIO, max_bytes: int) -> tuple[int, bytes]:
     """
     prefix = _read_exact(stream, PREFIX_BYTES)
     if not prefix:
-        raise EOFError("peer closed the connection")
+        msg = "peer closed the connection"
+        raise EOFError(msg)
     if len(prefix) < PREFIX_BYTES:
-        raise FrameError("connection closed inside a frame prefix")
+        msg = "connection closed inside a frame prefix"
+        raise FrameError(msg)
     size, kind = PREFIX.unpack(prefix)
     if size > max_bytes:
-        raise FrameError(f"frame of {size} bytes exceeds the limit of {max_bytes} bytes "
-                         f"(heron.frame.max.bytes)")
+        msg = f"frame of {size} bytes exceeds the limit of {max_bytes} bytes (heron.frame.max.bytes)"
+        raise FrameError(msg)
     if kind not in (CONTROL, DATA):
-        raise FrameError(f"unknown frame kind {kind}")
+        msg = f"unknown frame kind {kind}"
+        raise FrameError(msg)
     payload = _read_exact(stream, size)
     if len(payload) < size:
-        raise FrameError(f"connection closed inside a frame ({len(payload)}/{size} bytes)")
+        msg = f"connection closed inside a frame ({len(payload)}/{size} bytes)"
+        raise FrameError(msg)
     return kind, payload
 
 

@@ -327,10 +327,12 @@ class Channel:
         while end - start >= PREFIX_BYTES and not self._closed:
             size, kind = unpack(data, start)
             if size > self._max_frame:
-                raise FrameError(f"frame of {size} bytes exceeds the limit of "
-                                 f"{self._max_frame} bytes (heron.frame.max.bytes)")
+                msg = (f"frame of {size} bytes exceeds the limit of {self._max_frame} bytes "
+                       "(heron.frame.max.bytes)")
+                raise FrameError(msg)
             if kind != DATA and kind != CONTROL:
-                raise FrameError(f"unknown frame kind {kind}")
+                msg = f"unknown frame kind {kind}"
+                raise FrameError(msg)
             stop = start + PREFIX_BYTES + size
             if stop > end:
                 break
