@@ -116,8 +116,7 @@ class StmgrTransport(Protocol):
         """Queue ``frame`` for the TMaster."""
 
     def serve_file(self, request: tmaster_pb2.FileRequest) -> None:
-        """Answer the tracker's ``request`` for a file of the container's work dir (through
-        the TMaster)."""
+        """Answer the tracker's ``request`` for a file of the container's work dir, via the TMaster."""
 
     def set_reading(self, task: int, reading: bool) -> None:
         """Stop or resume taking frames from local ``task``."""
@@ -138,7 +137,7 @@ class StmgrTransport(Protocol):
         """Why the container killed ``task``, if it did."""
 
     def instance_log(self, task: int) -> str:
-        """The log file of ``task``."""
+        """Return the path of ``task``'s log file."""
 
 
 class StmgrCore:
@@ -233,7 +232,7 @@ class StmgrCore:
 
     # ---- local instances -----------------------------------------------------------------
     def instance_connected(self, task: int) -> None:
-        """A local task dialled in (it registers with its first frame)."""
+        """Note that local ``task`` dialled in (it registers with its first frame)."""
         self.connected.add(task)
         if task in self.spout_tasks and self.backpressure.spouts_paused:
             self.io.set_reading(task, self.restoring)
@@ -312,7 +311,7 @@ class StmgrCore:
             task_id=task, component=component, error=error, log_path=self.io.instance_log(task))))
 
     def _reset_queue(self, task: int) -> None:
-        """A (re)started instance holds nothing yet: what was queued for the old one is gone."""
+        """Forget what was queued for ``task``'s old instance: a (re)started one holds nothing yet."""
         self.sent_tuples[task] = self.executed_tuples[task] = 0
         self.routed_from[task] = self._routed_reported[task] = 0
         self._sent_marks[task].clear()
@@ -388,8 +387,11 @@ class StmgrCore:
             self.tuples_dropped += rows  # at-least-once replays them; at-most-once loses them
 
     def _deliver_local(self, task: int, frame: bytes, rows: int = 0) -> bool:
-        """Send ``frame`` (``rows`` tuples) to a local instance, through the checkpoint
-        gateway under effectively once; False when it is not connected (restarting)."""
+        """Send ``frame`` (``rows`` tuples) to a local instance; False when it is not connected.
+
+        Under effectively once the frame goes through the checkpoint gateway. An instance that
+        is not connected is restarting.
+        """
         if self.gateway is not None and task not in self.spout_tasks:
             return self.gateway.offer(task, frame, rows)
         return self._deliver_now(task, frame, rows)
@@ -486,8 +488,10 @@ class StmgrCore:
 
     # ---- backpressure ----------------------------------------------------------------------
     def _count_routed(self, spout: int, rows: int) -> None:
-        """Count a local spout's routed tuples; tell it every quarter of the tuple high mark,
-        so it never has more than the mark on its way here."""
+        """Count a local spout's routed tuples; tell it every quarter of the tuple high mark.
+
+        That way the spout never has more than the mark on its way here.
+        """
         routed = self.routed_from[spout] = self.routed_from[spout] + rows
         if routed - self._routed_reported[spout] >= self._routed_step:
             self._send_gate(spout)
@@ -500,8 +504,11 @@ class StmgrCore:
                                          routed=self.routed_from[spout]))))
 
     def tick(self, now: float) -> None:
-        """Once per loop turn: apply the turn's tree updates and report finished trees, check
-        the water marks; now and then expire old trees."""
+        """Do the once-per-loop-turn work: tree updates, finished trees, water marks.
+
+        Apply the turn's tree updates and report finished trees, check the water marks; now and
+        then expire old trees.
+        """
         self._apply_turn_updates()
         if self._done:
             self._send_trees_done()
@@ -538,7 +545,8 @@ class StmgrCore:
         """Pause or resume local spouts: stop reading them, and tell them to stop emitting.
 
         During a restore (effectively once) held spouts emit nothing and must be read: their
-        restore reports go through the same connection."""
+        restore reports go through the same connection.
+        """
         paused = self.backpressure.spouts_paused
         changed = paused != self._gate_paused
         self._gate_paused = paused
@@ -642,7 +650,7 @@ class StmgrCore:
             self.io.to_peer(container, fence)
 
     def tmaster_lost(self) -> int | None:
-        """The TMaster connection ended: return the exit code (None while stopping)."""
+        """Stop because the TMaster connection ended; return the exit code (None while stopping)."""
         if self.stopping:
             return None
         log.error("TMaster connection lost; shutting down")
@@ -651,8 +659,7 @@ class StmgrCore:
         return ExitCode.TMASTER_LOST
 
     def _apply_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
-        """Take a new physical plan: (re)target peer links and, the first time, start the
-        local instances."""
+        """Take a new physical plan: (re)target peer links; the first time, start local instances."""
         self.plan = PlanView(self.plan.logical, self.plan.packing, plan)
         if plan.state != physical_plan_pb2.TOPOLOGY_STATE_UNSET:
             self._set_paused(plan.state == physical_plan_pb2.PAUSED)
