@@ -504,10 +504,9 @@ class StmgrCore:
                                          routed=self.routed_from[spout]))))
 
     def tick(self, now: float) -> None:
-        """Do the once-per-loop-turn work: tree updates, finished trees, water marks.
+        """Apply the turn's tree updates and report finished trees (once per loop turn).
 
-        Apply the turn's tree updates and report finished trees, check the water marks; now and
-        then expire old trees.
+        Also check the water marks; now and then expire old trees.
         """
         self._apply_turn_updates()
         if self._done:

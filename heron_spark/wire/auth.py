@@ -69,8 +69,11 @@ def accept_peer(sock: socket.socket, secret: str, topology: str) -> handshake_pb
 
 
 def prove_secret(sock: socket.socket, secret: str, topology: str, role: int, peer_id: int) -> None:
-    """Run the dialler side on a connected socket as ``role`` (a ``contract.roles`` value);
-    raise AuthenticationError if refused."""
+    """Run the dialler side of the handshake on a connected socket.
+
+    Prove the secret as ``role`` (a ``contract.roles`` value); raise AuthenticationError if
+    refused.
+    """
     sock.settimeout(HANDSHAKE_TIMEOUT_SECS)
     reader = sock.makefile("rb", buffering=0)  # unbuffered: no read-ahead past the handshake
     try:
