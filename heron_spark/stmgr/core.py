@@ -318,8 +318,10 @@ class StmgrCore:
 
     def _start_instance(self, task: int) -> None:
         """Start a (re)registered instance: processing, the spout gate, ended upstreams."""
+        physical = self.plan.physical
+        assert physical is not None  # instances start only once RUNNING: a plan was applied
         self.io.to_instance(task, frames.control_frame(stmgr_pb2.StmgrToInstance(
-            start=stmgr_pb2.StartProcessing(generation=self.plan.physical.generation,
+            start=stmgr_pb2.StartProcessing(generation=physical.generation,
                                             epoch=self.epoch,
                                             checkpoint_id=self.restore_checkpoint,
                                             hold=self.restoring, paused=self.paused))))
@@ -354,9 +356,10 @@ class StmgrCore:
             data_kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
             self.tuples_from_stmgrs += rows
             self.bytes_from_stmgrs += len(frame)
+            # An unknown task maps to container -1, which never sent a fence: its frame drops.
             if self.gateway is not None and (
                     self.restoring or
-                    self.peer_epochs.get(self._task_container.get(src)) != self.epoch):
+                    self.peer_epochs.get(self._task_container.get(src, -1)) != self.epoch):
                 self.frames_dropped_in_restore += 1  # sent before its stmgr's epoch fence
                 return
             if data_kind == _EOS:
@@ -527,7 +530,7 @@ class StmgrCore:
             for container in self._peer_containers():
                 io.to_peer(container, frame)
             self._apply_spout_gate()
-        culprits = ()
+        culprits: tuple[str, ...] = ()
         if backpressure.congested:
             culprits = tuple({self.plan.task_component[task] for task in self.connected
                               if backpressure.above_low(io.instance_queued_bytes(task),
@@ -625,6 +628,7 @@ class StmgrCore:
         log.info("restoring checkpoint %d in epoch %d", restore.checkpoint_id, restore.epoch)
         self.epoch, self.restore_checkpoint = restore.epoch, restore.checkpoint_id
         self.restoring = True
+        assert self.gateway is not None  # the TMaster restores only effectively-once topologies
         self.gateway.reset()
         self.ended_sources.clear()
         for task in self.local_tasks:  # restored tasks start counting from zero

@@ -299,7 +299,7 @@ class Channel:
 
     def _read(self) -> None:
         try:
-            data = self.sock.recv(READ_CHUNK_BYTES)
+            data: bytes | bytearray = self.sock.recv(READ_CHUNK_BYTES)
         except OSError as exc:
             if exc.errno in _AGAIN:
                 return
