@@ -12,6 +12,7 @@ from heron_spark.contract.exit_codes import ExitCode
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one stream manager from its command line (``StmgrArgs``); return its exit code."""
     args = StmgrArgs.from_argv(argv)
     _process.become_child(f"hs-stmgr-{args.container}")
     from heron_spark.container.files import ContainerFiles

@@ -49,8 +49,11 @@ class XorLedger:
 
     def start(self, roots: np.ndarray, update_roots: np.ndarray,
               update_values: np.ndarray) -> list[int]:
-        """Open trees ``roots`` with their first edges (each edge of a new tree belongs to
-        these updates); return the trees already complete: those no subscriber took."""
+        """Open trees ``roots`` with their first edges; return the trees already complete.
+
+        Each edge of a new tree belongs to these updates; a tree already complete is one no
+        subscriber took.
+        """
         unique, combined = xor_by_root(update_roots, update_values)
         self._open.update(zip(unique.tolist(), combined.tolist()))
         self._born.append((self._clock(), unique.tolist()))

@@ -36,8 +36,10 @@ class Backpressure:
         return self.congested or bool(self.remote)
 
     def observe(self, max_queued_bytes: int, max_queued_tuples: int = 0) -> bool | None:
-        """Update own congestion from the largest queue (in bytes and in tuples); return the new
-        state on change."""
+        """Update own congestion from the largest queue; return the new state on change.
+
+        The largest queue is given both in bytes and in tuples.
+        """
         if not self.congested and (max_queued_bytes > self.high
                                    or max_queued_tuples > self.high_tuples):
             self.congested = True
@@ -49,7 +51,7 @@ class Backpressure:
         return None
 
     def above_low(self, queued_bytes: int, queued_tuples: int = 0) -> bool:
-        """True when a queue is at or above either low water mark."""
+        """Return True when a queue is at or above either low water mark."""
         return queued_bytes >= self.low or queued_tuples >= self.low_tuples
 
     def set_remote(self, container: int, active: bool) -> None:
@@ -60,8 +62,11 @@ class Backpressure:
             self.remote.discard(container)
 
     def tick(self, now: float | None = None, culprits: tuple[str, ...] = ()) -> None:
-        """Accumulate time spent with spouts paused; while this stmgr is congested, charge it
-        to ``culprits`` (the components whose queues are above the low water mark)."""
+        """Accumulate time spent with spouts paused.
+
+        While this stmgr is congested, the time is charged to ``culprits`` (the components
+        whose queues are above the low water mark).
+        """
         now = time.monotonic() if now is None else now
         if self.congested and self._last_tick is not None:
             self.initiated_secs += now - self._last_tick

@@ -116,8 +116,7 @@ class StmgrTransport(Protocol):
         """Queue ``frame`` for the TMaster."""
 
     def serve_file(self, request: tmaster_pb2.FileRequest) -> None:
-        """Answer the tracker's ``request`` for a file of the container's work dir (through
-        the TMaster)."""
+        """Answer the tracker's ``request`` for a file of the container's work dir, via the TMaster."""
 
     def set_reading(self, task: int, reading: bool) -> None:
         """Stop or resume taking frames from local ``task``."""
@@ -138,7 +137,7 @@ class StmgrTransport(Protocol):
         """Why the container killed ``task``, if it did."""
 
     def instance_log(self, task: int) -> str:
-        """The log file of ``task``."""
+        """Return the path of ``task``'s log file."""
 
 
 class StmgrCore:
@@ -233,7 +232,7 @@ class StmgrCore:
 
     # ---- local instances -----------------------------------------------------------------
     def instance_connected(self, task: int) -> None:
-        """A local task dialled in (it registers with its first frame)."""
+        """Note that local ``task`` dialled in (it registers with its first frame)."""
         self.connected.add(task)
         if task in self.spout_tasks and self.backpressure.spouts_paused:
             self.io.set_reading(task, self.restoring)
@@ -312,15 +311,17 @@ class StmgrCore:
             task_id=task, component=component, error=error, log_path=self.io.instance_log(task))))
 
     def _reset_queue(self, task: int) -> None:
-        """A (re)started instance holds nothing yet: what was queued for the old one is gone."""
+        """Forget what was queued for ``task``'s old instance: a (re)started one holds nothing yet."""
         self.sent_tuples[task] = self.executed_tuples[task] = 0
         self.routed_from[task] = self._routed_reported[task] = 0
         self._sent_marks[task].clear()
 
     def _start_instance(self, task: int) -> None:
         """Start a (re)registered instance: processing, the spout gate, ended upstreams."""
+        physical = self.plan.physical
+        assert physical is not None  # instances start only once RUNNING: a plan was applied
         self.io.to_instance(task, frames.control_frame(stmgr_pb2.StmgrToInstance(
-            start=stmgr_pb2.StartProcessing(generation=self.plan.physical.generation,
+            start=stmgr_pb2.StartProcessing(generation=physical.generation,
                                             epoch=self.epoch,
                                             checkpoint_id=self.restore_checkpoint,
                                             hold=self.restoring, paused=self.paused))))
@@ -355,9 +356,10 @@ class StmgrCore:
             data_kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
             self.tuples_from_stmgrs += rows
             self.bytes_from_stmgrs += len(frame)
+            # An unknown task maps to container -1, which never sent a fence: its frame drops.
             if self.gateway is not None and (
                     self.restoring or
-                    self.peer_epochs.get(self._task_container.get(src)) != self.epoch):
+                    self.peer_epochs.get(self._task_container.get(src, -1)) != self.epoch):
                 self.frames_dropped_in_restore += 1  # sent before its stmgr's epoch fence
                 return
             if data_kind == _EOS:
@@ -388,8 +390,11 @@ class StmgrCore:
             self.tuples_dropped += rows  # at-least-once replays them; at-most-once loses them
 
     def _deliver_local(self, task: int, frame: bytes, rows: int = 0) -> bool:
-        """Send ``frame`` (``rows`` tuples) to a local instance, through the checkpoint
-        gateway under effectively once; False when it is not connected (restarting)."""
+        """Send ``frame`` (``rows`` tuples) to a local instance; False when it is not connected.
+
+        Under effectively once the frame goes through the checkpoint gateway. An instance that
+        is not connected is restarting.
+        """
         if self.gateway is not None and task not in self.spout_tasks:
             return self.gateway.offer(task, frame, rows)
         return self._deliver_now(task, frame, rows)
@@ -486,8 +491,10 @@ class StmgrCore:
 
     # ---- backpressure ----------------------------------------------------------------------
     def _count_routed(self, spout: int, rows: int) -> None:
-        """Count a local spout's routed tuples; tell it every quarter of the tuple high mark,
-        so it never has more than the mark on its way here."""
+        """Count a local spout's routed tuples; tell it every quarter of the tuple high mark.
+
+        That way the spout never has more than the mark on its way here.
+        """
         routed = self.routed_from[spout] = self.routed_from[spout] + rows
         if routed - self._routed_reported[spout] >= self._routed_step:
             self._send_gate(spout)
@@ -500,8 +507,10 @@ class StmgrCore:
                                          routed=self.routed_from[spout]))))
 
     def tick(self, now: float) -> None:
-        """Once per loop turn: apply the turn's tree updates and report finished trees, check
-        the water marks; now and then expire old trees."""
+        """Apply the turn's tree updates and report finished trees (once per loop turn).
+
+        Also check the water marks; now and then expire old trees.
+        """
         self._apply_turn_updates()
         if self._done:
             self._send_trees_done()
@@ -521,7 +530,7 @@ class StmgrCore:
             for container in self._peer_containers():
                 io.to_peer(container, frame)
             self._apply_spout_gate()
-        culprits = ()
+        culprits: tuple[str, ...] = ()
         if backpressure.congested:
             culprits = tuple({self.plan.task_component[task] for task in self.connected
                               if backpressure.above_low(io.instance_queued_bytes(task),
@@ -538,7 +547,8 @@ class StmgrCore:
         """Pause or resume local spouts: stop reading them, and tell them to stop emitting.
 
         During a restore (effectively once) held spouts emit nothing and must be read: their
-        restore reports go through the same connection."""
+        restore reports go through the same connection.
+        """
         paused = self.backpressure.spouts_paused
         changed = paused != self._gate_paused
         self._gate_paused = paused
@@ -618,6 +628,7 @@ class StmgrCore:
         log.info("restoring checkpoint %d in epoch %d", restore.checkpoint_id, restore.epoch)
         self.epoch, self.restore_checkpoint = restore.epoch, restore.checkpoint_id
         self.restoring = True
+        assert self.gateway is not None  # the TMaster restores only effectively-once topologies
         self.gateway.reset()
         self.ended_sources.clear()
         for task in self.local_tasks:  # restored tasks start counting from zero
@@ -642,7 +653,7 @@ class StmgrCore:
             self.io.to_peer(container, fence)
 
     def tmaster_lost(self) -> int | None:
-        """The TMaster connection ended: return the exit code (None while stopping)."""
+        """Stop because the TMaster connection ended; return the exit code (None while stopping)."""
         if self.stopping:
             return None
         log.error("TMaster connection lost; shutting down")
@@ -651,8 +662,7 @@ class StmgrCore:
         return ExitCode.TMASTER_LOST
 
     def _apply_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
-        """Take a new physical plan: (re)target peer links and, the first time, start the
-        local instances."""
+        """Take a new physical plan: (re)target peer links; the first time, start local instances."""
         self.plan = PlanView(self.plan.logical, self.plan.packing, plan)
         if plan.state != physical_plan_pb2.TOPOLOGY_STATE_UNSET:
             self._set_paused(plan.state == physical_plan_pb2.PAUSED)

@@ -31,8 +31,10 @@ class CheckpointGateway:
         self.held_frames = 0
 
     def offer(self, task: int, frame: bytes, rows: int) -> bool:
-        """Deliver ``frame`` (a DATA frame for local ``task``) now or hold it; False when
-        delivery failed (the task is not connected)."""
+        """Deliver ``frame`` (a DATA frame for local ``task``) now or hold it.
+
+        Return False when delivery failed (the task is not connected).
+        """
         kind, src, _, _, stream_length = _data_head(frame, _PREFIX_BYTES)
         aligning = self._aligning.get(task)
         if aligning is not None and src in aligning[1]:

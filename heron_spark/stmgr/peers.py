@@ -55,6 +55,7 @@ class PeerLink:
 
     @property
     def target(self) -> tuple[str, int] | None:
+        """The (host, port) this link dials, if any."""
         return self._target
 
     @property
@@ -64,6 +65,7 @@ class PeerLink:
 
     @property
     def connected(self) -> bool:
+        """True while the connection to the peer is open."""
         return self._channel is not None and not self._channel.closed
 
     @property

@@ -37,8 +37,10 @@ _POLL_SECS = 0.05
 
 
 class StreamManager:
-    """See the module docstring. ``run`` returns the process exit code. Implements the
-    core's ``StmgrTransport``."""
+    """See the module docstring; implements the core's ``StmgrTransport``.
+
+    ``run`` returns the process exit code.
+    """
 
     def __init__(self, files: ContainerFiles, container_index: int, tmaster_host: str,
                  tmaster_port: int, host: str, generation: int) -> None:
@@ -107,8 +109,11 @@ class StreamManager:
 
     # ---- the loop ------------------------------------------------------------------------
     def run(self) -> int:
-        """Serve until the TMaster says shut down (``OK``) or goes away (``TMASTER_LOST``), or
-        asks for a restart (``RESTART``); ``FAILED`` if instances never registered."""
+        """Serve until the TMaster ends it; return the exit code.
+
+        ``OK`` when the TMaster says shut down, ``TMASTER_LOST`` when it goes away, ``RESTART``
+        when it asks for a restart; ``FAILED`` if instances never registered.
+        """
         self.listener.start()
         self.local_listener.start()
         _process.write_json_atomic(self.files.ready(layout.STMGR),
@@ -222,15 +227,18 @@ class StreamManager:
 
     # ---- StmgrTransport ------------------------------------------------------------------
     def to_instance(self, task: int, frame: bytes) -> bool:
+        """Queue ``frame`` for local ``task``; False when it is not connected."""
         channel = self.instances.get(task)
         return channel is not None and channel.send(frame)
 
     def to_peer(self, container: int, frame: bytes) -> None:
+        """Queue ``frame`` for the stmgr of ``container`` (its ``PeerLink`` buffers while it is down)."""
         link = self.peers.get(container)
         if link is not None:
             link.send(frame)
 
     def to_tmaster(self, frame: bytes) -> None:
+        """Queue ``frame`` for the TMaster (dropped when not connected)."""
         if self.tmaster is not None:
             self.tmaster.send(frame)
 
@@ -240,18 +248,22 @@ class StreamManager:
             file_response=file_view.answer(self.files.root, request))))
 
     def set_reading(self, task: int, reading: bool) -> None:
+        """Stop or resume reading frames from local ``task``'s connection."""
         channel = self.instances.get(task)
         if channel is not None:
             (channel.resume_reading if reading else channel.pause_reading)()
 
     def instance_queued_bytes(self, task: int) -> int:
+        """Return the bytes in the send queue towards local ``task`` (0 when not connected)."""
         channel = self.instances.get(task)
         return channel.queued_bytes if channel is not None else 0
 
     def peer_queued_bytes(self) -> int:
+        """Return the bytes queued towards the most loaded peer stmgr."""
         return max((link.queued_bytes for link in self.peers.values()), default=0)
 
     def retarget_peers(self, addresses: dict[int, tuple[str, int]]) -> None:
+        """Point the link to each peer container at its (host, port), creating missing links."""
         for container, (host, port) in addresses.items():
             link = self.peers.get(container)
             if link is None:
@@ -262,17 +274,21 @@ class StreamManager:
             link.retarget(host, port)
 
     def announce_stop(self) -> None:
-        """Tell the container's supervisor this stmgr is ending for good, before any instance
-        can notice (so their exits are not restarted)."""
+        """Tell the container's supervisor this stmgr is ending for good.
+
+        Done before any instance can notice, so their exits are not restarted.
+        """
         _process.write_json_atomic(self.files.stmgr_stopping, {"pid": os.getpid()})
 
     def failure_note(self, task: int) -> str | None:
+        """Return why the container killed ``task`` (its stall note), or None."""
         try:
             return self.files.stall_note(layout.task_child(task)).read_text()
         except OSError:
             return None
 
     def instance_log(self, task: int) -> str:
+        """Return the path of ``task``'s log file."""
         return str(self.files.instance_log(self.core.plan.task_component[task], task))
 
 

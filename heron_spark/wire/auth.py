@@ -36,11 +36,13 @@ def _mac(secret: str, nonce: bytes, role: int, peer_id: int) -> bytes:
 def _read_control(reader, message):
     kind, payload = read_frame(reader, HANDSHAKE_MAX_BYTES)
     if kind != CONTROL:
-        raise AuthenticationError("handshake expected a control frame")
+        msg = "handshake expected a control frame"
+        raise AuthenticationError(msg)
     try:
         message.ParseFromString(payload)
     except DecodeError as exc:
-        raise AuthenticationError(f"handshake frame is not a {type(message).__name__}") from exc
+        msg = f"handshake frame is not a {type(message).__name__}"
+        raise AuthenticationError(msg) from exc
     return message
 
 
@@ -53,35 +55,41 @@ def accept_peer(sock: socket.socket, secret: str, topology: str) -> handshake_pb
     try:
         response = _read_control(reader, handshake_pb2.AuthResponse())
     except (EOFError, FrameError, OSError, ValueError) as exc:
-        raise AuthenticationError(f"handshake failed: {exc}") from exc
+        msg = f"handshake failed: {exc}"
+        raise AuthenticationError(msg) from exc
     finally:
         reader.close()
     if not hmac.compare_digest(response.mac, _mac(secret, nonce, response.role, response.id)):
         sock.sendall(control_frame(handshake_pb2.AuthResult(ok=False, reason="bad secret")))
-        raise AuthenticationError(f"peer {role_name(response.role)}:{response.id} failed the "
-                                  "secret check")
+        msg = f"peer {role_name(response.role)}:{response.id} failed the secret check"
+        raise AuthenticationError(msg)
     sock.sendall(control_frame(handshake_pb2.AuthResult(ok=True)))
     sock.settimeout(None)
     return response
 
 
 def prove_secret(sock: socket.socket, secret: str, topology: str, role: int, peer_id: int) -> None:
-    """Run the dialler side on a connected socket as ``role`` (a ``contract.roles`` value);
-    raise AuthenticationError if refused."""
+    """Run the dialler side of the handshake on a connected socket.
+
+    Prove the secret as ``role`` (a ``contract.roles`` value); raise AuthenticationError if
+    refused.
+    """
     sock.settimeout(HANDSHAKE_TIMEOUT_SECS)
     reader = sock.makefile("rb", buffering=0)  # unbuffered: no read-ahead past the handshake
     try:
         challenge = _read_control(reader, handshake_pb2.AuthChallenge())
         if challenge.topology_name != topology:
-            raise AuthenticationError(f"listener serves topology {challenge.topology_name!r}, "
-                                      f"not {topology!r}")
+            msg = f"listener serves topology {challenge.topology_name!r}, not {topology!r}"
+            raise AuthenticationError(msg)
         sock.sendall(control_frame(handshake_pb2.AuthResponse(
             role=role, id=peer_id, mac=_mac(secret, challenge.nonce, role, peer_id))))
         result = _read_control(reader, handshake_pb2.AuthResult())
     except (EOFError, FrameError, OSError) as exc:
-        raise AuthenticationError(f"handshake with listener failed: {exc}") from exc
+        msg = f"handshake with listener failed: {exc}"
+        raise AuthenticationError(msg) from exc
     finally:
         reader.close()
     if not result.ok:
-        raise AuthenticationError(f"listener refused us: {result.reason}")
+        msg = f"listener refused us: {result.reason}"
+        raise AuthenticationError(msg)
     sock.settimeout(None)

@@ -73,10 +73,12 @@ class Connection:
                 while self._queued >= self._capacity and not self._closed:
                     remaining = None if deadline is None else deadline - time.monotonic()
                     if remaining is not None and remaining <= 0:
-                        raise TimeoutError(f"{self.name}: send queue full for {timeout} s")
+                        msg = f"{self.name}: send queue full for {timeout} s"
+                        raise TimeoutError(msg)
                     self._cond.wait(remaining)
             if self._closed:
-                raise ConnectionClosed(f"{self.name} is closed")
+                msg = f"{self.name} is closed"
+                raise ConnectionClosed(msg)
             self._queue.append(frame)
             self._queued += len(frame)
             self._cond.notify_all()
@@ -187,9 +189,10 @@ def dial_with_retry(address: str, secret: str, topology: str, role: int, peer_id
 
 
 class Listener:
-    """Accept peers on ``host:port`` (0 = any free port; ``host`` may instead be a
-    ``unix:...`` address, see ``socket_address``) and hand authenticated ones over.
+    """Accept peers on ``host:port`` and hand authenticated ones over.
 
+    Port 0 means any free port; ``host`` may instead be a ``unix:...`` address (see
+    ``socket_address``).
     ``on_peer(sock, response)`` runs on a short-lived handshake thread per peer; peers that fail
     the secret check are logged and dropped. ``address`` is what ``dial_address`` takes.
     """
@@ -252,8 +255,10 @@ class Listener:
 
 
 def socket_address(address: str) -> tuple[int, object]:
-    """Return ``(family, sockaddr)`` for ``host:port`` or ``unix:<path>`` (``unix:@name`` is
-    a Linux abstract socket)."""
+    """Return ``(family, sockaddr)`` for ``host:port`` or ``unix:<path>``.
+
+    ``unix:@name`` is a Linux abstract socket.
+    """
     if address.startswith("unix:"):
         path = address[len("unix:"):]
         return socket.AF_UNIX, ("\0" + path[1:]) if path.startswith("@") else path
@@ -262,9 +267,11 @@ def socket_address(address: str) -> tuple[int, object]:
 
 
 def local_socket_address(tag: str) -> str:
-    """Return a fresh address for a listener that only processes of this machine dial: an
-    abstract Unix socket on Linux (no file to clean up, no path length to exceed), loopback
-    TCP (any free port) elsewhere."""
+    """Return a fresh address for a listener that only processes of this machine dial.
+
+    An abstract Unix socket on Linux (no file to clean up, no path length to exceed), loopback
+    TCP (any free port) elsewhere.
+    """
     if hasattr(socket, "AF_UNIX") and os.uname().sysname == "Linux":
         return f"unix:@heron_spark-{tag}-{os.getpid()}-{os.urandom(6).hex()}"
     return "127.0.0.1:0"

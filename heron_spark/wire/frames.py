@@ -47,8 +47,10 @@ def control_frame(message) -> bytes:
 
 def data_frame(kind: int, src_task: int, dest_task: int, rows: int, stream: bytes,
                body=b"") -> bytes:
-    """Return a DATA frame: the routing head, ``stream`` (UTF-8 bytes) and the Arrow
-    ``body`` (bytes-like; empty for END_OF_STREAM)."""
+    """Return a DATA frame: the routing head, ``stream`` and the Arrow ``body``.
+
+    ``stream`` is UTF-8 bytes; ``body`` is bytes-like (empty for END_OF_STREAM).
+    """
     size = DATA_HEAD.size + len(stream) + len(body)
     return b"".join((_PREFIX_PACK(size, DATA),
                      _HEAD_PACK(kind, src_task, dest_task, rows, len(stream)), stream, body))
@@ -56,16 +58,20 @@ def data_frame(kind: int, src_task: int, dest_task: int, rows: int, stream: byte
 
 def data_frame_parts(kind: int, src_task: int, dest_task: int, rows: int, stream: bytes,
                      body: tuple | list) -> list:
-    """``data_frame`` as a list of buffers (the framing, then ``body``'s buffers as they
-    are): a channel writes them with one ``sendmsg``, copying none."""
+    """Return ``data_frame`` as a list of buffers: the framing, then ``body``'s buffers as they are.
+
+    A channel writes them with one ``sendmsg``, copying none.
+    """
     size = DATA_HEAD.size + len(stream) + sum(len(part) for part in body)
     return [b"".join((_PREFIX_PACK(size, DATA), _HEAD_PACK(kind, src_task, dest_task, rows,
                                                             len(stream)), stream)), *body]
 
 
 def data_head(frame: bytes) -> tuple[int, int, int, int, int]:
-    """Return ``(data kind, source task, destination task, rows, stream name length)`` of a
-    DATA frame (prefix included)."""
+    """Return ``(data kind, source task, destination task, rows, stream name length)``.
+
+    ``frame`` is a DATA frame, prefix included.
+    """
     return DATA_HEAD.unpack_from(frame, PREFIX_BYTES)
 
 
@@ -86,18 +92,22 @@ def read_frame(stream: BinaryIO, max_bytes: int) -> tuple[int, bytes]:
     """
     prefix = _read_exact(stream, PREFIX_BYTES)
     if not prefix:
-        raise EOFError("peer closed the connection")
+        msg = "peer closed the connection"
+        raise EOFError(msg)
     if len(prefix) < PREFIX_BYTES:
-        raise FrameError("connection closed inside a frame prefix")
+        msg = "connection closed inside a frame prefix"
+        raise FrameError(msg)
     size, kind = PREFIX.unpack(prefix)
     if size > max_bytes:
-        raise FrameError(f"frame of {size} bytes exceeds the limit of {max_bytes} bytes "
-                         f"(heron.frame.max.bytes)")
+        msg = f"frame of {size} bytes exceeds the limit of {max_bytes} bytes (heron.frame.max.bytes)"
+        raise FrameError(msg)
     if kind not in (CONTROL, DATA):
-        raise FrameError(f"unknown frame kind {kind}")
+        msg = f"unknown frame kind {kind}"
+        raise FrameError(msg)
     payload = _read_exact(stream, size)
     if len(payload) < size:
-        raise FrameError(f"connection closed inside a frame ({len(payload)}/{size} bytes)")
+        msg = f"connection closed inside a frame ({len(payload)}/{size} bytes)"
+        raise FrameError(msg)
     return kind, payload
 
 

@@ -38,9 +38,12 @@ def _mix(h: np.ndarray) -> np.ndarray:
 
 
 def string_hash(array: pa.Array) -> np.ndarray:
-    """Return the uint64 hash of each value of a string or binary ``array`` (no nulls), or of
-    a dictionary array of them. A big array is dictionary-encoded first, so each distinct
-    value is hashed once (keys repeat: a batch of 80,000 words holds a few thousand)."""
+    """Return the uint64 hash of each value of a string or binary ``array`` (no nulls).
+
+    ``array`` may also be a dictionary array of them. A big array is dictionary-encoded
+    first, so each distinct value is hashed once (keys repeat: a batch of 80,000 words holds
+    a few thousand).
+    """
     if pa.types.is_dictionary(array.type):
         return _hash_strings(array.dictionary)[array.indices.to_numpy(zero_copy_only=False)]
     if len(array) >= DICTIONARY_MIN_ROWS:
@@ -81,8 +84,10 @@ def _mix_int(h: int) -> int:
 
 
 def text_hash(data: bytes) -> int:
-    """``string_hash`` of one value given as its UTF-8 bytes, in plain Python: for a few new
-    keys it costs microseconds where a NumPy call costs tens."""
+    """Return the ``string_hash`` of one value given as its UTF-8 bytes, in plain Python.
+
+    For a few new keys it costs microseconds where a NumPy call costs tens.
+    """
     hashed = len(data)
     if data:
         total, power = 0, 1

@@ -50,12 +50,15 @@ class Timer:
         self.cancelled = False
 
     def cancel(self) -> None:
+        """Stop the callback from running (idempotent)."""
         self.cancelled = True
 
 
 class Loop:
-    """See the module docstring. Owned by one thread; only ``call_soon_threadsafe`` may be
-    called from others."""
+    """See the module docstring. Owned by one thread.
+
+    Only ``call_soon_threadsafe`` may be called from other threads.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self.clock = clock
@@ -101,8 +104,10 @@ class Loop:
 
     # ---- running -------------------------------------------------------------------------
     def poll(self, timeout: float | None) -> None:
-        """Wait up to ``timeout`` seconds (None: until something happens) for I/O, handle
-        it, run due timers and hand-offs, then write queued output."""
+        """Run one turn: handle I/O, run due timers and hand-offs, then write queued output.
+
+        Wait up to ``timeout`` seconds (None: until something happens) for the I/O.
+        """
         if self._handoffs:
             timeout = 0.0
         due = self.next_timer()
@@ -205,8 +210,10 @@ class Channel:
         return self._reading
 
     def send(self, frame) -> bool:
-        """Queue ``frame`` (bytes-like, or a list of bytes-like parts written in order) for
-        the end of the loop's turn; False if closed."""
+        """Queue ``frame`` for the end of the loop's turn; False if closed.
+
+        ``frame`` is bytes-like, or a list of bytes-like parts written in order.
+        """
         if self._closed:
             return False
         if not self._out:
@@ -292,7 +299,7 @@ class Channel:
 
     def _read(self) -> None:
         try:
-            data = self.sock.recv(READ_CHUNK_BYTES)
+            data: bytes | bytearray = self.sock.recv(READ_CHUNK_BYTES)
         except OSError as exc:
             if exc.errno in _AGAIN:
                 return
@@ -327,10 +334,12 @@ class Channel:
         while end - start >= PREFIX_BYTES and not self._closed:
             size, kind = unpack(data, start)
             if size > self._max_frame:
-                raise FrameError(f"frame of {size} bytes exceeds the limit of "
-                                 f"{self._max_frame} bytes (heron.frame.max.bytes)")
+                msg = (f"frame of {size} bytes exceeds the limit of {self._max_frame} bytes "
+                       "(heron.frame.max.bytes)")
+                raise FrameError(msg)
             if kind != DATA and kind != CONTROL:
-                raise FrameError(f"unknown frame kind {kind}")
+                msg = f"unknown frame kind {kind}"
+                raise FrameError(msg)
             stop = start + PREFIX_BYTES + size
             if stop > end:
                 break

@@ -46,8 +46,11 @@ def xor_runs(roots: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
 
 
 def distinct_runs(roots: np.ndarray) -> np.ndarray:
-    """Return ``roots`` with each run of equal neighbours kept once: a spout's new roots come
-    one per row, or one per batch (the batch API), so this is each root once, without a sort."""
+    """Return ``roots`` with each run of equal neighbours kept once.
+
+    A spout's new roots come one per row, or one per batch (the batch API), so this is each
+    root once, without a sort.
+    """
     if roots.size < 2:
         return roots
     return roots[np.concatenate(([True], roots[1:] != roots[:-1]))]

@@ -52,8 +52,11 @@ _EMPTY_SCHEMA = pa.schema([pa.field(EMPTY_COLUMN, pa.null())])
 
 
 def register_serializer(serializer) -> bytes:
-    """Make ``serializer`` (an ``IHeronSerializer``) the one that reads columns its class
-    wrote, in this process; return the name columns carry (its class's dotted name)."""
+    """Make ``serializer`` the one that reads columns its class wrote, in this process.
+
+    ``serializer`` is an ``IHeronSerializer``. Return the name columns carry (its class's
+    dotted name).
+    """
     cls = type(serializer)
     name = f"{cls.__module__}.{cls.__qualname__}".encode()
     _SERIALIZERS[name] = serializer
@@ -70,9 +73,11 @@ def _serializer_named(name: bytes):
 
 
 def column_array(values: Sequence, serializer=None) -> tuple[pa.Array, bool | bytes]:
-    """Return ``values`` as an Arrow array and whether it had to be serialized: False, True
-    (pickled) or the name of ``serializer`` (a registered ``IHeronSerializer``, None: pickle),
-    which leaves None values null."""
+    """Return ``values`` as an Arrow array and whether it had to be serialized.
+
+    The second is False, True (pickled) or the name of ``serializer`` (a registered
+    ``IHeronSerializer``, None: pickle), which leaves None values null.
+    """
     kinds = set(map(type, values))
     kinds.discard(_NONE)
     if len(kinds) == 1:
@@ -99,8 +104,11 @@ def build(fields: Sequence[str], rows: Sequence[Sequence]) -> pa.RecordBatch:
 
 def build_columns(fields: Sequence[str], rows: Sequence[Sequence],
                   serializer=None) -> tuple[pa.RecordBatch, list]:
-    """``build``, also returning each column's Python values (lists); ``serializer``: the
-    topology's ``IHeronSerializer`` for values Arrow cannot type (None: pickle)."""
+    """Return what ``build`` returns, plus each column's Python values (lists).
+
+    ``serializer``: the topology's ``IHeronSerializer`` for values Arrow cannot type (None:
+    pickle).
+    """
     if not fields:
         return pa.RecordBatch.from_arrays([pa.nulls(len(rows))], schema=_EMPTY_SCHEMA), []
     arrays, kinds, columns = [], [], []
@@ -122,15 +130,18 @@ def build_columns(fields: Sequence[str], rows: Sequence[Sequence],
 
 
 def _field_meta(pickled: bool | bytes) -> dict | None:
-    """The metadata of a column ``column_array`` built: None when native."""
+    """Return the metadata of a column ``column_array`` built: None when native."""
     if not pickled:
         return None
     return _PICKLED_META if pickled is True else {SERIALIZER_KEY: pickled}
 
 
 def with_roots(batch: pa.RecordBatch, flat: np.ndarray, counts: np.ndarray) -> pa.RecordBatch:
-    """Return ``batch`` with its roots column: row i belongs to ``counts[i]`` trees, whose
-    root ids follow each other in ``flat`` (uint64)."""
+    """Return ``batch`` with its roots column.
+
+    Row i belongs to ``counts[i]`` trees, whose root ids follow each other in ``flat``
+    (uint64).
+    """
     if counts.size == flat.size and (counts.size == 0 or counts.min() == 1):
         return batch.append_column(_ROOT_FIELD, pa.array(flat, type=pa.uint64()))
     offsets = np.zeros(len(counts) + 1, dtype=np.int32)
@@ -150,15 +161,20 @@ def encode(fields: Sequence[str], rows: Sequence[Sequence]) -> bytes:
 
 
 def encode_batch(batch: pa.RecordBatch) -> bytes:
-    """Return ``batch`` as ``u32 schema length | Arrow IPC schema message | Arrow IPC record
-    batch message``: the two messages an IPC stream would hold, without the stream's framing,
-    so both ends skip the stream writer and reader (the reader caches schemas by their bytes)."""
+    """Return ``batch`` as the two messages an Arrow IPC stream would hold, without its framing.
+
+    The layout is ``u32 schema length | Arrow IPC schema message | Arrow IPC record batch
+    message``: without the stream's framing, both ends skip the stream writer and reader (the
+    reader caches schemas by their bytes).
+    """
     return b"".join(encode_parts(batch))
 
 
 def encode_parts(batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
-    """``encode_batch`` as two buffers (the framed schema, the record batch message), for
-    scatter-gather writes that copy neither."""
+    """Return ``encode_batch`` as two buffers: the framed schema, the record batch message.
+
+    They serve scatter-gather writes that copy neither.
+    """
     schema = batch.schema
     cached = _SCHEMA_BYTES.get(id(schema))
     if cached is None or cached[0] is not schema:
@@ -182,8 +198,10 @@ def decode(payload) -> pa.RecordBatch:
 
 
 def root_lists(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray | None]:
-    """Return the roots of ``batch`` as (flat uint64 root ids, root count per row, or None
-    when every row has exactly one)."""
+    """Return the roots of ``batch`` as (flat uint64 root ids, root count per row).
+
+    The root count per row is None when every row has exactly one.
+    """
     index = batch.schema.get_field_index(ROOT_COLUMN)
     if index >= 0:
         return batch.column(index).to_numpy(), None
@@ -209,7 +227,7 @@ def row_roots(batch: pa.RecordBatch) -> list[tuple[int, ...]] | None:
 
 
 def is_pickled(field: pa.Field) -> bool:
-    """True when ``field`` holds pickled values."""
+    """Return True when ``field`` holds pickled values."""
     return bool(field.metadata) and PICKLED_KEY in field.metadata
 
 
@@ -267,10 +285,12 @@ def key_columns(batch: pa.RecordBatch, indices: Sequence[int]) -> list[pa.Array]
 
 
 def use_lean_memory_pool() -> str:
-    """Make Arrow allocate from jemalloc (the system allocator where pyarrow has no jemalloc)
-    and return the pool's name. Arrow's default mimalloc pool keeps what a batch freed for
-    reuse: measured with the batch-API word count, a split instance peaked at 171 MB RSS with
-    mimalloc, 130 MB with jemalloc, at the same throughput."""
+    """Make Arrow allocate from jemalloc and return the pool's name.
+
+    Where pyarrow has no jemalloc, it uses the system allocator. Arrow's default mimalloc pool
+    keeps what a batch freed for reuse: measured with the batch-API word count, a split
+    instance peaked at 171 MB RSS with mimalloc, 130 MB with jemalloc, at the same throughput.
+    """
     try:
         pool = pa.jemalloc_memory_pool()
     except NotImplementedError:
@@ -280,9 +300,12 @@ def use_lean_memory_pool() -> str:
 
 
 def warm_up() -> None:
-    """Run every step a batch takes once, on a tiny batch, so that the first real batch does
-    not pay for first use (Arrow's IPC reader and compute kernels, NumPy's ufunc set-up): an
-    instance calls this before it registers, so spouts start into warm processes."""
+    """Run every step a batch takes once, on a tiny batch.
+
+    That way the first real batch does not pay for first use (Arrow's IPC reader and compute
+    kernels, NumPy's ufunc set-up): an instance calls this before it registers, so spouts
+    start into warm processes.
+    """
     batch = build(("word", "n", "x"), [("a", 1, 0.5), ("b", 2, 1.5), ("a", 3, None)])
     batch = with_roots(batch, np.array([1, 2, 3], dtype=np.uint64), np.array([1, 1, 1]))
     with_roots(batch, np.array([1, 2], dtype=np.uint64), np.array([2, 0, 0]))
