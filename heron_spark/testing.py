@@ -109,7 +109,8 @@ class CollectingBolt(Bolt):
     def initialize(self, config, context):
         folder = config.get(COLLECT_DIR)
         if not folder:
-            raise ValueError(f"CollectingBolt needs config {COLLECT_DIR!r} (a folder)")
+            msg = f"CollectingBolt needs config {COLLECT_DIR!r} (a folder)"
+            raise ValueError(msg)
         self._path = Path(folder) / f"{context.get_component_id()}-{context.get_task_id()}.pkl"
         self._path.parent.mkdir(parents=True, exist_ok=True)
         self._path.unlink(missing_ok=True)
@@ -182,8 +183,8 @@ def run_local(topology, *, conf: dict | None = None, timeout: float = 180.0,
 
     engine = engine or ("spark" if spark is not None else "in-process")
     if engine not in ("in-process", "spark"):
-        raise TopologyValueError("run_local() runs a topology in this process or on Spark",
-                                 value=engine, fix="pass engine='in-process' or engine='spark'")
+        msg = "run_local() runs a topology in this process or on Spark"
+        raise TopologyValueError(msg, value=engine, fix="pass engine='in-process' or engine='spark'")
     folder = Path(collect_dir or tempfile.mkdtemp(prefix="heron_spark_collect_"))
     config = {COLLECT_DIR: str(folder), **(conf or {})}
     if engine == "in-process":
@@ -218,6 +219,6 @@ def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 
             return value
         if time.monotonic() >= deadline:
             what = message() if callable(message) else message
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what} "
-                                 f"(last value: {value!r})")
+            msg = f"timed out after {timeout:g} s waiting for {what} (last value: {value!r})"
+            raise AssertionError(msg)
         time.sleep(max(0.0, min(interval, deadline - time.monotonic())))

@@ -1,5 +1,6 @@
 """The in-process runner: a whole topology on one thread of this process, no Spark, no
-processes (``runner.InProcessTopology``); what ``heron_spark.testing.run_local`` uses."""
+processes (``runner.InProcessTopology``); what ``heron_spark.testing.run_local`` uses.
+"""
 
 from heron_spark.inprocess.runner import InProcessTopology
 

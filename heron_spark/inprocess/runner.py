@@ -80,7 +80,8 @@ class _Queue:
 
 class _Task:
     """One task: its executor (which queues what its stmgr offers it) and the queue of its
-    output to its stmgr."""
+    output to its stmgr.
+    """
 
     def __init__(self, task_id: int, container: int) -> None:
         self.task_id = task_id
@@ -139,7 +140,8 @@ class _CoreLink:
 
 class InProcessTopology:
     """A topology run on this thread by its own stmgr and instance cores; see the module
-    docstring. ``run`` it once; then read ``status``, ``metrics()``, ``physical_plan``."""
+    docstring. ``run`` it once; then read ``status``, ``metrics()``, ``physical_plan``.
+    """
 
     def __init__(self, topology, conf: dict | None = None, name: str | None = None,
                  clock=time.monotonic, sleep=time.sleep) -> None:
@@ -246,7 +248,8 @@ class InProcessTopology:
     # ---- instances ------------------------------------------------------------------------
     def _launch(self, entry: _Task) -> None:
         """Create a task's executor and register it with its stmgr core (as a new process
-        dialling in and sending its pid would)."""
+        dialling in and sending its pid would).
+        """
         to_stmgr = entry.to_stmgr
         entry.executor = build_executor(self.plan, entry.task_id, self.config, to_stmgr.put,
                                         clock=self.clock, output_queued=lambda: to_stmgr.bytes)
@@ -260,7 +263,8 @@ class InProcessTopology:
 
     def _crashed(self, entry: _Task, exc: BaseException) -> None:
         """User code of ``entry`` raised: report it as its instance would, close its
-        connection, and start it again unless the topology ended."""
+        connection, and start it again unless the topology ended.
+        """
         report_failure(entry.executor, exc, _LOG_PATH)
         core = self.cores[entry.container]
         while entry.to_stmgr.frames:  # what it sent before it died, as a socket would hold
@@ -286,7 +290,8 @@ class InProcessTopology:
     # ---- running --------------------------------------------------------------------------
     def run(self, timeout: float | None = None) -> str:
         """Run until the topology ends (or ``timeout`` seconds, then kill it); return its
-        status. Raises ``TopologyRuntimeError`` when it failed."""
+        status. Raises ``TopologyRuntimeError`` when it failed.
+        """
         deadline = None if timeout is None else self.clock() + timeout
         for entry in self.tasks.values():
             self._launch(entry)
@@ -311,7 +316,8 @@ class InProcessTopology:
                            else min(_IDLE_WAIT_SECS, wake_at - now))
         self._final_metrics = self._collect_metrics()
         if timed_out and self.status == "KILLED":
-            raise TimeoutError(f"topology {self.name!r} did not end within {timeout} s")
+            msg = f"topology {self.name!r} did not end within {timeout} s"
+            raise TimeoutError(msg)
         if self.status == "FAILED":
             if self.failure is not None:  # no log file: its log went to the caller's logging
                 raise TopologyRuntimeError.from_instance_failure(self.failure, log_path="")
@@ -325,7 +331,8 @@ class InProcessTopology:
     def _turn(self) -> float | None:
         """One turn of every task, then of the queues between them and the stmgrs, then of
         every stmgr; return when the next is due: now when frames moved, else the first
-        task's wake-up time (None: every task only waits for input)."""
+        task's wake-up time (None: every task only waits for input).
+        """
         wake_at = None
         clock = self.clock
         self.offered = False

@@ -1,6 +1,7 @@
 """A bolt task's logic, without sockets: ``process`` for every tuple of every delivered batch
 (or ``process_batch``), acking, ticks, end of input, Heron's bolt metrics. Its input waits
-while its output gate is closed. See ``executor.py`` for the turn the shells drive."""
+while its output gate is closed. See ``executor.py`` for the turn the shells drive.
+"""
 
 from __future__ import annotations
 
@@ -258,7 +259,8 @@ class BoltExecutor(TaskExecutor):
 
     def end_turn(self, now: float, force: bool = False) -> None:
         """Send this turn's emits with its acks (``collector.flush_all``), its fails, then
-        the progress when due."""
+        the progress when due.
+        """
         self._flush_with_acks(now, force)
         if self.executed != self._reported and (force or now >= self._next_progress):
             self._next_progress = now + _PROGRESS_SECS

@@ -110,7 +110,8 @@ class OutputCollector:
                    direct_task: int | None = None, need_task_ids: bool = False):
         """At-most-once ``Bolt.emit`` (same signature; anchors mean nothing without trees):
         the instance binds it as the bolt's ``emit``. The common case is one dict lookup, a
-        length check and one append."""
+        length check and one append.
+        """
         out = self._plain.get(stream)
         if out is None or direct_task is not None or need_task_ids or len(values) != out.width \
                 or out.dests is not None or out.roots is not None:
@@ -125,7 +126,8 @@ class OutputCollector:
     def spout_emit_plain(self, values, tup_id=None, stream: str = _DEFAULT,
                          direct_task: int | None = None, need_task_ids: bool = False):
         """At-most-once ``Spout.emit`` (same signature; a message id means nothing without
-        trees): the instance binds it as the spout's ``emit``."""
+        trees): the instance binds it as the spout's ``emit``.
+        """
         return self.emit_plain(values, stream, None, direct_task, need_task_ids)
 
     def emit(self, values, stream: str, direct_task: int | None, need_task_ids: bool,
@@ -133,18 +135,19 @@ class OutputCollector:
         """Buffer one tuple in the trees ``roots``; return its target task ids when asked."""
         out = self._streams.get(stream)
         if out is None:
-            raise TopologyValueError(f"emit on undeclared stream {stream!r}",
-                                     component=self.component, value=stream, kind="stream",
-                                     fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
-        if len(values) != out.width:
+            msg = f"emit on undeclared stream {stream!r}"
             raise TopologyValueError(
-                f"emit on stream {stream!r} got {len(values)} values for fields {list(out.fields)}",
-                component=self.component, value=values, kind="arity",
+                msg, component=self.component, value=stream, kind="stream",
+                fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
+        if len(values) != out.width:
+            msg = f"emit on stream {stream!r} got {len(values)} values for fields {list(out.fields)}"
+            raise TopologyValueError(
+                msg, component=self.component, value=values, kind="arity",
                 fix="emit one value per declared field, in declared order")
         if direct_task is not None and direct_task not in out.direct_tasks:
+            msg = f"direct_task on stream {stream!r} is not a task subscribed with Grouping.DIRECT"
             raise TopologyValueError(
-                f"direct_task on stream {stream!r} is not a task subscribed with Grouping.DIRECT",
-                component=self.component, value=direct_task, kind="direct",
+                msg, component=self.component, value=direct_task, kind="direct",
                 fix=f"use one of {sorted(out.direct_tasks)} (context.get_component_tasks)")
         if out.batches:
             self._flush_batches(out)
@@ -177,7 +180,8 @@ class OutputCollector:
                       direct_task: int | None = None, need_task_ids: bool = False):
         """At-least-once ``Bolt.emit`` (same signature), bound as the bolt's ``emit`` unless
         it auto-acks: the common case (one anchor, a stream routed by the batch alone) is
-        one call; anything else goes through the executor's ``emit``."""
+        one call; anything else goes through the executor's ``emit``.
+        """
         out = self._plain.get(stream)
         if out is None or anchors.__class__ is not list or len(anchors) != 1 \
                 or direct_task is not None or need_task_ids or len(values) != out.width \
@@ -197,7 +201,8 @@ class OutputCollector:
     def spout_emit_tracked(self, values, tup_id=None, stream: str = _DEFAULT,
                            direct_task: int | None = None, need_task_ids: bool = False):
         """At-least-once ``Spout.emit`` (same signature), bound as the spout's ``emit``: a
-        message id opens a tree (``open_tree``, the spout's ``SpoutTrees.open``)."""
+        message id opens a tree (``open_tree``, the spout's ``SpoutTrees.open``).
+        """
         out = self._plain.get(stream)
         if tup_id is None or out is None or direct_task is not None or need_task_ids \
                 or len(values) != out.width or out.dests is not None:
@@ -217,25 +222,28 @@ class OutputCollector:
         """Return the declared fields of ``stream`` (raise if this task has no such stream)."""
         out = self._streams.get(stream)
         if out is None:
-            raise TopologyValueError(f"emit on undeclared stream {stream!r}",
-                                     component=self.component, value=stream, kind="stream",
-                                     fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
+            msg = f"emit on undeclared stream {stream!r}"
+            raise TopologyValueError(
+                msg, component=self.component, value=stream, kind="stream",
+                fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
         return out.fields
 
     def emit_batch(self, batch: pa.RecordBatch, stream: str, roots=None) -> None:
         """Send a whole record batch (the batch API) after the stream's buffered rows: a big
         one now, a small one with the next flush, joined with the other small ones (so a bolt
         fed many small batches still sends few); ``roots``: each row's root ids as ``(flat
-        uint64 array, count per row)``, or None outside tuple trees."""
+        uint64 array, count per row)``, or None outside tuple trees.
+        """
         out = self._streams.get(stream)
         if out is None:
-            raise TopologyValueError(f"emit on undeclared stream {stream!r}",
-                                     component=self.component, value=stream, kind="stream",
-                                     fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
-        if out.per_tuple:
+            msg = f"emit on undeclared stream {stream!r}"
             raise TopologyValueError(
-                f"stream {stream!r} has direct or custom subscribers, which choose per tuple",
-                component=self.component, value=stream, kind="batch",
+                msg, component=self.component, value=stream, kind="stream",
+                fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
+        if out.per_tuple:
+            msg = f"stream {stream!r} has direct or custom subscribers, which choose per tuple"
+            raise TopologyValueError(
+                msg, component=self.component, value=stream, kind="batch",
                 fix="emit its tuples one by one with emit(), or use another grouping")
         if out.rows:
             self._flush(out)
@@ -256,16 +264,17 @@ class OutputCollector:
 
     def _choose(self, out: _StreamOut, values, direct_task, every: bool) -> list[int]:
         """Return one tuple's destinations: under every subscription when ``every`` (the caller
-        asked for task ids), else under the per-tuple ones (direct, custom)."""
+        asked for task ids), else under the per-tuple ones (direct, custom).
+        """
         chosen: list[int] = []
         for target in (out.routing.targets if every else out.routing.per_tuple):
             targets = target.choose(values, direct_task)
             if target.grouping == GroupingType.CUSTOM:
                 bad = [t for t in targets if t not in target.task_set]
                 if bad:
+                    msg = f"custom grouping on stream {out.name!r} chose unknown task(s)"
                     raise TopologyValueError(
-                        f"custom grouping on stream {out.name!r} chose unknown task(s)",
-                        component=self.component, value=bad, kind="custom",
+                        msg, component=self.component, value=bad, kind="custom",
                         fix=f"choose_tasks must return tasks from {sorted(target.task_set)}")
             chosen.extend(targets)
         return chosen

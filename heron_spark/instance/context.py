@@ -62,7 +62,8 @@ class InstanceContext(TopologyContext):
 
     def get_topology_pex_path(self) -> str:
         """Return the file the topology was defined in, on the submitting machine ("" if
-        unknown). Heron returns its pex; heron_spark ships the code by value instead."""
+        unknown). Heron returns its pex; heron_spark ships the code by value instead.
+        """
         return self._plan.logical.source_path
 
     def get_sources(self, component_id: str) -> dict[StreamId, int] | None:
@@ -79,8 +80,8 @@ class InstanceContext(TopologyContext):
     # (issue 9, hooks work); this branch leaves them as they were.
     def add_task_hook(self, task_hook) -> None:
         if not isinstance(task_hook, ITaskHook):
-            raise TopologyTypeError("add_task_hook takes an ITaskHook instance",
-                                    component=self._component, value=task_hook,
+            msg = "add_task_hook takes an ITaskHook instance"
+            raise TopologyTypeError(msg, component=self._component, value=task_hook,
                                     fix="subclass heronpy.api.task_hook.ITaskHook")
         self.task_hooks.append(task_hook)
         if self.on_task_hook is not None:

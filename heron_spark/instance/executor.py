@@ -68,7 +68,8 @@ class OutputGate:
 
     ``check(queued)`` closes the gate when ``queued`` passes ``high``
     (``heron.instance.out.queue.bytes``) and opens it again once ``queued`` is down to
-    ``high // 2``; ``closings`` counts how often it closed. One thread (the task's)."""
+    ``high // 2``; ``closings`` counts how often it closed. One thread (the task's).
+    """
 
     __slots__ = ("high", "low", "open", "closings")
 
@@ -95,7 +96,8 @@ def _nothing_queued() -> int:
 
 class TaskExecutor:
     """What spout and bolt executors share: the turn, the delegate API, control frames,
-    metrics. Loop thread only (``add_metrics`` excepted: it only reads counters)."""
+    metrics. Loop thread only (``add_metrics`` excepted: it only reads counters).
+    """
 
     gates_input = False  # a bolt's input waits while its output gate is closed
 
@@ -150,13 +152,15 @@ class TaskExecutor:
     def accepting(self) -> bool:
         """True when the shell should read more frames for this task now: a spout always, a
         bolt once it took what it has and while its output gate is open (so it reads at most
-        one socket read ahead)."""
+        one socket read ahead).
+        """
         return True
 
     def turn(self, now: float) -> float | None:
         """Take the input the gate allows, run what is due and (a spout) a slice of
         ``next_tuple``, send what the turn produced; return the monotonic time of the next
-        turn this task needs (``now``: at once), or None when it only waits for input."""
+        turn this task needs (``now``: at once), or None when it only waits for input.
+        """
         if self._inbox:
             self._take_input(now)
         if not self.started:
@@ -169,12 +173,14 @@ class TaskExecutor:
 
     def take_all_input(self) -> None:
         """Hand every queued frame to the task, gate or not: the stmgr went away, and what it
-        sent before is all the task will get (a shutdown among it ends the task cleanly)."""
+        sent before is all the task will get (a shutdown among it ends the task cleanly).
+        """
         self._take_input(self.clock(), gated=False)
 
     def _take_input(self, now: float, gated: bool = True) -> None:
         """Hand queued frames to ``on_frame``: all of them (spouts), or (bolts) while the
-        output gate is open, for at most one turn's time of data frames."""
+        output gate is open, for at most one turn's time of data frames.
+        """
         inbox, on_frame = self._inbox, self.on_frame
         if not (gated and self.gates_input):
             while inbox:
@@ -195,7 +201,8 @@ class TaskExecutor:
 
     def _run(self, now: float) -> bool:
         """The turn's own work after its input (a spout's ``next_tuple`` slice); return
-        whether the task wants another turn at once."""
+        whether the task wants another turn at once.
+        """
         return False
 
     def _wake_at(self, now: float, busy: bool) -> float | None:
@@ -261,7 +268,8 @@ class TaskExecutor:
 
     def enter(self) -> None:
         """Point process-wide user state (``global_metrics``) at this task: a runner hosting
-        several tasks in one process calls this before each call into the task."""
+        several tasks in one process calls this before each call into the task.
+        """
         global_metrics.use(self.global_counts)
 
     def _bind(self, base: type, name: str, fast) -> None:
@@ -297,7 +305,8 @@ class TaskExecutor:
     # ---- effectively once --------------------------------------------------------------------
     def checkpoint(self, checkpoint_id: int) -> None:
         """Save state for ``checkpoint_id``: what was emitted before goes first, then the
-        markers to every downstream task, then the report to the stmgr."""
+        markers to every downstream task, then the report to the stmgr.
+        """
         self.end_turn(self.clock(), force=True)
         self.stateful.save(self.component, checkpoint_id)
         name = str(checkpoint_id).encode()
@@ -308,7 +317,8 @@ class TaskExecutor:
 
     def restore(self, epoch: int, checkpoint_id: int) -> None:
         """Start over from ``checkpoint_id``'s state: drop what is buffered, build the
-        component anew (``init_state``, ``initialize``); a spout holds until ``resume``."""
+        component anew (``init_state``, ``initialize``); a spout holds until ``resume``.
+        """
         self.logger.info("task %d restores checkpoint %d (epoch %d)", self.task_id,
                          checkpoint_id, epoch)
         paused = self.paused  # a restore does not change whether the topology is deactivated
@@ -325,7 +335,8 @@ class TaskExecutor:
 
     def lingers(self, now: float, force: bool = False) -> bool:
         """True when the buffered tuples wait for more: a batch of this task left less than
-        ``heron.batch.linger.ms`` ago (a busy task sends fewer, bigger batches)."""
+        ``heron.batch.linger.ms`` ago (a busy task sends fewer, bigger batches).
+        """
         if force:
             return False
         due = self.collector.due()

@@ -34,7 +34,8 @@ class TaskHooks:
 
     def install(self, executor) -> None:
         """Route the executor's delegate calls through the hooks: unbind the fast paths bound
-        onto the component, wrap ``emit`` (and a bolt's ``ack``/``fail``)."""
+        onto the component, wrap ``emit`` (and a bolt's ``ack``/``fail``).
+        """
         component = executor.component
         for name, fast in executor._bound.items():
             if component is not None and component.__dict__.get(name) is fast:

@@ -1,6 +1,7 @@
 """A spout task's logic, without sockets: ``next_tuple`` slices, tuple trees under at-least-once,
 deactivation, Heron's spout metrics. It calls ``next_tuple`` only while its output gate is open
-and the stmgr lets it emit. See ``executor.py`` for the turn the shells drive."""
+and the stmgr lets it emit. See ``executor.py`` for the turn the shells drive.
+"""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ class SpoutExecutor(TaskExecutor):
 
     def set_paused(self, paused: bool) -> None:
         """Deactivate (``paused``) or activate the spout, as Heron does: ``deactivate()`` once,
-        then no ``next_tuple`` until ``activate()``; acks and fails still arrive meanwhile."""
+        then no ``next_tuple`` until ``activate()``; acks and fails still arrive meanwhile.
+        """
         if paused == self.paused:
             return
         self.paused = paused
@@ -108,7 +110,8 @@ class SpoutExecutor(TaskExecutor):
 
     def run_slice(self, now: float) -> bool:
         """Call ``next_tuple`` until it emits nothing, the spout may not emit more, or the
-        slice (``heron.batch.flush.interval.ms``) is over; return whether it emitted."""
+        slice (``heron.batch.flush.interval.ms``) is over; return whether it emitted.
+        """
         collector = self.collector
         next_tuple = self.component.next_tuple
         clock = self.clock
