@@ -66,6 +66,7 @@ class ScriptedSpout(Spout):
                             optional_outputs=outputs)
 
     def initialize(self, config, context):
+        """Take this task's share of ``testing.script``: item i when i % parallelism is its index."""
         par = context.get_component_parallelism(context.get_component_id())
         index = context.get_task_index()
         self._items = [item for i, item in enumerate(config.get(SCRIPT, [])) if i % par == index]
@@ -74,6 +75,7 @@ class ScriptedSpout(Spout):
         self._resume_at = 0.0
 
     def next_tuple(self):
+        """Emit the next script item, or act on its marker (``Pause``, ``Raise``, ``END``)."""
         if time.monotonic() < self._resume_at:
             return
         if self._position >= len(self._items):
@@ -107,6 +109,7 @@ class CollectingBolt(Bolt):
     """Records every input tuple to ``<testing.collect.dir>/<component>-<task>.pkl``."""
 
     def initialize(self, config, context):
+        """Start this task's file in ``testing.collect.dir`` afresh (a ``ValueError`` without it)."""
         folder = config.get(COLLECT_DIR)
         if not folder:
             msg = f"CollectingBolt needs config {COLLECT_DIR!r} (a folder)"
@@ -119,15 +122,18 @@ class CollectingBolt(Bolt):
         self._last_flush = time.monotonic()
 
     def process(self, tup):
+        """Record ``tup``; records are written when a second has passed since the last write."""
         self._buffer.append(Collected(self._task, tup.component, tup.stream, tup.task,
                                       tuple(tup.values)))
         if time.monotonic() - self._last_flush > _FLUSH_SECS:
             self._flush()
 
     def process_tick(self, tup):
+        """Write the records so far to the file."""
         self._flush()
 
     def end_of_input(self):
+        """Write the last records to the file: the input ended."""
         self._flush()
 
     def _flush(self):

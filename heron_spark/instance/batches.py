@@ -1,6 +1,8 @@
-"""The batch API inside an instance (``api.batch``): what a batch component emits, turned into
-record batches of its stream; what it receives, stripped to the stream's fields; and the tree
-roots of emitted rows under at-least-once. Loop thread only; no per-row Python work.
+"""The batch API inside an instance (``api.batch``).
+
+What a batch component emits, turned into record batches of its stream; what it receives,
+stripped to the stream's fields; and the tree roots of emitted rows under at-least-once. Loop
+thread only; no per-row Python work.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ _UNION_ROWS_MAX = 4_000_000  # rows x trees an unparented batch may be anchored 
 
 
 def as_batches(data, fields: Sequence[str], component: str, stream: str) -> list[pa.RecordBatch]:
-    """Return ``data`` (record batch, table, pandas frame or dict of columns) as record
-    batches whose columns are ``fields``, in order.
+    """Return ``data`` as record batches whose columns are ``fields``, in order.
+
+    ``data`` is a record batch, a table, a pandas frame or a dict of columns.
     """
     if isinstance(data, pa.RecordBatch):
         batches = [data]
@@ -49,8 +52,10 @@ def as_batches(data, fields: Sequence[str], component: str, stream: str) -> list
 
 def input_view(batch: pa.RecordBatch, width: int, component: str, stream: str,
                task: int) -> pa.RecordBatch:
-    """Return the received ``batch`` as a batch bolt sees it: the stream's fields only (not
-    the acking columns), with its source in the schema metadata (``api.batch.batch_source``).
+    """Return the received ``batch`` as a batch bolt sees it.
+
+    The stream's fields only (not the acking columns), with its source in the schema metadata
+    (``api.batch.batch_source``).
     """
     if batch.num_columns != width:
         batch = batch.select(list(range(width)))

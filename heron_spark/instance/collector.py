@@ -35,7 +35,7 @@ _DEFAULT = "default"
 
 
 def _joined_roots(pending: list) -> tuple[np.ndarray, np.ndarray] | None:
-    """The roots of batches sent as one: None if none of them is in a tree."""
+    """Return the roots of batches sent as one: None if none of them is in a tree."""
     if all(roots is None for _, roots in pending):
         return None
     flats, counts = [], []
@@ -108,9 +108,10 @@ class OutputCollector:
     # ---- emitting --------------------------------------------------------------------------
     def emit_plain(self, values, stream: str = _DEFAULT, anchors=None,
                    direct_task: int | None = None, need_task_ids: bool = False):
-        """At-most-once ``Bolt.emit`` (same signature; anchors mean nothing without trees):
-        the instance binds it as the bolt's ``emit``. The common case is one dict lookup, a
-        length check and one append.
+        """Emit at most once: ``Bolt.emit`` (same signature), bound as the bolt's ``emit``.
+
+        Anchors mean nothing without trees. The common case is one dict lookup, a length check
+        and one append.
         """
         out = self._plain.get(stream)
         if out is None or direct_task is not None or need_task_ids or len(values) != out.width \
@@ -125,8 +126,9 @@ class OutputCollector:
 
     def spout_emit_plain(self, values, tup_id=None, stream: str = _DEFAULT,
                          direct_task: int | None = None, need_task_ids: bool = False):
-        """At-most-once ``Spout.emit`` (same signature; a message id means nothing without
-        trees): the instance binds it as the spout's ``emit``.
+        """Emit at most once: ``Spout.emit`` (same signature), bound as the spout's ``emit``.
+
+        A message id means nothing without trees.
         """
         return self.emit_plain(values, stream, None, direct_task, need_task_ids)
 
@@ -178,9 +180,10 @@ class OutputCollector:
 
     def emit_anchored(self, values, stream: str = _DEFAULT, anchors=None,
                       direct_task: int | None = None, need_task_ids: bool = False):
-        """At-least-once ``Bolt.emit`` (same signature), bound as the bolt's ``emit`` unless
-        it auto-acks: the common case (one anchor, a stream routed by the batch alone) is
-        one call; anything else goes through the executor's ``emit``.
+        """Emit at least once: ``Bolt.emit`` (same signature), bound as the bolt's ``emit``.
+
+        Bound unless the bolt auto-acks. The common case (one anchor, a stream routed by the
+        batch alone) is one call; anything else goes through the executor's ``emit``.
         """
         out = self._plain.get(stream)
         if out is None or anchors.__class__ is not list or len(anchors) != 1 \
@@ -200,8 +203,9 @@ class OutputCollector:
 
     def spout_emit_tracked(self, values, tup_id=None, stream: str = _DEFAULT,
                            direct_task: int | None = None, need_task_ids: bool = False):
-        """At-least-once ``Spout.emit`` (same signature), bound as the spout's ``emit``: a
-        message id opens a tree (``open_tree``, the spout's ``SpoutTrees.open``).
+        """Emit at least once: ``Spout.emit`` (same signature), bound as the spout's ``emit``.
+
+        A message id opens a tree (``open_tree``, the spout's ``SpoutTrees.open``).
         """
         out = self._plain.get(stream)
         if tup_id is None or out is None or direct_task is not None or need_task_ids \
@@ -229,9 +233,10 @@ class OutputCollector:
         return out.fields
 
     def emit_batch(self, batch: pa.RecordBatch, stream: str, roots=None) -> None:
-        """Send a whole record batch (the batch API) after the stream's buffered rows: a big
-        one now, a small one with the next flush, joined with the other small ones (so a bolt
-        fed many small batches still sends few); ``roots``: each row's root ids as ``(flat
+        """Send a whole record batch (the batch API) after the stream's buffered rows.
+
+        A big one now, a small one with the next flush, joined with the other small ones (so a
+        bolt fed many small batches still sends few); ``roots``: each row's root ids as ``(flat
         uint64 array, count per row)``, or None outside tuple trees.
         """
         out = self._streams.get(stream)
@@ -263,8 +268,10 @@ class OutputCollector:
             self._push()
 
     def _choose(self, out: _StreamOut, values, direct_task, every: bool) -> list[int]:
-        """Return one tuple's destinations: under every subscription when ``every`` (the caller
-        asked for task ids), else under the per-tuple ones (direct, custom).
+        """Return one tuple's destinations.
+
+        Under every subscription when ``every`` (the caller asked for task ids), else under the
+        per-tuple ones (direct, custom).
         """
         chosen: list[int] = []
         for target in (out.routing.targets if every else out.routing.per_tuple):

@@ -120,8 +120,9 @@ class InstanceRuntime:
                 f"killed and restarted. Its stack:\n{stack}")
 
     def _on_stuck(self, reason: str) -> None:
-        """Leave the reason where the stmgr reads it when the connection drops, and exit (the
-        loop thread is inside user code: the connection is not ours to write).
+        """Leave the reason where the stmgr reads it when the connection drops, and exit.
+
+        The loop thread is inside user code: the connection is not ours to write.
         """
         self.logger.error("%s", reason)
         try:

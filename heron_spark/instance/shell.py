@@ -61,8 +61,9 @@ def failure_frame(task_id: int, component: str, exc: BaseException, log_path: st
 
 
 def report_failure(executor: TaskExecutor, exc: BaseException, log_path: str) -> object:
-    """Log that ``executor``'s user code raised ``exc`` and send the stmgr the failure report
-    (with the executor's ``send``); return what ``send`` returned.
+    """Log that ``executor``'s user code raised ``exc`` and send the stmgr the failure report.
+
+    Sent with the executor's ``send``; return what ``send`` returned.
     """
     executor.logger.error("user code of %s task %d failed", executor.component_name,
                           executor.task_id, exc_info=exc)
