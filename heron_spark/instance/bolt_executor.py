@@ -50,7 +50,8 @@ class BoltExecutor(TaskExecutor):
         self._acks_due = 0.0  # acks with no emits to ride with leave at most once per linger
         self._held: list = []                     # data that came before start
         self.batch_mode = False                   # a BatchBolt: process_batch per batch
-        self._input_roots = None                  # batch mode: the input batch's roots
+        # batch mode: the input batch's roots, as ``tuple_batch.root_lists`` gives them
+        self._input_roots: tuple[np.ndarray, np.ndarray | None] | None = None
         self._input_failed = False
         # (task, stream) -> (component, width, its input_stats entry)
         self._sources: dict[tuple, tuple[str, int, list]] = {}
@@ -62,7 +63,7 @@ class BoltExecutor(TaskExecutor):
     # delegate API
     def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
         """Emit one tuple (the slow path), anchored to ``anchors`` or, auto-acking, the input."""
-        roots = ()
+        roots: tuple[int, ...] = ()
         if self.reliable:
             if anchors is None and self._current is not None:
                 anchors = (self._current,)  # auto-ack bolts anchor to their input

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import time
 from itertools import chain
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
+from heron_spark.api.serializer import IHeronSerializer
 from heron_spark.api.tuple import HeronTuple
 from heron_spark.errors import TopologyValueError
 from heron_spark.plan import grouping
@@ -100,9 +101,14 @@ class OutputCollector:
         # Streams whose rows are routed by the batch alone: the fast emit path's lookup.
         self._plain = {name: out for name, out in self._streams.items() if not out.per_tuple}
         self._outs = list(self._streams.values())
-        self.delegate_emit = None  # the executor's general ``emit`` (the fast paths' fallback)
-        self.open_tree = None      # a reliable spout's ``SpoutTrees.open``
-        self.serializer = None     # topology.serializer.classname's serializer (None: pickle)
+        # ``delegate_emit`` (the executor's general ``emit``, the fast paths' fallback) and
+        # ``open_tree`` (a reliable spout's ``SpoutTrees.open``) are set by the executor before
+        # any emit can call them, so they are typed as set: a None check on these per-tuple
+        # paths would cost every tuple.
+        self.delegate_emit: Callable[..., Any] = None  # type: ignore[assignment]
+        self.open_tree: Callable[[Any, str], int] = None  # type: ignore[assignment]
+        # topology.serializer.classname's serializer (None: pickle)
+        self.serializer: IHeronSerializer | None = None
         self.sent = 0     # tuple copies handed to the stmgr connection (what it counts in)
 
     # ---- emitting --------------------------------------------------------------------------
@@ -161,11 +167,11 @@ class OutputCollector:
                 out.dests = [None] * len(rows)
                 out.routed = [False] * len(rows)
             out.dests.append(chosen)
-            out.routed.append(need_task_ids)
+            out.routed.append(need_task_ids)  # type: ignore[union-attr]  # set with dests
             result = chosen if need_task_ids else None
         elif out.dests is not None:
             out.dests.append(None)
-            out.routed.append(False)
+            out.routed.append(False)  # type: ignore[union-attr]  # set with dests
         if roots:
             if out.roots is None:
                 out.roots = [()] * len(rows)
@@ -341,10 +347,10 @@ class OutputCollector:
         lone = out.routing.lone_key
         keys = columns[lone] if lone is not None and dests is None \
             and batch.column(lone).type == _STRING else None
-        if roots is not None:
-            roots = (np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
-                     np.fromiter(map(len, roots), dtype=np.int32, count=len(roots)))
-        self._send_batch(out, batch, dests, routed, roots, gathered, keys)
+        packed = None if roots is None else (
+            np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
+            np.fromiter(map(len, roots), dtype=np.int32, count=len(roots)))
+        self._send_batch(out, batch, dests, routed, packed, gathered, keys)
 
     def _flush_batches(self, out: _StreamOut, gathered: tuple | None = None) -> None:
         """Send the stream's waiting small batches, joined into one where their columns agree."""
@@ -386,14 +392,14 @@ class OutputCollector:
         for task, rows in parts.items():  # tree members: a fresh edge id per copy
             part = grouping.take(batch, rows)
             size = part.num_rows
-            keys = self._rng.integers(1, _U64_MAX, size=size, dtype=np.uint64, endpoint=True)
+            edge_ids = self._rng.integers(1, _U64_MAX, size=size, dtype=np.uint64, endpoint=True)
             flat, counts = tuple_batch.root_lists(part)
             edge_roots.append(flat)
-            edge_values.append(keys if counts is None else np.repeat(keys, counts))
+            edge_values.append(edge_ids if counts is None else np.repeat(edge_ids, counts))
             self.sent += size
             frames_out.append(frames.data_frame_parts(
                 frames.TUPLES, task_id, task, size, stream,
-                tuple_batch.encode_parts(tuple_batch.with_keys(part, keys))))
+                tuple_batch.encode_parts(tuple_batch.with_keys(part, edge_ids))))
         if gathered is not None and not self._is_spout:  # sent by flush_all, with the acks
             gathered[0].extend(edge_roots)
             gathered[1].extend(edge_values)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from heron_spark.api.context import StreamId, TopologyContext
 from heron_spark.api.task_hook import ITaskHook
 from heron_spark.errors import TopologyTypeError
@@ -39,7 +41,7 @@ class InstanceContext(TopologyContext):
         self._metrics_collector = MetricsCollector(self._component, task_id)
         self.metrics = self._metrics_collector.registered  # read by the executor
         self.task_hooks: list = []
-        self.on_task_hook = None  # the executor's: called after each add_task_hook
+        self.on_task_hook: Callable[[], None] | None = None  # the executor's: called after each add_task_hook
 
     def get_task_id(self) -> int:
         """Return this task's id."""
@@ -57,7 +59,7 @@ class InstanceContext(TopologyContext):
         """Return the topology's name."""
         return self._plan.logical.name
 
-    def register_metric(self, name: str, metric, time_bucket_in_sec: int) -> None:
+    def register_metric(self, name: str, metric, time_bucket_in_sec: float) -> None:
         """Publish ``metric`` as ``name`` every ``time_bucket_in_sec`` seconds."""
         self._metrics_collector.register_metric(name, metric, time_bucket_in_sec)
 

@@ -35,7 +35,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from heron_spark.api import global_metrics
 from heron_spark.api.metrics import MultiCountMetric
@@ -109,7 +109,7 @@ class TaskExecutor:
                  output_queued: Callable[[], int] = _nothing_queued) -> None:
         # kept to start over on an effectively-once restore
         self._init_args = (plan, task_id, config, send, logger)
-        self._init_kwargs = {"clock": clock, "push": push, "output_queued": output_queued}
+        self._init_kwargs: dict[str, Any] = {"clock": clock, "push": push, "output_queued": output_queued}
         self.plan = plan
         self.task_id = task_id
         self.config = config
@@ -126,8 +126,11 @@ class TaskExecutor:
         self.decl = plan.logical.components[self.component_name]
         self.context = InstanceContext(plan, task_id)
         self.reliable = plan.logical.topology_config.at_least_once
-        self.collector: OutputCollector | None = None
-        self.component = None
+        # Both set by ``start``: every call that uses them comes after it (``next_deadline`` and
+        # ``add_metrics`` excepted, which check), so they are typed as set; a check on the
+        # per-tuple paths would cost every tuple.
+        self.collector: OutputCollector = None  # type: ignore[assignment]
+        self.component: Any = None  # the user's Spout or Bolt (duck-typed, as in Heron)
         self.started = False
         self.executed = 0
         self._next_metrics = 0.0
@@ -206,6 +209,14 @@ class TaskExecutor:
             on_frame(kind, frame)
             if kind == frames.DATA and (clock() >= until or not check(queued())):
                 break
+
+    def on_frame(self, kind: int, frame: bytes) -> None:
+        """Handle one frame from the stmgr (subclasses)."""
+        raise NotImplementedError
+
+    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
+        """Emit one tuple: the delegate's general ``emit`` behind the fast paths (subclasses)."""
+        raise NotImplementedError
 
     def _run(self, now: float) -> bool:
         """Do the turn's own work after its input (a spout's ``next_tuple`` slice).
@@ -320,6 +331,7 @@ class TaskExecutor:
         What was emitted before goes first, then the markers to every downstream task, then the
         report to the stmgr.
         """
+        assert self.stateful is not None, "checkpoints are sent to effectively-once tasks only"
         self.end_turn(self.clock(), force=True)
         self.stateful.save(self.component, checkpoint_id)
         name = str(checkpoint_id).encode()
@@ -389,7 +401,7 @@ class TaskExecutor:
             due = self._metric_due.get(name)
             if due is None and not force:  # first sample one bucket after we saw it, as Heron
                 self._metric_due[name] = due = now + bucket
-            if force or now >= due:
+            if force or (due is not None and now >= due):  # not forced: due is set above
                 self._metric_due[name] = now + bucket
                 value = metric.get_value_and_reset()
                 items = value.items() if isinstance(value, dict) else [(None, value)]
