@@ -18,9 +18,10 @@ import pickle
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
 
 from heron_spark.api.bolt import Bolt
+from heron_spark.api.component import HeronComponentSpec
 from heron_spark.api.spout import Spout
 from heron_spark.api.stream import Stream
 from heron_spark.errors import TopologyValueError
@@ -57,15 +58,17 @@ class ScriptedSpout(Spout):
     outputs: list = []
 
     @classmethod
-    def spec(cls, name=None, par=1, inputs=None, config=None, optional_outputs=None, *,
-             script=(), fields=("value",), stream: str = Stream.DEFAULT_STREAM_ID):
+    def spec(cls, name: str | None = None, par: int = 1, inputs=None, config: dict | None = None,
+             optional_outputs=None, *, script: Iterable = (), fields: Iterable[str] = ("value",),
+             stream: str = Stream.DEFAULT_STREAM_ID) -> HeronComponentSpec:
         """Return a spec emitting ``script`` on ``stream`` with ``fields``."""
         config = {**(config or {}), SCRIPT: list(script), SCRIPT_STREAM: stream}
         outputs = [Stream(list(fields), name=stream), *(optional_outputs or [])]
         return super().spec(name=name, par=par, inputs=inputs, config=config,
                             optional_outputs=outputs)
 
-    def initialize(self, config, context):
+    def initialize(self, config: dict, context: Any) -> None:
+        """Take this task's share of ``testing.script``: item i when i % parallelism is its index."""
         par = context.get_component_parallelism(context.get_component_id())
         index = context.get_task_index()
         self._items = [item for i, item in enumerate(config.get(SCRIPT, [])) if i % par == index]
@@ -73,7 +76,8 @@ class ScriptedSpout(Spout):
         self._position = 0
         self._resume_at = 0.0
 
-    def next_tuple(self):
+    def next_tuple(self) -> None:
+        """Emit the next script item, or act on its marker (``Pause``, ``Raise``, ``END``)."""
         if time.monotonic() < self._resume_at:
             return
         if self._position >= len(self._items):
@@ -106,10 +110,12 @@ class Collected:
 class CollectingBolt(Bolt):
     """Records every input tuple to ``<testing.collect.dir>/<component>-<task>.pkl``."""
 
-    def initialize(self, config, context):
+    def initialize(self, config: dict, context: Any) -> None:
+        """Start this task's file in ``testing.collect.dir`` afresh (a ``ValueError`` without it)."""
         folder = config.get(COLLECT_DIR)
         if not folder:
-            raise ValueError(f"CollectingBolt needs config {COLLECT_DIR!r} (a folder)")
+            msg = f"CollectingBolt needs config {COLLECT_DIR!r} (a folder)"
+            raise ValueError(msg)
         self._path = Path(folder) / f"{context.get_component_id()}-{context.get_task_id()}.pkl"
         self._path.parent.mkdir(parents=True, exist_ok=True)
         self._path.unlink(missing_ok=True)
@@ -117,19 +123,22 @@ class CollectingBolt(Bolt):
         self._buffer: list[Collected] = []
         self._last_flush = time.monotonic()
 
-    def process(self, tup):
+    def process(self, tup) -> None:
+        """Record ``tup``; records are written when a second has passed since the last write."""
         self._buffer.append(Collected(self._task, tup.component, tup.stream, tup.task,
                                       tuple(tup.values)))
         if time.monotonic() - self._last_flush > _FLUSH_SECS:
             self._flush()
 
-    def process_tick(self, tup):
+    def process_tick(self, tup) -> None:
+        """Write the records so far to the file."""
         self._flush()
 
-    def end_of_input(self):
+    def end_of_input(self) -> None:
+        """Write the last records to the file: the input ended."""
         self._flush()
 
-    def _flush(self):
+    def _flush(self) -> None:
         if self._buffer:
             with open(self._path, "ab") as handle:
                 pickle.dump(self._buffer, handle, protocol=pickle.HIGHEST_PROTOCOL)
@@ -161,7 +170,7 @@ class LocalRun:
     collect_dir: Path
 
     def collected(self, component: str | None = None) -> list[Collected]:
-        """Tuples received by the collecting bolts (``component`` only, if given)."""
+        """Return the tuples received by the collecting bolts (``component`` only, if given)."""
         return read_collected(self.collect_dir, component)
 
 
@@ -182,8 +191,8 @@ def run_local(topology, *, conf: dict | None = None, timeout: float = 180.0,
 
     engine = engine or ("spark" if spark is not None else "in-process")
     if engine not in ("in-process", "spark"):
-        raise TopologyValueError("run_local() runs a topology in this process or on Spark",
-                                 value=engine, fix="pass engine='in-process' or engine='spark'")
+        msg = "run_local() runs a topology in this process or on Spark"
+        raise TopologyValueError(msg, value=engine, fix="pass engine='in-process' or engine='spark'")
     folder = Path(collect_dir or tempfile.mkdtemp(prefix="heron_spark_collect_"))
     config = {COLLECT_DIR: str(folder), **(conf or {})}
     if engine == "in-process":
@@ -218,6 +227,6 @@ def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 
             return value
         if time.monotonic() >= deadline:
             what = message() if callable(message) else message
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what} "
-                                 f"(last value: {value!r})")
+            msg = f"timed out after {timeout:g} s waiting for {what} (last value: {value!r})"
+            raise AssertionError(msg)
         time.sleep(max(0.0, min(interval, deadline - time.monotonic())))

@@ -79,8 +79,10 @@ class _Queue:
 
 
 class _Task:
-    """One task: its executor (which queues what its stmgr offers it) and the queue of its
-    output to its stmgr."""
+    """One task: its executor and the queue of its output to its stmgr.
+
+    The executor queues what its stmgr offers it.
+    """
 
     def __init__(self, task_id: int, container: int) -> None:
         self.task_id = task_id
@@ -138,8 +140,11 @@ class _CoreLink:
 
 
 class InProcessTopology:
-    """A topology run on this thread by its own stmgr and instance cores; see the module
-    docstring. ``run`` it once; then read ``status``, ``metrics()``, ``physical_plan``."""
+    """A topology run on this thread by its own stmgr and instance cores.
+
+    See the module docstring. ``run`` it once; then read ``status``, ``metrics()``,
+    ``physical_plan``.
+    """
 
     def __init__(self, topology, conf: dict | None = None, name: str | None = None,
                  clock=time.monotonic, sleep=time.sleep) -> None:
@@ -245,8 +250,10 @@ class InProcessTopology:
 
     # ---- instances ------------------------------------------------------------------------
     def _launch(self, entry: _Task) -> None:
-        """Create a task's executor and register it with its stmgr core (as a new process
-        dialling in and sending its pid would)."""
+        """Create a task's executor and register it with its stmgr core.
+
+        As a new process dialling in and sending its pid would.
+        """
         to_stmgr = entry.to_stmgr
         entry.executor = build_executor(self.plan, entry.task_id, self.config, to_stmgr.put,
                                         clock=self.clock, output_queued=lambda: to_stmgr.bytes)
@@ -259,8 +266,11 @@ class InProcessTopology:
                 task_id=entry.task_id, pid=os.getpid()))))
 
     def _crashed(self, entry: _Task, exc: BaseException) -> None:
-        """User code of ``entry`` raised: report it as its instance would, close its
-        connection, and start it again unless the topology ended."""
+        """Handle a crash of ``entry``'s user code.
+
+        Report it as its instance would, close its connection, and start it again unless the
+        topology ended.
+        """
         report_failure(entry.executor, exc, _LOG_PATH)
         core = self.cores[entry.container]
         while entry.to_stmgr.frames:  # what it sent before it died, as a socket would hold
@@ -285,8 +295,10 @@ class InProcessTopology:
 
     # ---- running --------------------------------------------------------------------------
     def run(self, timeout: float | None = None) -> str:
-        """Run until the topology ends (or ``timeout`` seconds, then kill it); return its
-        status. Raises ``TopologyRuntimeError`` when it failed."""
+        """Run until the topology ends (or ``timeout`` seconds, then kill it); return its status.
+
+        Raises ``TopologyRuntimeError`` when it failed.
+        """
         deadline = None if timeout is None else self.clock() + timeout
         for entry in self.tasks.values():
             self._launch(entry)
@@ -311,7 +323,8 @@ class InProcessTopology:
                            else min(_IDLE_WAIT_SECS, wake_at - now))
         self._final_metrics = self._collect_metrics()
         if timed_out and self.status == "KILLED":
-            raise TimeoutError(f"topology {self.name!r} did not end within {timeout} s")
+            msg = f"topology {self.name!r} did not end within {timeout} s"
+            raise TimeoutError(msg)
         if self.status == "FAILED":
             if self.failure is not None:  # no log file: its log went to the caller's logging
                 raise TopologyRuntimeError.from_instance_failure(self.failure, log_path="")
@@ -323,9 +336,11 @@ class InProcessTopology:
             entry.stopped or entry.executor is None for entry in self.tasks.values())
 
     def _turn(self) -> float | None:
-        """One turn of every task, then of the queues between them and the stmgrs, then of
-        every stmgr; return when the next is due: now when frames moved, else the first
-        task's wake-up time (None: every task only waits for input)."""
+        """Run one turn of every task, then of the queues to the stmgrs, then of every stmgr.
+
+        Return when the next is due: now when frames moved, else the first task's wake-up time
+        (None: every task only waits for input).
+        """
         wake_at = None
         clock = self.clock
         self.offered = False

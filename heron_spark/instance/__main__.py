@@ -11,6 +11,7 @@ from heron_spark.contract.exit_codes import ExitCode
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one instance process from its command line (``InstanceArgs``); return its exit code."""
     args = InstanceArgs.from_argv(argv)
     _process.become_child(f"hs-{args.component}-{args.task_id}")
     from heron_spark import heronpy_alias

@@ -33,10 +33,12 @@ _NS = 1_000_000_000
 
 
 class StreamTally:
-    """Heron's per-stream ack metrics of one task, as cumulative totals: acked, failed and
-    timed-out tuples, and the sums of their latencies in ns (``__complete-latency`` /
-    ``__process-latency`` and ``__fail-latency`` are these sums over the counts, per interval).
-    Written by the loop thread; the metrics thread reads the numbers."""
+    """Heron's per-stream ack metrics of one task, as cumulative totals.
+
+    Acked, failed and timed-out tuples, and the sums of their latencies in ns
+    (``__complete-latency`` / ``__process-latency`` and ``__fail-latency`` are these sums over the
+    counts, per interval). Written by the loop thread; the metrics thread reads the numbers.
+    """
 
     __slots__ = ("acked", "failed", "timed_out", "ack_ns", "fail_ns")
 
@@ -118,15 +120,19 @@ class SpoutTrees:
         return acked, failed
 
     def ages_ms(self, raw: bytes) -> list[float]:
-        """Return how long (ms) each open tree among the packed roots ``raw`` has been open, in
-        the order ``close`` returns their message ids (call it before ``close``; task hooks)."""
+        """Return how long (ms) each open tree among the packed roots ``raw`` has been open.
+
+        In the order ``close`` returns their message ids (call it before ``close``; task hooks).
+        """
         now, opened = self._clock(), self._open
         return [(now - entry[1]) * 1000.0 for entry in map(opened.get, unpack(raw).tolist())
                 if entry is not None]
 
     def _pop(self, roots: list) -> list:
-        """Remove ``roots`` from the open trees; return the (message id, birth, stream) of those open
-        (the others timed out already, or belong to an earlier run of this task)."""
+        """Remove ``roots`` from the open trees; return the (message id, birth, stream) of those open.
+
+        The others timed out already, or belong to an earlier run of this task.
+        """
         if not roots:
             return []
         entries = list(map(self._open.pop, roots, repeat(None)))
@@ -207,8 +213,11 @@ class AckBuffer:
         return tally
 
     def _count(self, tuples: list, acked: bool) -> None:
-        """Add settled input tuples to their (component, stream) tallies, with their process
-        (or fail) latency: now minus when their batch arrived. C-level passes per turn."""
+        """Add settled input tuples to their (component, stream) tallies, with their latency.
+
+        The process (or fail) latency is now minus when their batch arrived. C-level passes per
+        turn.
+        """
         try:
             sources = {self.only_input} if self.only_input is not None else \
                 set(map(_source_of, tuples))
@@ -222,8 +231,10 @@ class AckBuffer:
             pass  # not received tuples: ``_roots`` below names the mistake
 
     def take(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Return and forget (ack roots, ack edge ids, failed roots) as uint64 arrays: one
-        (root, edge id) pair per root of each acked tuple."""
+        """Return and forget (ack roots, ack edge ids, failed roots) as uint64 arrays.
+
+        One (root, edge id) pair per root of each acked tuple.
+        """
         acked, failed = self.acked, self.failed
         self.acked_count += len(acked)
         self.failed_count += len(failed)
@@ -272,8 +283,8 @@ class AckBuffer:
                                count=int(counts.sum()))
         except (TypeError, IndexError, ValueError, OverflowError) as exc:
             bad = next((t for t in tuples if not isinstance(t, HeronTuple)), None)
+            msg = "ack() and fail() take a tuple this bolt received in process()"
             raise TopologyValueError(
-                "ack() and fail() take a tuple this bolt received in process()",
-                component=self.component, value=bad, kind="ack",
+                msg, component=self.component, value=bad, kind="ack",
                 fix="pass the tuple object process() got (anchors likewise)") from exc
         return flat, counts

@@ -1,6 +1,9 @@
-"""A bolt task's logic, without sockets: ``process`` for every tuple of every delivered batch
-(or ``process_batch``), acking, ticks, end of input, Heron's bolt metrics. Its input waits
-while its output gate is closed. See ``executor.py`` for the turn the shells drive."""
+"""A bolt task's logic, without sockets.
+
+``process`` for every tuple of every delivered batch (or ``process_batch``), acking, ticks, end
+of input, Heron's bolt metrics. Its input waits while its output gate is closed. See
+``executor.py`` for the turn the shells drive.
+"""
 
 from __future__ import annotations
 
@@ -47,7 +50,8 @@ class BoltExecutor(TaskExecutor):
         self._acks_due = 0.0  # acks with no emits to ride with leave at most once per linger
         self._held: list = []                     # data that came before start
         self.batch_mode = False                   # a BatchBolt: process_batch per batch
-        self._input_roots = None                  # batch mode: the input batch's roots
+        # batch mode: the input batch's roots, as ``tuple_batch.root_lists`` gives them
+        self._input_roots: tuple[np.ndarray, np.ndarray | None] | None = None
         self._input_failed = False
         # (task, stream) -> (component, width, its input_stats entry)
         self._sources: dict[tuple, tuple[str, int, list]] = {}
@@ -58,7 +62,8 @@ class BoltExecutor(TaskExecutor):
 
     # delegate API
     def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
-        roots = ()
+        """Emit one tuple (the slow path), anchored to ``anchors`` or, auto-acking, the input."""
+        roots: tuple[int, ...] = ()
         if self.reliable:
             if anchors is None and self._current is not None:
                 anchors = (self._current,)  # auto-ack bolts anchor to their input
@@ -137,6 +142,7 @@ class BoltExecutor(TaskExecutor):
 
     # the loop
     def accepting(self) -> bool:
+        """Return whether the shell should read more frames for this task now."""
         return not self._inbox and self.gate.check(self.output_queued())
 
     def _wake_at(self, now: float, busy: bool) -> float | None:
@@ -145,6 +151,7 @@ class BoltExecutor(TaskExecutor):
         return self.next_deadline(now)
 
     def on_frame(self, kind: int, frame: bytes) -> None:
+        """Handle one frame from the stmgr: a data batch (held until started) or a control."""
         if kind == frames.DATA:
             if self.started:
                 self._on_data(frame)
@@ -257,8 +264,10 @@ class BoltExecutor(TaskExecutor):
             self.logger.info("bolt task %d drained", self.task_id)
 
     def end_turn(self, now: float, force: bool = False) -> None:
-        """Send this turn's emits with its acks (``collector.flush_all``), its fails, then
-        the progress when due."""
+        """Send this turn's emits with its acks (``collector.flush_all``).
+
+        Then its fails, then the progress when due.
+        """
         self._flush_with_acks(now, force)
         if self.executed != self._reported and (force or now >= self._next_progress):
             self._next_progress = now + _PROGRESS_SECS
@@ -282,6 +291,7 @@ class BoltExecutor(TaskExecutor):
                 fails=stmgr_pb2.FailBatch(roots=tree_ids.pack(failed))))
 
     def next_deadline(self, now: float) -> float:
+        """Return when the loop must come back at the latest: also progress, acks and ticks."""
         deadline = super().next_deadline(now)
         if self.executed != self._reported:
             deadline = min(deadline, self._next_progress)
@@ -292,6 +302,7 @@ class BoltExecutor(TaskExecutor):
         return deadline
 
     def on_time(self, now: float) -> None:
+        """Run what is due: user metrics, then a tick tuple when one is due."""
         super().on_time(now)
         if self._next_tick is not None and now >= self._next_tick:
             self.component.process_tick(HeronTuple(
@@ -301,6 +312,7 @@ class BoltExecutor(TaskExecutor):
             self._next_tick += ticks * max(1, int((now - self._next_tick) / ticks) + 1)
 
     def add_metrics(self, add) -> None:
+        """Add this task's counters and Heron's bolt metrics to a metrics publish."""
         super().add_metrics(add)
         if self.reliable:
             add(name="__ack-count", value=self.acks.acked_count + len(self.acks.acked))

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import time
 from itertools import chain
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
 
+from heron_spark.api.serializer import IHeronSerializer
 from heron_spark.api.tuple import HeronTuple
 from heron_spark.errors import TopologyValueError
 from heron_spark.plan import grouping
@@ -35,7 +36,7 @@ _DEFAULT = "default"
 
 
 def _joined_roots(pending: list) -> tuple[np.ndarray, np.ndarray] | None:
-    """The roots of batches sent as one: None if none of them is in a tree."""
+    """Return the roots of batches sent as one: None if none of them is in a tree."""
     if all(roots is None for _, roots in pending):
         return None
     flats, counts = [], []
@@ -100,17 +101,24 @@ class OutputCollector:
         # Streams whose rows are routed by the batch alone: the fast emit path's lookup.
         self._plain = {name: out for name, out in self._streams.items() if not out.per_tuple}
         self._outs = list(self._streams.values())
-        self.delegate_emit = None  # the executor's general ``emit`` (the fast paths' fallback)
-        self.open_tree = None      # a reliable spout's ``SpoutTrees.open``
-        self.serializer = None     # topology.serializer.classname's serializer (None: pickle)
+        # ``delegate_emit`` (the executor's general ``emit``, the fast paths' fallback) and
+        # ``open_tree`` (a reliable spout's ``SpoutTrees.open``) are set by the executor before
+        # any emit can call them, so they are typed as set: a None check on these per-tuple
+        # paths would cost every tuple.
+        self.delegate_emit: Callable[..., Any] = None  # type: ignore[assignment]
+        self.open_tree: Callable[[Any, str], int] = None  # type: ignore[assignment]
+        # topology.serializer.classname's serializer (None: pickle)
+        self.serializer: IHeronSerializer | None = None
         self.sent = 0     # tuple copies handed to the stmgr connection (what it counts in)
 
     # ---- emitting --------------------------------------------------------------------------
     def emit_plain(self, values, stream: str = _DEFAULT, anchors=None,
                    direct_task: int | None = None, need_task_ids: bool = False):
-        """At-most-once ``Bolt.emit`` (same signature; anchors mean nothing without trees):
-        the instance binds it as the bolt's ``emit``. The common case is one dict lookup, a
-        length check and one append."""
+        """Emit at most once: ``Bolt.emit`` (same signature), bound as the bolt's ``emit``.
+
+        Anchors mean nothing without trees. The common case is one dict lookup, a length check
+        and one append.
+        """
         out = self._plain.get(stream)
         if out is None or direct_task is not None or need_task_ids or len(values) != out.width \
                 or out.dests is not None or out.roots is not None:
@@ -124,8 +132,10 @@ class OutputCollector:
 
     def spout_emit_plain(self, values, tup_id=None, stream: str = _DEFAULT,
                          direct_task: int | None = None, need_task_ids: bool = False):
-        """At-most-once ``Spout.emit`` (same signature; a message id means nothing without
-        trees): the instance binds it as the spout's ``emit``."""
+        """Emit at most once: ``Spout.emit`` (same signature), bound as the spout's ``emit``.
+
+        A message id means nothing without trees.
+        """
         return self.emit_plain(values, stream, None, direct_task, need_task_ids)
 
     def emit(self, values, stream: str, direct_task: int | None, need_task_ids: bool,
@@ -133,18 +143,19 @@ class OutputCollector:
         """Buffer one tuple in the trees ``roots``; return its target task ids when asked."""
         out = self._streams.get(stream)
         if out is None:
-            raise TopologyValueError(f"emit on undeclared stream {stream!r}",
-                                     component=self.component, value=stream, kind="stream",
-                                     fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
-        if len(values) != out.width:
+            msg = f"emit on undeclared stream {stream!r}"
             raise TopologyValueError(
-                f"emit on stream {stream!r} got {len(values)} values for fields {list(out.fields)}",
-                component=self.component, value=values, kind="arity",
+                msg, component=self.component, value=stream, kind="stream",
+                fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
+        if len(values) != out.width:
+            msg = f"emit on stream {stream!r} got {len(values)} values for fields {list(out.fields)}"
+            raise TopologyValueError(
+                msg, component=self.component, value=values, kind="arity",
                 fix="emit one value per declared field, in declared order")
         if direct_task is not None and direct_task not in out.direct_tasks:
+            msg = f"direct_task on stream {stream!r} is not a task subscribed with Grouping.DIRECT"
             raise TopologyValueError(
-                f"direct_task on stream {stream!r} is not a task subscribed with Grouping.DIRECT",
-                component=self.component, value=direct_task, kind="direct",
+                msg, component=self.component, value=direct_task, kind="direct",
                 fix=f"use one of {sorted(out.direct_tasks)} (context.get_component_tasks)")
         if out.batches:
             self._flush_batches(out)
@@ -156,11 +167,11 @@ class OutputCollector:
                 out.dests = [None] * len(rows)
                 out.routed = [False] * len(rows)
             out.dests.append(chosen)
-            out.routed.append(need_task_ids)
+            out.routed.append(need_task_ids)  # type: ignore[union-attr]  # set with dests
             result = chosen if need_task_ids else None
         elif out.dests is not None:
             out.dests.append(None)
-            out.routed.append(False)
+            out.routed.append(False)  # type: ignore[union-attr]  # set with dests
         if roots:
             if out.roots is None:
                 out.roots = [()] * len(rows)
@@ -175,9 +186,11 @@ class OutputCollector:
 
     def emit_anchored(self, values, stream: str = _DEFAULT, anchors=None,
                       direct_task: int | None = None, need_task_ids: bool = False):
-        """At-least-once ``Bolt.emit`` (same signature), bound as the bolt's ``emit`` unless
-        it auto-acks: the common case (one anchor, a stream routed by the batch alone) is
-        one call; anything else goes through the executor's ``emit``."""
+        """Emit at least once: ``Bolt.emit`` (same signature), bound as the bolt's ``emit``.
+
+        Bound unless the bolt auto-acks. The common case (one anchor, a stream routed by the
+        batch alone) is one call; anything else goes through the executor's ``emit``.
+        """
         out = self._plain.get(stream)
         if out is None or anchors.__class__ is not list or len(anchors) != 1 \
                 or direct_task is not None or need_task_ids or len(values) != out.width \
@@ -196,8 +209,10 @@ class OutputCollector:
 
     def spout_emit_tracked(self, values, tup_id=None, stream: str = _DEFAULT,
                            direct_task: int | None = None, need_task_ids: bool = False):
-        """At-least-once ``Spout.emit`` (same signature), bound as the spout's ``emit``: a
-        message id opens a tree (``open_tree``, the spout's ``SpoutTrees.open``)."""
+        """Emit at least once: ``Spout.emit`` (same signature), bound as the spout's ``emit``.
+
+        A message id opens a tree (``open_tree``, the spout's ``SpoutTrees.open``).
+        """
         out = self._plain.get(stream)
         if tup_id is None or out is None or direct_task is not None or need_task_ids \
                 or len(values) != out.width or out.dests is not None:
@@ -217,25 +232,29 @@ class OutputCollector:
         """Return the declared fields of ``stream`` (raise if this task has no such stream)."""
         out = self._streams.get(stream)
         if out is None:
-            raise TopologyValueError(f"emit on undeclared stream {stream!r}",
-                                     component=self.component, value=stream, kind="stream",
-                                     fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
+            msg = f"emit on undeclared stream {stream!r}"
+            raise TopologyValueError(
+                msg, component=self.component, value=stream, kind="stream",
+                fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
         return out.fields
 
     def emit_batch(self, batch: pa.RecordBatch, stream: str, roots=None) -> None:
-        """Send a whole record batch (the batch API) after the stream's buffered rows: a big
-        one now, a small one with the next flush, joined with the other small ones (so a bolt
-        fed many small batches still sends few); ``roots``: each row's root ids as ``(flat
-        uint64 array, count per row)``, or None outside tuple trees."""
+        """Send a whole record batch (the batch API) after the stream's buffered rows.
+
+        A big one now, a small one with the next flush, joined with the other small ones (so a
+        bolt fed many small batches still sends few); ``roots``: each row's root ids as ``(flat
+        uint64 array, count per row)``, or None outside tuple trees.
+        """
         out = self._streams.get(stream)
         if out is None:
-            raise TopologyValueError(f"emit on undeclared stream {stream!r}",
-                                     component=self.component, value=stream, kind="stream",
-                                     fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
-        if out.per_tuple:
+            msg = f"emit on undeclared stream {stream!r}"
             raise TopologyValueError(
-                f"stream {stream!r} has direct or custom subscribers, which choose per tuple",
-                component=self.component, value=stream, kind="batch",
+                msg, component=self.component, value=stream, kind="stream",
+                fix=f"declare it in outputs, or use one of {sorted(self._streams)}")
+        if out.per_tuple:
+            msg = f"stream {stream!r} has direct or custom subscribers, which choose per tuple"
+            raise TopologyValueError(
+                msg, component=self.component, value=stream, kind="batch",
                 fix="emit its tuples one by one with emit(), or use another grouping")
         if out.rows:
             self._flush(out)
@@ -255,17 +274,20 @@ class OutputCollector:
             self._push()
 
     def _choose(self, out: _StreamOut, values, direct_task, every: bool) -> list[int]:
-        """Return one tuple's destinations: under every subscription when ``every`` (the caller
-        asked for task ids), else under the per-tuple ones (direct, custom)."""
+        """Return one tuple's destinations.
+
+        Under every subscription when ``every`` (the caller asked for task ids), else under the
+        per-tuple ones (direct, custom).
+        """
         chosen: list[int] = []
         for target in (out.routing.targets if every else out.routing.per_tuple):
             targets = target.choose(values, direct_task)
             if target.grouping == GroupingType.CUSTOM:
                 bad = [t for t in targets if t not in target.task_set]
                 if bad:
+                    msg = f"custom grouping on stream {out.name!r} chose unknown task(s)"
                     raise TopologyValueError(
-                        f"custom grouping on stream {out.name!r} chose unknown task(s)",
-                        component=self.component, value=bad, kind="custom",
+                        msg, component=self.component, value=bad, kind="custom",
                         fix=f"choose_tasks must return tasks from {sorted(target.task_set)}")
             chosen.extend(targets)
         return chosen
@@ -325,10 +347,10 @@ class OutputCollector:
         lone = out.routing.lone_key
         keys = columns[lone] if lone is not None and dests is None \
             and batch.column(lone).type == _STRING else None
-        if roots is not None:
-            roots = (np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
-                     np.fromiter(map(len, roots), dtype=np.int32, count=len(roots)))
-        self._send_batch(out, batch, dests, routed, roots, gathered, keys)
+        packed = None if roots is None else (
+            np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
+            np.fromiter(map(len, roots), dtype=np.int32, count=len(roots)))
+        self._send_batch(out, batch, dests, routed, packed, gathered, keys)
 
     def _flush_batches(self, out: _StreamOut, gathered: tuple | None = None) -> None:
         """Send the stream's waiting small batches, joined into one where their columns agree."""
@@ -370,14 +392,14 @@ class OutputCollector:
         for task, rows in parts.items():  # tree members: a fresh edge id per copy
             part = grouping.take(batch, rows)
             size = part.num_rows
-            keys = self._rng.integers(1, _U64_MAX, size=size, dtype=np.uint64, endpoint=True)
+            edge_ids = self._rng.integers(1, _U64_MAX, size=size, dtype=np.uint64, endpoint=True)
             flat, counts = tuple_batch.root_lists(part)
             edge_roots.append(flat)
-            edge_values.append(keys if counts is None else np.repeat(keys, counts))
+            edge_values.append(edge_ids if counts is None else np.repeat(edge_ids, counts))
             self.sent += size
             frames_out.append(frames.data_frame_parts(
                 frames.TUPLES, task_id, task, size, stream,
-                tuple_batch.encode_parts(tuple_batch.with_keys(part, keys))))
+                tuple_batch.encode_parts(tuple_batch.with_keys(part, edge_ids))))
         if gathered is not None and not self._is_spout:  # sent by flush_all, with the acks
             gathered[0].extend(edge_roots)
             gathered[1].extend(edge_values)

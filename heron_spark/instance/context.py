@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from heron_spark.api.context import StreamId, TopologyContext
 from heron_spark.api.task_hook import ITaskHook
 from heron_spark.errors import TopologyTypeError
@@ -39,21 +41,26 @@ class InstanceContext(TopologyContext):
         self._metrics_collector = MetricsCollector(self._component, task_id)
         self.metrics = self._metrics_collector.registered  # read by the executor
         self.task_hooks: list = []
-        self.on_task_hook = None  # the executor's: called after each add_task_hook
+        self.on_task_hook: Callable[[], None] | None = None  # the executor's: called after each add_task_hook
 
     def get_task_id(self) -> int:
+        """Return this task's id."""
         return self._task_id
 
     def get_component_id(self) -> str:
+        """Return the name of this task's component."""
         return self._component
 
     def get_cluster_config(self) -> dict:
+        """Return the config ``initialize`` got."""
         return self._config  # the dict initialize() got, as Heron hands out
 
     def get_topology_name(self) -> str:
+        """Return the topology's name."""
         return self._plan.logical.name
 
-    def register_metric(self, name: str, metric, time_bucket_in_sec: int) -> None:
+    def register_metric(self, name: str, metric, time_bucket_in_sec: float) -> None:
+        """Publish ``metric`` as ``name`` every ``time_bucket_in_sec`` seconds."""
         self._metrics_collector.register_metric(name, metric, time_bucket_in_sec)
 
     def get_metrics_collector(self) -> MetricsCollector:
@@ -61,26 +68,32 @@ class InstanceContext(TopologyContext):
         return self._metrics_collector
 
     def get_topology_pex_path(self) -> str:
-        """Return the file the topology was defined in, on the submitting machine ("" if
-        unknown). Heron returns its pex; heron_spark ships the code by value instead."""
+        """Return the file the topology was defined in, on the submitting machine ("" if unknown).
+
+        Heron returns its pex; heron_spark ships the code by value instead.
+        """
         return self._plan.logical.source_path
 
     def get_sources(self, component_id: str) -> dict[StreamId, int] | None:
+        """Return the grouping type of each input of ``component_id`` (None if unknown)."""
         return self._plan.logical.sources(component_id)
 
     def get_component_tasks(self, component_id: str) -> list[int]:
+        """Return the task ids of ``component_id`` (empty if unknown)."""
         return list(self._plan.component_tasks.get(component_id, ()))
 
     def get_component_parallelism(self, component_id: str) -> int | None:
+        """Return the number of tasks of ``component_id`` (None if unknown)."""
         decl = self._plan.logical.components.get(component_id)
         return None if decl is None else decl.parallelism
 
     # ---- task hooks: add_task_hook and the invoke_hook_* calls are being built separately
     # (issue 9, hooks work); this branch leaves them as they were.
     def add_task_hook(self, task_hook) -> None:
+        """Add ``task_hook`` (an ``ITaskHook``): it sees this task's events from now on."""
         if not isinstance(task_hook, ITaskHook):
-            raise TopologyTypeError("add_task_hook takes an ITaskHook instance",
-                                    component=self._component, value=task_hook,
+            msg = "add_task_hook takes an ITaskHook instance"
+            raise TopologyTypeError(msg, component=self._component, value=task_hook,
                                     fix="subclass heronpy.api.task_hook.ITaskHook")
         self.task_hooks.append(task_hook)
         if self.on_task_hook is not None:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import collections
 import logging
 import time
-from typing import Callable
+from typing import Any, Callable
 
 from heron_spark.api import global_metrics
 from heron_spark.api.metrics import MultiCountMetric
@@ -68,7 +68,8 @@ class OutputGate:
 
     ``check(queued)`` closes the gate when ``queued`` passes ``high``
     (``heron.instance.out.queue.bytes``) and opens it again once ``queued`` is down to
-    ``high // 2``; ``closings`` counts how often it closed. One thread (the task's)."""
+    ``high // 2``; ``closings`` counts how often it closed. One thread (the task's).
+    """
 
     __slots__ = ("high", "low", "open", "closings")
 
@@ -94,8 +95,10 @@ def _nothing_queued() -> int:
 
 
 class TaskExecutor:
-    """What spout and bolt executors share: the turn, the delegate API, control frames,
-    metrics. Loop thread only (``add_metrics`` excepted: it only reads counters)."""
+    """What spout and bolt executors share: the turn, the delegate API, control frames, metrics.
+
+    Loop thread only (``add_metrics`` excepted: it only reads counters).
+    """
 
     gates_input = False  # a bolt's input waits while its output gate is closed
 
@@ -106,7 +109,7 @@ class TaskExecutor:
                  output_queued: Callable[[], int] = _nothing_queued) -> None:
         # kept to start over on an effectively-once restore
         self._init_args = (plan, task_id, config, send, logger)
-        self._init_kwargs = {"clock": clock, "push": push, "output_queued": output_queued}
+        self._init_kwargs: dict[str, Any] = {"clock": clock, "push": push, "output_queued": output_queued}
         self.plan = plan
         self.task_id = task_id
         self.config = config
@@ -123,8 +126,11 @@ class TaskExecutor:
         self.decl = plan.logical.components[self.component_name]
         self.context = InstanceContext(plan, task_id)
         self.reliable = plan.logical.topology_config.at_least_once
-        self.collector: OutputCollector | None = None
-        self.component = None
+        # Both set by ``start``: every call that uses them comes after it (``next_deadline`` and
+        # ``add_metrics`` excepted, which check), so they are typed as set; a check on the
+        # per-tuple paths would cost every tuple.
+        self.collector: OutputCollector = None  # type: ignore[assignment]
+        self.component: Any = None  # the user's Spout or Bolt (duck-typed, as in Heron)
         self.started = False
         self.executed = 0
         self._next_metrics = 0.0
@@ -148,15 +154,20 @@ class TaskExecutor:
         self.inbox_bytes += len(frame)
 
     def accepting(self) -> bool:
-        """True when the shell should read more frames for this task now: a spout always, a
-        bolt once it took what it has and while its output gate is open (so it reads at most
-        one socket read ahead)."""
+        """Return whether the shell should read more frames for this task now.
+
+        A spout always, a bolt once it took what it has and while its output gate is open (so it
+        reads at most one socket read ahead).
+        """
         return True
 
     def turn(self, now: float) -> float | None:
-        """Take the input the gate allows, run what is due and (a spout) a slice of
-        ``next_tuple``, send what the turn produced; return the monotonic time of the next
-        turn this task needs (``now``: at once), or None when it only waits for input."""
+        """Run one turn of this task; return when it needs the next.
+
+        Take the input the gate allows, run what is due and (a spout) a slice of ``next_tuple``,
+        send what the turn produced; return the monotonic time of the next turn this task needs
+        (``now``: at once), or None when it only waits for input.
+        """
         if self._inbox:
             self._take_input(now)
         if not self.started:
@@ -168,13 +179,19 @@ class TaskExecutor:
         return self._wake_at(now, busy)
 
     def take_all_input(self) -> None:
-        """Hand every queued frame to the task, gate or not: the stmgr went away, and what it
-        sent before is all the task will get (a shutdown among it ends the task cleanly)."""
+        """Hand every queued frame to the task, gate or not.
+
+        The stmgr went away, and what it sent before is all the task will get (a shutdown among
+        it ends the task cleanly).
+        """
         self._take_input(self.clock(), gated=False)
 
     def _take_input(self, now: float, gated: bool = True) -> None:
-        """Hand queued frames to ``on_frame``: all of them (spouts), or (bolts) while the
-        output gate is open, for at most one turn's time of data frames."""
+        """Hand queued frames to ``on_frame``.
+
+        All of them (spouts), or (bolts) while the output gate is open, for at most one turn's
+        time of data frames.
+        """
         inbox, on_frame = self._inbox, self.on_frame
         if not (gated and self.gates_input):
             while inbox:
@@ -193,9 +210,19 @@ class TaskExecutor:
             if kind == frames.DATA and (clock() >= until or not check(queued())):
                 break
 
+    def on_frame(self, kind: int, frame: bytes) -> None:
+        """Handle one frame from the stmgr (subclasses)."""
+        raise NotImplementedError
+
+    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
+        """Emit one tuple: the delegate's general ``emit`` behind the fast paths (subclasses)."""
+        raise NotImplementedError
+
     def _run(self, now: float) -> bool:
-        """The turn's own work after its input (a spout's ``next_tuple`` slice); return
-        whether the task wants another turn at once."""
+        """Do the turn's own work after its input (a spout's ``next_tuple`` slice).
+
+        Return whether the task wants another turn at once.
+        """
         return False
 
     def _wake_at(self, now: float, busy: bool) -> float | None:
@@ -204,6 +231,7 @@ class TaskExecutor:
 
     # ---- delegate API (user code calls these) ----------------------------------------------
     def log(self, message: str, level: str | None = None) -> None:
+        """Log ``message`` at ``level`` (a name, default info) to the instance log."""
         self.logger.log(_LEVELS.get((level or "info").lower(), logging.INFO), message)
 
     def spout_state_store(self):
@@ -251,17 +279,19 @@ class TaskExecutor:
         """Set up acking and bind the fast ``emit``/``ack`` (subclasses)."""
 
     def _initialized(self, config: dict) -> None:
-        """What follows the user's ``initialize`` (subclasses)."""
+        """Finish starting after the user's ``initialize`` (subclasses)."""
 
     def _hooked(self) -> None:
-        """The task got a task hook: from now on its events go through the hooked paths."""
+        """Route this task's events through the hooked paths from now on (it got a task hook)."""
         if self.hooks is None:
             self.hooks = hooks.TaskHooks(self.context.task_hooks, self.task_id)
             self.hooks.install(self)
 
     def enter(self) -> None:
-        """Point process-wide user state (``global_metrics``) at this task: a runner hosting
-        several tasks in one process calls this before each call into the task."""
+        """Point process-wide user state (``global_metrics``) at this task.
+
+        A runner hosting several tasks in one process calls this before each call into the task.
+        """
         global_metrics.use(self.global_counts)
 
     def _bind(self, base: type, name: str, fast) -> None:
@@ -296,8 +326,12 @@ class TaskExecutor:
 
     # ---- effectively once --------------------------------------------------------------------
     def checkpoint(self, checkpoint_id: int) -> None:
-        """Save state for ``checkpoint_id``: what was emitted before goes first, then the
-        markers to every downstream task, then the report to the stmgr."""
+        """Save state for ``checkpoint_id``.
+
+        What was emitted before goes first, then the markers to every downstream task, then the
+        report to the stmgr.
+        """
+        assert self.stateful is not None, "checkpoints are sent to effectively-once tasks only"
         self.end_turn(self.clock(), force=True)
         self.stateful.save(self.component, checkpoint_id)
         name = str(checkpoint_id).encode()
@@ -307,8 +341,11 @@ class TaskExecutor:
             task_id=self.task_id, checkpoint_id=checkpoint_id)))
 
     def restore(self, epoch: int, checkpoint_id: int) -> None:
-        """Start over from ``checkpoint_id``'s state: drop what is buffered, build the
-        component anew (``init_state``, ``initialize``); a spout holds until ``resume``."""
+        """Start over from ``checkpoint_id``'s state.
+
+        Drop what is buffered, build the component anew (``init_state``, ``initialize``); a spout
+        holds until ``resume``.
+        """
         self.logger.info("task %d restores checkpoint %d (epoch %d)", self.task_id,
                          checkpoint_id, epoch)
         paused = self.paused  # a restore does not change whether the topology is deactivated
@@ -319,13 +356,16 @@ class TaskExecutor:
         self.start(epoch, checkpoint_id, hold=True)
 
     def end_turn(self, now: float, force: bool = False) -> None:
-        """The loop handled everything it had: send what was emitted (unless it lingers)."""
+        """Send what was emitted (unless it lingers): the loop handled everything it had."""
         if not self.lingers(now, force):
             self.collector.flush_all()
 
     def lingers(self, now: float, force: bool = False) -> bool:
-        """True when the buffered tuples wait for more: a batch of this task left less than
-        ``heron.batch.linger.ms`` ago (a busy task sends fewer, bigger batches)."""
+        """Return whether the buffered tuples wait for more.
+
+        They do when a batch of this task left less than ``heron.batch.linger.ms`` ago (a busy
+        task sends fewer, bigger batches).
+        """
         if force:
             return False
         due = self.collector.due()
@@ -342,13 +382,14 @@ class TaskExecutor:
             self.gather_user_metrics(now)
 
     def close(self) -> None:
-        """The task ends cleanly: hooks' ``clean_up``, last metrics (spouts also call ``close``)."""
+        """End the task cleanly: hooks' ``clean_up``, last metrics (spouts also call ``close``)."""
         if self.started:
             if self.hooks is not None:
                 self.hooks.clean_up()
             self.gather_user_metrics(self.clock(), force=True)
 
     def control_message(self, message) -> None:
+        """Send ``message`` (an ``InstanceToStmgr``) to the stmgr as a control frame."""
         self.send(frames.control_frame(message))
 
     # ---- metrics ---------------------------------------------------------------------------
@@ -360,7 +401,7 @@ class TaskExecutor:
             due = self._metric_due.get(name)
             if due is None and not force:  # first sample one bucket after we saw it, as Heron
                 self._metric_due[name] = due = now + bucket
-            if force or now >= due:
+            if force or (due is not None and now >= due):  # not forced: due is set above
                 self._metric_due[name] = now + bucket
                 value = metric.get_value_and_reset()
                 items = value.items() if isinstance(value, dict) else [(None, value)]

@@ -1,5 +1,7 @@
-"""Task hooks inside an instance: loading ``topology.auto.task.hooks`` and calling every
-hook where Heron does (see ``api.task_hook``).
+"""Task hooks inside an instance.
+
+Loading ``topology.auto.task.hooks`` and calling every hook where Heron does (see
+``api.task_hook``).
 
 The executor keeps ``hooks = None`` until a task's first hook is added; only then does
 ``install`` put hooked paths in place (the delegate's ``emit``/``ack``/``fail`` wrapped, the
@@ -33,8 +35,11 @@ class TaskHooks:
         self._cleaned = False
 
     def install(self, executor) -> None:
-        """Route the executor's delegate calls through the hooks: unbind the fast paths bound
-        onto the component, wrap ``emit`` (and a bolt's ``ack``/``fail``)."""
+        """Route the executor's delegate calls through the hooks.
+
+        Unbind the fast paths bound onto the component, wrap ``emit`` (and a bolt's
+        ``ack``/``fail``).
+        """
         component = executor.component
         for name, fast in executor._bound.items():
             if component is not None and component.__dict__.get(name) is fast:
@@ -84,7 +89,7 @@ class TaskHooks:
         return hooked
 
     def acking(self, ack: Callable) -> Callable:
-        """A bolt's automatic ack (auto-ack mode), reported as ``bolt_ack``."""
+        """Return a bolt's automatic ack (auto-ack mode), reported as ``bolt_ack``."""
         return self._acking(ack, BoltAckInfo, "bolt_ack")
 
     def executing(self, process: Callable) -> Callable:
@@ -101,11 +106,11 @@ class TaskHooks:
         return hooked_process
 
     def spout_acking(self, ack: Callable, latencies_ms: Iterable[float]) -> Callable:
-        """The spout's ``ack``, then ``spout_ack`` with the next of ``latencies_ms``."""
+        """Return the spout's ``ack``, then ``spout_ack`` with the next of ``latencies_ms``."""
         return self._spout_settling(ack, latencies_ms, SpoutAckInfo, "spout_ack")
 
     def spout_failing(self, fail: Callable, latencies_ms: Iterable[float]) -> Callable:
-        """The spout's ``fail``, then ``spout_fail`` with the next of ``latencies_ms``."""
+        """Return the spout's ``fail``, then ``spout_fail`` with the next of ``latencies_ms``."""
         return self._spout_settling(fail, latencies_ms, SpoutFailInfo, "spout_fail")
 
     def _spout_settling(self, settle: Callable, latencies_ms: Iterable[float], info_type: type,

@@ -8,6 +8,8 @@ only.
 
 from __future__ import annotations
 
+from typing import Any
+
 from heron_spark.errors import DuplicateMetricError
 
 
@@ -17,8 +19,8 @@ class MetricsCollector:
     def __init__(self, component: str, task_id: int) -> None:
         self._component = component
         self._task_id = task_id
-        self.registered: list[tuple[str, object, float]] = []  # (name, IMetric, bucket in s)
-        self.metrics_map: dict[str, object] = {}                # name -> IMetric, as Heron's
+        self.registered: list[tuple[str, Any, float]] = []  # (name, IMetric, bucket in s)
+        self.metrics_map: dict[str, Any] = {}                # name -> IMetric, as Heron's
 
     def register_metric(self, name: str, metric, time_bucket_in_sec: float) -> None:
         """Sample ``metric`` every ``time_bucket_in_sec`` seconds and publish it as ``name``.

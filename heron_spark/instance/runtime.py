@@ -120,8 +120,10 @@ class InstanceRuntime:
                 f"killed and restarted. Its stack:\n{stack}")
 
     def _on_stuck(self, reason: str) -> None:
-        """Leave the reason where the stmgr reads it when the connection drops, and exit (the
-        loop thread is inside user code: the connection is not ours to write)."""
+        """Leave the reason where the stmgr reads it when the connection drops, and exit.
+
+        The loop thread is inside user code: the connection is not ours to write.
+        """
         self.logger.error("%s", reason)
         try:
             self.files.stall_note(layout.task_child(self.task_id)).write_text(reason)
@@ -149,7 +151,8 @@ def serve(executor: TaskExecutor, loop: Loop, channel: Channel,
     Wait on ``loop`` until the executor's wake-up time (None: until input comes; the
     channel's ``on_frame`` offers what it reads to the executor), call ``after_poll`` (it
     raises ``Stop`` when the stmgr went away), take a turn, write its output, and read from
-    the stmgr again only while the executor accepts more."""
+    the stmgr again only while the executor accepts more.
+    """
     clock = loop.clock
     wake_at = None
     while True:

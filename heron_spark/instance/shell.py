@@ -41,7 +41,8 @@ def build_executor(plan: PlanView, task_id: int, config: SystemConfig,
 
     ``send(frame)`` queues a frame for the stmgr; ``push()`` (optional) writes what is queued
     at once; ``output_queued()`` returns the bytes sent that the stmgr has not taken yet (the
-    output gate watches them); ``clock`` is monotonic, in seconds."""
+    output gate watches them); ``clock`` is monotonic, in seconds.
+    """
     component = plan.task_component[task_id]
     executor_class = SpoutExecutor if plan.logical.components[component].is_spout \
         else BoltExecutor
@@ -60,8 +61,10 @@ def failure_frame(task_id: int, component: str, exc: BaseException, log_path: st
 
 
 def report_failure(executor: TaskExecutor, exc: BaseException, log_path: str) -> object:
-    """Log that ``executor``'s user code raised ``exc`` and send the stmgr the failure report
-    (with the executor's ``send``); return what ``send`` returned."""
+    """Log that ``executor``'s user code raised ``exc`` and send the stmgr the failure report.
+
+    Sent with the executor's ``send``; return what ``send`` returned.
+    """
     executor.logger.error("user code of %s task %d failed", executor.component_name,
                           executor.task_id, exc_info=exc)
     return executor.send(failure_frame(executor.task_id, executor.component_name, exc,

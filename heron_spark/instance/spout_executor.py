@@ -1,6 +1,9 @@
-"""A spout task's logic, without sockets: ``next_tuple`` slices, tuple trees under at-least-once,
-deactivation, Heron's spout metrics. It calls ``next_tuple`` only while its output gate is open
-and the stmgr lets it emit. See ``executor.py`` for the turn the shells drive."""
+"""A spout task's logic, without sockets.
+
+``next_tuple`` slices, tuple trees under at-least-once, deactivation, Heron's spout metrics. It
+calls ``next_tuple`` only while its output gate is open and the stmgr lets it emit. See
+``executor.py`` for the turn the shells drive.
+"""
 
 from __future__ import annotations
 
@@ -37,11 +40,13 @@ class SpoutExecutor(TaskExecutor):
 
     # delegate API
     def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
+        """Emit one tuple (the slow path); a message id ``tup_id`` opens a tree."""
         roots = (self.trees.open(tup_id, stream),) if self.trees is not None and tup_id is not None \
             else ()
         return self.collector.emit(values, stream, direct_task, need_task_ids, roots)
 
     def declare_exhausted(self) -> None:
+        """Mark the spout out of input: once its trees close, the stmgr is told."""
         self.exhausted = True
 
     def emit_batch(self, data, stream: str, parents, tup_id) -> None:
@@ -70,8 +75,11 @@ class SpoutExecutor(TaskExecutor):
             self.component.activate()
 
     def set_paused(self, paused: bool) -> None:
-        """Deactivate (``paused``) or activate the spout, as Heron does: ``deactivate()`` once,
-        then no ``next_tuple`` until ``activate()``; acks and fails still arrive meanwhile."""
+        """Deactivate (``paused``) or activate the spout, as Heron does.
+
+        ``deactivate()`` once, then no ``next_tuple`` until ``activate()``; acks and fails still
+        arrive meanwhile.
+        """
         if paused == self.paused:
             return
         self.paused = paused
@@ -87,7 +95,7 @@ class SpoutExecutor(TaskExecutor):
 
     # the loop
     def may_emit(self) -> bool:
-        """True when ``next_tuple`` may run now."""
+        """Return whether ``next_tuple`` may run now."""
         if self.gated or self.exhausted or self.held or self.paused:
             return False
         if self.trees is not None and self.trees.full:
@@ -95,7 +103,7 @@ class SpoutExecutor(TaskExecutor):
         return self.collector.sent + self.collector.buffered < self.routed + self._unrouted_max
 
     def _run(self, now: float) -> bool:
-        """A slice of ``next_tuple`` calls, when the output gate is open and it may emit."""
+        """Run a slice of ``next_tuple`` calls, when the output gate is open and it may emit."""
         gate, queued = self.gate, self.output_queued
         if gate.check(queued()) and self.may_emit():
             emitted = self.run_slice(now)
@@ -107,8 +115,10 @@ class SpoutExecutor(TaskExecutor):
         return now if busy else now + self.wait_secs(now)
 
     def run_slice(self, now: float) -> bool:
-        """Call ``next_tuple`` until it emits nothing, the spout may not emit more, or the
-        slice (``heron.batch.flush.interval.ms``) is over; return whether it emitted."""
+        """Call ``next_tuple`` until it emits nothing, may not emit more, or the slice is over.
+
+        The slice is ``heron.batch.flush.interval.ms``; return whether it emitted.
+        """
         collector = self.collector
         next_tuple = self.component.next_tuple
         clock = self.clock
@@ -133,6 +143,7 @@ class SpoutExecutor(TaskExecutor):
         return emitted_any
 
     def end_turn(self, now: float, force: bool = False) -> None:
+        """Send what was emitted (unless it lingers); tell the stmgr once the spout is done."""
         done = self.exhausted and not self.announced and not self.trees
         if not self.lingers(now, force or done):
             self.collector.flush_all()
@@ -152,6 +163,7 @@ class SpoutExecutor(TaskExecutor):
         return wait
 
     def on_frame(self, kind: int, frame: bytes) -> None:
+        """Handle one control frame from the stmgr: closed trees, the gate, activation, the rest."""
         if kind != frames.CONTROL:
             return
         message = stmgr_pb2.StmgrToInstance()
@@ -168,6 +180,7 @@ class SpoutExecutor(TaskExecutor):
             self.on_control(message)
 
     def on_time(self, now: float) -> None:
+        """Run what is due: user metrics, then ``fail`` for every tree that timed out."""
         super().on_time(now)
         if self.trees is not None:
             fail = self.component.fail
@@ -192,6 +205,7 @@ class SpoutExecutor(TaskExecutor):
             fail(message_id)
 
     def close(self) -> None:
+        """End the task cleanly: hooks' ``clean_up``, the spout's ``close``, last metrics."""
         if not self.started:
             return
         try:
@@ -203,6 +217,7 @@ class SpoutExecutor(TaskExecutor):
         super().close()
 
     def add_metrics(self, add) -> None:
+        """Add this task's counters and Heron's spout metrics to a metrics publish."""
         super().add_metrics(add)
         trees = self.trees
         if trees is not None:

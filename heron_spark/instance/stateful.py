@@ -32,6 +32,7 @@ class TaskState:
 
     @property
     def store(self) -> CheckpointStore:
+        """Return the checkpoint store, opened on first use."""
         if self._store is None:
             self._store = CheckpointStore(self._root, self._topology)
         return self._store

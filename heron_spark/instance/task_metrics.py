@@ -23,7 +23,8 @@ class IntervalMean:
     """Means over the publishing interval from cumulative (count, total) pairs.
 
     Used by one thread only (the metrics thread). A count below the last one means the totals
-    started again (an effectively-once restore): the whole totals are the interval's."""
+    started again (an effectively-once restore): the whole totals are the interval's.
+    """
 
     def __init__(self) -> None:
         self._marks: dict[str, tuple[float, float]] = {}
@@ -45,8 +46,11 @@ def _latency(add: Add, means: IntervalMean, name: str, count: float, total_ns: f
 
 
 def add_spout_metrics(add: Add, means: IntervalMean, executor) -> None:
-    """Add a spout's Heron metrics: next-tuple count and latency; per stream acks, fails,
-    timeouts, complete and fail latencies (at-least-once)."""
+    """Add a spout's Heron metrics.
+
+    Next-tuple count and latency; per stream acks, fails, timeouts, complete and fail latencies
+    (at-least-once).
+    """
     add(name=names.NEXT_TUPLE_COUNT, value=executor.next_tuple_calls)
     _latency(add, means, names.NEXT_TUPLE_LATENCY, executor.next_tuple_calls,
              executor.next_tuple_ns)
@@ -67,8 +71,11 @@ def add_spout_metrics(add: Add, means: IntervalMean, executor) -> None:
 
 
 def add_bolt_metrics(add: Add, means: IntervalMean, executor) -> None:
-    """Add a bolt's Heron metrics per input (component, stream): execute count and latency;
-    at-least-once also ack and fail counts, process and fail latencies."""
+    """Add a bolt's Heron metrics per input (component, stream).
+
+    Execute count and latency; at-least-once also ack and fail counts, process and fail
+    latencies.
+    """
     for (component, stream), (executed, ns) in sorted(list(executor.input_stats.items())):
         add(name=names.scoped(names.EXECUTE_COUNT, component, stream), value=executed)
         add(name=names.scoped(names.EXECUTE_TIME_NS, component, stream), value=ns)
