@@ -58,7 +58,9 @@ except heron_spark.HeronSparkError as exc:
                    python=getattr(exc, "python", None), missing=getattr(exc, "missing", None))
 outcome["seconds"] = time.monotonic() - started
 from heron_spark.statemgr import open_state_manager
-outcome["execution_state"] = open_state_manager("file://" + state).get_execution_state("envcheck")
+from heron_spark.contract.execution_state import as_dict
+stored = open_state_manager("file://" + state).get_execution_state("envcheck")
+outcome["execution_state"] = None if stored is None else as_dict(stored)
 print("OUTCOME " + json.dumps(outcome), flush=True)
 """
 
