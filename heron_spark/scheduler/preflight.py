@@ -4,8 +4,8 @@ A worker Python that cannot import heron_spark, its dependencies or the user's m
 the same way every time; found inside the barrier stage it would be resubmitted until the
 budget runs out and surface as pages of Java traces. Found here, before the TMaster starts, it
 is one ``WorkerEnvironmentError`` naming the executors' Python and the fix. The probe is a
-``mapInArrow`` job, so it runs from a classic and from a Spark Connect session alike. Driver
-only.
+plain Python UDF over ``spark.range`` (no RDD, so it runs from a Spark Connect session too; no
+Arrow, so a bare worker Python without pyarrow still reports what it lacks). Driver only.
 """
 
 from __future__ import annotations
@@ -22,13 +22,10 @@ log = logging.getLogger(__name__)
 # value: it is compiled into a namespace that is no importable module, which makes cloudpickle
 # ship its code instead of a reference to this module.
 _PROBE_SOURCE = '''
-def probe(batches, modules=MODULES, definition=DEFINITION):
+def probe(_row_id, modules=MODULES, definition=DEFINITION):
     import json
-    import pyarrow as pa
 
-    for _batch in batches:
-        pass
-    yield pa.RecordBatch.from_pydict({"found": [json.dumps(examine(modules, definition))]})
+    return json.dumps(examine(modules, definition))
 
 
 def examine(modules, definition):
@@ -97,8 +94,9 @@ def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
         previous = sc.getLocalProperty("spark.job.description")
         sc.setJobDescription("heron_spark preflight: can the executors' Python run the topology?")
     try:
+        probe = _udf(connect)(_probe(definition), "string", useArrow=False)
         frame = spark.range(tasks, numPartitions=tasks)
-        rows = frame.mapInArrow(_probe(definition), "found string").collect()
+        rows = frame.select(probe("id").alias("found")).collect()
         found = [json.loads(row["found"]) for row in rows]
     except Exception as exc:  # noqa: BLE001 - classified below; anything else re-raised
         problem = _python_failure(str(exc))
@@ -122,6 +120,19 @@ def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
                                          missing=None, connect=connect)
     log.debug("preflight: executors run %s", sorted({r["python"] for r in found}))
     return found
+
+
+def _udf(connect: bool):
+    """Return pyspark's ``udf`` for the session kind.
+
+    ``pyspark.sql.functions.udf`` picks the kind by the process's environment, which says
+    Connect only once a Connect session was built in it; ask for the Connect one by name.
+    """
+    if connect:
+        from pyspark.sql.connect.functions.builtin import udf
+    else:
+        from pyspark.sql.functions import udf
+    return udf
 
 
 def _executor_python(spark, sc) -> str:
