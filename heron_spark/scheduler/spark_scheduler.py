@@ -3,9 +3,10 @@
 The stage is ``spark.range(n, numPartitions=n).mapInArrow(container, schema, barrier=True)``:
 one barrier task per container, the same DataFrame call on a classic and on a Spark Connect
 session (which has no RDDs). It runs in a background thread so the caller (notebook, CLI,
-Airflow task) stays responsive. Its jobs carry the Spark job tag ``heron_spark:<name>``
-(``spark.interruptTag`` stops the topology from any session kind) and, on a classic session,
-also run in the job group of that name (``sc.cancelJobGroup`` stops it too).
+Airflow task) stays responsive. On a classic session its jobs run in the Spark job group
+``heron_spark:<name>`` (``sc.cancelJobGroup`` stops the topology), each with a job description;
+under Spark Connect (no job groups, no job descriptions) they carry the job tag of that name
+(``spark.interruptTag`` stops it).
 """
 
 from __future__ import annotations
@@ -34,7 +35,11 @@ def job_group(topology: str) -> str:
 
 
 def job_tag(topology: str) -> str:
-    """Return the Spark job tag of ``topology``'s barrier stage (the job group's name)."""
+    """Return the Spark job tag of ``topology``'s barrier stage under Connect (the group's name).
+
+    Classic sessions use the job group instead: on pyspark 4.3 a classic ``spark.interruptTag``
+    did not reach a tagged ``mapInArrow`` job started in another thread (it returned ``[]``).
+    """
     return job_group(topology)
 
 
@@ -186,11 +191,11 @@ class BarrierStage:
         connect = is_connect(self.spark)
         sc = None if connect else self.spark.sparkContext
         try:
-            self.spark.addTag(self.tag)  # per thread: this one submits every attempt
             if sc is not None:
                 sc.setJobGroup(self.group, f"heron_spark topology {self.task.topology}",
                                interruptOnCancel=True)
             else:
+                self.spark.addTag(self.tag)  # per thread: this one submits every attempt
                 log.info("topology %s runs from a Spark Connect session: its barrier stage is "
                          "tagged %r (Spark Connect has no job descriptions)",
                          self.task.topology, self.tag)
@@ -230,10 +235,11 @@ class BarrierStage:
         except BaseException as exc:  # noqa: BLE001 - reported to the handle, not swallowed
             self.error = exc
         finally:
-            try:
-                self.spark.removeTag(self.tag)
-            except Exception:  # noqa: BLE001 - a stopped session has no tags left to remove
-                pass
+            if sc is None:
+                try:
+                    self.spark.removeTag(self.tag)
+                except Exception:  # noqa: BLE001 - a closed session has no tags left to remove
+                    pass
             self._on_exit(self.result, self.error)
 
     def recover(self, reason: str) -> None:
