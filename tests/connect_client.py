@@ -10,7 +10,9 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
 - ``cancel``: an unbounded topology stopped by ``spark.interruptTag`` from the client's main
   thread (the stage runs in another); with ``options["recover"]``, first a container recovery
   (the driver interrupts the stage and resubmits it as generation 1).
-- ``unimportable``: a topology whose module only this client can import; prints the error.
+- ``unimportable``: a topology whose module only this client can import; prints the error
+  (with ``options["installed_only"]``: the word count, for a server whose workers lack
+  heron_spark itself).
 """
 
 from __future__ import annotations
@@ -125,8 +127,13 @@ def unimportable(spark, folder: Path, options: dict) -> dict:
     sys.path.insert(0, str(private))
     import client_only_topology
 
+    topology = client_only_topology.build(str(folder / "c"))
+    if options.get("installed_only"):  # only heron_spark itself, no module of the client's
+        import reliable_word_count as rwc
+
+        topology = rwc.build("connect-env", folder / "corpus.txt", folder / "out")
     try:
-        submit(client_only_topology.build(str(folder / 'c')), spark=spark, conf=_conf(folder))
+        submit(topology, spark=spark, conf=_conf(folder))
     except WorkerEnvironmentError as exc:
         return {"error": type(exc).__name__, "missing": exc.missing, "connect": exc.connect,
                 "message": str(exc), "work_exists": (folder / "work").exists()}

@@ -43,11 +43,13 @@ def _answers(port: int) -> bool:
 class ConnectServer:
     """One Spark Connect server on 127.0.0.1 (see the module docstring)."""
 
-    def __init__(self, folder: Path, master: str = "local[4]") -> None:
+    def __init__(self, folder: Path, master: str = "local[4]", python: str = sys.executable,
+                 pythonpath: tuple[Path, ...] = (REPO_ROOT, TESTS_DIR)) -> None:
         import pyspark
 
         self.folder = folder
         self.master = master
+        self.python = python
         self.spark_home = Path(pyspark.__file__).resolve().parent
         self.port = free_port()
         self.ui_port = free_port()
@@ -56,12 +58,12 @@ class ConnectServer:
             **os.environ,
             "SPARK_HOME": str(self.spark_home),
             "SPARK_LOCAL_IP": "127.0.0.1",
-            "PYSPARK_PYTHON": sys.executable,
+            "PYSPARK_PYTHON": python,
             "PYSPARK_DRIVER_PYTHON": sys.executable,
             "SPARK_PID_DIR": str(folder / "pid"),
             "SPARK_LOG_DIR": str(folder / "log"),
             "SPARK_IDENT_STRING": f"heron-spark-tests-{self.port}",
-            "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR)]),
+            "PYTHONPATH": os.pathsep.join(str(path) for path in pythonpath),
         }
         self.env.pop("PYSPARK_GATEWAY_PORT", None)
         self.env.pop("PYSPARK_GATEWAY_SECRET", None)
@@ -77,7 +79,7 @@ class ConnectServer:
              "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
              "--conf", "spark.driver.host=127.0.0.1",
              "--conf", f"spark.ui.port={self.ui_port}",
-             "--conf", f"spark.pyspark.python={sys.executable}",
+             "--conf", f"spark.pyspark.python={self.python}",
              "--conf", "spark.ui.showConsoleProgress=false"],
             env=self.env, check=True, capture_output=True, timeout=60)
         deadline = time.monotonic() + START_SECS

@@ -14,7 +14,7 @@ import pytest
 
 import fault_support as faults
 import reliable_word_count as rwc
-from connect_support import run_client
+from connect_support import ConnectServer, run_client
 from heron_spark.testing import wait_until
 
 pytestmark = pytest.mark.connect
@@ -75,3 +75,21 @@ def test_workers_that_cannot_import_the_topology_get_one_error(connect_server, t
     assert result["missing"] == "client_only_topology"
     assert "addArtifacts" in result["message"]
     assert not result["work_exists"]  # nothing launched
+
+
+def test_a_server_whose_workers_lack_heron_spark_gets_one_error(tmp_path):
+    import venv
+
+    bare = tmp_path / "bare-venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(bare)
+    server = ConnectServer(tmp_path / "server", python=str(bare / "bin" / "python3"),
+                           pythonpath=()).start()
+    try:
+        result = run_client(server, "unimportable", tmp_path / "client", installed_only=True)
+    finally:
+        server.stop()
+    assert result["error"] == "WorkerEnvironmentError"
+    assert result["connect"] is True
+    assert result["missing"] == "heron_spark"
+    assert "spark.pyspark.python" in result["message"]
+    assert not result["work_exists"]
