@@ -50,6 +50,9 @@ setup(
             # displays its handle, as a notebook user does.
             "nbclient>=0.10",
             "ipykernel>=6",
+            # tests/test_connect.py submits from a Spark Connect client (grpcio, grpcio-status,
+            # googleapis-common-protos, zstandard; nothing a classic session uses).
+            "pyspark[connect]>=4.0,<5",
         ],
     },
     entry_points={"console_scripts": ["heron-spark=heron_spark.cli.main:main"]},

@@ -135,18 +135,27 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
     """
 
     def __init__(self, problem: str, *, python: str, host: str | None,
-                 missing: str | None) -> None:
+                 missing: str | None, connect: bool = False) -> None:
         import sys
 
         self.problem = problem
         self.python = python
         self.host = host
         self.missing = missing
+        self.connect = connect
         where = f" on {host}" if host else ""
         if problem.startswith("loading the topology"):
+            ship = ("spark.addArtifacts(path, pyfile=True) from the Spark Connect session"
+                    if connect else
+                    "spark-submit --py-files or spark.sparkContext.addPyFile(path)")
             fix = (f"make module {missing or '(see above)'!r} importable on the executors: ship "
-                   f"it with spark-submit --py-files or spark.sparkContext.addPyFile(path), or "
-                   f"install it into {python}")
+                   f"it with {ship}, or install it into {python}")
+        elif connect:
+            fix = (f"the Spark Connect server's executors need a Python that has heron_spark "
+                   f"installed: start the server with spark.pyspark.python (or PYSPARK_PYTHON "
+                   f"in its environment) naming one, or install heron_spark and its "
+                   f"dependencies into {python} on every worker, or ship heron_spark with "
+                   f"spark.addArtifacts(zip_path, pyfile=True)")
         else:
             fix = (f"run the executors with a Python that has heron_spark installed: set "
                    f"PYSPARK_PYTHON={sys.executable} (or spark.pyspark.python) before the "
@@ -154,6 +163,17 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
                    f"{python} on every worker")
         super().__init__(f"Spark's executors run Python {python!r}{where}, which cannot run "
                          f"this topology: {problem}. Fix: {fix}")
+
+
+class ConnectExtrasError(HeronSparkError, ImportError):
+    """A Spark Connect session is asked for, but this Python lacks the Connect client's packages."""
+
+    def __init__(self, missing: str | None, problem: str) -> None:
+        self.missing = missing
+        self.problem = problem
+        what = f"package {missing!r}" if missing else "a package"
+        super().__init__(f"a Spark Connect session needs {what} this Python does not have "
+                         f"({problem}). Fix: pip install 'pyspark[connect]'", name=missing)
 
 
 class DuplicateMetricError(HeronSparkError, RuntimeError):

@@ -38,9 +38,9 @@ os.environ["PYTHONPATH"] = os.pathsep.join(_pythonpath)
 
 SPARK_MASTER = "local[4]"
 
-TIERS = ("spark", "fault", "chaos", "cluster", "browser", "notebook")
+TIERS = ("spark", "fault", "chaos", "cluster", "browser", "notebook", "connect")
 # Fixtures that start Spark or a server, and the tier a test asking for one is at least in.
-FIXTURE_TIERS = {"spark": "spark", "zookeeper": "cluster"}
+FIXTURE_TIERS = {"spark": "spark", "zookeeper": "cluster", "connect_server": "connect"}
 
 
 def _tiers(item) -> list[str]:
@@ -169,6 +169,19 @@ def spark():
     sessions.live()
     yield LiveSpark(sessions)
     sessions.stop()
+
+
+@pytest.fixture(scope="session")
+def connect_server(tmp_path_factory):
+    """A Spark Connect server (``local[4]`` on 127.0.0.1) for the run; see ``connect_support``."""
+    from connect_support import ConnectServer
+
+    server = ConnectServer(tmp_path_factory.mktemp("connect-server"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -3,14 +3,18 @@
 A worker Python that cannot import heron_spark, its dependencies or the user's modules fails
 the same way every time; found inside the barrier stage it would be resubmitted until the
 budget runs out and surface as pages of Java traces. Found here, before the TMaster starts, it
-is one ``WorkerEnvironmentError`` naming the executors' Python and the fix. Driver only.
+is one ``WorkerEnvironmentError`` naming the executors' Python and the fix. The probe is a
+plain Python UDF over ``spark.range`` (no RDD, so it runs from a Spark Connect session too; no
+Arrow, so a bare worker Python without pyarrow still reports what it lacks). Driver only.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 
 from heron_spark.errors import WorkerEnvironmentError
+from heron_spark.scheduler.session import is_connect
 
 log = logging.getLogger(__name__)
 
@@ -18,7 +22,13 @@ log = logging.getLogger(__name__)
 # value: it is compiled into a namespace that is no importable module, which makes cloudpickle
 # ship its code instead of a reference to this module.
 _PROBE_SOURCE = '''
-def probe(_partition, modules=MODULES, definition=DEFINITION):
+def probe(_row_id, modules=MODULES, definition=DEFINITION):
+    import json
+
+    return json.dumps(examine(modules, definition))
+
+
+def examine(modules, definition):
     import importlib
     import pickle
     import socket
@@ -33,7 +43,7 @@ def probe(_partition, modules=MODULES, definition=DEFINITION):
         except Exception as exc:
             found["problem"] = f"import {name}: {type(exc).__name__}: {exc}"
             found["missing"] = getattr(exc, "name", None) or name
-            return [found]
+            return found
         if name == "heron_spark":
             found["heron_spark"] = getattr(module, "__version__", "?")
     try:
@@ -44,7 +54,7 @@ def probe(_partition, modules=MODULES, definition=DEFINITION):
     except Exception as exc:
         found["problem"] = f"loading the topology: {type(exc).__name__}: {exc}"
         found["missing"] = getattr(exc, "name", None)
-        return [found]
+        return found
     try:  # the classes its config names: serializer, auto task hooks
         from heron_spark.api.serializer import serializer_class
         from heron_spark.api.task_hook import auto_hook_classes
@@ -55,7 +65,7 @@ def probe(_partition, modules=MODULES, definition=DEFINITION):
     except Exception as exc:
         found["problem"] = f"loading the topology's configured classes: {exc}"
         found["missing"] = getattr(exc.__cause__ or exc, "name", None)
-    return [found]
+    return found
 '''
 
 # What a container imports: the package, its runtime roles, and through them pyarrow and
@@ -78,35 +88,59 @@ def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
     """
     from heron_spark._version import __version__
 
-    sc = spark.sparkContext
-    previous = sc.getLocalProperty("spark.job.description")
-    sc.setJobDescription("heron_spark preflight: can the executors' Python run the topology?")
+    connect = is_connect(spark)
+    sc = None if connect else spark.sparkContext
+    if sc is not None:
+        previous = sc.getLocalProperty("spark.job.description")
+        sc.setJobDescription("heron_spark preflight: can the executors' Python run the topology?")
     try:
-        found = sc.parallelize(range(tasks), tasks).mapPartitions(_probe(definition)).collect()
+        probe = _udf(connect)(_probe(definition), "string", useArrow=False)
+        frame = spark.range(tasks, numPartitions=tasks)
+        rows = frame.select(probe("id").alias("found")).collect()
+        found = [json.loads(row["found"]) for row in rows]
     except Exception as exc:  # noqa: BLE001 - classified below; anything else re-raised
         problem = _python_failure(str(exc))
         if problem is None:
             raise
-        raise WorkerEnvironmentError(problem, python=_executor_python(sc), host=None,
-                                     missing=None) from None
+        python = _executor_python(spark, sc)
+        raise WorkerEnvironmentError(problem, python=python, host=None, missing=None,
+                                     connect=connect) from None
     finally:
-        sc.setJobDescription(previous)
+        if sc is not None:
+            sc.setJobDescription(previous)
     for result in found:
         if result["problem"] is not None:
             raise WorkerEnvironmentError(result["problem"], python=result["python"],
-                                         host=result["host"], missing=result["missing"])
+                                         host=result["host"], missing=result["missing"],
+                                         connect=connect)
         if result["heron_spark"] != __version__:
             msg = (f"the executors import heron_spark {result['heron_spark']}, the driver "
                    f"{__version__}")
             raise WorkerEnvironmentError(msg, python=result["python"], host=result["host"],
-                                         missing=None)
+                                         missing=None, connect=connect)
     log.debug("preflight: executors run %s", sorted({r["python"] for r in found}))
     return found
 
 
-def _executor_python(sc) -> str:
-    """Return the Python Spark starts for this context's workers, as Spark chooses it."""
-    return getattr(sc, "pythonExec", None) or "python3"
+def _udf(connect: bool):
+    """Return pyspark's ``udf`` for the session kind.
+
+    ``pyspark.sql.functions.udf`` picks the kind by the process's environment, which says
+    Connect only once a Connect session was built in it; ask for the Connect one by name.
+    """
+    if connect:
+        from pyspark.sql.connect.functions.builtin import udf
+    else:
+        from pyspark.sql.functions import udf
+    return udf
+
+
+def _executor_python(spark, sc) -> str:
+    """Return the Python Spark starts for the session's workers, as Spark chooses it."""
+    if sc is not None:
+        return getattr(sc, "pythonExec", None) or "python3"
+    return (spark.conf.get("spark.pyspark.python", None)  # the Connect server's setting
+            or spark.conf.get("spark.executorEnv.PYSPARK_PYTHON", None) or "python3")
 
 
 def _python_failure(text: str) -> str | None:

@@ -1,29 +1,46 @@
 """The scheduler: runs a topology's containers as one Spark barrier stage. Driver only.
 
-The stage runs in a background thread under a Spark job group named after the topology, so
-the caller (notebook, CLI, Airflow task) stays responsive and cancelling the group kills the
-topology.
+The stage is ``spark.range(n, numPartitions=n).mapInArrow(container, schema, barrier=True)``:
+one barrier task per container, the same DataFrame call on a classic and on a Spark Connect
+session (which has no RDDs). It runs in a background thread so the caller (notebook, CLI,
+Airflow task) stays responsive. On a classic session its jobs run in the Spark job group
+``heron_spark:<name>`` (``sc.cancelJobGroup`` stops the topology), each with a job description;
+under Spark Connect (no job groups, no job descriptions) they carry the job tag of that name
+(``spark.interruptTag`` stops it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import os
-import re
+import pickle
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from heron_spark.container.task import ContainerTask
 from heron_spark.errors import ClusterCapacityError, HeronSparkError
+from heron_spark.scheduler.session import available_slots, is_connect, is_local_master, master
 
 log = logging.getLogger(__name__)
-_LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
+__all__ = ["BarrierStage", "ArrowContainer", "StageRecovery", "available_slots", "check_slots",
+           "deterministic_failure", "is_cancellation", "is_local_master", "job_description",
+           "job_group", "job_tag"]
+_SUMMARY_SCHEMA = "summary binary"  # one row per container: its pickled summary dict
 
 
 def job_group(topology: str) -> str:
     """Return the Spark job group of ``topology``'s barrier stage."""
     return f"heron_spark:{topology}"
+
+
+def job_tag(topology: str) -> str:
+    """Return the Spark job tag of ``topology``'s barrier stage under Connect (the group's name).
+
+    Classic sessions use the job group instead: on pyspark 4.3 a classic ``spark.interruptTag``
+    did not reach a tagged ``mapInArrow`` job started in another thread (it returned ``[]``).
+    """
+    return job_group(topology)
 
 
 def job_description(topology: str, generation: int, containers: int, attempt: int) -> str:
@@ -38,46 +55,41 @@ def job_description(topology: str, generation: int, containers: int, attempt: in
             f"{containers} containers")
 
 
-def is_local_master(master: str) -> bool:
-    """Return True for ``local``, ``local[N]``, ``local[*]`` and ``local[N,F]``."""
-    return bool(_LOCAL.match(master))
-
-
-def available_slots(spark) -> int:
-    """Return how many tasks the cluster can run at once right now."""
-    sc = spark.sparkContext
-    match = _LOCAL.match(sc.master)
-    if match:
-        cores = match.group(1)
-        if cores is None:
-            return 1
-        return os.cpu_count() or 1 if cores == "*" else int(cores)
-    jsc = sc._jsc.sc()
-    return int(jsc.maxNumConcurrentTasks(jsc.resourceProfileManager().defaultResourceProfile()))
-
-
 def check_slots(spark, needed: int, wait_secs: float) -> None:
-    """Wait up to ``wait_secs`` for ``needed`` slots; raise ClusterCapacityError otherwise."""
+    """Wait up to ``wait_secs`` for ``needed`` slots; raise ClusterCapacityError otherwise.
+
+    When the session cannot count the cluster's slots (a Connect client of a cluster whose
+    conf does not size its executors), say so once and leave it to Spark's own barrier check.
+    """
     deadline = time.monotonic() + wait_secs
+    url = master(spark)
     while True:
         slots = available_slots(spark)
+        if slots is None:
+            log.info("cannot count the task slots of Spark master %r from a Spark Connect "
+                     "client (set spark.executor.instances and spark.executor.cores on the "
+                     "server to have them checked); Spark refuses a barrier stage of %d tasks "
+                     "if the cluster cannot run them at once", url, needed)
+            return
         if slots >= needed:
             return
-        if is_local_master(spark.sparkContext.master) or time.monotonic() >= deadline:
-            raise ClusterCapacityError(needed, slots, spark.sparkContext.master)
+        if is_local_master(url) or time.monotonic() >= deadline:
+            raise ClusterCapacityError(needed, slots, url)
         time.sleep(0.5)  # executors of a standalone cluster register after the driver starts
 
 
 def is_cancellation(error: BaseException) -> bool:
     """Return True when Spark ended the stage on purpose.
 
-    That is when its job group or every job was cancelled, or the SparkContext is shutting
-    down (Ctrl-C reaches the JVM too).
+    That is when its job group, job tag or every job was cancelled, or the SparkContext is
+    shutting down (Ctrl-C reaches the JVM too); under Spark Connect, when its operation was
+    interrupted (``interruptTag``) or its session closed (the client stopped it or went away).
     """
     text = str(error)
     return any(marker in text for marker in (
         "SPARK_JOB_CANCELLED", "cancelled job group", "cancellation of all jobs",
-        "SparkContext was shut down", "cancelled because SparkContext was shut down"))
+        "SparkContext was shut down", "cancelled because SparkContext was shut down",
+        "OPERATION_CANCELED", "INVALID_HANDLE.SESSION_CLOSED"))
 
 
 _DETERMINISTIC = ("ModuleNotFoundError", "ImportError", "PYTHON_VERSION_MISMATCH",
@@ -109,6 +121,33 @@ class StageRecovery(HeronSparkError, RuntimeError):
         super().__init__(f"topology {topology!r}: the driver restarted its containers: {reason}")
 
 
+@dataclasses.dataclass
+class ArrowContainer:
+    """The ``mapInArrow`` function of the barrier stage: runs one container. Executor only.
+
+    Its partition of ``spark.range`` only says which container this task is (the barrier
+    context's partition id); the one row it yields holds the container's summary, pickled.
+    """
+
+    task: ContainerTask
+
+    def __call__(self, batches: Iterator) -> Iterator:
+        """Run the container of this barrier task; yield its summary as one Arrow batch."""
+        import pyarrow as pa
+
+        rows = (row for batch in batches for row in range(batch.num_rows))
+        for summary in self.task(rows):
+            yield pa.RecordBatch.from_pydict({"summary": [pickle.dumps(summary)]},
+                                             schema=pa.schema([("summary", pa.binary())]))
+
+
+def run_barrier_stage(spark, task: ContainerTask, containers: int) -> list:
+    """Run ``containers`` barrier tasks of ``task`` and return their summaries (blocks)."""
+    frame = spark.range(containers, numPartitions=containers)
+    rows = frame.mapInArrow(ArrowContainer(task), _SUMMARY_SCHEMA, barrier=True).collect()
+    return [pickle.loads(row["summary"]) for row in rows]  # noqa: S301 - our own executors'
+
+
 class BarrierStage:
     """The container stage, run (and re-run after failures) in a background thread.
 
@@ -129,6 +168,7 @@ class BarrierStage:
         self.task = task
         self.containers = containers
         self.group = job_group(task.topology)
+        self.tag = job_tag(task.topology)
         self.result: list | None = None
         self.error: BaseException | None = None
         self.attempts = 0
@@ -148,19 +188,27 @@ class BarrierStage:
         return self
 
     def _run(self) -> None:
-        sc = self.spark.sparkContext
+        connect = is_connect(self.spark)
+        sc = None if connect else self.spark.sparkContext
         try:
-            sc.setJobGroup(self.group, f"heron_spark topology {self.task.topology}",
-                           interruptOnCancel=True)
+            if sc is not None:
+                sc.setJobGroup(self.group, f"heron_spark topology {self.task.topology}",
+                               interruptOnCancel=True)
+            else:
+                self.spark.addTag(self.tag)  # per thread: this one submits every attempt
+                log.info("topology %s runs from a Spark Connect session: its barrier stage is "
+                         "tagged %r (Spark Connect has no job descriptions)",
+                         self.task.topology, self.tag)
             while True:
                 with self._recovery_lock:
                     self.attempts += 1
                     self._recovery = None  # asked during the last attempt's backoff: done now
-                sc.setJobDescription(job_description(self.task.topology, self.task.generation,
-                                                     self.containers, self.attempts))
+                if sc is not None:
+                    sc.setJobDescription(job_description(self.task.topology,
+                                                         self.task.generation,
+                                                         self.containers, self.attempts))
                 try:
-                    rdd = sc.parallelize(range(self.containers), self.containers)
-                    self.result = rdd.barrier().mapPartitions(self.task).collect()
+                    self.result = run_barrier_stage(self.spark, self.task, self.containers)
                     if not self._next_run():
                         return
                     continue
@@ -187,6 +235,11 @@ class BarrierStage:
         except BaseException as exc:  # noqa: BLE001 - reported to the handle, not swallowed
             self.error = exc
         finally:
+            if sc is None:
+                try:
+                    self.spark.removeTag(self.tag)
+                except Exception:  # noqa: BLE001 - a closed session has no tags left to remove
+                    pass
             self._on_exit(self.result, self.error)
 
     def recover(self, reason: str) -> None:
@@ -199,7 +252,7 @@ class BarrierStage:
                 return  # one recovery per attempt; none once the stage has ended
             self._recovery = (self.attempts, reason)
         log.warning("topology %s: restarting its containers: %s", self.task.topology, reason)
-        self.spark.sparkContext.cancelJobGroup(self.group)
+        self._interrupt()
 
     def relaunch(self, task: ContainerTask, containers: int, switch: Callable[[], bool]) -> None:
         """Run ``task`` on ``containers`` once the current run ends (any thread)."""
@@ -221,8 +274,19 @@ class BarrierStage:
         return True
 
     def cancel(self) -> None:
-        """Cancel the Spark job group: Spark kills the barrier tasks (and so their children)."""
-        self.spark.sparkContext.cancelJobGroup(self.group)
+        """Cancel the stage's Spark jobs: Spark kills the barrier tasks (and their children)."""
+        self._interrupt()
+
+    def _interrupt(self) -> None:
+        """Cancel the stage's jobs: by job group on a classic session, by tag under Connect.
+
+        Under Connect, ``interruptTag`` from any thread reaches the operations the stage
+        thread started with the tag (tags are per thread, interrupts per session).
+        """
+        if is_connect(self.spark):
+            self.spark.interruptTag(self.tag)
+        else:
+            self.spark.sparkContext.cancelJobGroup(self.group)
 
     def join(self, timeout: float | None) -> bool:
         """Wait for the stage; return True once it has ended."""

@@ -19,7 +19,8 @@ from heron_spark._failure_window import FailureWindow
 from heron_spark.config import SystemConfig
 from heron_spark.container.task import ContainerTask
 from heron_spark.contract import execution_state
-from heron_spark.errors import HeronSparkError, TopologyStateError, WrongPlaceError
+from heron_spark.errors import (ConnectExtrasError, HeronSparkError, TopologyStateError,
+                                WrongPlaceError)
 from heron_spark.plan.logical import LogicalPlan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.prepare import prepare
@@ -29,9 +30,11 @@ from heron_spark.scheduler.handle import TopologyHandle
 from heron_spark.scheduler import progress
 from heron_spark.scheduler.executors import ContainerExecutors
 from heron_spark.scheduler.preflight import check_workers
+from heron_spark.scheduler.session import driver_host, is_connect, is_local_master
+from heron_spark.scheduler.session import master as session_master
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
-                                                   is_local_master, job_group)
+                                                   job_group)
 from heron_spark.scheduler.update import Rescaler, stored_parallelism
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
@@ -88,10 +91,13 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     generation = prior.generation + 1 if resume else 0
     deactivated = deactivated or (resume and prior.paused)  # stays deactivated
     secret = new_secret()
-    local = is_local_master(spark.sparkContext.master)
-    host = system.tmaster_host or ("127.0.0.1" if local else
-                                   spark.sparkContext.getConf().get("spark.driver.host",
-                                                                    "127.0.0.1"))
+    connect = is_connect(spark)
+    spark_master = session_master(spark)
+    local = is_local_master(spark_master)
+    # Every stmgr dials the TMaster, which runs here: under Connect that is the client, which
+    # the server's executors must reach (on a local master, the same host as the server).
+    host = system.tmaster_host or ("127.0.0.1" if local and not connect else
+                                   driver_host(spark))
     root = checkpoint_root(system.checkpoint_root, system.work_dir)
     committed = (statemgr.get_committed_checkpoint(plan.name) or {}) if resume else {}
     tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
@@ -103,7 +109,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                                            system.tmaster_metrics_max_series),
                       exceptions_per_instance=system.tmaster_exceptions_per_instance,
                       deactivated=deactivated)
-    tmaster.submission = _submission(spark.sparkContext.master, local)
+    tmaster.submission = _submission(spark_master, local)
     tracker = None
     if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
         from heron_spark.tracker import service as tracker_service
@@ -140,7 +146,10 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     task = ContainerTask(plan.name, definition, packing.SerializeToString(),
                          _config_fields(system), secret, host, tmaster.port, generation, local)
 
-    bridge = system.spark_jvm_bridge != "false" and _bridge_loaded(spark)
+    bridge = system.spark_jvm_bridge != "false" and not connect and _bridge_loaded(spark)
+    if connect and system.spark_jvm_bridge != "false":
+        log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
+                 "a classic session's JVM; a Spark Connect client has none)", plan.name)
 
     def on_stage_exit(result, error) -> None:
         if error is not None and is_cancellation(error):
@@ -320,6 +329,9 @@ def _spark_session(spark, master: str | None, system: SystemConfig):
 
     existing = spark if spark is not None else SparkSession.getActiveSession()
     if existing is not None:
+        if is_connect(existing):
+            _check_connect_client()
+            return existing
         if system.spark_jvm_bridge == "true" and not _bridge_loaded(existing):
             log.warning("heron.spark.jvm.bridge applies only to a session submit() creates; "
                         "add jvm_bridge.spark_conf(jvm_bridge.build_jar()) to your session")
@@ -331,9 +343,28 @@ def _spark_session(spark, master: str | None, system: SystemConfig):
         builder = builder.master(master)
     elif "PYSPARK_GATEWAY_PORT" not in os.environ:  # not under spark-submit: embedded default
         builder = builder.master("local[*]")
+    if os.environ.get("SPARK_REMOTE") or os.environ.get("SPARK_CONNECT_MODE_ENABLED"):
+        try:  # pyspark makes a Connect session here: it needs the connect extras
+            return builder.getOrCreate()
+        except ImportError as exc:
+            raise ConnectExtrasError(exc.name, str(exc)) from exc
     for key, value in {**_SESSION_CONF, **_bridge_conf(system.spark_jvm_bridge)}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
+
+
+def _check_connect_client() -> None:
+    """Raise ConnectExtrasError if the Connect client lacks a package the stage needs."""
+    try:
+        from pyspark.sql.connect import utils
+
+        for check in ("require_minimum_pandas_version", "require_minimum_pyarrow_version",
+                      "require_minimum_grpc_version", "require_minimum_grpcio_status_version",
+                      "require_minimum_googleapis_common_protos_version",
+                      "require_minimum_zstandard_version"):
+            getattr(utils, check, lambda: None)()
+    except ImportError as exc:
+        raise ConnectExtrasError(exc.name, str(exc).splitlines()[0]) from exc
 
 
 # Set on a session submit() creates: topology gauges (jvm_bridge) on the driver UI's

@@ -1,0 +1,162 @@
+"""A Spark Connect client that submits a topology: ``connect_client.py MODE URL FOLDER OPTIONS``.
+
+Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect session only
+(never a SparkContext). Prints one JSON object last, for the test to check:
+
+- ``wordcount``: the at-least-once word count of ``reliable_word_count`` run bounded, with
+  ``options["reliability"]`` as its reliability mode; prints the counts (raw and de-duplicated).
+- ``wordcount-kill``: the same, and ``kill -9`` of one instance process while it runs.
+- ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status.
+- ``cancel``: an unbounded topology stopped by ``spark.interruptTag`` from the client's main
+  thread (the stage runs in another); with ``options["recover"]``, first a container recovery
+  (the driver interrupts the stage and resubmits it as generation 1).
+- ``unimportable``: a topology whose module only this client can import; prints the error
+  (with ``options["installed_only"]``: the word count, for a server whose workers lack
+  heron_spark itself).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+TIMEOUT = 240
+
+
+def _session(url: str):
+    from pyspark.sql import SparkSession
+
+    return SparkSession.builder.remote(url).getOrCreate()
+
+
+def _conf(folder: Path) -> dict:
+    return {"heron.statemgr": f"file://{folder}/state", "heron.work.dir": f"{folder}/work"}
+
+
+def wordcount(spark, folder: Path, options: dict) -> dict:
+    import fault_support as faults
+    import reliable_word_count as rwc
+    from heron_spark import submit
+    from heron_spark.testing import wait_until
+
+    name = options.get("name", "connect-wc")
+    corpus, out = folder / "corpus.txt", folder / "out"
+    text = rwc.write_corpus(corpus, int(options.get("lines", 1000)))
+    config = {"topology.reliability.mode": options.get("reliability", "ATLEAST_ONCE"),
+              **options.get("config", {})}
+    topology = rwc.build(name, corpus, out, spouts=2, config=config)
+    started = time.monotonic()
+    handle = submit(topology, spark=spark, conf=_conf(folder))
+    handle.wait_running(timeout=120)
+    running = time.monotonic() - started
+    killed = None
+    if options.get("kill"):
+        def progress() -> int:
+            return sum(path.stat().st_size for path in out.glob("count-*.log"))
+        wait_until(lambda: progress() > 20_000, 60, message="the word count to make progress")
+        work = folder / "work" / name
+        victim = faults.find(work, "instance", component="count")[0]
+        killed = faults.task_of(victim)
+        faults.kill9(victim)
+    state = handle.wait(timeout=TIMEOUT)
+    raw, unique, records = rwc.read_counts(out)
+    return {"state": state, "raw": dict(raw), "unique": dict(unique), "records": records,
+            "killed_task": killed, "running_secs": round(running, 2),
+            "failures": handle.status_detail().get("instance_failures", {}),
+            "lines": len(text)}
+
+
+def kill(spark, folder: Path, options: dict) -> dict:
+    import resilience_topologies as topo
+    from heron_spark import submit
+
+    name = "connect-forever"
+    handle = submit(topo.numbers(name, folder / "n", count=-1, sleep_ms=1), spark=spark,
+                    conf=_conf(folder))
+    assert handle.wait_running(120)
+    handle.kill()
+    state = handle.wait(timeout=60)
+    spark.range(3).collect()  # the session is still usable
+    return {"state": state, "work": str(folder / "work" / name), "pid": os.getpid()}
+
+
+def cancel(spark, folder: Path, options: dict) -> dict:
+    import resilience_topologies as topo
+    from heron_spark import submit
+    from heron_spark.scheduler.spark_scheduler import job_tag
+    from heron_spark.testing import wait_until
+
+    name = "connect-cancel"
+    handle = submit(topo.numbers(name, folder / "n", count=-1, sleep_ms=1), spark=spark,
+                    conf=_conf(folder))
+    assert handle.wait_running(120)
+    generation = None
+    if options.get("recover"):  # the driver replaces its containers: interrupt, resubmit
+        handle._tmaster.recover_containers("asked by the test")
+        wait_until(lambda: handle.status_detail()["generation"] == 1
+                   and len(handle.status_detail()["registered"]) == 2, 120, interval=0.1,
+                   message="generation 1 to register")
+        generation = handle.status_detail()["generation"]
+    interrupted = spark.interruptTag(job_tag(name))  # the user's cancel, from this thread
+    state = handle.wait(timeout=60)
+    return {"state": state, "interrupted": interrupted, "generation": generation,
+            "reason": handle.status_detail().get("reason")}
+
+
+def unimportable(spark, folder: Path, options: dict) -> dict:
+    from heron_spark import WorkerEnvironmentError, submit
+
+    private = folder / "client_only"
+    private.mkdir(parents=True, exist_ok=True)
+    (private / "client_only_topology.py").write_text(
+        "from heron_spark import Grouping, Spout, TopologyBuilder\n"
+        "from heron_spark.testing import COLLECT_DIR, CollectingBolt\n"
+        "class OnlyHereSpout(Spout):\n"
+        "    outputs = ['n']\n"
+        "    def next_tuple(self):\n"
+        "        self.emit([1])\n"
+        "def build(out):\n"
+        "    builder = TopologyBuilder('connect-unimportable')\n"
+        "    spout = builder.add_spout('n', OnlyHereSpout, par=1)\n"
+        "    builder.add_bolt('c', CollectingBolt, par=1, inputs={spout: Grouping.SHUFFLE},\n"
+        "                     config={COLLECT_DIR: out})\n"
+        "    return builder.build()\n")
+    sys.path.insert(0, str(private))
+    import client_only_topology
+
+    topology = client_only_topology.build(str(folder / "c"))
+    if options.get("installed_only"):  # only heron_spark itself, no module of the client's
+        import reliable_word_count as rwc
+
+        topology = rwc.build("connect-env", folder / "corpus.txt", folder / "out")
+    try:
+        submit(topology, spark=spark, conf=_conf(folder))
+    except WorkerEnvironmentError as exc:
+        return {"error": type(exc).__name__, "missing": exc.missing, "connect": exc.connect,
+                "message": str(exc), "work_exists": (folder / "work").exists()}
+    return {"error": None}
+
+
+def main() -> None:
+    mode, url, folder, options = sys.argv[1], sys.argv[2], Path(sys.argv[3]), \
+        json.loads(sys.argv[4])
+    import logging
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
+    spark = _session(url)
+    assert "pyspark.context" not in sys.modules or \
+        sys.modules["pyspark.context"].SparkContext._active_spark_context is None
+    run = {"wordcount": wordcount, "kill": kill, "cancel": cancel,
+           "unimportable": unimportable}[mode]
+    try:
+        result = run(spark, folder, options)
+    finally:
+        spark.stop()
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Submitting from a Spark Connect session (issue 18, part 1): the TMaster in the client.
+
+A real Spark Connect server (``connect_server``: pyspark's ``sbin/start-connect-server.sh`` on
+``local[4]``, 127.0.0.1) runs the barrier stage; the client is ``connect_client.py`` in its own
+process, holding only a Connect session. Counts are checked exactly against
+``reliable_word_count.expected_counts`` computed here from the same corpus.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+import fault_support as faults
+import reliable_word_count as rwc
+from connect_support import ConnectServer, run_client
+from heron_spark.testing import wait_until
+
+pytestmark = pytest.mark.connect
+
+
+def _expected(folder, lines: int) -> collections.Counter:
+    return rwc.expected_counts(rwc.write_corpus(folder / "expected.txt", lines))
+
+
+def test_word_count_at_most_once_is_exact(connect_server, tmp_path):
+    result = run_client(connect_server, "wordcount", tmp_path, lines=1000, reliability="ATMOST_ONCE",
+                        name="connect-amo")
+    assert result["state"] == "FINISHED"
+    assert collections.Counter(result["raw"]) == _expected(tmp_path, 1000)
+    print(f"running after {result['running_secs']} s")
+
+
+def test_at_least_once_survives_kill_9_of_an_instance(connect_server, tmp_path):
+    result = run_client(connect_server, "wordcount", tmp_path, lines=2500, name="connect-alo",
+                        kill=True, config={"topology.message.timeout.secs": 4,
+                                           "topology.max.spout.pending": 300, rwc.SLEEP_MS: 2})
+    assert result["state"] == "FINISHED"
+    assert result["killed_task"] is not None
+    assert str(result["killed_task"]) in result["failures"]
+    expected = _expected(tmp_path, 2500)
+    raw = collections.Counter(result["raw"])
+    assert not {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
+    assert collections.Counter(result["unique"]) == expected
+    print(f"{result['records'] - sum(expected.values())} word records replayed")
+
+
+def test_kill_from_the_client_stops_every_process_and_the_spark_job(connect_server, tmp_path):
+    result = run_client(connect_server, "kill", tmp_path)
+    assert result["state"] == "KILLED"
+    work = tmp_path / "work"
+    wait_until(lambda: not faults.processes_under(work), 30,
+               message="every heron_spark process of the topology to exit")
+    wait_until(lambda: not connect_server.running_jobs(), 30,
+               message="the Spark job of the barrier stage to end")
+
+
+def test_interrupt_tag_from_another_thread_stops_it_and_recovery_resubmits(connect_server,
+                                                                            tmp_path):
+    result = run_client(connect_server, "cancel", tmp_path, recover=True)
+    assert result["generation"] == 1  # recover(): interrupted by tag, then resubmitted
+    assert result["interrupted"]  # the operation ids interruptTag reached
+    assert result["state"] == "KILLED"
+    wait_until(lambda: not faults.processes_under(tmp_path / "work"), 30,
+               message="every heron_spark process of the topology to exit")
+    wait_until(lambda: not connect_server.running_jobs(), 30,
+               message="the Spark job of the barrier stage to end")
+
+
+def test_workers_that_cannot_import_the_topology_get_one_error(connect_server, tmp_path):
+    result = run_client(connect_server, "unimportable", tmp_path)
+    assert result["error"] == "WorkerEnvironmentError"
+    assert result["connect"] is True
+    assert result["missing"] == "client_only_topology"
+    assert "addArtifacts" in result["message"]
+    assert not result["work_exists"]  # nothing launched
+
+
+def test_a_server_whose_workers_lack_heron_spark_gets_one_error(tmp_path):
+    import venv
+
+    bare = tmp_path / "bare-venv"
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(bare)
+    server = ConnectServer(tmp_path / "server", python=str(bare / "bin" / "python3"),
+                           pythonpath=()).start()
+    try:
+        result = run_client(server, "unimportable", tmp_path / "client", installed_only=True)
+    finally:
+        server.stop()
+    assert result["error"] == "WorkerEnvironmentError"
+    assert result["connect"] is True
+    assert result["missing"] == "heron_spark"
+    assert "spark.pyspark.python" in result["message"]
+    assert not result["work_exists"]
