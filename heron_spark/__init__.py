@@ -15,6 +15,7 @@ from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, Base
                              TupleHelper, WindowContext, api_constants, batch_source,
                              global_metrics)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
+                                ConnectExtrasError,
                                 DuplicateMetricError, HeronSparkError,
                                 TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
@@ -53,7 +54,8 @@ _serializer_loader.register(_load_serializer_named)
 
 __all__ = [
     "AssignableMetric", "AssignableMetrics", "AuthenticationError", "BaseBolt", "BaseSpout",
-    "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "CountMetric",
+    "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
+    "CountMetric",
     "DuplicateMetricError", "FileSpout",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
     "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",

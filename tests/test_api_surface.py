@@ -8,7 +8,7 @@ import heron_spark
 EXPECTED = {
     "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout",
     "Bolt",
-    "ClusterCapacityError", "ConfigError",
+    "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
     "CountMetric", "DuplicateMetricError", "FileSpout",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
