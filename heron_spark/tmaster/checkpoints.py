@@ -23,12 +23,13 @@ log = logging.getLogger(__name__)
 class CheckpointCoordinator:
     """See the module docstring. ``send`` broadcasts a TmasterToStmgr to every stmgr.
 
-    Times (``now``) are seconds of a monotonic clock the caller passes in.
+    Times (``now``) are seconds of a monotonic clock the caller passes in; ``on_commit`` gets
+    the checkpoint id, the epoch and the ``now`` of the commit.
     """
 
     def __init__(self, tasks: set[int], interval_secs: float, committed: int,
                  send: Callable[[tmaster_pb2.TmasterToStmgr], None],
-                 on_commit: Callable[[int, int], None],
+                 on_commit: Callable[[int, int, float], None],
                  timeout_secs: float | None = None) -> None:
         self.tasks = frozenset(tasks)
         self.interval = interval_secs
@@ -99,7 +100,7 @@ class CheckpointCoordinator:
             self.commit_secs_max = max(self.commit_secs_max, self.last_commit_secs)
             self._next_due = now + self.interval
             log.info("checkpoint %d committed in %.3f s", checkpoint_id, self.last_commit_secs)
-            self._on_commit(checkpoint_id, self.epoch)
+            self._on_commit(checkpoint_id, self.epoch, now)
 
     def tick(self, now: float) -> None:
         """Start the next checkpoint when due; give up on one that takes too long."""

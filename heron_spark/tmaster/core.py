@@ -184,7 +184,6 @@ class TMasterCore:
         # Heron's execution state metadata (cluster, environ, role, submission_time/_user),
         # set by submit; shown by the tracker.
         self.submission: dict = {}
-        self._now = 0.0  # the ``now`` of the event being handled (for the coordinator's commit)
         self.checkpoints: CheckpointCoordinator | None = None  # effectively once
         if plan.logical.topology_config.effectively_once:
             self.checkpoints = CheckpointCoordinator(
@@ -199,7 +198,6 @@ class TMasterCore:
     def on_stmgr_message(self, index: int, message: tmaster_pb2.StmgrToTmaster,
                          now: float) -> None:
         """Handle ``message`` from the (current) stmgr of container ``index``."""
-        self._now = now
         body = message.WhichOneof("body")
         if body == "heartbeat":
             container = message.heartbeat.container_index
@@ -352,7 +350,6 @@ class TMasterCore:
     # ---- the clock -------------------------------------------------------------------------
     def tick(self, now: float) -> None:
         """Start the next checkpoint when due (effectively once); they go on while deactivated."""
-        self._now = now
         if self.checkpoints is not None and self.state.processing:
             self.checkpoints.tick(now)
 
@@ -411,8 +408,8 @@ class TMasterCore:
     def _broadcast(self, message: tmaster_pb2.TmasterToStmgr) -> None:
         self.io.to_stmgrs(frames.control_frame(message))
 
-    def _on_commit(self, checkpoint_id: int, epoch: int) -> None:
-        self.io.checkpoint_committed(checkpoint_id, epoch, self.wall(self._now))
+    def _on_commit(self, checkpoint_id: int, epoch: int, now: float) -> None:
+        self.io.checkpoint_committed(checkpoint_id, epoch, self.wall(now))
         log.debug("checkpoint %d committed", checkpoint_id)
 
     # ---- management verbs (heron deactivate / activate / restart / update) ---------------
