@@ -19,9 +19,13 @@ class FailureWindow:
         self._clock = clock
         self._times: collections.deque = collections.deque()
 
-    def record(self) -> int:
-        """Count a failure now; return how many fell within the window, this one included."""
-        now = self._clock()
+    def record(self, now: float | None = None) -> int:
+        """Count a failure at ``now`` (default: the clock's now).
+
+        Return how many fell within the window, this one included.
+        """
+        if now is None:
+            now = self._clock()
         self._times.append(now)
         while self._times and self._times[0] < now - self.window_secs:
             self._times.popleft()

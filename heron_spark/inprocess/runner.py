@@ -9,9 +9,11 @@ thread takes turns, round robin: every task's ``turn`` (the same one an instance
 takes: the input its gate allows, ticks and timeouts, a spout's slice, the turn's output),
 then frames from instances to their stmgr and between stmgrs, then every stmgr's tick. When
 nothing moved and no task is due, it sleeps until the first task's wake-up time (``sleep``,
-which a test may make advance a fake ``clock``). What the TMaster does for a running
-topology is done here too: the physical plan, the end once every task has drained,
-counting failures.
+which a test may make advance a fake ``clock``). The TMaster is the Spark TMaster's own core
+(``tmaster.core.TMasterCore``): every stmgr registers with it, and it builds and sends the
+physical plan, counts failures, ends the run once every task drained, and drives checkpoints.
+The stmgr cores' frames to it go straight in; its frames go straight to them. It checks no
+heartbeats: the stmgrs live on this thread.
 
 What stays true: groupings, batching and linger, at-least-once trees, acks, fails and
 timeouts, backpressure (the queues' bytes and tuples are watched against the same water
@@ -31,17 +33,18 @@ import logging
 import os
 import time
 
-from heron_spark._failure_window import FailureWindow
 from heron_spark.errors import TopologyRuntimeError
 from heron_spark.instance.executor import Stop, TaskExecutor
 from heron_spark.instance.shell import build_executor, report_failure
 from heron_spark.metrics import aggregate
 from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
+from heron_spark.contract.execution_state import ExecutionState
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.stmgr.core import StmgrCore
 from heron_spark.tmaster.checkpoints import CheckpointCoordinator
+from heron_spark.tmaster.core import TMasterCore, TopologyState, build_physical_plan
 from heron_spark.wire import frames
 
 log = logging.getLogger(__name__)
@@ -112,7 +115,7 @@ class _CoreLink:
         self.runner.peer_queues[(self.index, container)].put(frame)
 
     def to_tmaster(self, frame) -> None:
-        self.runner.on_tmaster_frame(_as_frame(frame)[1])
+        self.runner.on_tmaster_frame(self.index, _as_frame(frame)[1])
 
     def set_reading(self, task: int, reading: bool) -> None:
         self.runner.tasks[task].reading = reading
@@ -139,6 +142,40 @@ class _CoreLink:
         return _LOG_PATH
 
 
+class _TMasterLink:
+    """The TMaster core's ``TMasterTransport``: its frames go straight to the stmgr cores."""
+
+    def __init__(self, runner: "InProcessTopology") -> None:
+        self.runner = runner
+
+    def to_stmgr(self, index: int, frame: bytes) -> None:
+        self.runner.cores[index].on_tmaster_frame(frame)
+
+    def to_stmgrs(self, frame: bytes) -> None:
+        for core in self.runner.cores:
+            core.on_tmaster_frame(frame)
+
+    def drop_stmgr(self, index: int) -> None:
+        """Never asked: the runner checks no heartbeats."""
+
+    def recover(self, reason: str) -> None:
+        """Never asked: the runner checks no heartbeats and loses no executors."""
+
+    def save_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
+        """Nothing to store: no state manager in process."""
+
+    def save_state(self, state: ExecutionState) -> None:
+        """Nothing to store: no state manager in process."""
+
+    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float) -> None:
+        store = self.runner.checkpoint_store
+        if store is not None:
+            store.retain(checkpoint_id)
+
+    def file_response(self, response: tmaster_pb2.FileResponse) -> None:
+        """Never asked: no tracker in process."""
+
+
 class InProcessTopology:
     """A topology run on this thread by its own stmgr and instance cores.
 
@@ -153,18 +190,17 @@ class InProcessTopology:
         self.config = prepared.system
         self.clock = clock
         self.sleep = sleep  # sleep(secs): waits until clock() has advanced secs
-        physical = physical_plan_pb2.PhysicalPlan(topology_name=self.name,
-                                                  topology_id=f"{self.name}-in-process")
         view = prepared.view
-        for index in range(view.container_count):
-            physical.stmgrs.add(container_index=index, host="in-process", data_port=0,
-                                pid=os.getpid())
-            for task in view.tasks_in(index):
-                physical.instances.add(task_id=task, component=view.task_component[task],
-                                       component_index=view.task_index[task],
-                                       container_index=index, pid=os.getpid())
-        self.physical_plan = physical
-        self.plan = PlanView(prepared.logical, prepared.packing, physical)
+        topology_id = f"{self.name}-in-process"
+        # What each stmgr tells the TMaster when it registers (``run``).
+        self._registrations = {index: tmaster_pb2.RegisterStmgr(
+            container_index=index, host="in-process", data_port=0, pid=os.getpid(),
+            instances=[physical_plan_pb2.InstanceInfo(
+                task_id=task, component=view.task_component[task],
+                component_index=view.task_index[task], container_index=index, pid=os.getpid())
+                for task in view.tasks_in(index)]) for index in range(view.container_count)}
+        self.plan = PlanView(prepared.logical, prepared.packing, build_physical_plan(
+            self.name, topology_id, 0, False, self._registrations))
         self.tasks = {task: _Task(task, container)
                       for task, container in sorted(view.task_container.items())}
         self.peer_queues = {(a, b): _Queue() for a in range(view.container_count)
@@ -172,81 +208,73 @@ class InProcessTopology:
         self.offered = False  # a stmgr offered a task frames since this turn began
         self.cores = [StmgrCore(view, self.config, index, _CoreLink(self, index), clock)
                       for index in range(view.container_count)]
-        self.status = "STARTING"
-        self.detail = ""
-        self.failure: tmaster_pb2.InstanceFailed | None = None
-        self.failures: collections.Counter = collections.Counter()
-        self._failure_windows: dict[int, FailureWindow] = {}
-        self.drained: set[int] = set()
-        self.started_at: float | None = None
-        self.ended_at: float | None = None
         self._final_metrics: dict[str, dict[str, float]] | None = None
-        self.checkpoints: CheckpointCoordinator | None = None  # effectively once
+        self.checkpoint_store: CheckpointStore | None = None  # effectively once
         if prepared.logical.topology_config.effectively_once:
-            self._checkpoint_store = CheckpointStore(
+            self.checkpoint_store = CheckpointStore(
                 checkpoint_root(self.config.checkpoint_root, self.config.work_dir), self.name)
-            self._checkpoint_store.clear()
-            self.checkpoints = CheckpointCoordinator(
-                set(self.tasks), prepared.logical.topology_config.checkpoint_interval_secs, 0,
-                self._broadcast, lambda checkpoint, _: self._checkpoint_store.retain(checkpoint),
-                clock)
+            self.checkpoint_store.clear()
+        self.tmaster = TMasterCore(
+            self.plan, topology_id, _TMasterLink(self),
+            restart_max=self.config.instance_restart_max,
+            restart_window_secs=self.config.restart_window_secs,
+            wall_offset_secs=time.time() - clock())
 
     # ---- the TMaster's part ---------------------------------------------------------------
-    def on_tmaster_frame(self, frame: bytes) -> None:
-        """Handle what a stmgr core sends its TMaster."""
+    def on_tmaster_frame(self, index: int, frame: bytes) -> None:
+        """Hand what the stmgr core of container ``index`` sends its TMaster to the TMaster."""
         message = tmaster_pb2.StmgrToTmaster()
         message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
-        body = message.WhichOneof("body")
-        if body == "stored" and self.checkpoints is not None:
-            self.checkpoints.on_stored(message.stored.task_id, message.stored.checkpoint_id)
-        elif body == "restored" and self.checkpoints is not None:
-            self.checkpoints.on_restored(message.restored.task_id, message.restored.epoch)
-        elif body == "drained":
-            if self.checkpoints is not None and self.checkpoints.restoring:
-                return  # from the epoch being rolled back
-            self.drained.update(message.drained.task_ids)
-            if self.drained >= set(self.tasks):
-                self._end("FINISHED", "every spout exhausted, every task drained")
-        elif body == "instance_failed":
-            failed = message.instance_failed
-            self.failure = failed
-            self.failures[failed.task_id] += 1
-            window = self._failure_windows.setdefault(
-                failed.task_id, FailureWindow(self.config.restart_window_secs, self.clock))
-            recent = window.record()
-            if recent > self.config.instance_restart_max:
-                self._end("FAILED", f"task {failed.task_id} of component {failed.component!r} "
-                                    f"failed {recent} times within "
-                                    f"{self.config.restart_window_secs:g} s")
-            elif self.checkpoints is not None and not self.ended:
-                self.drained.clear()
-                self.checkpoints.restore(f"task {failed.task_id} failed")
+        self.tmaster.on_stmgr_message(index, message, self.clock())
 
-    def _broadcast(self, message: tmaster_pb2.TmasterToStmgr) -> None:
-        frame = frames.control_frame(message)
-        for core in self.cores:
-            core.on_tmaster_frame(frame)
+    @property
+    def status(self) -> str:
+        """The run's state: STARTING, RUNNING, then FINISHED, KILLED or FAILED."""
+        return self.tmaster.state.value
+
+    @property
+    def detail(self) -> str:
+        """Why the run ended."""
+        return self.tmaster.detail
+
+    @property
+    def failure(self) -> tmaster_pb2.InstanceFailed | None:
+        """The last task failure reported."""
+        return self.tmaster.failure
+
+    @property
+    def failures(self) -> collections.Counter:
+        """Failures reported per task id."""
+        return self.tmaster.failures
+
+    @property
+    def started_at(self) -> float | None:
+        """When the physical plan went out (epoch seconds)."""
+        return self.tmaster.started_at
+
+    @property
+    def ended_at(self) -> float | None:
+        """When the run ended (epoch seconds)."""
+        return self.tmaster.ended_at
+
+    @property
+    def checkpoints(self) -> CheckpointCoordinator | None:
+        """The TMaster's checkpoint coordinator (effectively once), else None."""
+        return self.tmaster.checkpoints
+
+    @property
+    def physical_plan(self) -> physical_plan_pb2.PhysicalPlan:
+        """The physical plan: the TMaster's once every stmgr registered."""
+        return self.tmaster.physical_plan or self.plan.physical
 
     @property
     def ended(self) -> bool:
         """True once the run is FINISHED, KILLED or FAILED (shutdown sent to every stmgr)."""
-        return self.status in ("FINISHED", "KILLED", "FAILED")
-
-    def _end(self, status: str, detail: str) -> None:
-        if self.ended:
-            return
-        self.status, self.detail = status, detail
-        self.ended_at = time.time()
-        log.info("topology %s %s: %s", self.name, status, detail)
-        reason = getattr(tmaster_pb2, status)
-        frame = frames.control_frame(tmaster_pb2.TmasterToStmgr(
-            shutdown=tmaster_pb2.Shutdown(reason=reason, detail=detail)))
-        for core in self.cores:
-            core.on_tmaster_frame(frame)
+        return self.tmaster.state.ended
 
     def kill(self, detail: str = "killed") -> None:
         """End the run as KILLED (from the running thread, e.g. a timeout)."""
-        self._end("KILLED", detail)
+        self.tmaster.kill(detail, self.clock())
 
     # ---- instances ------------------------------------------------------------------------
     def _launch(self, entry: _Task) -> None:
@@ -278,7 +306,7 @@ class InProcessTopology:
         entry.stopped = True
         entry.executor = None  # what was offered to it and not taken goes with it
         core.instance_closed(entry.task_id)
-        if self.status == "RUNNING":
+        if self.tmaster.state is TopologyState.RUNNING:
             self._launch(entry)
 
     def _guarded(self, entry: _Task, call, *args):
@@ -302,20 +330,18 @@ class InProcessTopology:
         deadline = None if timeout is None else self.clock() + timeout
         for entry in self.tasks.values():
             self._launch(entry)
-        plan_frame = frames.control_frame(tmaster_pb2.TmasterToStmgr(plan=self.physical_plan))
-        self.status = "RUNNING"
-        self.started_at = time.time()
-        if self.checkpoints is not None:
-            self.checkpoints.restore("start")  # every task starts from no state, spouts held
-        for core in self.cores:
-            core.on_tmaster_frame(plan_frame)
+        now = self.clock()
+        # Every stmgr registers; the TMaster then rolls every task back to no state (effectively
+        # once: spouts held) and sends the physical plan.
+        for index, register in self._registrations.items():
+            self.tmaster.on_stmgr_message(
+                index, tmaster_pb2.StmgrToTmaster(register=register), now)
         timed_out = False
         while not self._all_stopped():
             if deadline is not None and self.clock() >= deadline and not timed_out:
                 timed_out = True
                 self.kill(f"not ended within {timeout:g} s")
-            if self.checkpoints is not None and not self.ended:
-                self.checkpoints.tick(self.clock())
+            self.tmaster.tick(self.clock())  # checkpoints (effectively once)
             wake_at = self._turn()
             now = self.clock()
             if wake_at is None or wake_at > now:  # nothing moved, no task is due yet
@@ -383,7 +409,8 @@ class InProcessTopology:
             values = per_task.setdefault((publish.component, publish.task_id), {})
             for metric in publish.metrics:
                 values[metric.name] = metric.value
-        return aggregate.by_component(per_task, self.failures, self.plan.task_component)
+        return aggregate.by_component(per_task, self.tmaster.failures,
+                                      self.plan.task_component)
 
     def metrics(self) -> dict[str, dict[str, float]]:
         """Every metric summed per component, as ``TopologyHandle.metrics`` gives them."""

@@ -1,13 +1,13 @@
 """Effectively once, the TMaster's side: start checkpoints, commit them, roll back on failure.
 
-Heron's stateful processing, without I/O (both the Spark TMaster and the in-process runner
-drive it): every ``interval`` the coordinator starts checkpoint ``n`` (the stmgrs pass it to
-their spouts, whose markers flow through the topology); once every task reported its state
-saved, ``n`` is committed (``on_commit``: recorded in the state manager, older checkpoints
-deleted). Any failure (a task, a stmgr, a container, the driver) calls ``restore``: a new
-epoch begins, every task reloads the last committed checkpoint and spouts hold; once every
-task restored the epoch, spouts resume. One checkpoint is in flight at a time; one that does
-not complete within ``timeout`` is treated as a failure.
+Heron's stateful processing, without I/O (``core.TMasterCore`` drives it, for the Spark
+TMaster and the in-process runner alike): every ``interval`` the coordinator starts checkpoint
+``n`` (the stmgrs pass it to their spouts, whose markers flow through the topology); once
+every task reported its state saved, ``n`` is committed (``on_commit``: recorded in the state
+manager, older checkpoints deleted). Any failure (a task, a stmgr, a container, the driver)
+calls ``restore``: a new epoch begins, every task reloads the last committed checkpoint and
+spouts hold; once every task restored the epoch, spouts resume. One checkpoint is in flight at
+a time; one that does not complete within ``timeout`` is treated as a failure.
 """
 
 from __future__ import annotations
@@ -21,11 +21,15 @@ log = logging.getLogger(__name__)
 
 
 class CheckpointCoordinator:
-    """See the module docstring. ``send`` broadcasts a TmasterToStmgr to every stmgr."""
+    """See the module docstring. ``send`` broadcasts a TmasterToStmgr to every stmgr.
+
+    Times (``now``) are seconds of a monotonic clock the caller passes in; ``on_commit`` gets
+    the checkpoint id, the epoch and the ``now`` of the commit.
+    """
 
     def __init__(self, tasks: set[int], interval_secs: float, committed: int,
                  send: Callable[[tmaster_pb2.TmasterToStmgr], None],
-                 on_commit: Callable[[int, int], None], clock: Callable[[], float],
+                 on_commit: Callable[[int, int, float], None],
                  timeout_secs: float | None = None) -> None:
         self.tasks = frozenset(tasks)
         self.interval = interval_secs
@@ -34,7 +38,6 @@ class CheckpointCoordinator:
         self.last_id = committed
         self._send = send
         self._on_commit = on_commit
-        self._clock = clock
         self.epoch = 0
         self.restoring = False
         self.restored: set[int] = set()
@@ -70,20 +73,20 @@ class CheckpointCoordinator:
             self._send(message)
         return message
 
-    def on_restored(self, task: int, epoch: int) -> None:
+    def on_restored(self, task: int, epoch: int, now: float) -> None:
         """Note that a task loaded the epoch's checkpoint; resume everyone once all have."""
         if not self.restoring or epoch != self.epoch:
             return
         self.restored.add(task)
         if self.restored >= self.tasks:
             self.restoring = False
-            self._next_due = self._clock() + self.interval
+            self._next_due = now + self.interval
             log.info("epoch %d: every task restored checkpoint %d; resuming", self.epoch,
                      self.committed)
             self._send(tmaster_pb2.TmasterToStmgr(resume=tmaster_pb2.ResumeProcessing(
                 epoch=self.epoch)))
 
-    def on_stored(self, task: int, checkpoint_id: int) -> None:
+    def on_stored(self, task: int, checkpoint_id: int, now: float) -> None:
         """Note that a task saved its state; commit once every task has."""
         if checkpoint_id != self.in_flight or self.restoring:
             return
@@ -92,13 +95,12 @@ class CheckpointCoordinator:
             self.committed = checkpoint_id
             self.commits += 1
             self.in_flight = None
-            now = self._clock()
             self.last_commit_secs = now - self._started_at
             self.commit_secs_total += self.last_commit_secs
             self.commit_secs_max = max(self.commit_secs_max, self.last_commit_secs)
             self._next_due = now + self.interval
             log.info("checkpoint %d committed in %.3f s", checkpoint_id, self.last_commit_secs)
-            self._on_commit(checkpoint_id, self.epoch)
+            self._on_commit(checkpoint_id, self.epoch, now)
 
     def tick(self, now: float) -> None:
         """Start the next checkpoint when due; give up on one that takes too long."""
