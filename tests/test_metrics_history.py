@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
+from heron_spark import Grouping, TopologyBuilder
 from heron_spark.errors import MetricsQueryError
 from heron_spark.metrics import aggregate, names
 from heron_spark.metrics.names import MetricKind, metric_kind
@@ -15,6 +15,7 @@ from heron_spark.plan.view import PlanView
 from heron_spark.tmaster import views
 from heron_spark.tmaster.exception_log import ExceptionLog
 from heron_spark.tmaster.metrics_cache import MetricsCache
+from idle_components import Count, Words
 
 T0 = 1_700_000_040  # a minute boundary
 
@@ -25,18 +26,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-class Words(Spout):
-    outputs = ["word"]
-
-    def next_tuple(self):
-        pass
-
-
-class Count(Bolt):
-    def process(self, tup):
-        pass
 
 
 def _view() -> PlanView:

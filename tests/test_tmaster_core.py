@@ -7,7 +7,7 @@ import collections
 
 import pytest
 
-from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
+from heron_spark import Grouping, TopologyBuilder
 from heron_spark.errors import TopologyStateError, TopologyValueError
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
@@ -15,18 +15,7 @@ from heron_spark.plan.view import PlanView
 from heron_spark.proto import physical_plan_pb2, tmaster_pb2
 from heron_spark.tmaster.core import TMasterCore, TopologyState
 from heron_spark.wire import frames
-
-
-class Words(Spout):
-    outputs = ["word"]
-
-    def next_tuple(self):
-        pass
-
-
-class Count(Bolt):
-    def process(self, tup):
-        pass
+from idle_components import Count, Words
 
 
 class Recorder:
