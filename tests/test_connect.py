@@ -9,6 +9,10 @@ process, holding only a Connect session. Counts are checked exactly against
 from __future__ import annotations
 
 import collections
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -93,3 +97,73 @@ def test_a_server_whose_workers_lack_heron_spark_gets_one_error(tmp_path):
     assert result["missing"] == "heron_spark"
     assert "spark.pyspark.python" in result["message"]
     assert not result["work_exists"]
+
+
+@pytest.fixture
+def client_netns():
+    """A network namespace joined to this one by a veth pair; yield (name, host-side address).
+
+    The namespace reaches only the host side's address (a /30 of 10.213.x.x made here);
+    the namespace and the link are removed at the end, also on failure.
+    """
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("a client in its own network namespace needs root and `ip netns`")
+    tag = os.getpid() % 250
+    name, outside, inside = f"hs-client-{os.getpid()}", f"hsv{os.getpid()}a", f"hsv{os.getpid()}b"
+    host, client = f"10.213.{tag}.1", f"10.213.{tag}.2"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+    try:
+        try:
+            ip("netns", "add", name)
+        except subprocess.CalledProcessError as exc:
+            pytest.skip(f"`ip netns add` is unavailable here: {exc.stderr.strip()}")
+        ip("link", "add", outside[:15], "type", "veth", "peer", "name", inside[:15])
+        ip("link", "set", inside[:15], "netns", name)
+        ip("addr", "add", f"{host}/30", "dev", outside[:15])
+        ip("link", "set", outside[:15], "up")
+        ip("-n", name, "addr", "add", f"{client}/30", "dev", inside[:15])
+        ip("-n", name, "link", "set", inside[:15], "up")
+        ip("-n", name, "link", "set", "lo", "up")
+        yield name, host
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", outside[:15]], capture_output=True, check=False)
+
+
+def test_a_client_that_reaches_only_the_connect_endpoint_runs_and_manages_a_topology(
+        client_netns, tmp_path):
+    """Laptop against a cluster: the TMaster runs in container 0, the handle asks it via Spark."""
+    namespace, address = client_netns
+    server = ConnectServer(tmp_path / "server", address=address).start()
+    client = tmp_path / "client"
+    client.mkdir()
+    try:
+        isolated = subprocess.run(  # the client's namespace cannot reach the server's loopback
+            ["ip", "netns", "exec", namespace, sys.executable, "-c",
+             f"import socket; socket.create_connection(('127.0.0.1', {server.ui_port}), 3)"],
+            capture_output=True, check=False)
+        assert isolated.returncode != 0
+        result = run_client(server, "netns", client, prefix=("ip", "netns", "exec", namespace),
+                            lines=1000)
+    finally:
+        server.stop()
+    print(f"status through a Spark job: median {result['status_median_secs']:.3f} s "
+          f"of {[round(c, 3) for c in result['status_secs']]}")
+    assert result["states"][0] == "RUNNING"
+    assert result["registered"] == [0, 1] and result["plan_stmgrs"] == 2
+    assert "netns-wc" in result["repr"]
+    assert result["state"] == "FINISHED"
+    expected = _expected(client, 1000)
+    raw, _unique, _records = rwc.read_counts(client / "out")
+    assert collections.Counter(raw) == expected
+    assert result["counted"] == sum(expected.values())
+    assert result["paused"] == "PAUSED"
+    assert result["killed"] == "KILLED"
+    work = client / "work"
+    wait_until(lambda: not faults.processes_under(work), 30,
+               message="every heron_spark process of the topologies to exit")
+    left = subprocess.run(["pgrep", "-af", "heron_spark"], capture_output=True, text=True)
+    assert str(work) not in left.stdout
