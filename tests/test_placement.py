@@ -112,3 +112,42 @@ def test_classic_word_count_with_the_tmaster_in_container_0(tmp_path):
         assert statemgr.get_execution_state("placed-wc").state == "FINISHED"
     wait_until(lambda: not _heron_processes(tmp_path / "work"), 30,
                message="every heron_spark process to exit")
+
+
+@pytest.mark.spark
+def test_tmaster_in_container_0_resumes_after_kill_9_and_updates(tmp_path):
+    """kill -9 of the TMaster: the stage is resubmitted, the new TMaster resumes; then update."""
+    import fault_support as faults
+    import manage_topologies as mt
+
+    name = "placed-resume"
+    conf = {"heron.statemgr": f"file://{tmp_path}/state", "heron.work.dir": f"{tmp_path}/work",
+            "heron.tmaster.placement": "container", "heron.kill.grace.secs": 5,
+            "heron.stage.resubmit.backoff.secs": 0.2}
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = rwc.write_corpus(corpus, 4000)
+    topology = mt.build_word_count(name, corpus, out, spouts=2, config={
+        "topology.message.timeout.secs": 4, "topology.max.spout.pending": 300,
+        rwc.SLEEP_MS: 3})
+    handle = submit(topology, conf=conf, master="local[4]")
+    try:
+        assert handle.wait_running(120), handle.status
+        first_id = handle.status_detail()["id"]
+        wait_until(lambda: sum(p.stat().st_size for p in out.glob("count-*.log")) > 20_000,
+                   90, message="the word count to make progress")
+        [tmaster] = faults.find(tmp_path / "work", "tmaster")
+        faults.kill9(tmaster)
+        wait_until(lambda: handle.status_detail()["generation"] == 1
+                   and handle.physical_plan is not None
+                   and len(handle.status_detail()["registered"]) == 2, 120, interval=0.5,
+                   message="generation 1 (a new container 0 and TMaster) to run")
+        assert handle.status_detail()["id"] == first_id  # resumed, not a new topology
+        assert handle.update({"count": 3}, timeout=120) == 2
+        assert sorted(i.component_index for i in handle.physical_plan.instances
+                      if i.component == "count") == [0, 1, 2]
+        assert handle.wait(timeout=240) == "FINISHED"
+    finally:
+        handle.kill()
+    rwc.check_exact(text, out, conf["heron.statemgr"], name, 2)  # nothing lost
+    wait_until(lambda: not _heron_processes(tmp_path / "work"), 30,
+               message="every heron_spark process to exit")

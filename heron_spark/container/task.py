@@ -19,7 +19,7 @@ from heron_spark.config import SystemConfig
 from heron_spark.container.files import ContainerFiles
 from heron_spark.container.supervisor import Supervisor
 from heron_spark.contract.child_args import TMasterArgs, tmaster_from_statemgr
-from heron_spark.contract.layout import container_root
+from heron_spark.contract.layout import TMASTER, container_root
 from heron_spark.errors import WrongPlaceError
 from heron_spark.proto import packing_pb2
 
@@ -100,6 +100,10 @@ def run_container(task: ContainerTask, index: int, host: str) -> dict:
         if hosts_tmaster:  # its last word, for the submitter: stop it now, then read it
             supervisor.stop_all()
             summary["tmaster"] = _read_json(files.tmaster_final)
+            if summary["tmaster"] is None:  # it died: the stmgrs exited for lack of it
+                msg = (f"container {index}: the TMaster died (see {files.log(TMASTER)}); "
+                       f"the stage is resubmitted and the next TMaster resumes")
+                raise RuntimeError(msg)
         return summary
     finally:
         supervisor.stop_all()

@@ -142,6 +142,9 @@ class RemoteTMaster:
         self.closed = threading.Event()
         self.recover_containers: Callable[[str], None] | None = None  # the stage's recover
         self.cancel_stage: Callable[[], None] | None = None  # the stage's cancel
+        self.updater: Callable[[dict[str, int]], int] | None = None  # submit's Rescaler
+        self._update_lock = threading.Lock()
+        self._updating_to: dict[str, int] = {}
 
     # ---- reading ---------------------------------------------------------------------------
     def refresh(self, max_age: float = _FRESH_SECS) -> None:
@@ -267,11 +270,30 @@ class RemoteTMaster:
         return list(range(self.plan.container_count)) if container is None else [container]
 
     def update(self, parallelism: dict[str, int]) -> int:
-        """Rescale: refused for now with the TMaster in container 0 (TopologyStateError)."""
+        """Rescale components; return the generation that runs the new plan.
+
+        The submitter's ``updater`` (``scheduler.update.Rescaler``) checks the request and
+        the slots and queues the new containers on the stage, then calls ``stop_generation``,
+        which asks the TMaster in container 0 to stop these containers.
+        """
+        self.refresh(0)
+        if self.done.is_set() or self._state.ended or self.updating:
+            raise TopologyStateError(self.name, self._state.value, "update it",
+                                     "wait for the last update to finish" if self.updating
+                                     else "submit it again")
+        if self.updater is None:
+            raise TopologyStateError(self.name, self._state.value, "update it",
+                                     "only a topology submitted to Spark can be updated")
+        with self._update_lock:
+            self._updating_to = dict(parallelism)
+            return self.updater(parallelism)
+
+    def stop_generation(self, detail: str) -> None:
+        """Ask the TMaster to stop this generation's containers for the queued update."""
         update = tmaster_pb2.UpdateRequest(parallelism={str(k): int(v)
-                                                        for k, v in parallelism.items()})
+                                                        for k, v in self._updating_to.items()})
         self._verb("update it", tmaster_pb2.ControlRequest(update=update))
-        return self.generation + 1
+        log.info("topology %s: %s", self.name, detail)
 
     def kill(self, detail: str = "killed") -> None:
         """Ask the TMaster to kill the topology; without an answer, cancel the stage."""

@@ -272,6 +272,7 @@ def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> Topolo
     handle._attach(stage)
     tmaster.recover_containers = stage.recover
     tmaster.cancel_stage = stage.cancel
+    tmaster.updater = Rescaler(spark, system, statemgr, tmaster, stage, run.topology_id)
     stage.start()
     _install_sigterm(handle)
     if _CLI_CONTEXT is not None:

@@ -88,6 +88,7 @@ def _serve(args: TMasterArgs, files) -> int:
             stop.set()
 
         tmaster.recover_containers = recover_containers
+        tmaster.updater = lambda parallelism: _stop_for_update(tmaster, parallelism)
         _claim(statemgr, name, {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
                                 "tracker_port": -1, "generation": args.generation,
                                 "secret": secret}, config.startup_timeout_secs)
@@ -107,6 +108,19 @@ def _serve(args: TMasterArgs, files) -> int:
         return ExitCode.OK
     finally:
         statemgr.close()  # releases the claim
+
+
+def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
+    """Stop this generation for an update the submitter checked and queued; return the next.
+
+    The submitter (``scheduler.update.Rescaler``) validated the new parallelism, checked the
+    slots and queued the new containers on its barrier stage before asking; once these
+    containers are gone it runs the next generation, whose TMaster resumes from the state
+    manager with the new plan.
+    """
+    generation = tmaster.generation + 1
+    tmaster.stop_generation(f"updating to {dict(parallelism)}: generation {generation}")
+    return generation
 
 
 def _final(tmaster) -> dict:
