@@ -5,7 +5,8 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
 
 - ``wordcount``: the at-least-once word count of ``reliable_word_count`` run bounded, with
   ``options["reliability"]`` as its reliability mode; prints the counts (raw and de-duplicated).
-- ``wordcount-kill``: the same, and ``kill -9`` of one instance process while it runs.
+- ``wordcount`` with ``options["kill"]``: the same, and ``kill -9`` of one instance process
+  while it runs (``options["victim"]`` ``stmgr``: of container 1's stmgr).
 - ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status.
 - ``cancel``: an unbounded topology stopped by ``spark.interruptTag`` from the client's main
   thread (the stage runs in another); with ``options["recover"]``, first a container recovery
@@ -61,9 +62,13 @@ def wordcount(spark, folder: Path, options: dict) -> dict:
             return sum(path.stat().st_size for path in out.glob("count-*.log"))
         wait_until(lambda: progress() > 20_000, 60, message="the word count to make progress")
         work = folder / "work" / name
-        victim = faults.find(work, "instance", component="count")[0]
-        killed = faults.task_of(victim)
-        faults.kill9(victim)
+        if options.get("victim") == "stmgr":  # container 1's: the TMaster is in container 0
+            faults.kill9(faults.find(work, "stmgr", container=1)[0])
+            killed = "stmgr"
+        else:
+            victim = faults.find(work, "instance", component="count")[0]
+            killed = faults.task_of(victim)
+            faults.kill9(victim)
     state = handle.wait(timeout=TIMEOUT)
     raw, unique, records = rwc.read_counts(out)
     return {"state": state, "raw": dict(raw), "unique": dict(unique), "records": records,

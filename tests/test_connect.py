@@ -1,9 +1,12 @@
-"""Submitting from a Spark Connect session (issue 18, part 1): the TMaster in the client.
+"""Submitting from a Spark Connect session (issue 18): the TMaster in container 0.
 
 A real Spark Connect server (``connect_server``: pyspark's ``sbin/start-connect-server.sh`` on
 ``local[4]``, 127.0.0.1) runs the barrier stage; the client is ``connect_client.py`` in its own
-process, holding only a Connect session. Counts are checked exactly against
-``reliable_word_count.expected_counts`` computed here from the same corpus.
+process, holding only a Connect session. ``heron.tmaster.placement`` auto means container
+under Connect: container 0 runs the TMaster and the handle asks it through small Spark jobs.
+One test runs the client in its own network namespace that reaches only the Connect endpoint.
+Counts are checked exactly against ``reliable_word_count.expected_counts`` computed here from
+the same corpus.
 """
 
 from __future__ import annotations
@@ -48,6 +51,19 @@ def test_at_least_once_survives_kill_9_of_an_instance(connect_server, tmp_path):
     assert not {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
     assert collections.Counter(result["unique"]) == expected
     print(f"{result['records'] - sum(expected.values())} word records replayed")
+
+
+def test_at_least_once_survives_kill_9_of_a_stmgr(connect_server, tmp_path):
+    result = run_client(connect_server, "wordcount", tmp_path, lines=2500, name="connect-stmgr",
+                        kill=True, victim="stmgr",
+                        config={"topology.message.timeout.secs": 4,
+                                "topology.max.spout.pending": 300, rwc.SLEEP_MS: 2})
+    assert result["state"] == "FINISHED"
+    assert result["killed_task"] == "stmgr"
+    expected = _expected(tmp_path, 2500)
+    raw = collections.Counter(result["raw"])
+    assert not {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
+    assert collections.Counter(result["unique"]) == expected
 
 
 def test_kill_from_the_client_stops_every_process_and_the_spark_job(connect_server, tmp_path):

@@ -92,6 +92,14 @@ class TopologyHandle:
         Opening it sets a session cookie and redirects to the UI; it works once, within 10
         minutes. Driver only; ConfigError if the tracker is off (``heron.tracker.port`` -1).
         """
+        if isinstance(self._tmaster, RemoteTMaster):
+            from heron_spark.config import TMASTER_PLACEMENT
+            from heron_spark.errors import ConfigError
+
+            raise ConfigError(TMASTER_PLACEMENT, "container",
+                              "run `heron-spark tracker` on a host that reaches the state "
+                              "manager and the executors, and open it through the cluster's "
+                              "proxy or a port forward (or use heron.tmaster.placement driver)")
         if self.tracker_url is None or self._tracker_auth is None:
             from heron_spark.config import TRACKER_PORT
             from heron_spark.errors import ConfigError
