@@ -151,3 +151,82 @@ def test_tmaster_in_container_0_resumes_after_kill_9_and_updates(tmp_path):
     rwc.check_exact(text, out, conf["heron.statemgr"], name, 2)  # nothing lost
     wait_until(lambda: not _heron_processes(tmp_path / "work"), 30,
                message="every heron_spark process to exit")
+
+
+# ---- the submitter's view of a TMaster in container 0, with a fake control port -------------
+def _remote(tmp_path, answers: list):
+    """A RemoteTMaster over a fake asker answering from ``answers`` (None: no TMaster)."""
+    from heron_spark.plan.prepare import prepare
+    from heron_spark.scheduler.remote import RemoteTMaster
+
+    prepared = prepare(rwc.build("remote", tmp_path / "c.txt", tmp_path / "out"))
+    asked = []
+
+    def ask(request):
+        asked.append(request.WhichOneof("body"))
+        return answers.pop(0) if answers else None
+
+    statemgr = open_state_manager(f"file://{tmp_path}/state")
+    return RemoteTMaster(prepared.view, "remote-1", ask, 0, statemgr), asked, statemgr
+
+
+def _view_answer(state: str, started: float | None = 1.0, generation: int = 0):
+    import json as json_
+
+    from heron_spark.proto import tmaster_pb2
+
+    view = {"status": {"state": state, "started_at": started, "generation": generation,
+                       "registered": [0, 1], "detail": ""},
+            "metrics": {"count": {"__execute-count/split/default": 7.0}},
+            "physical_plan": None, "failure": None, "updating": False}
+    return tmaster_pb2.ControlResponse(ok=True, code=200, json=json_.dumps(view))
+
+
+def test_remote_tmaster_reads_the_view_and_caches_it(tmp_path):
+    from heron_spark.scheduler.handle import TopologyHandle
+
+    remote, asked, statemgr = _remote(tmp_path, [_view_answer("RUNNING")])
+    handle = TopologyHandle("remote", remote, 1.0)
+    assert handle.status == "RUNNING" and remote.running.is_set()
+    assert handle.metrics() == {"count": {"__execute-count/split/default": 7.0}}  # cached
+    assert asked == ["query"]
+    assert handle.status_detail()["registered"] == [0, 1]
+    statemgr.close()
+
+
+def test_remote_tmaster_kill_without_an_answer_cancels_the_stage(tmp_path):
+    remote, asked, statemgr = _remote(tmp_path, [])
+    cancelled = []
+    remote.cancel_stage = lambda: cancelled.append(True)
+    remote.kill("by the test")
+    assert asked == ["kill"] and cancelled == [True]
+    remote.finish(None, RuntimeError("stage cancelled"), "the Spark job was cancelled")
+    assert remote.done.is_set() and remote.state.value == "KILLED"
+    assert statemgr.get_execution_state("remote").state == "KILLED"  # stored for it
+    statemgr.close()
+
+
+def test_remote_tmaster_takes_container_0s_last_word(tmp_path):
+    remote, _asked, statemgr = _remote(tmp_path, [])
+    final = {"status": {"state": "FINISHED", "started_at": 1.0, "ended_at": 2.0,
+                        "detail": "every spout finished"},
+             "metrics": {"count": {"x": 1.0}}, "failure": None}
+    remote.finish([{"container": 1}, {"container": 0, "tmaster": final}], None, "unused")
+    assert remote.state.value == "FINISHED" and remote.running.is_set()
+    assert remote.detail == "every spout finished" and remote.metrics_by_component()["count"]
+    statemgr.close()
+
+
+def test_remote_tmaster_refusals_keep_the_tmasters_error_class(tmp_path):
+    from heron_spark.errors import TopologyStateError
+    from heron_spark.proto import tmaster_pb2
+
+    refusal = tmaster_pb2.ControlResponse(ok=False, state="PAUSED", error="TopologyStateError",
+                                          detail="topology 'remote' is PAUSED: cannot deactivate")
+    remote, asked, statemgr = _remote(tmp_path, [refusal])
+    with pytest.raises(TopologyStateError, match="cannot deactivate"):
+        remote.set_paused(True)
+    with pytest.raises(TopologyStateError, match="TMaster in container 0"):
+        remote.set_paused(False)  # nobody answers
+    assert asked == ["deactivate", "activate"]
+    statemgr.close()
