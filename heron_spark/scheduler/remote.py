@@ -28,6 +28,7 @@ from heron_spark.contract import execution_state
 from heron_spark.errors import TopologyStateError
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import physical_plan_pb2, tmaster_pb2
+from heron_spark.scheduler.spark_scheduler import is_cancellation
 from heron_spark.tmaster.core import TopologyState
 
 log = logging.getLogger(__name__)
@@ -326,8 +327,6 @@ class RemoteTMaster:
                 self._final = final
                 self._state = TopologyState(final["status"]["state"])
             else:
-                from heron_spark.scheduler.spark_scheduler import is_cancellation
-
                 cancelled = self._killed or (error is not None and is_cancellation(error))
                 state = TopologyState.KILLED if cancelled else TopologyState.FAILED
                 status = dict(self._snapshot.get("status") or {})
@@ -349,9 +348,6 @@ class RemoteTMaster:
             self._statemgr.set_execution_state(self.name, record)
         except Exception as exc:  # noqa: BLE001 - the handle still knows; the store is advisory
             log.warning("topology %s: could not store its final state: %s", self.name, exc)
-
-    def fail(self, detail: str) -> None:
-        """Driver-placement name kept for submit: see ``finish``."""
 
     def close(self) -> None:
         """Nothing to close here: the TMaster stopped with container 0."""
