@@ -26,6 +26,7 @@ MiB = 1024 * 1024
 STATEMGR = "heron.statemgr"
 WORK_DIR = "heron.work.dir"
 TMASTER_HOST = "heron.tmaster.host"
+TMASTER_PLACEMENT = "heron.tmaster.placement"
 STMGR_HOST = "heron.stmgr.host"
 PACKING_ALGORITHM = "heron.packing.algorithm"
 BATCH_MAX_TUPLES = "heron.batch.max.tuples"
@@ -77,6 +78,10 @@ class SystemConfig:
     statemgr: str = "file:///tmp/heron-spark/state"
     work_dir: str = "/tmp/heron-spark/work"
     tmaster_host: str = ""          # empty: spark.driver.host, else 127.0.0.1
+    # Where the TMaster runs: "driver" (the submitting process), "container" (a child of
+    # container 0's barrier task, found through the state manager), "auto" (driver for a
+    # classic session, container for Spark Connect).
+    tmaster_placement: str = "auto"
     stmgr_host: str = ""            # empty: the executor's host as Spark reports it
     packing_algorithm: str = "round_robin"
     batch_max_tuples: int = 4096
@@ -185,6 +190,9 @@ class SystemConfig:
             raise ConfigError(TMASTER_METRICS_RETENTION_SECS, self.tmaster_metrics_retention_secs,
                               f"keep at least one bucket: use a value >= "
                               f"{TMASTER_METRICS_BUCKET_SECS} ({self.tmaster_metrics_bucket_secs})")
+        if self.tmaster_placement not in PLACEMENTS:
+            raise ConfigError(TMASTER_PLACEMENT, self.tmaster_placement,
+                              "use " + ", ".join(PLACEMENTS))
         if self.batch_flush_interval_ms <= 0:
             raise ConfigError(BATCH_FLUSH_INTERVAL_MS, self.batch_flush_interval_ms,
                               "use a positive number of milliseconds")
@@ -203,6 +211,16 @@ KNOWN_KEYS = frozenset(_FIELD_OF)
 
 def _field_of(key: str) -> str:
     return _FIELD_OF[key]
+
+
+PLACEMENTS = ("driver", "container", "auto")
+
+
+def tmaster_placement(system: SystemConfig, connect: bool) -> str:
+    """Return where the TMaster runs: ``driver`` or ``container`` (``auto`` resolved)."""
+    if system.tmaster_placement == "auto":
+        return "container" if connect else "driver"
+    return system.tmaster_placement
 
 
 BRIDGE_MODES = {"auto": "auto", "true": "true", "1": "true", "yes": "true", "on": "true",

@@ -5,11 +5,15 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
 
 - ``wordcount``: the at-least-once word count of ``reliable_word_count`` run bounded, with
   ``options["reliability"]`` as its reliability mode; prints the counts (raw and de-duplicated).
-- ``wordcount-kill``: the same, and ``kill -9`` of one instance process while it runs.
+- ``wordcount`` with ``options["kill"]``: the same, and ``kill -9`` of one instance process
+  while it runs (``options["victim"]`` ``stmgr``: of container 1's stmgr).
 - ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status.
 - ``cancel``: an unbounded topology stopped by ``spark.interruptTag`` from the client's main
   thread (the stage runs in another); with ``options["recover"]``, first a container recovery
   (the driver interrupts the stage and resubmits it as generation 1).
+- ``netns``: run from a network namespace that reaches only the Connect endpoint: a word
+  count (status through the handle while it runs, timed; its final metrics), then an
+  unbounded topology deactivated, activated and killed through the handle.
 - ``unimportable``: a topology whose module only this client can import; prints the error
   (with ``options["installed_only"]``: the word count, for a server whose workers lack
   heron_spark itself).
@@ -58,9 +62,13 @@ def wordcount(spark, folder: Path, options: dict) -> dict:
             return sum(path.stat().st_size for path in out.glob("count-*.log"))
         wait_until(lambda: progress() > 20_000, 60, message="the word count to make progress")
         work = folder / "work" / name
-        victim = faults.find(work, "instance", component="count")[0]
-        killed = faults.task_of(victim)
-        faults.kill9(victim)
+        if options.get("victim") == "stmgr":  # container 1's: the TMaster is in container 0
+            faults.kill9(faults.find(work, "stmgr", container=1)[0])
+            killed = "stmgr"
+        else:
+            victim = faults.find(work, "instance", component="count")[0]
+            killed = faults.task_of(victim)
+            faults.kill9(victim)
     state = handle.wait(timeout=TIMEOUT)
     raw, unique, records = rwc.read_counts(out)
     return {"state": state, "raw": dict(raw), "unique": dict(unique), "records": records,
@@ -106,6 +114,50 @@ def cancel(spark, folder: Path, options: dict) -> dict:
             "reason": handle.status_detail().get("reason")}
 
 
+def netns(spark, folder: Path, options: dict) -> dict:
+    import statistics
+
+    import reliable_word_count as rwc
+    import resilience_topologies as topo
+    from heron_spark import submit
+    from heron_spark.scheduler.remote import RemoteTMaster
+    from heron_spark.testing import wait_until
+
+    corpus, out = folder / "corpus.txt", folder / "out"
+    rwc.write_corpus(corpus, int(options.get("lines", 1000)))
+    topology = rwc.build("netns-wc", corpus, out, config={
+        "topology.reliability.mode": "ATMOST_ONCE", rwc.SLEEP_MS: 40})
+    handle = submit(topology, spark=spark, conf=_conf(folder))
+    assert isinstance(handle._tmaster, RemoteTMaster)
+    assert handle.wait_running(120), handle.status
+    costs, states = [], []
+    for _ in range(7):  # one status call asks the TMaster in container 0 through a Spark job
+        time.sleep(0.6)  # past the handle's cache
+        started = time.perf_counter()
+        states.append(handle.status)
+        costs.append(time.perf_counter() - started)
+    registered = handle.status_detail()["registered"]
+    plan_stmgrs = len(handle.physical_plan.stmgrs)
+    shown = repr(handle)
+    state = handle.wait(timeout=TIMEOUT)
+    counted = handle.metrics().get("count", {}).get("__execute-count/split/default", 0)
+
+    forever = submit(topo.numbers("netns-forever", folder / "n", count=-1, sleep_ms=1),
+                     spark=spark, conf=_conf(folder))
+    assert forever.wait_running(120), forever.status
+    forever.deactivate()
+    paused = forever.status
+    forever.activate()
+    wait_until(lambda: forever.status == "RUNNING", 30, interval=0.7,
+               message="the topology to run again")
+    forever.kill()
+    killed = forever.wait(timeout=60)
+    return {"state": state, "states": states, "status_secs": costs,
+            "status_median_secs": statistics.median(costs), "registered": registered,
+            "plan_stmgrs": plan_stmgrs, "repr": shown, "counted": counted,
+            "paused": paused, "killed": killed, "work": str(folder / "work")}
+
+
 def unimportable(spark, folder: Path, options: dict) -> dict:
     from heron_spark import WorkerEnvironmentError, submit
 
@@ -149,7 +201,7 @@ def main() -> None:
     spark = _session(url)
     assert "pyspark.context" not in sys.modules or \
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
-    run = {"wordcount": wordcount, "kill": kill, "cancel": cancel,
+    run = {"wordcount": wordcount, "kill": kill, "cancel": cancel, "netns": netns,
            "unimportable": unimportable}[mode]
     try:
         result = run(spark, folder, options)

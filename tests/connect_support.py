@@ -32,9 +32,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _answers(port: int) -> bool:
+def _answers(port: int, host: str = "127.0.0.1") -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
+        with socket.create_connection((host, port), timeout=1):
             return True
     except OSError:
         return False
@@ -44,16 +44,18 @@ class ConnectServer:
     """One Spark Connect server on 127.0.0.1 (see the module docstring)."""
 
     def __init__(self, folder: Path, master: str = "local[4]", python: str = sys.executable,
-                 pythonpath: tuple[Path, ...] = (REPO_ROOT, TESTS_DIR)) -> None:
+                 pythonpath: tuple[Path, ...] = (REPO_ROOT, TESTS_DIR),
+                 address: str = "127.0.0.1") -> None:
         import pyspark
 
         self.folder = folder
         self.master = master
         self.python = python
         self.spark_home = Path(pyspark.__file__).resolve().parent
+        self.address = address  # the Connect endpoint's; executors stay on 127.0.0.1
         self.port = free_port()
         self.ui_port = free_port()
-        self.url = f"sc://127.0.0.1:{self.port}"
+        self.url = f"sc://{address}:{self.port}"
         self.env = {
             **os.environ,
             "SPARK_HOME": str(self.spark_home),
@@ -76,14 +78,14 @@ class ConnectServer:
             [str(self.spark_home / "sbin" / "start-connect-server.sh"),
              "--master", self.master,
              "--conf", f"spark.connect.grpc.binding.port={self.port}",
-             "--conf", "spark.connect.grpc.binding.address=127.0.0.1",
+             "--conf", f"spark.connect.grpc.binding.address={self.address}",
              "--conf", "spark.driver.host=127.0.0.1",
              "--conf", f"spark.ui.port={self.ui_port}",
              "--conf", f"spark.pyspark.python={self.python}",
              "--conf", "spark.ui.showConsoleProgress=false"],
             env=self.env, check=True, capture_output=True, timeout=60)
         deadline = time.monotonic() + START_SECS
-        while not _answers(self.port):
+        while not _answers(self.port, self.address):
             if time.monotonic() > deadline or not self.pids():
                 self.stop()
                 raise RuntimeError(f"the Spark Connect server did not answer on {self.port}:\n"
@@ -140,12 +142,15 @@ class ConnectServer:
 
 
 def run_client(server: ConnectServer, mode: str, folder: Path, timeout: float = 300,
-               **options) -> dict:
-    """Run ``connect_client.py MODE`` against ``server``; return the JSON it prints last."""
+               prefix: tuple[str, ...] = (), **options) -> dict:
+    """Run ``connect_client.py MODE`` against ``server``; return the JSON it prints last.
+
+    ``prefix`` goes before the command (``ip netns exec NAME``: a client in its own network).
+    """
     env = {key: value for key, value in os.environ.items()
            if not key.startswith("PYSPARK_GATEWAY")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR)])
-    args = [sys.executable, str(TESTS_DIR / "connect_client.py"), mode, server.url, str(folder),
+    args = [*prefix, sys.executable, str(TESTS_DIR / "connect_client.py"), mode, server.url, str(folder),
             json.dumps(options)]
     proc = subprocess.run(args, env=env, capture_output=True, text=True, timeout=timeout,
                           check=False)

@@ -1,14 +1,21 @@
-"""Submitting from a Spark Connect session (issue 18, part 1): the TMaster in the client.
+"""Submitting from a Spark Connect session (issue 18): the TMaster in container 0.
 
 A real Spark Connect server (``connect_server``: pyspark's ``sbin/start-connect-server.sh`` on
 ``local[4]``, 127.0.0.1) runs the barrier stage; the client is ``connect_client.py`` in its own
-process, holding only a Connect session. Counts are checked exactly against
-``reliable_word_count.expected_counts`` computed here from the same corpus.
+process, holding only a Connect session. ``heron.tmaster.placement`` auto means container
+under Connect: container 0 runs the TMaster and the handle asks it through small Spark jobs.
+One test runs the client in its own network namespace that reaches only the Connect endpoint.
+Counts are checked exactly against ``reliable_word_count.expected_counts`` computed here from
+the same corpus.
 """
 
 from __future__ import annotations
 
 import collections
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -44,6 +51,19 @@ def test_at_least_once_survives_kill_9_of_an_instance(connect_server, tmp_path):
     assert not {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
     assert collections.Counter(result["unique"]) == expected
     print(f"{result['records'] - sum(expected.values())} word records replayed")
+
+
+def test_at_least_once_survives_kill_9_of_a_stmgr(connect_server, tmp_path):
+    result = run_client(connect_server, "wordcount", tmp_path, lines=2500, name="connect-stmgr",
+                        kill=True, victim="stmgr",
+                        config={"topology.message.timeout.secs": 4,
+                                "topology.max.spout.pending": 300, rwc.SLEEP_MS: 2})
+    assert result["state"] == "FINISHED"
+    assert result["killed_task"] == "stmgr"
+    expected = _expected(tmp_path, 2500)
+    raw = collections.Counter(result["raw"])
+    assert not {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
+    assert collections.Counter(result["unique"]) == expected
 
 
 def test_kill_from_the_client_stops_every_process_and_the_spark_job(connect_server, tmp_path):
@@ -93,3 +113,73 @@ def test_a_server_whose_workers_lack_heron_spark_gets_one_error(tmp_path):
     assert result["missing"] == "heron_spark"
     assert "spark.pyspark.python" in result["message"]
     assert not result["work_exists"]
+
+
+@pytest.fixture
+def client_netns():
+    """A network namespace joined to this one by a veth pair; yield (name, host-side address).
+
+    The namespace reaches only the host side's address (a /30 of 10.213.x.x made here);
+    the namespace and the link are removed at the end, also on failure.
+    """
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        pytest.skip("a client in its own network namespace needs root and `ip netns`")
+    tag = os.getpid() % 250
+    name, outside, inside = f"hs-client-{os.getpid()}", f"hsv{os.getpid()}a", f"hsv{os.getpid()}b"
+    host, client = f"10.213.{tag}.1", f"10.213.{tag}.2"
+
+    def ip(*args: str) -> None:
+        subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+    try:
+        try:
+            ip("netns", "add", name)
+        except subprocess.CalledProcessError as exc:
+            pytest.skip(f"`ip netns add` is unavailable here: {exc.stderr.strip()}")
+        ip("link", "add", outside[:15], "type", "veth", "peer", "name", inside[:15])
+        ip("link", "set", inside[:15], "netns", name)
+        ip("addr", "add", f"{host}/30", "dev", outside[:15])
+        ip("link", "set", outside[:15], "up")
+        ip("-n", name, "addr", "add", f"{client}/30", "dev", inside[:15])
+        ip("-n", name, "link", "set", inside[:15], "up")
+        ip("-n", name, "link", "set", "lo", "up")
+        yield name, host
+    finally:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        subprocess.run(["ip", "link", "del", outside[:15]], capture_output=True, check=False)
+
+
+def test_a_client_that_reaches_only_the_connect_endpoint_runs_and_manages_a_topology(
+        client_netns, tmp_path):
+    """Laptop against a cluster: the TMaster runs in container 0, the handle asks it via Spark."""
+    namespace, address = client_netns
+    server = ConnectServer(tmp_path / "server", address=address).start()
+    client = tmp_path / "client"
+    client.mkdir()
+    try:
+        isolated = subprocess.run(  # the client's namespace cannot reach the server's loopback
+            ["ip", "netns", "exec", namespace, sys.executable, "-c",
+             f"import socket; socket.create_connection(('127.0.0.1', {server.ui_port}), 3)"],
+            capture_output=True, check=False)
+        assert isolated.returncode != 0
+        result = run_client(server, "netns", client, prefix=("ip", "netns", "exec", namespace),
+                            lines=1000)
+    finally:
+        server.stop()
+    print(f"status through a Spark job: median {result['status_median_secs']:.3f} s "
+          f"of {[round(c, 3) for c in result['status_secs']]}")
+    assert result["states"][0] == "RUNNING"
+    assert result["registered"] == [0, 1] and result["plan_stmgrs"] == 2
+    assert "netns-wc" in result["repr"]
+    assert result["state"] == "FINISHED"
+    expected = _expected(client, 1000)
+    raw, _unique, _records = rwc.read_counts(client / "out")
+    assert collections.Counter(raw) == expected
+    assert result["counted"] == sum(expected.values())
+    assert result["paused"] == "PAUSED"
+    assert result["killed"] == "KILLED"
+    work = client / "work"
+    wait_until(lambda: not faults.processes_under(work), 30,
+               message="every heron_spark process of the topologies to exit")
+    left = subprocess.run(["pgrep", "-af", "heron_spark"], capture_output=True, text=True)
+    assert str(work) not in left.stdout

@@ -1,6 +1,8 @@
 """The container's supervisor: starts every child, restarts any that dies or stalls.
 
-Children: the metrics manager, the stmgr, and one process per instance. The supervisor never
+Children: the metrics manager, the stmgr, and one process per instance; in container 0 with
+``heron.tmaster.placement`` container, the TMaster too (started first; the stmgrs find it
+through the state manager). The supervisor never
 waits on a child: one poll loop looks at every child each ``_POLL_SECS`` and
 
 - restarts a child that exited, after a backoff (``heron.restart.backoff.secs``, doubled per
@@ -12,6 +14,10 @@ waits on a child: one poll loop looks at every child each ``_POLL_SECS`` and
   once the new stmgr is ready. More than ``heron.stmgr.restart.max`` stmgr deaths within
   ``heron.restart.window.secs`` raise, failing the barrier task (the driver resubmits the
   stage). The TMaster bounds instance restarts (the stmgr reports each failure);
+- when the TMaster child exits (crashed, or ``ExitCode.RECOVER``: it wants every container
+  replaced) while the topology runs, raises: the barrier task fails and the submitter
+  resubmits the stage, whose new TMaster resumes from the state manager (the stmgrs of every
+  container lost it anyway and exit, so restarting it alone would serve nobody);
 - when the stmgr exits with ``ExitCode.RESTART`` (the TMaster asked for a restart of the
   container, ``heron restart``), restarts every child at once: the metrics manager now, the
   stmgr now, the instances once it is ready. Such an exit is not counted as a death.
@@ -35,9 +41,10 @@ from heron_spark._failure_window import FailureWindow
 from heron_spark.config import SystemConfig
 from heron_spark.container.files import ContainerFiles
 from heron_spark.contract.child_args import (ChildArgs, InstanceArgs, MetricsManagerArgs,
-                                             StmgrArgs)
+                                             StmgrArgs, TMasterArgs)
 from heron_spark.contract.exit_codes import STMGR_FINAL, ExitCode, describe
-from heron_spark.contract.layout import CONTAINER, METRICSMGR, STMGR, child_task, task_child
+from heron_spark.contract.layout import (CONTAINER, METRICSMGR, STMGR, TMASTER, child_task,
+                                         task_child)
 
 log = logging.getLogger(__name__)
 _POLL_SECS = 0.05
@@ -67,10 +74,12 @@ class Supervisor:
     """See the module docstring. ``run`` returns the stmgr's final exit code."""
 
     def __init__(self, files: ContainerFiles, config: SystemConfig, index: int, host: str,
-                 tmaster: str, generation: int, instances: dict[int, str]) -> None:
+                 tmaster: str, generation: int, instances: dict[int, str],
+                 tmaster_args: TMasterArgs | None = None) -> None:
         self.files, self.config, self.index = files, config, index
         self.host, self.generation = host, generation
         self.tmaster = tmaster
+        self.tmaster_args = tmaster_args  # container 0 hosts the TMaster (placement container)
         self.children: dict[str, _Child] = {
             METRICSMGR: _Child(METRICSMGR, files.log(METRICSMGR)),
             STMGR: _Child(STMGR, files.log(STMGR))}
@@ -78,6 +87,8 @@ class Supervisor:
         for task, component in instances.items():
             self.children[task_child(task)] = _Child(task_child(task),
                                                      files.instance_log(component, task))
+        if tmaster_args is not None:
+            self.children[TMASTER] = _Child(TMASTER, files.log(TMASTER))
         self._stmgr_deaths = FailureWindow(config.restart_window_secs)
         self._instances_started_for: int | None = None  # pid of the stmgr they dialled
         self.stalls: collections.Counter = collections.Counter()
@@ -90,6 +101,8 @@ class Supervisor:
         The container's heartbeat goes on until ``stop_all`` has stopped every child.
         """
         threading.Thread(target=self._beat, name="container-heartbeat", daemon=True).start()
+        if TMASTER in self.children:
+            self._spawn(self.children[TMASTER])
         self._spawn(self.children[METRICSMGR])
         self._spawn(self.children[STMGR])
         while True:
@@ -148,6 +161,8 @@ class Supervisor:
     # ---- children ------------------------------------------------------------------------
     def _args(self, child: _Child) -> ChildArgs:
         workdir = self.files.root
+        if child.name == TMASTER and self.tmaster_args is not None:
+            return self.tmaster_args
         if child.name == METRICSMGR:
             return MetricsManagerArgs(workdir, self.index, self.tmaster)
         if child.name == STMGR:
@@ -201,6 +216,14 @@ class Supervisor:
             pass
 
     def _on_exit(self, child: _Child, code: int, now: float) -> int | None:
+        if child.name == TMASTER:
+            if code == ExitCode.OK and self._stmgr_stopping():
+                return None
+            why = "it asked to replace every container" if code == ExitCode.RECOVER \
+                else f"exited with {describe(code)}"
+            msg = (f"container {self.index}: the TMaster {why}; the stage is resubmitted "
+                   f"(see {child.log_path})")
+            raise RuntimeError(msg)
         if child.name == STMGR and code in STMGR_FINAL:
             _process.wait_all([c.proc for c in self.children.values()
                                if c.task is not None and c.alive], self.config.kill_grace_secs)
@@ -281,15 +304,16 @@ class Supervisor:
     def stop_all(self) -> None:
         """Stop every child still running, then the container's heartbeat.
 
-        Instances and the stmgr stop first, the metrics manager last.
+        Instances and the stmgr stop first, then the metrics manager, the TMaster last.
         """
         try:
             procs = [c.proc for name, c in self.children.items()
-                     if name != METRICSMGR and c.alive]
+                     if name not in (METRICSMGR, TMASTER) and c.alive]
             _process.terminate(procs, self.config.kill_grace_secs)
-            metrics = self.children[METRICSMGR]
-            if metrics.alive:
-                _process.terminate([metrics.proc], self.config.kill_grace_secs)
+            for last in (METRICSMGR, TMASTER):  # the final metrics, then the final state
+                child = self.children.get(last)
+                if child is not None and child.alive:
+                    _process.terminate([child.proc], self.config.kill_grace_secs)
         finally:
             self._stop.set()
 

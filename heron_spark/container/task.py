@@ -10,6 +10,7 @@ Runs on a Spark executor only.
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 import shutil
 import time
@@ -17,7 +18,8 @@ import time
 from heron_spark.config import SystemConfig
 from heron_spark.container.files import ContainerFiles
 from heron_spark.container.supervisor import Supervisor
-from heron_spark.contract.layout import container_root
+from heron_spark.contract.child_args import TMasterArgs, tmaster_from_statemgr
+from heron_spark.contract.layout import TMASTER, container_root
 from heron_spark.errors import WrongPlaceError
 from heron_spark.proto import packing_pb2
 
@@ -35,6 +37,10 @@ class ContainerTask:
     tmaster_port: int
     generation: int
     local_mode: bool
+    # heron.tmaster.placement container: container 0 runs the TMaster (tmaster_host and
+    # tmaster_port unused); every stmgr finds it through the state manager.
+    tmaster_in_container: bool = False
+    deactivated: bool = False    # a new run's TMaster in container 0 starts it paused
 
     def __call__(self, iterator):
         """Run one container (the ``mapPartitions`` function of the barrier stage)."""
@@ -79,13 +85,32 @@ def run_container(task: ContainerTask, index: int, host: str) -> dict:
     packing.ParseFromString(task.packing_plan)
     files.write(task.definition, packing, config, task.secret)
     instances = {inst.task_id: inst.component for inst in packing.containers[index].instances}
-    supervisor = Supervisor(files, config, index, host,
-                            f"{task.tmaster_host}:{task.tmaster_port}", task.generation, instances)
+    hosts_tmaster = task.tmaster_in_container and index == 0
+    tmaster = tmaster_from_statemgr(task.generation) if task.tmaster_in_container \
+        else f"{task.tmaster_host}:{task.tmaster_port}"
+    supervisor = Supervisor(files, config, index, host, tmaster, task.generation, instances,
+                            TMasterArgs(root, task.generation, host, int(task.deactivated))
+                            if hosts_tmaster else None)
     started = time.monotonic()
     try:
         stmgr_code = supervisor.run()
-        return {"container": index, "stmgr_exit": stmgr_code, "workdir": str(root),
-                **supervisor.summary(),
-                "seconds": round(time.monotonic() - started, 3), "pid": os.getpid()}
+        summary = {"container": index, "stmgr_exit": stmgr_code, "workdir": str(root),
+                   **supervisor.summary(),
+                   "seconds": round(time.monotonic() - started, 3), "pid": os.getpid()}
+        if hosts_tmaster:  # its last word, for the submitter: stop it now, then read it
+            supervisor.stop_all()
+            summary["tmaster"] = _read_json(files.tmaster_final)
+            if summary["tmaster"] is None:  # it died: the stmgrs exited for lack of it
+                msg = (f"container {index}: the TMaster died (see {files.log(TMASTER)}); "
+                       f"the stage is resubmitted and the next TMaster resumes")
+                raise RuntimeError(msg)
+        return summary
     finally:
         supervisor.stop_all()
+
+
+def _read_json(path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None

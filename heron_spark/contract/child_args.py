@@ -42,6 +42,24 @@ class ChildArgs:
         return cls(**vars(parser.parse_args(argv)))
 
 
+# ``--tmaster statemgr@<generation>``: a stmgr or metrics manager whose TMaster runs in
+# container 0 reads the TMaster's location from the state manager (``statemgr.tmaster_address``)
+# instead of host:port.
+TMASTER_FROM_STATEMGR = "statemgr@"
+
+
+def tmaster_from_statemgr(generation: int) -> str:
+    """Return the ``--tmaster`` value that says: look the TMaster of ``generation`` up."""
+    return f"{TMASTER_FROM_STATEMGR}{generation}"
+
+
+def statemgr_generation(tmaster: str) -> int | None:
+    """Return the generation of a ``tmaster_from_statemgr`` value, None for host:port."""
+    if tmaster.startswith(TMASTER_FROM_STATEMGR):
+        return int(tmaster[len(TMASTER_FROM_STATEMGR):])
+    return None
+
+
 def _flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
@@ -92,3 +110,18 @@ class InstanceArgs(ChildArgs):
     component: str
     task_id: int
     stmgr_address: str  # the stmgr's local listener (unix:@name or 127.0.0.1:port)
+
+
+@dataclasses.dataclass(frozen=True)
+class TMasterArgs(ChildArgs):
+    """``python -m heron_spark.tmaster``: the TMaster, a child of container 0 (placement container).
+
+    ``workdir`` is container 0's folder (plan, packing plan, config, secret); the topology id,
+    committed checkpoint and paused state of a resumed run come from the state manager.
+    """
+
+    MODULE: ClassVar[str] = "heron_spark.tmaster"
+
+    generation: int   # the generation whose stmgrs it serves
+    host: str         # the address it listens on (container 0's host)
+    deactivated: int  # 1: a new run starts deactivated

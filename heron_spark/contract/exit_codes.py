@@ -26,6 +26,9 @@ class ExitCode(enum.IntEnum):
     supervisor restarts every process of the container at once, not counted as a failure."""
     STMGR_LOST = 5
     """Instance: its stmgr connection ended; the stmgr's restart (or exit) decides."""
+    RECOVER = 6
+    """TMaster in container 0: replace every container now (a stmgr stayed away); its
+    container fails the barrier task, and the submitter resubmits the stage."""
 
 
 # The stmgr's exits that end its container for good.

@@ -7,7 +7,7 @@ the tracker's file requests.
 the packing plan, the system config, the topology secret (owner-only), the ready files the
 children write (``<child>.ready.json``), ``heartbeats/<child>`` (and ``<child>.stalled``, why
 the container killed it) and ``logs/``. A child is named ``container``, ``stmgr``,
-``metricsmgr`` or ``task-<task id>``.
+``metricsmgr``, ``tmaster`` (container 0, placement container) or ``task-<task id>``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 CONTAINER = "container"
 STMGR = "stmgr"
 METRICSMGR = "metricsmgr"
+TMASTER = "tmaster"  # container 0's TMaster child (placement container)
 LOGS = "logs"  # the logs folder, relative to the container's folder
 _TASK = "task-"
 
@@ -81,6 +82,11 @@ class ContainerLayout:
     def ready(self, child: str) -> Path:
         """Ready file of a child: ``stmgr``, ``metricsmgr``."""
         return self.root / f"{child}.ready.json"
+
+    @property
+    def tmaster_final(self) -> Path:
+        """Container 0's TMaster's last status, written as it stops (placement container)."""
+        return self.root / "tmaster.final.json"
 
     @property
     def stmgr_stopping(self) -> Path:

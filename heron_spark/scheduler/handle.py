@@ -9,16 +9,27 @@ import logging
 import time
 
 from heron_spark.errors import TopologyRuntimeError
+from heron_spark.scheduler.remote import RemoteTMaster
 from heron_spark.scheduler.spark_scheduler import BarrierStage
 from heron_spark.tmaster.master import TMaster, TopologyState
 
 log = logging.getLogger(__name__)
 
 
-class TopologyHandle:
-    """A submitted topology. ``kill`` and ``wait`` are safe to call from any thread, repeatedly."""
+# How often a handle whose TMaster runs in container 0 asks it while waiting for a plan (each
+# question is a small Spark job under Spark Connect).
+REMOTE_POLL_SECS = 1.0
 
-    def __init__(self, name: str, tmaster: TMaster, kill_grace_secs: float) -> None:
+
+class TopologyHandle:
+    """A submitted topology. ``kill`` and ``wait`` are safe to call from any thread, repeatedly.
+
+    Its TMaster is the driver's (``TMaster``) or, with ``heron.tmaster.placement`` container,
+    one in container 0 that it asks through the control port (``RemoteTMaster``).
+    """
+
+    def __init__(self, name: str, tmaster: TMaster | RemoteTMaster,
+                 kill_grace_secs: float) -> None:
         self.name = name
         self._tmaster = tmaster
         self._kill_grace = kill_grace_secs
@@ -31,14 +42,21 @@ class TopologyHandle:
     def _attach(self, stage: BarrierStage) -> None:
         self._stage = stage
 
+    def _refresh(self) -> None:
+        """Ask a TMaster in container 0 for its state (a driver's TMaster is read directly)."""
+        if isinstance(self._tmaster, RemoteTMaster):
+            self._tmaster.refresh()
+
     @property
     def status(self) -> str:
         """STARTING, RUNNING, PAUSED (deactivated), FINISHED, KILLED or FAILED."""
+        self._refresh()
         return self._tmaster.state.value
 
     @property
     def physical_plan(self):
         """The physical plan protobuf (None until every stmgr has registered)."""
+        self._refresh()
         return self._tmaster.physical_plan
 
     @property
@@ -57,6 +75,7 @@ class TopologyHandle:
         It holds the state, detail, generation (stage resubmissions), registered containers,
         heartbeats, drained tasks and failures per task id.
         """
+        self._refresh()
         return self._tmaster.status()
 
     def metrics(self) -> dict[str, dict[str, float]]:
@@ -64,6 +83,7 @@ class TopologyHandle:
 
         Heron's (``__emit-count/<stream>``, ``__execute-count``, ...) and user metrics.
         """
+        self._refresh()
         return self._tmaster.metrics_by_component()
 
     def ui_link(self) -> str:
@@ -72,6 +92,14 @@ class TopologyHandle:
         Opening it sets a session cookie and redirects to the UI; it works once, within 10
         minutes. Driver only; ConfigError if the tracker is off (``heron.tracker.port`` -1).
         """
+        if isinstance(self._tmaster, RemoteTMaster):
+            from heron_spark.config import TMASTER_PLACEMENT
+            from heron_spark.errors import ConfigError
+
+            raise ConfigError(TMASTER_PLACEMENT, "container",
+                              "run `heron-spark tracker` on a host that reaches the state "
+                              "manager and the executors, and open it through the cluster's "
+                              "proxy or a port forward (or use heron.tmaster.placement driver)")
         if self.tracker_url is None or self._tracker_auth is None:
             from heron_spark.config import TRACKER_PORT
             from heron_spark.errors import ConfigError
@@ -85,13 +113,19 @@ class TopologyHandle:
     def wait_running(self, timeout: float | None = None) -> bool:
         """Wait until the physical plan is broadcast; return False on timeout or early end."""
         deadline = None if timeout is None else time.monotonic() + timeout
+        remote = isinstance(self._tmaster, RemoteTMaster)
+        poll = REMOTE_POLL_SECS if remote else 0.05
+        wake = self._tmaster.done if remote else self._tmaster.running
         while not self._tmaster.running.is_set():
+            self._refresh()
+            if self._tmaster.running.is_set():
+                break
             if self._tmaster.done.is_set():
                 return False
             remaining = None if deadline is None else deadline - time.monotonic()
             if remaining is not None and remaining <= 0:
                 return False
-            self._tmaster.running.wait(0.05 if remaining is None else min(0.05, remaining))
+            wake.wait(poll if remaining is None else min(poll, remaining))
         return True
 
     def wait(self, timeout: float | None = None) -> str:
@@ -176,11 +210,14 @@ class TopologyHandle:
         """Wait until ``generation``'s physical plan is broadcast; False on timeout or end."""
         deadline = time.monotonic() + timeout
         tmaster = self._tmaster
+        poll = REMOTE_POLL_SECS if isinstance(tmaster, RemoteTMaster) else 0.05
+        self._refresh()
         while not (tmaster.generation >= generation and tmaster.physical_plan is not None
                    and not tmaster.updating):
             if tmaster.done.is_set() or time.monotonic() >= deadline:
                 return False
-            tmaster.done.wait(0.05)
+            tmaster.done.wait(poll)
+            self._refresh()
         return True
 
     def _raise_if_failed(self) -> None:
@@ -199,6 +236,7 @@ class TopologyHandle:
         """
         from heron_spark.scheduler import notebook
 
+        self._refresh()
         tmaster = self._tmaster
         started = tmaster.started_at
         elapsed = None if started is None else (tmaster.ended_at or time.time()) - started

@@ -16,7 +16,7 @@ from typing import Any
 
 from heron_spark import _pickling
 from heron_spark._failure_window import FailureWindow
-from heron_spark.config import SystemConfig
+from heron_spark.config import SystemConfig, tmaster_placement
 from heron_spark.container.task import ContainerTask
 from heron_spark.contract import execution_state
 from heron_spark.errors import (ConnectExtrasError, HeronSparkError, TopologyStateError,
@@ -30,6 +30,7 @@ from heron_spark.scheduler.handle import TopologyHandle
 from heron_spark.scheduler import progress
 from heron_spark.scheduler.executors import ContainerExecutors
 from heron_spark.scheduler.preflight import check_workers
+from heron_spark.scheduler.remote import Asker, RemoteTMaster
 from heron_spark.scheduler.session import driver_host, is_connect, is_local_master
 from heron_spark.scheduler.session import master as session_master
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
@@ -37,6 +38,7 @@ from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    job_group)
 from heron_spark.scheduler.update import Rescaler, stored_parallelism
 from heron_spark.statemgr import open_state_manager
+from heron_spark.statemgr.base import TMASTER_LOCATION
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
 from heron_spark.tmaster.metrics_cache import MetricsCache
@@ -94,6 +96,11 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     connect = is_connect(spark)
     spark_master = session_master(spark)
     local = is_local_master(spark_master)
+    if tmaster_placement(system, connect) == "container":
+        return _submit_tmaster_in_container(
+            spark, statemgr, prepared, _Run(plan, view, packing, definition, topology_id,
+                                            generation, deactivated, secret, resume, connect,
+                                            spark_master, local))
     # Every stmgr dials the TMaster, which runs here: under Connect that is the client, which
     # the server's executors must reach (on a local master, the same host as the server).
     host = system.tmaster_host or ("127.0.0.1" if local and not connect else
@@ -186,6 +193,95 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     return handle
 
 
+@dataclasses.dataclass
+class _Run:
+    """What ``submit`` decided about this run before it starts a TMaster."""
+
+    plan: LogicalPlan
+    view: PlanView
+    packing: Any
+    definition: bytes
+    topology_id: str
+    generation: int
+    deactivated: bool
+    secret: str
+    resume: bool
+    connect: bool
+    spark_master: str
+    local: bool
+
+
+def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> TopologyHandle:
+    """Submit with the TMaster in container 0 (``heron.tmaster.placement`` container).
+
+    Write the topology to the state manager, run the barrier stage (container 0 starts the
+    TMaster, which claims its location there; the stmgrs find it there), and return a handle
+    that asks that TMaster through the control port: directly on a classic session, through
+    a one-task Spark job under Spark Connect (``scheduler.remote``).
+    """
+    system = prepared.system
+    name = run.plan.name
+    root = checkpoint_root(system.checkpoint_root, system.work_dir)
+    try:
+        if run.resume:
+            log.warning("resuming topology %s (%s) from %s as generation %d (TMaster in "
+                        "container 0)", name, run.topology_id, statemgr.location,
+                        run.generation)
+        else:
+            statemgr.clear_spout_states(name)
+            if statemgr.get_committed_checkpoint(name) is not None:
+                statemgr.clear_committed_checkpoint(name)
+                CheckpointStore(root, name).clear()
+            # What container 0's TMaster starts from: the id, submission and paused state.
+            statemgr.set_execution_state(name, execution_state.from_status({
+                "name": name, "id": run.topology_id, "state": "STARTING",
+                "generation": run.generation, "paused": run.deactivated,
+                "containers": run.view.container_count,
+                "submission": _submission(run.spark_master, run.local)}))
+        statemgr.delete(name, TMASTER_LOCATION)  # a dead TMaster's record, if any
+        statemgr.set_topology(_topology_proto(run.plan, run.topology_id, run.definition))
+        statemgr.set_packing_plan(name, run.packing)
+    except BaseException:
+        statemgr.close()
+        raise
+    tmaster = RemoteTMaster(run.view, run.topology_id,
+                            Asker(spark, system.statemgr, name, through_spark=run.connect),
+                            run.generation, statemgr)
+    handle = TopologyHandle(name, tmaster, system.kill_grace_secs)
+    task = ContainerTask(name, run.definition, run.packing.SerializeToString(),
+                         _config_fields(system), run.secret, "", 0, run.generation, run.local,
+                         tmaster_in_container=True, deactivated=run.deactivated)
+    if run.connect and system.spark_jvm_bridge != "false":
+        log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
+                 "a classic session's JVM; a Spark Connect client has none)", name)
+
+    def on_stage_exit(result, error) -> None:
+        if error is None:
+            detail = "every container exited before the topology ended"
+        elif is_cancellation(error):
+            detail = "the Spark job was cancelled"
+        else:
+            detail = f"the Spark barrier stage failed: {_spark_error_summary(error)}"
+        tmaster.finish(result, error, detail)
+        tmaster.close()
+        statemgr.close()
+
+    stage = BarrierStage(spark, task, run.view.container_count, on_stage_exit,
+                         _resubmission_policy(tmaster, system),
+                         planned=lambda error: tmaster.state.ended or is_cancellation(error))
+    handle._attach(stage)
+    tmaster.recover_containers = stage.recover
+    tmaster.cancel_stage = stage.cancel
+    tmaster.updater = Rescaler(spark, system, statemgr, tmaster, stage, run.topology_id)
+    stage.start()
+    _install_sigterm(handle)
+    if _CLI_CONTEXT is not None:
+        _CLI_CONTEXT["handles"].append(handle)
+    log.info("submitted %s: %d containers, %d tasks; its TMaster runs in container 0", name,
+             run.view.container_count, len(run.view.task_component))
+    return handle
+
+
 def _submission(master: str, local: bool) -> dict:
     """Return Heron's execution-state metadata for this submission.
 
@@ -200,7 +296,7 @@ def _submission(master: str, local: bool) -> dict:
             "release_version": __version__}
 
 
-def _resubmission_policy(tmaster: TMaster, system: SystemConfig):
+def _resubmission_policy(tmaster: TMaster | RemoteTMaster, system: SystemConfig):
     """Return the ``retry`` callback of the barrier stage.
 
     It resubmits a failed stage as a new generation, at most ``heron.stage.resubmit.max``

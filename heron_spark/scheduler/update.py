@@ -26,6 +26,7 @@ from heron_spark.errors import TopologyValueError
 from heron_spark.plan.logical import LogicalPlan, _check_stmgrs
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
+from heron_spark.scheduler.remote import RemoteTMaster
 from heron_spark.scheduler.spark_scheduler import BarrierStage, check_slots
 from heron_spark.statemgr.base import StateManager
 from heron_spark.tmaster.master import TMaster
@@ -90,7 +91,8 @@ class Rescaler:
     runs.
     """
 
-    def __init__(self, spark, system: SystemConfig, statemgr: StateManager, tmaster: TMaster,
+    def __init__(self, spark, system: SystemConfig, statemgr: StateManager,
+                 tmaster: TMaster | RemoteTMaster,
                  stage: BarrierStage, topology_id: str) -> None:
         self.spark, self.system, self.statemgr = spark, system, statemgr
         self.tmaster, self.stage, self.topology_id = tmaster, stage, topology_id

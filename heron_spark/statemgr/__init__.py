@@ -28,3 +28,23 @@ def open_state_manager(url: str) -> StateManager:
 
 __all__ = ["LocalFileStateManager", "StateManager", "ZooKeeperStateManager",
            "open_state_manager"]
+
+
+def tmaster_address(tmaster: str, url: str, topology: str,
+                    timeout_secs: float) -> tuple[str, int]:
+    """Return the TMaster's ``(host, port)`` from a child's ``--tmaster`` value.
+
+    ``host:port`` as is; ``statemgr@<generation>`` (a TMaster in container 0): wait up to
+    ``timeout_secs`` for that generation's TMaster to claim its location in the state
+    manager at ``url``.
+    """
+    from heron_spark.contract.child_args import statemgr_generation
+
+    generation = statemgr_generation(tmaster)
+    if generation is None:
+        host, _, port = tmaster.rpartition(":")
+        return host, int(port)
+    from heron_spark.statemgr.base import wait_tmaster
+
+    with open_state_manager(url) as statemgr:
+        return wait_tmaster(statemgr, topology, generation, timeout_secs)

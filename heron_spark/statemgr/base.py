@@ -216,3 +216,25 @@ def _parse(message_type, raw: bytes | None):
     message = message_type()
     message.ParseFromString(raw)
     return message
+
+
+def wait_tmaster(statemgr: StateManager, topology: str, generation: int,
+                 timeout_secs: float, poll_secs: float = 0.2) -> tuple[str, int]:
+    """Return the ``(host, port)`` of ``topology``'s TMaster of ``generation``, once claimed.
+
+    For a TMaster in container 0 (``heron.tmaster.placement`` container): the stmgrs and
+    metrics managers wait here until it has claimed its location (an earlier generation's
+    record does not count). Raise TimeoutError after ``timeout_secs``.
+    """
+    import time
+
+    deadline = time.monotonic() + timeout_secs
+    while True:
+        location = statemgr.get_tmaster_location(topology) or {}
+        if location.get("port") and location.get("generation") == generation:
+            return str(location["host"]), int(location["port"])
+        if time.monotonic() >= deadline:
+            msg = (f"topology {topology!r}: no TMaster of generation {generation} in "
+                   f"{statemgr.location} after {timeout_secs:g} s (container 0 starts it)")
+            raise TimeoutError(msg)
+        time.sleep(poll_secs)

@@ -48,6 +48,18 @@ def _request(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequ
         sock.close()
 
 
+def request_tmaster(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequest,
+                    max_bytes: int = 1 << 20,
+                    timeout: float = _TIMEOUT_SECS) -> tmaster_pb2.ControlResponse | None:
+    """Send ``request`` to the TMaster of ``name``; return its answer, None if none answers."""
+    return _request(statemgr, name, request, max_bytes, timeout)
+
+
+def raise_refusal(name: str, response: tmaster_pb2.ControlResponse) -> None:
+    """Raise a refused verb's answer as the TMaster's own error class, with its message."""
+    _raise_refusal(name, response)
+
+
 def tmaster_status(statemgr: StateManager, name: str) -> str | None:
     """Return the live state of topology ``name``, or None if no TMaster answers."""
     response = _request(statemgr, name, tmaster_pb2.ControlRequest(status=True))

@@ -226,6 +226,26 @@ def _status(tmaster, p: _Params):
     return tmaster.status()
 
 
+HANDLE_VIEW = "handle"  # everything a topology handle shows, in one answer
+
+
+def _handle(tmaster, p: _Params):
+    """Return what a handle reads (status, metrics, physical plan, last failure) at once.
+
+    The handle of a topology whose TMaster runs in container 0 asks for it through a Spark job
+    (``scheduler.remote``); protobufs travel base64-encoded.
+    """
+    import base64
+
+    def encoded(message) -> str | None:
+        return None if message is None else base64.b64encode(message.SerializeToString()).decode()
+
+    with tmaster._lock:
+        return {"status": tmaster.status(), "metrics": tmaster.metrics_by_component(),
+                "physical_plan": encoded(tmaster.physical_plan),
+                "failure": encoded(tmaster.failure), "updating": tmaster.updating}
+
+
 def _prometheus(tmaster, p: _Params):
     """Every instance's latest metrics: ``[[component, instance id, metric, value], ...]``."""
     with tmaster._lock:
@@ -253,4 +273,5 @@ _HANDLERS = {
     "/topologies/container/filestats": _container_file("stats"),
     "/topologies/status": _status,
     "prometheus": _prometheus,
+    HANDLE_VIEW: _handle,
 }

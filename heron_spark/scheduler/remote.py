@@ -1,0 +1,354 @@
+"""The submitter's view of a TMaster that runs in container 0 (``heron.tmaster.placement`` container).
+
+``RemoteTMaster`` stands where the driver's ``TMaster`` stands for ``TopologyHandle`` and
+``submit``: the handle reads its state, plan and metrics and calls its verbs the same way.
+Each question goes to the TMaster's control port (``tmaster.client``) from wherever the TMaster
+is reachable: from this process on a classic session (the driver shares the cluster's
+network), and under Spark Connect from an executor, through a one-task Spark job
+(``spark.range(1, numPartitions=1).mapInArrow(AskTMaster(...))``) that reads the TMaster's
+location from the state manager and brings the answer back as one row. So a client that
+reaches nothing but the Connect endpoint can run and manage a topology.
+
+Answers are cached for ``_FRESH_SECS`` (a notebook repr asks for status and metrics at once);
+the end of the topology comes from the barrier stage itself (``finish``, with container 0's
+TMaster's last status in its summary), so ``wait`` runs no Spark job.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import logging
+import threading
+import time
+from typing import Callable, Iterator
+
+from heron_spark.contract import execution_state
+from heron_spark.errors import TopologyStateError
+from heron_spark.plan.view import PlanView
+from heron_spark.proto import physical_plan_pb2, tmaster_pb2
+from heron_spark.scheduler.spark_scheduler import is_cancellation
+from heron_spark.tmaster.core import TopologyState
+
+log = logging.getLogger(__name__)
+_FRESH_SECS = 0.5
+_ASK_TIMEOUT_SECS = 60.0
+_ANSWER_SCHEMA = "answer binary"
+
+
+def ask_here(statemgr_url: str, topology: str, request: bytes) -> bytes:
+    """Send one serialized ``ControlRequest`` to ``topology``'s TMaster; b"" if none answers."""
+    from heron_spark.statemgr import open_state_manager
+    from heron_spark.tmaster.client import VIEW_MAX_BYTES, VIEW_TIMEOUT_SECS, request_tmaster
+
+    message = tmaster_pb2.ControlRequest()
+    message.ParseFromString(request)
+    with open_state_manager(statemgr_url) as statemgr:
+        response = request_tmaster(statemgr, topology, message, VIEW_MAX_BYTES,
+                                   VIEW_TIMEOUT_SECS)
+    return b"" if response is None else response.SerializeToString()
+
+
+@dataclasses.dataclass
+class AskTMaster:
+    """The ``mapInArrow`` function of a question job: ask on the executor, yield one row."""
+
+    statemgr: str
+    topology: str
+    request: bytes
+
+    def __call__(self, batches: Iterator) -> Iterator:
+        """Ask the TMaster once; yield its serialized answer (empty: none answered)."""
+        import pyarrow as pa
+
+        for _ in batches:
+            pass
+        answer = ask_here(self.statemgr, self.topology, self.request)
+        yield pa.RecordBatch.from_pydict({"answer": [answer]},
+                                         schema=pa.schema([("answer", pa.binary())]))
+
+
+class Asker:
+    """Send control requests to a topology's TMaster, directly or through a Spark job."""
+
+    def __init__(self, spark, statemgr_url: str, topology: str, through_spark: bool) -> None:
+        self.spark = spark
+        self.statemgr_url = statemgr_url
+        self.topology = topology
+        self.through_spark = through_spark
+        self.tag = f"heron_spark-ask:{topology}"
+
+    def __call__(self, request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse | None:
+        """Return the TMaster's answer, or None if no TMaster answered."""
+        raw = request.SerializeToString()
+        answer = self._through_spark(raw) if self.through_spark \
+            else ask_here(self.statemgr_url, self.topology, raw)
+        if not answer:
+            return None
+        response = tmaster_pb2.ControlResponse()
+        response.ParseFromString(answer)
+        return response
+
+    def _through_spark(self, raw: bytes) -> bytes:
+        """Run the one-task job; interrupt it (its own tag) if it has no slot for too long."""
+        spark = self.spark
+        spark.addTag(self.tag)  # per thread: only this thread's next job carries it
+        timer = threading.Timer(_ASK_TIMEOUT_SECS, _interrupt, (spark, self.tag))
+        timer.daemon = True
+        timer.start()
+        try:
+            frame = spark.range(1, numPartitions=1).mapInArrow(
+                AskTMaster(self.statemgr_url, self.topology, raw), _ANSWER_SCHEMA)
+            rows = frame.collect()
+        except Exception as exc:  # noqa: BLE001 - no answer: the caller says what that means
+            log.warning("topology %s: asking its TMaster through a Spark job failed: %s",
+                        self.topology, str(exc).splitlines()[0] if str(exc) else exc)
+            return b""
+        finally:
+            timer.cancel()
+            try:
+                spark.removeTag(self.tag)
+            except Exception:  # noqa: BLE001 - a closed session has no tags to remove
+                pass
+        return bytes(rows[0]["answer"]) if rows else b""
+
+
+def _interrupt(spark, tag: str) -> None:
+    try:
+        spark.interruptTag(tag)
+    except Exception:  # noqa: BLE001 - the session may be gone; the job then is too
+        pass
+
+
+class RemoteTMaster:
+    """A TMaster in container 0 as the handle and submit see it (see the module docstring)."""
+
+    def __init__(self, plan: PlanView, topology_id: str, ask: Callable, generation: int,
+                 statemgr) -> None:
+        self.name = plan.logical.name
+        self.topology_id = topology_id
+        self.plan = plan
+        self._ask = ask
+        self._statemgr = statemgr  # the submitter's: the final state if no TMaster wrote it
+        self._generation = generation
+        self._lock = threading.Lock()
+        self._snapshot: dict = {}
+        self._fetched = 0.0
+        self._state = TopologyState.STARTING
+        self._final: dict | None = None
+        self._killed = False
+        self.done = threading.Event()
+        self.running = threading.Event()
+        self.closed = threading.Event()
+        self.recover_containers: Callable[[str], None] | None = None  # the stage's recover
+        self.cancel_stage: Callable[[], None] | None = None  # the stage's cancel
+        self.updater: Callable[[dict[str, int]], int] | None = None  # submit's Rescaler
+        self._update_lock = threading.Lock()
+        self._updating_to: dict[str, int] = {}
+
+    # ---- reading ---------------------------------------------------------------------------
+    def refresh(self, max_age: float = _FRESH_SECS) -> None:
+        """Ask the TMaster for its view unless the last answer is fresh or the topology ended."""
+        if self.done.is_set() or time.monotonic() - self._fetched < max_age:
+            return
+        request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
+            path="handle", params_json="{}"))
+        response = self._ask(request)
+        if response is None or response.code != 200:
+            return  # not up yet, or between generations: keep what we know
+        view = json.loads(response.json)
+        with self._lock:
+            if self.done.is_set():
+                return
+            self._snapshot, self._fetched = view, time.monotonic()
+            self._state = TopologyState(view["status"]["state"])
+            if view["status"].get("started_at") is not None:
+                self.running.set()
+
+    def _status(self) -> dict:
+        with self._lock:
+            if self._final is not None:
+                return self._final.get("status") or {}
+            return self._snapshot.get("status") or {}
+
+    @property
+    def state(self) -> TopologyState:
+        """The last known lifecycle state (``refresh`` asks for a new one)."""
+        return self._state
+
+    @property
+    def generation(self) -> int:
+        """The generation the submitter runs (its TMaster's once it answered)."""
+        return max(self._generation, int(self._status().get("generation", 0)))
+
+    @property
+    def physical_plan(self) -> physical_plan_pb2.PhysicalPlan | None:
+        """The last physical plan the TMaster reported (None before every stmgr registered)."""
+        encoded = self._view().get("physical_plan")
+        if not encoded:
+            return None
+        plan = physical_plan_pb2.PhysicalPlan()
+        plan.ParseFromString(base64.b64decode(encoded))
+        return plan
+
+    @property
+    def failure(self) -> tmaster_pb2.InstanceFailed | None:
+        """The last task failure the TMaster reported."""
+        encoded = self._view().get("failure")
+        if not encoded:
+            return None
+        failure = tmaster_pb2.InstanceFailed()
+        failure.ParseFromString(base64.b64decode(encoded))
+        return failure
+
+    @property
+    def detail(self) -> str:
+        """Why the topology ended (empty while it runs)."""
+        return str(self._status().get("detail") or "")
+
+    @property
+    def started_at(self) -> float | None:
+        """When the first physical plan went out (epoch seconds)."""
+        return self._status().get("started_at")
+
+    @property
+    def ended_at(self) -> float | None:
+        """When the topology ended (epoch seconds)."""
+        return self._status().get("ended_at")
+
+    @property
+    def updating(self) -> bool:
+        """Whether an update is under way."""
+        return bool(self._view().get("updating"))
+
+    def _view(self) -> dict:
+        with self._lock:
+            return self._final if self._final is not None else self._snapshot
+
+    def status(self) -> dict:
+        """Return the TMaster's status dict (as ``TMaster.status``), the last one known."""
+        status = dict(self._status())
+        status.setdefault("name", self.name)
+        status.setdefault("id", self.topology_id)
+        status.setdefault("containers", self.plan.container_count)
+        status.setdefault("registered", [])
+        status.setdefault("instance_failures", {})
+        status.setdefault("generation", self._generation)
+        status["state"] = self._state.value
+        return status
+
+    def metrics_by_component(self) -> dict[str, dict[str, float]]:
+        """Return the last metrics summed per component."""
+        return dict(self._view().get("metrics") or {})
+
+    # ---- verbs -----------------------------------------------------------------------------
+    def _verb(self, action: str, request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse:
+        if self.done.is_set():
+            raise TopologyStateError(self.name, self._state.value, action,
+                                     "submit it again")
+        response = self._ask(request)
+        if response is None:
+            raise TopologyStateError(self.name, self._state.value, action,
+                                     "wait for its TMaster in container 0 to start")
+        if not response.ok:
+            from heron_spark.tmaster.client import raise_refusal
+
+            raise_refusal(self.name, response)
+        self._fetched = 0.0  # the next read asks again
+        return response
+
+    def set_paused(self, paused: bool) -> None:
+        """Deactivate (``paused``) or activate the topology."""
+        request = tmaster_pb2.ControlRequest(deactivate=True) if paused \
+            else tmaster_pb2.ControlRequest(activate=True)
+        self._verb("deactivate it" if paused else "activate it", request)
+
+    def restart(self, container: int | None = None) -> list[int]:
+        """Restart every process of ``container`` (None: every container); return them."""
+        restart = tmaster_pb2.RestartRequest(all=container is None, container=container or 0)
+        self._verb("restart it", tmaster_pb2.ControlRequest(restart=restart))
+        return list(range(self.plan.container_count)) if container is None else [container]
+
+    def update(self, parallelism: dict[str, int]) -> int:
+        """Rescale components; return the generation that runs the new plan.
+
+        The submitter's ``updater`` (``scheduler.update.Rescaler``) checks the request and
+        the slots and queues the new containers on the stage, then calls ``stop_generation``,
+        which asks the TMaster in container 0 to stop these containers.
+        """
+        self.refresh(0)
+        if self.done.is_set() or self._state.ended or self.updating:
+            raise TopologyStateError(self.name, self._state.value, "update it",
+                                     "wait for the last update to finish" if self.updating
+                                     else "submit it again")
+        if self.updater is None:
+            raise TopologyStateError(self.name, self._state.value, "update it",
+                                     "only a topology submitted to Spark can be updated")
+        with self._update_lock:
+            self._updating_to = dict(parallelism)
+            return self.updater(parallelism)
+
+    def stop_generation(self, detail: str) -> None:
+        """Ask the TMaster to stop this generation's containers for the queued update."""
+        update = tmaster_pb2.UpdateRequest(parallelism={str(k): int(v)
+                                                        for k, v in self._updating_to.items()})
+        self._verb("update it", tmaster_pb2.ControlRequest(update=update))
+        log.info("topology %s: %s", self.name, detail)
+
+    def kill(self, detail: str = "killed") -> None:
+        """Ask the TMaster to kill the topology; without an answer, cancel the stage."""
+        if self.done.is_set():
+            return
+        self._killed = True
+        response = self._ask(tmaster_pb2.ControlRequest(kill=True))
+        if response is None and self.cancel_stage is not None:
+            log.warning("topology %s: its TMaster did not answer the kill: cancelling the "
+                        "barrier stage", self.name)
+            self.cancel_stage()
+
+    # ---- the stage, from the submitter ------------------------------------------------------
+    def begin_generation(self, generation: int, plan: PlanView | None = None) -> None:
+        """Record that the stage was resubmitted as ``generation`` (its TMaster resumes)."""
+        self._generation = generation
+        if plan is not None:
+            self.plan = plan
+
+    def finish(self, summaries: list | None, error: BaseException | None, detail: str) -> None:
+        """End the topology as the stage ended: container 0's TMaster's last word, else ours.
+
+        Without one (the stage failed or was cancelled), the state is KILLED when ``error`` is
+        a cancellation or a kill was asked, else FAILED with ``detail``; it is stored in the
+        state manager, since no TMaster did.
+        """
+        final = next((s.get("tmaster") for s in summaries or () if s.get("tmaster")), None)
+        with self._lock:
+            if final is not None and TopologyState(final["status"]["state"]).ended:
+                self._final = final
+                self._state = TopologyState(final["status"]["state"])
+            else:
+                cancelled = self._killed or (error is not None and is_cancellation(error))
+                state = TopologyState.KILLED if cancelled else TopologyState.FAILED
+                status = dict(self._snapshot.get("status") or {})
+                status.update(state=state.value, detail=detail, ended_at=time.time())
+                self._final = {**self._snapshot, "status": status}
+                self._state = state
+                self._store_final(status)
+            if (self._final.get("status") or {}).get("started_at") is not None:
+                self.running.set()
+        self.done.set()
+
+    def _store_final(self, status: dict) -> None:
+        try:
+            stored = self._statemgr.get_execution_state(self.name)
+            record = execution_state.from_status({**(execution_state.as_dict(stored)
+                                                     if stored is not None else {}),
+                                                  **status, "name": self.name,
+                                                  "id": self.topology_id})
+            self._statemgr.set_execution_state(self.name, record)
+        except Exception as exc:  # noqa: BLE001 - the handle still knows; the store is advisory
+            log.warning("topology %s: could not store its final state: %s", self.name, exc)
+
+    def close(self) -> None:
+        """Nothing to close here: the TMaster stopped with container 0."""
+        self.closed.set()

@@ -1,0 +1,152 @@
+"""``python -m heron_spark.tmaster``: the TMaster as a child of container 0.
+
+With ``heron.tmaster.placement`` container (the default under Spark Connect) the TMaster runs
+here, in container 0's barrier task, as Heron runs its TMaster in container 0. It is built
+from container 0's folder (plan, packing plan, config, secret) and the state manager (the
+topology id, and for a resumed generation its paused state and committed checkpoint), claims
+the TMaster location in the state manager with its generation (the stmgrs and metrics
+managers of that generation wait for it there), and serves until its container stops it
+(SIGTERM, once the stmgrs exited). To replace every container (a stmgr stayed away), it exits
+with ``ExitCode.RECOVER``: its container fails the barrier task and the submitter resubmits
+the stage as the next generation, whose TMaster resumes from the state manager.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from heron_spark import _process
+from heron_spark.contract import execution_state, layout
+from heron_spark.contract.child_args import TMasterArgs
+from heron_spark.contract.exit_codes import ExitCode
+
+log = logging.getLogger("heron_spark.tmaster")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the TMaster of container 0 from its command line (``TMasterArgs``)."""
+    args = TMasterArgs.from_argv(argv)
+    _process.become_child("hs-tmaster")
+    from heron_spark.container.files import ContainerFiles
+
+    files = ContainerFiles(args.workdir)
+    _process.setup_logging(files.log(layout.TMASTER))
+    try:
+        return _serve(args, files)
+    except Exception:  # noqa: BLE001 - log why the TMaster died, then exit non-zero
+        log.exception("TMaster failed")
+        return ExitCode.FAILED
+
+
+def _serve(args: TMasterArgs, files) -> int:
+    from heron_spark.statemgr import open_state_manager
+    from heron_spark.statemgr.checkpoints import checkpoint_root
+    from heron_spark.tmaster.master import TMaster
+    from heron_spark.tmaster.metrics_cache import MetricsCache
+
+    config = files.load_config()
+    view = files.load_plan()
+    name = view.logical.name
+    statemgr = open_state_manager(config.statemgr)
+    stop = threading.Event()
+    recover: list[str] = []
+
+    def on_sigterm(signum, frame) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    try:
+        stored = statemgr.get_topology(name)
+        topology_id = stored.id if stored is not None else name
+        prior = statemgr.get_execution_state(name)
+        resumed = execution_state.is_live(prior) and prior is not None \
+            and prior.id == topology_id and prior.generation < args.generation
+        committed = statemgr.get_committed_checkpoint(name) or {}
+        secret = files.load_secret()
+        tmaster = TMaster(
+            view, statemgr, secret, args.host, topology_id, config.frame_max_bytes,
+            args.generation, config.instance_restart_max, config.restart_window_secs,
+            checkpoint_root=checkpoint_root(config.checkpoint_root, config.work_dir),
+            committed_checkpoint=int(committed.get("id", 0)),
+            stmgr_heartbeat_timeout_secs=config.tmaster_stmgr_heartbeat_timeout_secs,
+            history=MetricsCache(config.tmaster_metrics_bucket_secs,
+                                 config.tmaster_metrics_retention_secs,
+                                 config.tmaster_metrics_max_series),
+            exceptions_per_instance=config.tmaster_exceptions_per_instance,
+            deactivated=prior.paused if resumed and prior is not None
+            else bool(args.deactivated))
+        if prior is not None and prior.id == topology_id:  # the submitter wrote it
+            tmaster.submission = execution_state.as_dict(prior)["submission"]
+
+        def recover_containers(reason: str) -> None:
+            recover.append(reason)
+            stop.set()
+
+        tmaster.recover_containers = recover_containers
+        tmaster.updater = lambda parallelism: _stop_for_update(tmaster, parallelism)
+        _claim(statemgr, name, {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
+                                "tracker_port": -1, "generation": args.generation,
+                                "secret": secret}, config.startup_timeout_secs)
+        tmaster.start()
+        _process.write_json_atomic(files.ready(layout.TMASTER),
+                                   {"pid": os.getpid(), "host": args.host, "port": tmaster.port,
+                                    "generation": args.generation})
+        log.info("TMaster of %s (generation %d) listening on %s:%d", name, args.generation,
+                 args.host, tmaster.port)
+        stop.wait()
+        if recover:
+            log.error("replacing every container: %s", recover[0])
+            return ExitCode.RECOVER
+        log.info("TMaster of %s stopping (state %s)", name, tmaster.state.value)
+        tmaster.close()
+        _process.write_json_atomic(files.tmaster_final, _final(tmaster))
+        return ExitCode.OK
+    finally:
+        statemgr.close()  # releases the claim
+
+
+def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
+    """Stop this generation for an update the submitter checked and queued; return the next.
+
+    The submitter (``scheduler.update.Rescaler``) validated the new parallelism, checked the
+    slots and queued the new containers on its barrier stage before asking; once these
+    containers are gone it runs the next generation, whose TMaster resumes from the state
+    manager with the new plan.
+    """
+    generation = tmaster.generation + 1
+    tmaster.stop_generation(f"updating to {dict(parallelism)}: generation {generation}")
+    return generation
+
+
+def _final(tmaster) -> dict:
+    """Return what the submitter learns when the stage ends: status, failure, metrics."""
+    import base64
+
+    failure = tmaster.failure
+    return {"status": tmaster.status(), "metrics": tmaster.metrics_by_component(),
+            "failure": None if failure is None
+            else base64.b64encode(failure.SerializeToString()).decode()}
+
+
+def _claim(statemgr, name: str, location: dict, timeout_secs: float) -> None:
+    """Claim the TMaster location, waiting for the last generation's TMaster to let go."""
+    from heron_spark.errors import TopologyStateError
+
+    deadline = time.monotonic() + timeout_secs
+    while True:
+        try:
+            statemgr.claim_tmaster(name, location)
+            return
+        except TopologyStateError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
