@@ -39,7 +39,7 @@ from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
 from heron_spark.scheduler.remote_statemgr import RemoteStateManager, run_on
 from heron_spark.scheduler.update import Rescaler, rescaled_to_stored
 from heron_spark.statemgr import open_state_manager
-from heron_spark.statemgr.base import TMASTER_LOCATION
+from heron_spark.statemgr.base import EXECUTION_STATE, PACKING_PLAN, TMASTER_LOCATION, TOPOLOGY
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
 from heron_spark.tmaster.metrics_cache import MetricsCache
@@ -72,7 +72,9 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         prepared.view
     spark, statemgr = _open_state_manager(spark, master, system)
     try:
-        prior, stored = run_on(statemgr, _prior_run, plan.name)
+        raw_prior, raw_stored = run_on(statemgr, _prior_run, plan.name)
+        prior = None if raw_prior is None else execution_state.decode(raw_prior)
+        stored = None if raw_stored is None else topology_pb2.Topology.FromString(raw_stored)
         resume = execution_state.is_live(prior)  # its driver died without ending it
         if resume:  # resuming: keep what `heron update` set
             updated = rescaled_to_stored(stored, plan)
@@ -234,8 +236,10 @@ def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> Topolo
                 "generation": run.generation, "paused": run.deactivated,
                 "containers": run.view.container_count,
                 "submission": _submission(run.spark_master, run.local)})
-        run_on(statemgr, _write_container_run, name, root, starting,
-               _topology_proto(run.plan, run.topology_id, run.definition), run.packing)
+        run_on(statemgr, _write_container_run, name, root,
+               None if starting is None else execution_state.encode(starting),
+               _topology_proto(run.plan, run.topology_id, run.definition).SerializeToString(),
+               run.packing.SerializeToString())
     except BaseException:
         statemgr.close()
         raise
@@ -277,22 +281,24 @@ def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> Topolo
     return handle
 
 
-def _write_container_run(statemgr, name: str, root: str, starting, topology, packing) -> None:
+def _write_container_run(statemgr, name: str, root: str, starting: bytes | None,
+                         topology: bytes, packing: bytes) -> None:
     """Store what container 0 starts from (one Spark job through a ``RemoteStateManager``).
 
-    A new run (``starting``: its STARTING execution state) forgets the spout checkpoints and
-    the committed checkpoint (and its files under ``root``). Either way, a dead TMaster's
-    location goes, and the topology and packing plan are stored.
+    A new run (``starting``: its encoded STARTING execution state) forgets the spout
+    checkpoints and the committed checkpoint (and its files under ``root``). Either way, a
+    dead TMaster's location goes, and the serialized topology and packing plan are stored
+    (protobuf messages do not pickle, so every argument and result is plain bytes).
     """
     if starting is not None:
         statemgr.clear_spout_states(name)
         if statemgr.get_committed_checkpoint(name) is not None:
             statemgr.clear_committed_checkpoint(name)
             CheckpointStore(root, name).clear()
-        statemgr.set_execution_state(name, starting)
+        statemgr.put(name, EXECUTION_STATE, starting)
     statemgr.delete(name, TMASTER_LOCATION)  # a dead TMaster's record, if any
-    statemgr.set_topology(topology)
-    statemgr.set_packing_plan(name, packing)
+    statemgr.put(name, TOPOLOGY, topology)
+    statemgr.put(name, PACKING_PLAN, packing)
 
 
 def _open_state_manager(spark, master: str | None, system: SystemConfig):
@@ -449,16 +455,17 @@ def _spark_error_summary(error: BaseException) -> str:
     return "\n".join(([cause] if cause else []) + lines[:12])
 
 
-def _prior_run(statemgr, name: str) -> tuple:
+def _prior_run(statemgr, name: str) -> tuple[bytes | None, bytes | None]:
     """Refuse a running topology; return its prior execution state and stored topology.
 
-    The stored topology only when the prior run is live (a resume keeps its parallelism).
-    One Spark job through a ``RemoteStateManager`` (the TMaster is then asked from there).
+    Both serialized (protobuf messages do not pickle); the stored topology only when the
+    prior run is live (a resume keeps its parallelism). One Spark job through a
+    ``RemoteStateManager`` (the TMaster is then asked from the executor).
     """
     _refuse_if_running(statemgr, name)  # fast path; the TMaster claim decides
-    prior = statemgr.get_execution_state(name)
-    stored = statemgr.get_topology(name) if execution_state.is_live(prior) else None
-    return prior, stored
+    prior = statemgr.get(name, EXECUTION_STATE)
+    live = prior is not None and execution_state.is_live(execution_state.decode(prior))
+    return prior, statemgr.get(name, TOPOLOGY) if live else None
 
 
 def _refuse_if_running(statemgr, name: str) -> None:

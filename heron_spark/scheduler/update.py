@@ -29,7 +29,7 @@ from heron_spark.plan.view import PlanView
 from heron_spark.scheduler.remote import RemoteTMaster
 from heron_spark.scheduler.remote_statemgr import run_on
 from heron_spark.scheduler.spark_scheduler import BarrierStage, check_slots
-from heron_spark.statemgr.base import StateManager
+from heron_spark.statemgr.base import PACKING_PLAN, TOPOLOGY, StateManager
 from heron_spark.tmaster.master import TMaster
 
 log = logging.getLogger(__name__)
@@ -91,10 +91,10 @@ def rescaled_to_stored(stored, plan: LogicalPlan) -> LogicalPlan | None:
     return with_parallelism(plan, changed)
 
 
-def store_plans(statemgr: StateManager, topology, packing) -> None:
-    """Store a new generation's topology and packing plan (one job when remote)."""
-    statemgr.set_topology(topology)
-    statemgr.set_packing_plan(topology.name, packing)
+def store_plans(statemgr: StateManager, name: str, topology: bytes, packing: bytes) -> None:
+    """Store a new generation's serialized topology and packing plan (one job when remote)."""
+    statemgr.put(name, TOPOLOGY, topology)
+    statemgr.put(name, PACKING_PLAN, packing)
 
 
 class Rescaler:
@@ -139,8 +139,9 @@ class Rescaler:
                 from heron_spark.scheduler.submit import _topology_proto
 
                 self.tmaster.begin_generation(generation, view)
-                run_on(self.statemgr, store_plans,
-                       _topology_proto(plan, self.topology_id, definition), packing)
+                run_on(self.statemgr, store_plans, plan.name,
+                       _topology_proto(plan, self.topology_id, definition).SerializeToString(),
+                       packing.SerializeToString())
                 return True
 
             self.stage.relaunch(task, view.container_count, switch)
