@@ -136,6 +136,7 @@ def netns(spark, folder: Path, options: dict) -> dict:
     assert isinstance(handle._tmaster, RemoteTMaster)
     statemgr = handle._tmaster._statemgr
     submit_jobs = getattr(statemgr, "jobs", None)  # a RemoteStateManager's, one job each
+    submit_job_secs = getattr(statemgr, "job_secs", None)
     assert handle.wait_running(120), handle.status
     costs, states = [], []
     for _ in range(7):  # one status call asks the TMaster in container 0 through a Spark job
@@ -164,7 +165,8 @@ def netns(spark, folder: Path, options: dict) -> dict:
             "plan_stmgrs": plan_stmgrs, "repr": shown, "counted": counted,
             "paused": paused, "killed": killed, "work": str(folder / "work"),
             "statemgr": type(statemgr).__name__, "submit_secs": submit_secs,
-            "submit_statemgr_jobs": submit_jobs, "statemgr_jobs": getattr(statemgr, "jobs", None)}
+            "submit_statemgr_jobs": submit_jobs, "submit_statemgr_secs": submit_job_secs,
+            "statemgr_jobs": getattr(statemgr, "jobs", None)}
 
 
 def unimportable(spark, folder: Path, options: dict) -> dict:

@@ -213,7 +213,8 @@ def test_a_netns_client_with_a_zookeeper_it_cannot_reach_submits_through_spark(
                       for name in ("netns-wc", "netns-forever")}
             topologies = statemgr.topologies()
     print(f"submit through Spark: {result['submit_secs']:.2f} s, "
-          f"{result['submit_statemgr_jobs']} state-manager jobs "
+          f"{result['submit_statemgr_jobs']} state-manager jobs taking "
+          f"{result['submit_statemgr_secs']:.2f} s "
           f"({result['statemgr_jobs']} by the end)")
     assert result["statemgr"] == "RemoteStateManager"
     assert result["submit_statemgr_jobs"] == 2  # the checks, then the writes

@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import pickle
 import threading
+import time
 from typing import Any, Callable, Iterator
 from urllib.parse import urlparse, urlunparse
 
@@ -152,13 +153,19 @@ class RemoteStateManager(StateManager):
         self.url = url
         self._runner = runner or self._through_spark
         self.jobs = 0  # how many requests ran (one Spark job each)
+        self.job_secs = 0.0  # and how long they took together
         self.tag = "heron_spark-statemgr"
 
     # ---- requests ------------------------------------------------------------------------
     def batch(self, calls: list[Call]) -> list:
         """Run ``calls`` in order in one job; return their results."""
         self.jobs += 1
-        return decode_response(self._runner(encode_request(self.url, calls)))
+        started = time.perf_counter()
+        try:
+            response = self._runner(encode_request(self.url, calls))
+        finally:
+            self.job_secs += time.perf_counter() - started
+        return decode_response(response)
 
     def call(self, target: str | Callable, *args, **kwargs) -> Any:
         """Run one call (a method name, or ``target(statemgr, ...)``) in one job."""
