@@ -72,6 +72,9 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         prepared.view
     spark, statemgr = _open_state_manager(spark, master, system)
     try:
+        checked = None
+        if isinstance(statemgr, RemoteStateManager):  # its jobs need workers that can run them
+            checked = _check_cluster(spark, plan, view, system)
         raw_prior, raw_stored = run_on(statemgr, _prior_run, plan.name)
         prior = None if raw_prior is None else execution_state.decode(raw_prior)
         stored = None if raw_stored is None else topology_pb2.Topology.FromString(raw_stored)
@@ -82,10 +85,9 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                 plan = updated
                 packing = pack(plan, system.packing_algorithm)
                 view = PlanView(plan, packing)
+                checked = None
         spark = _spark_session(spark, master, system)
-        check_slots(spark, view.container_count, system.spark_slots_wait_secs)
-        definition = _pickling.dumps(plan)
-        check_workers(spark, definition, view.container_count)
+        definition = checked or _check_cluster(spark, plan, view, system)
     except BaseException:
         statemgr.close()
         raise
@@ -279,6 +281,14 @@ def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> Topolo
     log.info("submitted %s: %d containers, %d tasks; its TMaster runs in container 0", name,
              run.view.container_count, len(run.view.task_component))
     return handle
+
+
+def _check_cluster(spark, plan: LogicalPlan, view: PlanView, system: SystemConfig) -> bytes:
+    """Check the slots and the executors' Python for ``plan``; return its definition."""
+    check_slots(spark, view.container_count, system.spark_slots_wait_secs)
+    definition = _pickling.dumps(plan)
+    check_workers(spark, definition, view.container_count)
+    return definition
 
 
 def _write_container_run(statemgr, name: str, root: str, starting: bytes | None,
