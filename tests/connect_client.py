@@ -14,6 +14,8 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
 - ``netns``: run from a network namespace that reaches only the Connect endpoint: a word
   count (status through the handle while it runs, timed; its final metrics), then an
   unbounded topology deactivated, activated and killed through the handle.
+  ``options["statemgr"]``: the state manager URL (default: a folder of ``FOLDER``); the
+  submit's time and state-manager jobs are reported.
 - ``unimportable``: a topology whose module only this client can import; prints the error
   (with ``options["installed_only"]``: the word count, for a server whose workers lack
   heron_spark itself).
@@ -36,8 +38,9 @@ def _session(url: str):
     return SparkSession.builder.remote(url).getOrCreate()
 
 
-def _conf(folder: Path) -> dict:
-    return {"heron.statemgr": f"file://{folder}/state", "heron.work.dir": f"{folder}/work"}
+def _conf(folder: Path, options: dict | None = None) -> dict:
+    statemgr = (options or {}).get("statemgr") or f"file://{folder}/state"
+    return {"heron.statemgr": statemgr, "heron.work.dir": f"{folder}/work"}
 
 
 def wordcount(spark, folder: Path, options: dict) -> dict:
@@ -127,8 +130,13 @@ def netns(spark, folder: Path, options: dict) -> dict:
     rwc.write_corpus(corpus, int(options.get("lines", 1000)))
     topology = rwc.build("netns-wc", corpus, out, config={
         "topology.reliability.mode": "ATMOST_ONCE", rwc.SLEEP_MS: 40})
-    handle = submit(topology, spark=spark, conf=_conf(folder))
+    started = time.perf_counter()
+    handle = submit(topology, spark=spark, conf=_conf(folder, options))
+    submit_secs = time.perf_counter() - started
     assert isinstance(handle._tmaster, RemoteTMaster)
+    statemgr = handle._tmaster._statemgr
+    submit_jobs = getattr(statemgr, "jobs", None)  # a RemoteStateManager's, one job each
+    submit_job_secs = getattr(statemgr, "job_secs", None)
     assert handle.wait_running(120), handle.status
     costs, states = [], []
     for _ in range(7):  # one status call asks the TMaster in container 0 through a Spark job
@@ -143,7 +151,7 @@ def netns(spark, folder: Path, options: dict) -> dict:
     counted = handle.metrics().get("count", {}).get("__execute-count/split/default", 0)
 
     forever = submit(topo.numbers("netns-forever", folder / "n", count=-1, sleep_ms=1),
-                     spark=spark, conf=_conf(folder))
+                     spark=spark, conf=_conf(folder, options))
     assert forever.wait_running(120), forever.status
     forever.deactivate()
     paused = forever.status
@@ -155,7 +163,10 @@ def netns(spark, folder: Path, options: dict) -> dict:
     return {"state": state, "states": states, "status_secs": costs,
             "status_median_secs": statistics.median(costs), "registered": registered,
             "plan_stmgrs": plan_stmgrs, "repr": shown, "counted": counted,
-            "paused": paused, "killed": killed, "work": str(folder / "work")}
+            "paused": paused, "killed": killed, "work": str(folder / "work"),
+            "statemgr": type(statemgr).__name__, "submit_secs": submit_secs,
+            "submit_statemgr_jobs": submit_jobs, "submit_statemgr_secs": submit_job_secs,
+            "statemgr_jobs": getattr(statemgr, "jobs", None)}
 
 
 def unimportable(spark, folder: Path, options: dict) -> dict:

@@ -22,6 +22,7 @@ import pytest
 import fault_support as faults
 import reliable_word_count as rwc
 from connect_support import ConnectServer, run_client
+from zk_support import ZooKeeperServer
 from heron_spark.testing import wait_until
 
 pytestmark = pytest.mark.connect
@@ -178,6 +179,55 @@ def test_a_client_that_reaches_only_the_connect_endpoint_runs_and_manages_a_topo
     assert result["counted"] == sum(expected.values())
     assert result["paused"] == "PAUSED"
     assert result["killed"] == "KILLED"
+    work = client / "work"
+    wait_until(lambda: not faults.processes_under(work), 30,
+               message="every heron_spark process of the topologies to exit")
+    left = subprocess.run(["pgrep", "-af", "heron_spark"], capture_output=True, text=True)
+    assert str(work) not in left.stdout
+
+
+def test_a_netns_client_with_a_zookeeper_it_cannot_reach_submits_through_spark(
+        client_netns, tmp_path):
+    """The state manager is a ZooKeeper only the executors reach: submit's reads and writes,
+    and a stage's final state, go through one-task Spark jobs (``RemoteStateManager``)."""
+    from heron_spark.statemgr import open_state_manager
+
+    namespace, address = client_netns
+    client = tmp_path / "client"
+    client.mkdir()
+    with ZooKeeperServer() as zookeeper:
+        url = zookeeper.url()
+        unreachable = subprocess.run(  # ZooKeeper binds 127.0.0.1 of this namespace only
+            ["ip", "netns", "exec", namespace, sys.executable, "-c",
+             f"import socket; socket.create_connection(('127.0.0.1', {zookeeper.port}), 3)"],
+            capture_output=True, check=False)
+        assert unreachable.returncode != 0
+        server = ConnectServer(tmp_path / "server", address=address).start()
+        try:
+            result = run_client(server, "netns", client, prefix=("ip", "netns", "exec", namespace),
+                                lines=1000, statemgr=url)
+        finally:
+            server.stop()
+        with open_state_manager(url) as statemgr:  # what the executors stored for the client
+            stored = {name: statemgr.get_execution_state(name).state
+                      for name in ("netns-wc", "netns-forever")}
+            topologies = statemgr.topologies()
+    print(f"submit through Spark: {result['submit_secs']:.2f} s, "
+          f"{result['submit_statemgr_jobs']} state-manager jobs taking "
+          f"{result['submit_statemgr_secs']:.2f} s "
+          f"({result['statemgr_jobs']} by the end)")
+    assert result["statemgr"] == "RemoteStateManager"
+    assert result["submit_statemgr_jobs"] == 2  # the checks, then the writes
+    assert result["state"] == "FINISHED"
+    expected = _expected(client, 1000)
+    raw, _unique, _records = rwc.read_counts(client / "out")
+    assert collections.Counter(raw) == expected
+    assert result["counted"] == sum(expected.values())
+    assert result["paused"] == "PAUSED"
+    assert result["killed"] == "KILLED"
+    assert stored == {"netns-wc": "FINISHED", "netns-forever": "KILLED"}
+    assert {"netns-wc", "netns-forever"} <= set(topologies)
+    assert not (client / "state").exists()  # nothing stored on the client's side
     work = client / "work"
     wait_until(lambda: not faults.processes_under(work), 30,
                message="every heron_spark process of the topologies to exit")

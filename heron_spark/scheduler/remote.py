@@ -121,6 +121,15 @@ def _interrupt(spark, tag: str) -> None:
         pass
 
 
+def store_final_state(statemgr, name: str, topology_id: str, status: dict) -> None:
+    """Merge a final ``status`` into the stored execution state (one job when remote)."""
+    stored = statemgr.get_execution_state(name)
+    record = execution_state.from_status({**(execution_state.as_dict(stored)
+                                             if stored is not None else {}),
+                                          **status, "name": name, "id": topology_id})
+    statemgr.set_execution_state(name, record)
+
+
 class RemoteTMaster:
     """A TMaster in container 0 as the handle and submit see it (see the module docstring)."""
 
@@ -322,6 +331,7 @@ class RemoteTMaster:
         state manager, since no TMaster did.
         """
         final = next((s.get("tmaster") for s in summaries or () if s.get("tmaster")), None)
+        unstored: dict | None = None
         with self._lock:
             if final is not None and TopologyState(final["status"]["state"]).ended:
                 self._final = final
@@ -333,19 +343,18 @@ class RemoteTMaster:
                 status.update(state=state.value, detail=detail, ended_at=time.time())
                 self._final = {**self._snapshot, "status": status}
                 self._state = state
-                self._store_final(status)
+                unstored = status
             if (self._final.get("status") or {}).get("started_at") is not None:
                 self.running.set()
+        if unstored is not None:  # outside the lock: through Spark it is a job
+            self._store_final(unstored)
         self.done.set()
 
     def _store_final(self, status: dict) -> None:
+        from heron_spark.scheduler.remote_statemgr import run_on
+
         try:
-            stored = self._statemgr.get_execution_state(self.name)
-            record = execution_state.from_status({**(execution_state.as_dict(stored)
-                                                     if stored is not None else {}),
-                                                  **status, "name": self.name,
-                                                  "id": self.topology_id})
-            self._statemgr.set_execution_state(self.name, record)
+            run_on(self._statemgr, store_final_state, self.name, self.topology_id, status)
         except Exception as exc:  # noqa: BLE001 - the handle still knows; the store is advisory
             log.warning("topology %s: could not store its final state: %s", self.name, exc)
 

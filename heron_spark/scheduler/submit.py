@@ -36,9 +36,10 @@ from heron_spark.scheduler.session import master as session_master
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
                                                    deterministic_failure, is_cancellation,
                                                    job_group)
-from heron_spark.scheduler.update import Rescaler, stored_parallelism
+from heron_spark.scheduler.remote_statemgr import RemoteStateManager, run_on
+from heron_spark.scheduler.update import Rescaler, rescaled_to_stored
 from heron_spark.statemgr import open_state_manager
-from heron_spark.statemgr.base import TMASTER_LOCATION
+from heron_spark.statemgr.base import EXECUTION_STATE, PACKING_PLAN, TMASTER_LOCATION, TOPOLOGY
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
 from heron_spark.tmaster.metrics_cache import MetricsCache
@@ -69,21 +70,24 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     prepared = prepare(topology, conf, name)
     plan, system, packing, view = prepared.logical, prepared.system, prepared.packing, \
         prepared.view
-    statemgr = open_state_manager(system.statemgr)
+    spark, statemgr = _open_state_manager(spark, master, system)
     try:
-        _refuse_if_running(statemgr, plan.name)  # fast path; the TMaster claim below decides
-        prior = statemgr.get_execution_state(plan.name)
+        checked = None
+        if isinstance(statemgr, RemoteStateManager):  # its jobs need workers that can run them
+            checked = _check_cluster(spark, plan, view, system)
+        raw_prior, raw_stored = run_on(statemgr, _prior_run, plan.name)
+        prior = None if raw_prior is None else execution_state.decode(raw_prior)
+        stored = None if raw_stored is None else topology_pb2.Topology.FromString(raw_stored)
         resume = execution_state.is_live(prior)  # its driver died without ending it
         if resume:  # resuming: keep what `heron update` set
-            updated = stored_parallelism(statemgr, plan)
+            updated = rescaled_to_stored(stored, plan)
             if updated is not None:
                 plan = updated
                 packing = pack(plan, system.packing_algorithm)
                 view = PlanView(plan, packing)
+                checked = None
         spark = _spark_session(spark, master, system)
-        check_slots(spark, view.container_count, system.spark_slots_wait_secs)
-        definition = _pickling.dumps(plan)
-        check_workers(spark, definition, view.container_count)
+        definition = checked or _check_cluster(spark, plan, view, system)
     except BaseException:
         statemgr.close()
         raise
@@ -227,20 +231,17 @@ def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> Topolo
             log.warning("resuming topology %s (%s) from %s as generation %d (TMaster in "
                         "container 0)", name, run.topology_id, statemgr.location,
                         run.generation)
-        else:
-            statemgr.clear_spout_states(name)
-            if statemgr.get_committed_checkpoint(name) is not None:
-                statemgr.clear_committed_checkpoint(name)
-                CheckpointStore(root, name).clear()
-            # What container 0's TMaster starts from: the id, submission and paused state.
-            statemgr.set_execution_state(name, execution_state.from_status({
+            starting = None
+        else:  # what container 0's TMaster starts from: the id, submission and paused state
+            starting = execution_state.from_status({
                 "name": name, "id": run.topology_id, "state": "STARTING",
                 "generation": run.generation, "paused": run.deactivated,
                 "containers": run.view.container_count,
-                "submission": _submission(run.spark_master, run.local)}))
-        statemgr.delete(name, TMASTER_LOCATION)  # a dead TMaster's record, if any
-        statemgr.set_topology(_topology_proto(run.plan, run.topology_id, run.definition))
-        statemgr.set_packing_plan(name, run.packing)
+                "submission": _submission(run.spark_master, run.local)})
+        run_on(statemgr, _write_container_run, name, root,
+               None if starting is None else execution_state.encode(starting),
+               _topology_proto(run.plan, run.topology_id, run.definition).SerializeToString(),
+               run.packing.SerializeToString())
     except BaseException:
         statemgr.close()
         raise
@@ -280,6 +281,61 @@ def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> Topolo
     log.info("submitted %s: %d containers, %d tasks; its TMaster runs in container 0", name,
              run.view.container_count, len(run.view.task_component))
     return handle
+
+
+def _check_cluster(spark, plan: LogicalPlan, view: PlanView, system: SystemConfig) -> bytes:
+    """Check the slots and the executors' Python for ``plan``; return its definition."""
+    check_slots(spark, view.container_count, system.spark_slots_wait_secs)
+    definition = _pickling.dumps(plan)
+    check_workers(spark, definition, view.container_count)
+    return definition
+
+
+def _write_container_run(statemgr, name: str, root: str, starting: bytes | None,
+                         topology: bytes, packing: bytes) -> None:
+    """Store what container 0 starts from (one Spark job through a ``RemoteStateManager``).
+
+    A new run (``starting``: its encoded STARTING execution state) forgets the spout
+    checkpoints and the committed checkpoint (and its files under ``root``). Either way, a
+    dead TMaster's location goes, and the serialized topology and packing plan are stored
+    (protobuf messages do not pickle, so every argument and result is plain bytes).
+    """
+    if starting is not None:
+        statemgr.clear_spout_states(name)
+        if statemgr.get_committed_checkpoint(name) is not None:
+            statemgr.clear_committed_checkpoint(name)
+            CheckpointStore(root, name).clear()
+        statemgr.put(name, EXECUTION_STATE, starting)
+    statemgr.delete(name, TMASTER_LOCATION)  # a dead TMaster's record, if any
+    statemgr.put(name, TOPOLOGY, topology)
+    statemgr.put(name, PACKING_PLAN, packing)
+
+
+def _open_state_manager(spark, master: str | None, system: SystemConfig):
+    """Return ``(spark, statemgr)``: the state manager submit reads and writes.
+
+    Under Spark Connect with the TMaster in container 0 the client may reach nothing but the
+    Connect endpoint, so the state manager is used through one-task Spark jobs
+    (``RemoteStateManager``; the session is made here). Otherwise it is opened here directly
+    and ``spark`` is returned as given.
+    """
+    if tmaster_placement(system, True) == "container" and _connect_requested(spark):
+        spark = _spark_session(spark, master, system)
+        if is_connect(spark):
+            return spark, RemoteStateManager(spark, system.statemgr)
+    return spark, open_state_manager(system.statemgr)
+
+
+def _connect_requested(spark) -> bool:
+    """Return whether submit runs on a Spark Connect session (without making one)."""
+    if spark is not None:
+        return is_connect(spark)
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return is_connect(active)
+    return bool(os.environ.get("SPARK_REMOTE") or os.environ.get("SPARK_CONNECT_MODE_ENABLED"))
 
 
 def _submission(master: str, local: bool) -> dict:
@@ -407,6 +463,19 @@ def _spark_error_summary(error: BaseException) -> str:
              and not line.lstrip().startswith("at ")]
     cause = deterministic_failure(error)
     return "\n".join(([cause] if cause else []) + lines[:12])
+
+
+def _prior_run(statemgr, name: str) -> tuple[bytes | None, bytes | None]:
+    """Refuse a running topology; return its prior execution state and stored topology.
+
+    Both serialized (protobuf messages do not pickle); the stored topology only when the
+    prior run is live (a resume keeps its parallelism). One Spark job through a
+    ``RemoteStateManager`` (the TMaster is then asked from the executor).
+    """
+    _refuse_if_running(statemgr, name)  # fast path; the TMaster claim decides
+    prior = statemgr.get(name, EXECUTION_STATE)
+    live = prior is not None and execution_state.is_live(execution_state.decode(prior))
+    return prior, statemgr.get(name, TOPOLOGY) if live else None
 
 
 def _refuse_if_running(statemgr, name: str) -> None:

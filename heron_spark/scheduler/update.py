@@ -27,8 +27,9 @@ from heron_spark.plan.logical import LogicalPlan, _check_stmgrs
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
 from heron_spark.scheduler.remote import RemoteTMaster
+from heron_spark.scheduler.remote_statemgr import run_on
 from heron_spark.scheduler.spark_scheduler import BarrierStage, check_slots
-from heron_spark.statemgr.base import StateManager
+from heron_spark.statemgr.base import PACKING_PLAN, TOPOLOGY, StateManager
 from heron_spark.tmaster.master import TMaster
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,14 @@ def stored_parallelism(statemgr: StateManager, plan: LogicalPlan) -> LogicalPlan
     Used when resuming a topology whose driver died: the stored parallelism is what
     ``heron update`` last set. Components the stored topology does not name keep theirs.
     """
-    stored = statemgr.get_topology(plan.name)
+    return rescaled_to_stored(statemgr.get_topology(plan.name), plan)
+
+
+def rescaled_to_stored(stored, plan: LogicalPlan) -> LogicalPlan | None:
+    """Return ``plan`` rescaled to the ``stored`` topology's parallelism, or None if it matches.
+
+    ``stored`` is the ``topology_pb2.Topology`` in the state manager (None: nothing stored).
+    """
     if stored is None:
         return None
     changed = {c.name: c.parallelism for c in stored.components if c.name in plan.components
@@ -81,6 +89,12 @@ def stored_parallelism(statemgr: StateManager, plan: LogicalPlan) -> LogicalPlan
     log.warning("resuming topology %s with the parallelism it was updated to: %s", plan.name,
                 changed)
     return with_parallelism(plan, changed)
+
+
+def store_plans(statemgr: StateManager, name: str, topology: bytes, packing: bytes) -> None:
+    """Store a new generation's serialized topology and packing plan (one job when remote)."""
+    statemgr.put(name, TOPOLOGY, topology)
+    statemgr.put(name, PACKING_PLAN, packing)
 
 
 class Rescaler:
@@ -125,8 +139,9 @@ class Rescaler:
                 from heron_spark.scheduler.submit import _topology_proto
 
                 self.tmaster.begin_generation(generation, view)
-                self.statemgr.set_topology(_topology_proto(plan, self.topology_id, definition))
-                self.statemgr.set_packing_plan(plan.name, packing)
+                run_on(self.statemgr, store_plans, plan.name,
+                       _topology_proto(plan, self.topology_id, definition).SerializeToString(),
+                       packing.SerializeToString())
                 return True
 
             self.stage.relaunch(task, view.container_count, switch)
