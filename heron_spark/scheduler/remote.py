@@ -28,6 +28,7 @@ from heron_spark.contract import execution_state
 from heron_spark.errors import TopologyStateError
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import physical_plan_pb2, tmaster_pb2
+from heron_spark.scheduler.session import run_one_task
 from heron_spark.scheduler.spark_scheduler import is_cancellation
 from heron_spark.tmaster.core import TopologyState
 
@@ -92,33 +93,14 @@ class Asker:
 
     def _through_spark(self, raw: bytes) -> bytes:
         """Run the one-task job; interrupt it (its own tag) if it has no slot for too long."""
-        spark = self.spark
-        spark.addTag(self.tag)  # per thread: only this thread's next job carries it
-        timer = threading.Timer(_ASK_TIMEOUT_SECS, _interrupt, (spark, self.tag))
-        timer.daemon = True
-        timer.start()
         try:
-            frame = spark.range(1, numPartitions=1).mapInArrow(
-                AskTMaster(self.statemgr_url, self.topology, raw), _ANSWER_SCHEMA)
-            rows = frame.collect()
+            rows = run_one_task(self.spark, AskTMaster(self.statemgr_url, self.topology, raw),
+                                _ANSWER_SCHEMA, self.tag, _ASK_TIMEOUT_SECS)
         except Exception as exc:  # noqa: BLE001 - no answer: the caller says what that means
             log.warning("topology %s: asking its TMaster through a Spark job failed: %s",
                         self.topology, str(exc).splitlines()[0] if str(exc) else exc)
             return b""
-        finally:
-            timer.cancel()
-            try:
-                spark.removeTag(self.tag)
-            except Exception:  # noqa: BLE001 - a closed session has no tags to remove
-                pass
         return bytes(rows[0]["answer"]) if rows else b""
-
-
-def _interrupt(spark, tag: str) -> None:
-    try:
-        spark.interruptTag(tag)
-    except Exception:  # noqa: BLE001 - the session may be gone; the job then is too
-        pass
 
 
 def store_final_state(statemgr, name: str, topology_id: str, status: dict) -> None:

@@ -21,13 +21,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 import pickle
-import threading
 import time
 from typing import Any, Callable, Iterator
 from urllib.parse import urlparse, urlunparse
 
 from heron_spark import _pickling
 from heron_spark.errors import HeronSparkError, TopologyStateError
+from heron_spark.scheduler.session import run_one_task
 from heron_spark.statemgr.base import StateManager
 
 log = logging.getLogger(__name__)
@@ -172,20 +172,7 @@ class RemoteStateManager(StateManager):
         return self.batch([(target, args, kwargs)])[0]
 
     def _through_spark(self, request: bytes) -> bytes:
-        spark = self.spark
-        spark.addTag(self.tag)  # per thread: only this thread's next job carries it
-        timer = threading.Timer(_TIMEOUT_SECS, _interrupt, (spark, self.tag))
-        timer.daemon = True
-        timer.start()
-        try:
-            rows = spark.range(1, numPartitions=1).mapInArrow(
-                RunOnExecutor(request), _SCHEMA).collect()
-        finally:
-            timer.cancel()
-            try:
-                spark.removeTag(self.tag)
-            except Exception:  # noqa: BLE001 - a closed session has no tags to remove
-                pass
+        rows = run_one_task(self.spark, RunOnExecutor(request), _SCHEMA, self.tag, _TIMEOUT_SECS)
         if not rows:
             msg = f"the state manager job on {self.location} returned no row"
             raise RemoteStateError(msg)
@@ -235,10 +222,3 @@ def run_on(statemgr: StateManager, func: Callable, *args, **kwargs) -> Any:
     if isinstance(statemgr, RemoteStateManager):
         return statemgr.call(func, *args, **kwargs)
     return func(statemgr, *args, **kwargs)
-
-
-def _interrupt(spark, tag: str) -> None:
-    try:
-        spark.interruptTag(tag)
-    except Exception:  # noqa: BLE001 - the session may be gone; the job then is too
-        pass

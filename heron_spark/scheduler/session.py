@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import socket
+import threading
 
 log = logging.getLogger(__name__)
 _LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
@@ -108,3 +109,31 @@ def _server_cpus(spark) -> int:
     exec(compile(_CPU_PROBE_SOURCE, "<heron_spark cpu probe>", "exec"), namespace)  # noqa: S102
     rows = spark.range(1, numPartitions=1).mapInArrow(namespace["cpus"], "cpus long").collect()
     return int(rows[0]["cpus"])
+
+
+def run_one_task(spark, func, schema: str, tag: str, timeout_secs: float) -> list:
+    """Run ``func`` as a one-task ``mapInArrow`` job tagged ``tag``; return its rows.
+
+    Driver or Connect client only. The job is interrupted through its tag (tags are per
+    thread: only this thread's next job carries it) if it has not returned after
+    ``timeout_secs``, for example when the cluster has no free slot. Errors of the job raise.
+    """
+    spark.addTag(tag)
+    timer = threading.Timer(timeout_secs, _interrupt, (spark, tag))
+    timer.daemon = True
+    timer.start()
+    try:
+        return spark.range(1, numPartitions=1).mapInArrow(func, schema).collect()
+    finally:
+        timer.cancel()
+        try:
+            spark.removeTag(tag)
+        except Exception:  # noqa: BLE001 - a closed session has no tags to remove
+            pass
+
+
+def _interrupt(spark, tag: str) -> None:
+    try:
+        spark.interruptTag(tag)
+    except Exception:  # noqa: BLE001 - the session may be gone; the job then is too
+        pass
