@@ -5,11 +5,18 @@ The protobuf modules under ``heron_spark/proto`` are generated from ``proto/*.pr
 ``tests/test_proto_fresh.py`` fails when they are stale.
 """
 
+import re
+from pathlib import Path
+
 from setuptools import find_packages, setup
+
+# One version: heron_spark/_version.py (read as text, so setup.py imports nothing of the package).
+VERSION = re.search(r'__version__ = "([^"]+)"',
+                    (Path(__file__).parent / "heron_spark" / "_version.py").read_text()).group(1)
 
 setup(
     name="heron_spark",
-    version="0.1.0",
+    version=VERSION,
     description="Apache Heron's stream-processing semantics on Spark barrier tasks",
     python_requires=">=3.10",
     # heron_spark/heronpy is installed as top-level ``heronpy``: Heron topologies import it
