@@ -172,18 +172,8 @@ def test_a_client_that_reaches_only_the_connect_endpoint_runs_and_manages_a_topo
     assert result["states"][0] == "RUNNING"
     assert result["registered"] == [0, 1] and result["plan_stmgrs"] == 2
     assert "netns-wc" in result["repr"]
-    assert result["state"] == "FINISHED"
-    expected = _expected(client, 1000)
-    raw, _unique, _records = rwc.read_counts(client / "out")
-    assert collections.Counter(raw) == expected
-    assert result["counted"] == sum(expected.values())
-    assert result["paused"] == "PAUSED"
-    assert result["killed"] == "KILLED"
-    work = client / "work"
-    wait_until(lambda: not faults.processes_under(work), 30,
-               message="every heron_spark process of the topologies to exit")
-    left = subprocess.run(["pgrep", "-af", "heron_spark"], capture_output=True, text=True)
-    assert str(work) not in left.stdout
+    _check_netns_run(result, client)
+    _check_nothing_left(client / "work")
 
 
 def test_a_netns_client_with_a_zookeeper_it_cannot_reach_submits_through_spark(
@@ -218,6 +208,15 @@ def test_a_netns_client_with_a_zookeeper_it_cannot_reach_submits_through_spark(
           f"({result['statemgr_jobs']} by the end)")
     assert result["statemgr"] == "RemoteStateManager"
     assert result["submit_statemgr_jobs"] == 2  # the checks, then the writes
+    _check_netns_run(result, client)
+    assert stored == {"netns-wc": "FINISHED", "netns-forever": "KILLED"}
+    assert {"netns-wc", "netns-forever"} <= set(topologies)
+    assert not (client / "state").exists()  # nothing stored on the client's side
+    _check_nothing_left(client / "work")
+
+
+def _check_netns_run(result: dict, client) -> None:
+    """Check what the netns client saw: the word count FINISHED and exact, pause, kill."""
     assert result["state"] == "FINISHED"
     expected = _expected(client, 1000)
     raw, _unique, _records = rwc.read_counts(client / "out")
@@ -225,10 +224,10 @@ def test_a_netns_client_with_a_zookeeper_it_cannot_reach_submits_through_spark(
     assert result["counted"] == sum(expected.values())
     assert result["paused"] == "PAUSED"
     assert result["killed"] == "KILLED"
-    assert stored == {"netns-wc": "FINISHED", "netns-forever": "KILLED"}
-    assert {"netns-wc", "netns-forever"} <= set(topologies)
-    assert not (client / "state").exists()  # nothing stored on the client's side
-    work = client / "work"
+
+
+def _check_nothing_left(work) -> None:
+    """Wait for every heron_spark process under ``work`` to exit; none may be left."""
     wait_until(lambda: not faults.processes_under(work), 30,
                message="every heron_spark process of the topologies to exit")
     left = subprocess.run(["pgrep", "-af", "heron_spark"], capture_output=True, text=True)
