@@ -26,6 +26,9 @@ setup(
               *(("heronpy" + p[len("heron_spark.heronpy"):]) for p in
                 find_packages(include=["heron_spark.heronpy", "heron_spark.heronpy.*"]))],
     package_dir={"heronpy": "heron_spark/heronpy"},
+    # PySpark 4 registers the DefaultSource of every top-level pyspark_* module it finds on its
+    # workers' Python path: this one makes format("heron_spark") work with no registration.
+    py_modules=["pyspark_heron_spark"],
     # The tracker's web UI: static files served from the installed package. py.typed: the
     # package ships its type hints (PEP 561), so users' type checkers read them.
     package_data={"heron_spark": ["py.typed"], "heron_spark.tracker": ["ui/*", "ui/*/*"]},

@@ -15,7 +15,7 @@ from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, Base
                              TupleHelper, WindowContext, api_constants, batch_source,
                              global_metrics)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
-                                ConnectExtrasError,
+                                ConnectExtrasError, DataSourceOptionError,
                                 DuplicateMetricError, HeronSparkError,
                                 TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
@@ -25,6 +25,7 @@ from heron_spark.api import _entry_points
 from heron_spark.api.serializer import load_serializer_named as _load_serializer_named
 from heron_spark.heronpy_alias import install as install_heronpy_alias
 from heron_spark.io import FileSpout
+from heron_spark.sql import register_data_source
 from heron_spark.wire import serializer_loader as _serializer_loader
 
 
@@ -55,7 +56,7 @@ _serializer_loader.register(_load_serializer_named)
 __all__ = [
     "AssignableMetric", "AssignableMetrics", "AuthenticationError", "BaseBolt", "BaseSpout",
     "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
-    "CountMetric",
+    "CountMetric", "DataSourceOptionError",
     "DuplicateMetricError", "FileSpout",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
     "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
@@ -66,5 +67,6 @@ __all__ = [
     "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError", "TopologyValueError",
     "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",
     "WorkerEnvironmentError", "WrongPlaceError", "__version__",
-    "api_constants", "batch_source", "global_metrics", "install_heronpy_alias", "submit",
+    "api_constants", "batch_source", "global_metrics", "install_heronpy_alias",
+    "register_data_source", "submit",
 ]

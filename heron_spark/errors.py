@@ -119,6 +119,18 @@ class TopologyNotFoundError(HeronSparkError, LookupError):
                          f"Fix: check the name with `heron-spark list`")
 
 
+class DataSourceOptionError(HeronSparkError, ValueError):
+    """An option of the ``heron_spark`` Spark data source cannot be used as given."""
+
+    def __init__(self, option: str, value: Any, problem: str, fix: str) -> None:
+        self.option = option
+        self.value = value
+        self.problem = problem
+        self.fix = fix
+        super().__init__(f"heron_spark data source option {option!r} = {value!r}: {problem}. "
+                         f"Fix: {fix}")
+
+
 class AuthenticationError(HeronSparkError, ConnectionError):
     """A peer failed to prove it knows the topology's secret."""
 

@@ -9,7 +9,7 @@ EXPECTED = {
     "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout",
     "Bolt",
     "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
-    "CountMetric", "DuplicateMetricError", "FileSpout",
+    "CountMetric", "DataSourceOptionError", "DuplicateMetricError", "FileSpout",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
     "SlidingWindowBolt", "Spout",
@@ -22,7 +22,8 @@ EXPECTED = {
     "TopologyValueError", "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",
     "WorkerEnvironmentError", "WrongPlaceError",
     "__version__",
-    "api_constants", "batch_source", "install_heronpy_alias", "submit",
+    "api_constants", "batch_source", "install_heronpy_alias", "register_data_source",
+    "submit",
 }
 
 

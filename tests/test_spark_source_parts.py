@@ -1,0 +1,168 @@
+"""The ``heron_spark`` data source's parts, without Spark: the commit log and option resolution.
+
+The commit log is read from real files in the exact layout Spark's ``FileStreamSinkLog``
+writes (``v1`` + one JSON line per file, ``N.compact`` every compactInterval batches, temp and
+checksum files beside them). Resolution reads a topology stored in a real local state manager
+folder, written the way ``submit`` writes it.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from heron_spark import Bolt, DataSourceOptionError, Grouping, Spout, Stream, TopologyBuilder
+from heron_spark.plan.logical import build_logical_plan
+from heron_spark.scheduler.submit import _topology_proto
+from heron_spark.sql import reading, resolve, sink_log
+from heron_spark.statemgr import LocalFileStateManager
+
+
+def _write_batch(folder, name: str, paths: list[str], action: str = "add") -> None:
+    meta = folder / "_spark_metadata"
+    meta.mkdir(parents=True, exist_ok=True)
+    lines = ["v1"] + [json.dumps({"path": path, "size": 100, "isDir": False,
+                                  "modificationTime": 1, "blockReplication": 1,
+                                  "blockSize": 1, "action": action}) for path in paths]
+    (meta / name).write_text("\n".join(lines))
+
+
+def test_batch_ids_know_compact_files_and_skip_temp_and_checksum_files():
+    names = ["0", "1", ".2.crc", ".3.5e7f.tmp", "9.compact", "10", "_x", "11.compact.tmp"]
+    assert sink_log.batch_ids(names) == {0: False, 1: False, 9: True, 10: False}
+
+
+def test_files_to_read_starts_at_the_last_compact_file_at_or_below():
+    batches = {**{b: False for b in range(9)}, 9: True, 10: False, 11: False}
+    assert sink_log.files_to_read(batches, 8) == [str(b) for b in range(9)]
+    assert sink_log.files_to_read(batches, 11) == ["9.compact", "10", "11"]
+    assert sink_log.files_to_read(batches, -1) == []
+    cleaned = {9: True, 10: False}                     # batches 0..8 deleted after compaction
+    assert sink_log.files_to_read(cleaned, 10) == ["9.compact", "10"]
+    assert sink_log.files_to_read(cleaned, 5) is None
+
+
+def test_the_log_gives_each_file_to_exactly_one_batch_range_across_a_compaction(tmp_path):
+    files = {b: f"file://{tmp_path}/part-{b}.parquet" for b in range(13)}
+    for batch in range(13):
+        if batch == 9:   # compaction: everything of batches 0..9, and a deletion applied
+            _write_batch(tmp_path, "9.compact", [files[b] for b in range(10)])
+        else:
+            _write_batch(tmp_path, str(batch), [files[batch]])
+    log = reading.open_log(str(tmp_path))
+    assert log.latest() == 12
+    seen = []
+    for start, end in [(-1, 3), (3, 8), (8, 9), (9, 9), (9, 12)]:
+        seen += [f.path for f in log.files_between(start, end)]
+    assert seen == [files[b] for b in range(13)]
+    fresh = reading.open_log(str(tmp_path))           # no cache: a restarted query
+    assert [f.path for f in fresh.files_between(7, 11)] == [files[b] for b in (8, 9, 10, 11)]
+
+
+def test_a_delete_entry_removes_a_file(tmp_path):
+    _write_batch(tmp_path, "0", ["file:///a", "file:///b"])
+    _write_batch(tmp_path, "1", ["file:///a"], action="delete")
+    log = reading.open_log(str(tmp_path))
+    assert [f.path for f in log.files_between(-1, 1)] == ["file:///b"]
+
+
+def test_a_folder_without_a_log_has_no_batches_and_no_schema(tmp_path):
+    log = reading.open_log(str(tmp_path / "nothing-yet"))
+    assert log.latest() == -1
+    with pytest.raises(DataSourceOptionError) as info:
+        reading.infer_schema(str(tmp_path), [])
+    assert info.value.option == "path"
+
+
+def test_a_file_that_is_not_a_commit_log_is_one_clear_error(tmp_path):
+    (tmp_path / "_spark_metadata").mkdir()
+    (tmp_path / "_spark_metadata" / "0").write_text("hello\n")
+    with pytest.raises(DataSourceOptionError) as info:
+        reading.open_log(str(tmp_path)).files_upto(0)
+    assert info.value.option == "path"
+
+
+def test_partition_values_and_partition_planning(tmp_path):
+    base = f"file://{tmp_path}"
+    assert reading.partition_values(str(tmp_path), f"{base}/k=1/s=a%20b/part-0.parquet") == [
+        ("k", "1"), ("s", "a b")]
+    assert reading.partition_values(str(tmp_path), f"{base}/k=__HIVE_DEFAULT_PARTITION__/p") \
+        == [("k", None)]
+    files = [sink_log.SinkFile(f"f{i}", size) for i, size in enumerate([60, 60, 200, 10])]
+    assert reading.plan_partitions(files, max_bytes=128) == [["f0", "f1"], ["f2"], ["f3"]]
+
+
+class _Words(Spout):
+    outputs = ["word", Stream(["word", "n"], name="counted")]
+
+    def next_tuple(self):
+        pass
+
+
+class _Echo(Bolt):
+    outputs = ["word"]
+
+    def process(self, tup):
+        pass
+
+
+def _store(tmp_path, builder: TopologyBuilder, name: str) -> str:
+    plan = build_logical_plan(builder.build(), name)
+    url = f"file://{tmp_path}/state"
+    with LocalFileStateManager(f"{tmp_path}/state") as statemgr:
+        statemgr.set_topology(_topology_proto(plan, "id-1", b""))
+    return url
+
+
+def _topology(tmp_path) -> str:
+    builder = TopologyBuilder("words")
+    words = builder.add_spout("words", _Words, par=1)
+    echo = builder.add_bolt("echo", _Echo, par=1, inputs={words: Grouping.SHUFFLE})
+    builder.add_bolt("out", _Echo, par=1, inputs={echo: Grouping.SHUFFLE},
+                     config={resolve.PARQUET_PATH: f"{tmp_path}/echoed"})
+    builder.add_bolt("counted_out", _Echo, par=1,
+                     inputs={words["counted"]: Grouping.SHUFFLE},
+                     config={resolve.PARQUET_PATH: f"{tmp_path}/counted"})
+    return _store(tmp_path, builder, "words")
+
+
+def test_a_topology_stream_resolves_to_the_parquet_sink_that_subscribes_to_it(tmp_path):
+    url = _topology(tmp_path)
+    ask = {"topology": "words", "heron.statemgr": url}
+    assert resolve.resolve_path({**ask, "component": "echo"}) == f"{tmp_path}/echoed"
+    assert resolve.resolve_path({**ask, "component": "words", "stream": "counted"}) == \
+        f"{tmp_path}/counted"
+    assert resolve.resolve_path({**ask, "component": "out"}) == f"{tmp_path}/echoed"
+    assert resolve.resolve_path({"path": "s3://bucket/x"}) == "s3://bucket/x"
+
+
+@pytest.mark.parametrize(("options", "option", "value"), [
+    ({"topology": "nope", "component": "echo"}, "topology", "nope"),
+    ({"topology": "words", "component": "ghost"}, "component", "ghost"),
+    ({"topology": "words", "component": "words"}, "component", "words"),   # nothing on default
+    ({"topology": "words", "component": "echo", "stream": "other"}, "stream", "other"),
+    ({"topology": "words"}, "component", None),
+    ({}, "topology", None),
+    ({"topology": "words", "path": "/x", "component": "echo"}, "path", "/x"),
+])
+def test_options_that_name_nothing_readable_are_one_error_naming_the_option(
+        tmp_path, options, option, value):
+    url = _topology(tmp_path)
+    with pytest.raises(DataSourceOptionError) as info:
+        resolve.resolve_path({**options, "heron.statemgr": url})
+    assert (info.value.option, info.value.value) == (option, value)
+
+
+def test_a_sink_that_mixes_two_streams_is_refused_for_one_of_them(tmp_path):
+    builder = TopologyBuilder("mixed")
+    words = builder.add_spout("words", _Words, par=1)
+    builder.add_bolt("out", _Echo, par=1,
+                     inputs={words: Grouping.SHUFFLE, words["counted"]: Grouping.SHUFFLE},
+                     config={resolve.PARQUET_PATH: f"{tmp_path}/mixed"})
+    url = _store(tmp_path, builder, "mixed")
+    with pytest.raises(DataSourceOptionError) as info:
+        resolve.resolve_path({"topology": "mixed", "component": "words", "heron.statemgr": url})
+    assert info.value.option == "component"
+    assert resolve.resolve_path({"topology": "mixed", "component": "out",
+                                 "heron.statemgr": url}) == f"{tmp_path}/mixed"
