@@ -86,7 +86,7 @@ def infer_schema(base: str, files: Sequence[SinkFile]):
     """
     import pyarrow.parquet as pq
     from pyspark.sql.pandas.types import from_arrow_schema
-    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+    from pyspark.sql import types
 
     if not files:
         raise DataSourceOptionError(PATH, base, "no rows are committed there yet, so there "
@@ -101,9 +101,11 @@ def infer_schema(base: str, files: Sequence[SinkFile]):
         for key, value in partition_values(base, sink_file.path):
             keys.setdefault(key, []).append(value)
     fields = [field for field in schema.fields if field.name not in keys]
-    fields += [StructField(key, _parse_datatype_string(_spark_type(values)), True)
+    spark_types = {"int": types.IntegerType(), "bigint": types.LongType(),
+                   "double": types.DoubleType(), "string": types.StringType()}
+    fields += [types.StructField(key, spark_types[_spark_type(values)], True)
                for key, values in keys.items()]
-    return StructType(fields)
+    return types.StructType(fields)
 
 
 def plan_partitions(files: Sequence[SinkFile],
