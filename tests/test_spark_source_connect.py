@@ -1,0 +1,35 @@
+"""``readStream.format("heron_spark")`` from a Spark Connect client, on a real Connect server.
+
+The client (``spark_source_connect_client.py``, its own process: Connect session only) resolves
+the stream by topology, component and stream from a stored topology, never registers the
+source (the server's workers find ``pyspark_heron_spark``), and must see every committed row
+once, including rows committed after its query started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from connect_support import REPO_ROOT, TESTS_DIR
+
+pytestmark = pytest.mark.connect
+
+
+def test_a_connect_client_streams_a_topology_s_committed_rows(connect_server, tmp_path):
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("PYSPARK_GATEWAY")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR)])
+    proc = subprocess.run([sys.executable, str(TESTS_DIR / "spark_source_connect_client.py"),
+                           connect_server.url, str(tmp_path)], env=env, capture_output=True,
+                          text=True, timeout=420, check=False)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    assert proc.returncode == 0 and lines, (proc.stdout[-3000:], proc.stderr[-6000:])
+    result = json.loads(lines[-1])
+    print(f"Connect: a committed batch reached the query after {result['latency_secs']:.2f} s")
+    assert result["connect"].startswith("pyspark.sql.connect")
+    assert (result["first"], result["after"]) == (12 * 7, 15 * 7)
+    assert result["first_ok"] and result["after_ok"]
