@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from spark_source_support import SCHEMA, Producer, expected_rows
+from spark_source_support import ROWS_PER_FILE, SCHEMA, Producer, expected_rows
 
 from heron_spark import register_data_source
 from heron_spark.testing import wait_until
@@ -44,11 +44,11 @@ def test_streaming_and_batch_reads_see_each_committed_row_once(spark, tmp_path):
         wait_until(lambda: _rows(spark, "heron_spark_stream") == expected_rows(12), 120,
                    message=lambda: f"rows so far: {len(_rows(spark, 'heron_spark_stream'))}")
         latencies = []
-        for round_ in range(2):                            # batches 12..14, then 15..17
+        for _ in range(2):                                 # batches 12..14, then 15..17
             producer.produce(3)
             committed = time.monotonic()
             wait_until(lambda: len(_rows(spark, "heron_spark_stream")) >= producer.written
-                       * 7, 120, message="the rows committed after the query started")
+                       * ROWS_PER_FILE, 120, message="the rows committed after the query started")
             latencies.append(time.monotonic() - committed)
         assert _rows(spark, "heron_spark_stream") == expected_rows(18)
         print(f"committed batch visible in the streaming query after {latencies} s")

@@ -166,3 +166,62 @@ def test_a_sink_that_mixes_two_streams_is_refused_for_one_of_them(tmp_path):
     assert info.value.option == "component"
     assert resolve.resolve_path({"topology": "mixed", "component": "out",
                                  "heron.statemgr": url}) == f"{tmp_path}/mixed"
+
+
+def test_the_stream_reader_offsets_are_batch_ids_and_starting_offsets_picks_the_first(
+        tmp_path):
+    from heron_spark.sql.source import HeronSparkDataSource
+
+    for batch in range(3):
+        _write_batch(tmp_path, str(batch), [f"file:///p{batch}"])
+    earliest = HeronSparkDataSource({"path": str(tmp_path)}).streamReader(None)
+    latest = HeronSparkDataSource({"path": str(tmp_path),
+                                   "startingOffsets": "latest"}).streamReader(None)
+    assert earliest.initialOffset() == {"batch": -1}
+    assert latest.initialOffset() == {"batch": 2}
+    assert earliest.latestOffset({"batch": -1}, None) == {"batch": 2}
+    parts = earliest.partitions({"batch": 0}, {"batch": 2})
+    assert [p.uris for p in parts] == [["file:///p1", "file:///p2"]]
+    assert latest.partitions({"batch": 2}, {"batch": 2}) == []
+    with pytest.raises(DataSourceOptionError) as info:
+        HeronSparkDataSource({"path": str(tmp_path), "startingOffsets": "middle"})
+    assert info.value.option == "startingOffsets"
+
+
+def test_the_state_manager_defaults_as_submit_does():
+    from heron_spark.config import build_system_config, read_conf_file
+
+    assert resolve.statemgr_url({}) == build_system_config(read_conf_file()).statemgr
+    assert resolve.statemgr_url({"heron.statemgr": "zk://h:1/r"}) == "zk://h:1/r"
+
+
+def test_pyspark_s_own_lookup_registers_the_source_as_heron_spark(tmp_path):
+    """PySpark's worker-side lookup (``lookup_data_sources._main``), run as Spark runs it.
+
+    With the repository on the path, as an installed (non-editable) heron_spark puts
+    ``pyspark_heron_spark`` in site-packages; an editable install's import hook hides it from
+    the lookup's ``pkgutil.iter_modules``.
+    """
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = (
+        "import io\n"
+        "from pyspark.serializers import read_int, UTF8Deserializer\n"
+        "from pyspark.sql.worker.lookup_data_sources import _main\n"
+        "from pyspark.worker_util import pickleSer\n"
+        "out = io.BytesIO()\n"
+        "_main(io.BytesIO(), out)\n"
+        "out.seek(0)\n"
+        "for _ in range(read_int(out)):\n"
+        "    name = UTF8Deserializer().loads(out)\n"
+        "    source = pickleSer._read_with_length(out)\n"
+        "    print(name, source.__module__, source.__name__)\n")
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120, check=False, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "heron_spark heron_spark.sql.source HeronSparkDataSource" in proc.stdout.splitlines()

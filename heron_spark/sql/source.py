@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
 from heron_spark.errors import DataSourceOptionError
 from heron_spark.sql import reading
 from heron_spark.sql.resolve import resolve_path
+from heron_spark.sql.sink_log import SinkLog
 
 NAME = "heron_spark"
 STARTING_OFFSETS = "startingOffsets"
@@ -98,9 +99,9 @@ class _StreamReader(DataSourceStreamReader):
         self.base = base
         self.schema = schema
         self.starting = starting
-        self._log = None
+        self._log: SinkLog | None = None
 
-    def _sink_log(self):
+    def _sink_log(self) -> SinkLog:
         if self._log is None:  # the reader lives in one driver-side worker for the query
             self._log = reading.open_log(self.base)
         return self._log
