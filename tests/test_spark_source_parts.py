@@ -134,6 +134,8 @@ def test_a_topology_stream_resolves_to_the_parquet_sink_that_subscribes_to_it(tm
     assert resolve.resolve_path({**ask, "component": "words", "stream": "counted"}) == \
         f"{tmp_path}/counted"
     assert resolve.resolve_path({**ask, "component": "out"}) == f"{tmp_path}/echoed"
+    assert resolve.resolve_path({**ask, "component": "out", "stream": "default"}) == \
+        f"{tmp_path}/echoed"
     assert resolve.resolve_path({"path": "s3://bucket/x"}) == "s3://bucket/x"
 
 
@@ -142,6 +144,7 @@ def test_a_topology_stream_resolves_to_the_parquet_sink_that_subscribes_to_it(tm
     ({"topology": "words", "component": "ghost"}, "component", "ghost"),
     ({"topology": "words", "component": "words"}, "component", "words"),   # nothing on default
     ({"topology": "words", "component": "echo", "stream": "other"}, "stream", "other"),
+    ({"topology": "words", "component": "out", "stream": "counted"}, "stream", "counted"),
     ({"topology": "words"}, "component", None),
     ({}, "topology", None),
     ({"topology": "words", "path": "/x", "component": "echo"}, "path", "/x"),

@@ -4,7 +4,8 @@
 ``default``) name a stream; the stored topology (state manager ``heron.statemgr``, defaulting
 as ``submit`` does: ``conf/heron_spark.yaml``, else ``SystemConfig``'s) says which component
 writes it to Parquet: ``component`` itself when its component config has ``parquet.path`` (a
-``ParquetSink``), else the one ``ParquetSink`` subscribed to that component's stream.
+``ParquetSink``: then ``stream`` may only be ``default``), else the one ``ParquetSink``
+subscribed to that component's stream and to nothing else.
 
 ``sink_path_in`` is the I/O-free core over a ``topology_pb2.Topology``; ``resolve_path`` adds
 the state manager. Driver only.
@@ -46,7 +47,12 @@ def sink_path_in(topology, component: str, stream: str | None) -> str:
         raise DataSourceOptionError(COMPONENT, component,
                                     f"topology {topology.name!r} has no such component",
                                     f"use one of {sorted(components)}")
-    if PARQUET_PATH in comp.config and stream is None:
+    if PARQUET_PATH in comp.config:
+        if stream not in (None, DEFAULT_STREAM):
+            raise DataSourceOptionError(STREAM, stream, f"component {component!r} is a "
+                                        f"ParquetSink: its rows are what it writes, not a "
+                                        f"stream", "drop the stream option, or name the "
+                                        "component that emits the stream")
         return str(comp.config[PARQUET_PATH])
     stream = stream or DEFAULT_STREAM
     declared = [out.stream for out in comp.outputs]
