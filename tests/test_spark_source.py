@@ -17,9 +17,12 @@ from heron_spark import register_data_source
 from heron_spark.testing import wait_until
 
 pytestmark = pytest.mark.spark
+WAIT_SECS = 300  # generous: the test machine may be loaded
 
 
-def _rows(spark, table: str) -> list[tuple]:
+def _rows(spark, table: str, query=None) -> list[tuple]:
+    if query is not None and query.exception() is not None:
+        raise AssertionError(f"the streaming query failed: {query.exception()}")
     return sorted(tuple(row) for row in spark.sql(f"SELECT n, word, bucket FROM {table}")
                   .collect())
 
@@ -41,16 +44,16 @@ def test_streaming_and_batch_reads_see_each_committed_row_once(spark, tmp_path):
     query = (stream.writeStream.format("memory").queryName("heron_spark_stream")
              .option("checkpointLocation", str(tmp_path / "reader-checkpoint")).start())
     try:
-        wait_until(lambda: _rows(spark, "heron_spark_stream") == expected_rows(12), 120,
-                   message=lambda: f"rows so far: {len(_rows(spark, 'heron_spark_stream'))}")
+        wait_until(lambda: _rows(spark, "heron_spark_stream", query) == expected_rows(12),
+                   WAIT_SECS, message=lambda: f"12 batches' rows ({query.lastProgress})")
         latencies = []
         for _ in range(2):                                 # batches 12..14, then 15..17
             producer.produce(3)
             committed = time.monotonic()
-            wait_until(lambda: len(_rows(spark, "heron_spark_stream")) >= producer.written
-                       * ROWS_PER_FILE, 120, message="the rows committed after the query started")
+            wait_until(lambda: len(_rows(spark, "heron_spark_stream", query)) >= producer.written
+                       * ROWS_PER_FILE, WAIT_SECS, message="the rows committed after the query started")
             latencies.append(time.monotonic() - committed)
-        assert _rows(spark, "heron_spark_stream") == expected_rows(18)
+        assert _rows(spark, "heron_spark_stream", query) == expected_rows(18)
         print(f"committed batch visible in the streaming query after {latencies} s")
         assert query.exception() is None
     finally:
@@ -65,10 +68,10 @@ def test_a_user_schema_reads_a_sink_with_nothing_committed_yet(spark, tmp_path):
              .option("checkpointLocation", str(tmp_path / "reader-checkpoint")).start())
     try:
         query.processAllAvailable()
-        assert _rows(spark, "heron_spark_empty") == []
+        assert _rows(spark, "heron_spark_empty", query) == []
         producer = Producer(spark, tmp_path)
         producer.produce(2)
-        wait_until(lambda: _rows(spark, "heron_spark_empty") == expected_rows(2), 120,
+        wait_until(lambda: _rows(spark, "heron_spark_empty", query) == expected_rows(2), WAIT_SECS,
                    message="rows of the first batches")
     finally:
         query.stop()
