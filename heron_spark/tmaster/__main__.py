@@ -9,6 +9,21 @@ managers of that generation wait for it there), and serves until its container s
 (SIGTERM, once the stmgrs exited). To replace every container (a stmgr stayed away), it exits
 with ``ExitCode.RECOVER``: its container fails the barrier task and the submitter resubmits
 the stage as the next generation, whose TMaster resumes from the state manager.
+
+The tracker (HTTP API and UI, ``heron.tracker.port``: -1 none, 0 any free port) runs in this
+process beside the TMaster, on the same host (the executor's address), started through
+``tmaster.tracker_hook``; its port and URL go into the TMaster's claim with the generation, so
+a handle and ``heron-spark ui`` find the current generation's tracker. A thread rather than a
+child of its own: it lives and dies with the TMaster whose location record carries its URL,
+and needs no supervision, ready file or argv of its own.
+
+If container 0's task dies under it (Spark killed the barrier task: the stage was cancelled,
+or, under Spark Connect, the server abandoned it after its client went away for
+``spark.connect.execute.manager.detachedTimeout``; or its executor was lost), the TMaster
+hears it (SIGTERM as its parent-death signal) and, unless the topology had already ended,
+stores the execution state KILLED with that reason before it exits. A submitter that is still
+there resubmits the stage; the next generation's TMaster resumes from that record (its paused
+state) and replaces it.
 """
 
 from __future__ import annotations
@@ -31,21 +46,36 @@ log = logging.getLogger("heron_spark.tmaster")
 def main(argv: list[str] | None = None) -> int:
     """Run the TMaster of container 0 from its command line (``TMasterArgs``)."""
     args = TMasterArgs.from_argv(argv)
-    _process.become_child("hs-tmaster")
+    stop = threading.Event()
+    orphaned = threading.Event()  # container 0's task died under this process
+    parent = os.getppid()
+
+    def on_parent_death() -> None:
+        orphaned.set()
+        stop.set()
+
+    def on_sigterm(signum, frame) -> None:  # the supervisor's stop, or the parent-death signal
+        if os.getppid() != parent:
+            orphaned.set()
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    _process.become_child("hs-tmaster", on_parent_death=on_parent_death)
     from heron_spark.container.files import ContainerFiles
 
     files = ContainerFiles(args.workdir)
     _process.setup_logging(files.log(layout.TMASTER))
     try:
-        return _serve(args, files)
+        return _serve(args, files, stop, orphaned)
     except Exception:  # noqa: BLE001 - log why the TMaster died, then exit non-zero
         log.exception("TMaster failed")
         return ExitCode.FAILED
 
 
-def _serve(args: TMasterArgs, files) -> int:
+def _serve(args: TMasterArgs, files, stop: threading.Event, orphaned: threading.Event) -> int:
     from heron_spark.statemgr import open_state_manager
     from heron_spark.statemgr.checkpoints import checkpoint_root
+    from heron_spark.tmaster import tracker_hook
     from heron_spark.tmaster.master import TMaster
     from heron_spark.tmaster.metrics_cache import MetricsCache
 
@@ -53,19 +83,16 @@ def _serve(args: TMasterArgs, files) -> int:
     view = files.load_plan()
     name = view.logical.name
     statemgr = open_state_manager(config.statemgr)
-    stop = threading.Event()
     recover: list[str] = []
-
-    def on_sigterm(signum, frame) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    tracker = None
     try:
         stored = statemgr.get_topology(name)
         topology_id = stored.id if stored is not None else name
         prior = statemgr.get_execution_state(name)
-        resumed = execution_state.is_live(prior) and prior is not None \
-            and prior.id == topology_id and prior.generation < args.generation
+        # The last generation's record: live, or KILLED by its TMaster when container 0's task
+        # died under it; either way this generation takes over from it (its paused state).
+        resumed = prior is not None and prior.id == topology_id \
+            and prior.generation < args.generation
         committed = statemgr.get_committed_checkpoint(name) or {}
         secret = files.load_secret()
         tmaster = TMaster(
@@ -89,16 +116,26 @@ def _serve(args: TMasterArgs, files) -> int:
 
         tmaster.recover_containers = recover_containers
         tmaster.updater = lambda parallelism: _stop_for_update(tmaster, parallelism)
-        _claim(statemgr, name, {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
-                                "tracker_port": -1, "generation": args.generation,
-                                "secret": secret}, config.startup_timeout_secs)
+        location = {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
+                    "tracker_port": -1, "generation": args.generation, "secret": secret}
+        if config.tracker_port >= 0:
+            tracker, tmaster.login_link = tracker_hook.start(
+                config.statemgr, args.host, config.tracker_port,
+                max_connections=config.tracker_max_connections,
+                idle_timeout_secs=config.tracker_idle_timeout_secs)
+            tmaster.tracker_url = tracker.url
+            location.update(tracker_port=tracker.server_address[1], tracker_url=tracker.url)
+        _claim(statemgr, name, location, config.startup_timeout_secs)
         tmaster.start()
         _process.write_json_atomic(files.ready(layout.TMASTER),
                                    {"pid": os.getpid(), "host": args.host, "port": tmaster.port,
                                     "generation": args.generation})
-        log.info("TMaster of %s (generation %d) listening on %s:%d", name, args.generation,
-                 args.host, tmaster.port)
+        log.info("TMaster of %s (generation %d) listening on %s:%d; tracker %s", name,
+                 args.generation, args.host, tmaster.port, tmaster.tracker_url)
         stop.wait()
+        if orphaned.is_set():
+            _record_orphaned(tmaster, statemgr, args.generation)
+            return ExitCode.PARENT_DIED
         if recover:
             log.error("replacing every container: %s", recover[0])
             return ExitCode.RECOVER
@@ -107,7 +144,35 @@ def _serve(args: TMasterArgs, files) -> int:
         _process.write_json_atomic(files.tmaster_final, _final(tmaster))
         return ExitCode.OK
     finally:
-        statemgr.close()  # releases the claim
+        if tracker is not None:
+            tracker.shutdown()  # and forget its location
+        statemgr.close()  # releases the claim (after any record above: no newer TMaster yet)
+
+
+def orphaned_detail(generation: int) -> str:
+    """Return why a topology stopped when container 0's task died under its TMaster."""
+    return (f"container 0's Spark task (generation {generation}) was killed with its TMaster "
+            f"and no submitter resubmitted the stage: the Spark job was cancelled (under Spark "
+            f"Connect: abandoned by the server after its client was gone for "
+            f"spark.connect.execute.manager.detachedTimeout) or its executor was lost")
+
+
+def _record_orphaned(tmaster, statemgr, generation: int) -> None:
+    """Store the topology as KILLED (with why) unless it had ended; the tracker's port closes.
+
+    Still holding the TMaster claim, so no newer generation's TMaster has written yet; a
+    submitter that is still there resubmits the stage, and that generation's TMaster replaces
+    this record when it starts.
+    """
+    tmaster.close()
+    if tmaster.state.ended:
+        log.info("container 0's task ended under the TMaster of %s after the topology ended "
+                 "(%s)", tmaster.name, tmaster.state.value)
+        return
+    detail = orphaned_detail(generation)
+    log.error("TMaster of %s: %s", tmaster.name, detail)
+    status = {**tmaster.status(), "state": "KILLED", "detail": detail, "ended_at": time.time()}
+    statemgr.set_execution_state(tmaster.name, execution_state.from_status(status))
 
 
 def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
