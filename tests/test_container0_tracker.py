@@ -19,7 +19,7 @@ import resilience_topologies as topo
 from heron_spark import submit
 from heron_spark.statemgr import open_state_manager
 from heron_spark.testing import wait_until
-from heron_spark.tmaster.__main__ import orphaned_detail
+from heron_spark.tmaster.__main__ import task_ended_detail
 from heron_spark.tracker.auth import SESSION_COOKIE, tracker_token
 from test_tracker import Tracker
 
@@ -90,6 +90,6 @@ def test_container_0_serves_the_tracker_and_a_new_generation_a_new_url(tmp_path)
     assert handle.wait(timeout=60) == "KILLED"
     with open_state_manager(statemgr_url) as statemgr:
         stored = statemgr.get_execution_state(name)
-    assert stored.state == "KILLED" and stored.detail != orphaned_detail(1)  # the handle's kill
+    assert stored.state == "KILLED" and stored.detail != task_ended_detail(1)  # the handle's kill
     wait_until(lambda: not faults.processes_under(tmp_path / "work"), 30,
                message="every heron_spark process to exit")

@@ -17,13 +17,16 @@ a handle and ``heron-spark ui`` find the current generation's tracker. A thread 
 child of its own: it lives and dies with the TMaster whose location record carries its URL,
 and needs no supervision, ready file or argv of its own.
 
-If container 0's task dies under it (Spark killed the barrier task: the stage was cancelled,
-or, under Spark Connect, the server abandoned it after its client went away for
-``spark.connect.execute.manager.detachedTimeout``; or its executor was lost), the TMaster
-hears it (SIGTERM as its parent-death signal) and, unless the topology had already ended,
-stores the execution state KILLED with that reason before it exits. A submitter that is still
-there resubmits the stage; the next generation's TMaster resumes from that record (its paused
-state) and replaces it.
+If container 0's task ends while the topology runs (Spark killed the barrier task: the stage
+was cancelled, or, under Spark Connect, the server abandoned it after its client went away for
+``spark.connect.execute.manager.detachedTimeout``; or its executor was lost; or the container
+failed), the TMaster hears it (SIGTERM: from its supervisor, or as its parent-death signal)
+and, unless the topology had ended or an update stopped it, stores the execution state KILLED
+with that reason before it exits (FAILED with the reason when it asks to replace every
+container). It still holds its claim then, so no newer generation has written. A submitter
+that is still there resubmits the stage; the next generation's TMaster takes over from that
+record (its paused state) and replaces it when it starts. With no submitter left, the record
+is the last word: the topology is stopped and says why.
 """
 
 from __future__ import annotations
@@ -47,32 +50,26 @@ def main(argv: list[str] | None = None) -> int:
     """Run the TMaster of container 0 from its command line (``TMasterArgs``)."""
     args = TMasterArgs.from_argv(argv)
     stop = threading.Event()
-    orphaned = threading.Event()  # container 0's task died under this process
-    parent = os.getppid()
-
-    def on_parent_death() -> None:
-        orphaned.set()
-        stop.set()
 
     def on_sigterm(signum, frame) -> None:  # the supervisor's stop, or the parent-death signal
-        if os.getppid() != parent:
-            orphaned.set()
         stop.set()
 
     signal.signal(signal.SIGTERM, on_sigterm)
-    _process.become_child("hs-tmaster", on_parent_death=on_parent_death)
+    # The parent's death (the barrier task's Python worker, SIGKILLed by Spark) is a SIGTERM
+    # here, not a SIGKILL: time to store why the topology stops.
+    _process.become_child("hs-tmaster", on_parent_death=stop.set)
     from heron_spark.container.files import ContainerFiles
 
     files = ContainerFiles(args.workdir)
     _process.setup_logging(files.log(layout.TMASTER))
     try:
-        return _serve(args, files, stop, orphaned)
+        return _serve(args, files, stop)
     except Exception:  # noqa: BLE001 - log why the TMaster died, then exit non-zero
         log.exception("TMaster failed")
         return ExitCode.FAILED
 
 
-def _serve(args: TMasterArgs, files, stop: threading.Event, orphaned: threading.Event) -> int:
+def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
     from heron_spark.statemgr import open_state_manager
     from heron_spark.statemgr.checkpoints import checkpoint_root
     from heron_spark.tmaster import tracker_hook
@@ -133,14 +130,14 @@ def _serve(args: TMasterArgs, files, stop: threading.Event, orphaned: threading.
         log.info("TMaster of %s (generation %d) listening on %s:%d; tracker %s", name,
                  args.generation, args.host, tmaster.port, tmaster.tracker_url)
         stop.wait()
-        if orphaned.is_set():
-            _record_orphaned(tmaster, statemgr, args.generation)
-            return ExitCode.PARENT_DIED
+        tmaster.close()
         if recover:
             log.error("replacing every container: %s", recover[0])
+            _record_stop(tmaster, statemgr, "FAILED", f"replacing every container: "
+                         f"{recover[0]}; {_NOT_RESUBMITTED}")
             return ExitCode.RECOVER
         log.info("TMaster of %s stopping (state %s)", name, tmaster.state.value)
-        tmaster.close()
+        _record_stop(tmaster, statemgr, "KILLED", task_ended_detail(args.generation))
         _process.write_json_atomic(files.tmaster_final, _final(tmaster))
         return ExitCode.OK
     finally:
@@ -149,29 +146,29 @@ def _serve(args: TMasterArgs, files, stop: threading.Event, orphaned: threading.
         statemgr.close()  # releases the claim (after any record above: no newer TMaster yet)
 
 
-def orphaned_detail(generation: int) -> str:
-    """Return why a topology stopped when container 0's task died under its TMaster."""
-    return (f"container 0's Spark task (generation {generation}) was killed with its TMaster "
-            f"and no submitter resubmitted the stage: the Spark job was cancelled (under Spark "
-            f"Connect: abandoned by the server after its client was gone for "
-            f"spark.connect.execute.manager.detachedTimeout) or its executor was lost")
+_NOT_RESUBMITTED = "no submitter resubmitted the stage"
 
 
-def _record_orphaned(tmaster, statemgr, generation: int) -> None:
-    """Store the topology as KILLED (with why) unless it had ended; the tracker's port closes.
+def task_ended_detail(generation: int) -> str:
+    """Return why a topology stopped when container 0's task ended under its TMaster."""
+    return (f"container 0's Spark task (generation {generation}) ended while the topology "
+            f"ran and {_NOT_RESUBMITTED}: the Spark job was cancelled (under Spark Connect: "
+            f"abandoned by the server after its client was gone for "
+            f"spark.connect.execute.manager.detachedTimeout), its executor was lost, or the "
+            f"container failed")
 
-    Still holding the TMaster claim, so no newer generation's TMaster has written yet; a
-    submitter that is still there resubmits the stage, and that generation's TMaster replaces
-    this record when it starts.
+
+def _record_stop(tmaster, statemgr, state: str, detail: str) -> None:
+    """Store the topology as ``state`` with ``detail``, unless it ended or an update stopped it.
+
+    Called once the TMaster stopped, still holding its claim: no newer generation's TMaster
+    has written yet. A submitter that is still there resubmits the stage, and that
+    generation's TMaster replaces this record when it starts.
     """
-    tmaster.close()
-    if tmaster.state.ended:
-        log.info("container 0's task ended under the TMaster of %s after the topology ended "
-                 "(%s)", tmaster.name, tmaster.state.value)
-        return
-    detail = orphaned_detail(generation)
+    if tmaster.state.ended or tmaster.updating:
+        return  # its end (or the update) is stored already
     log.error("TMaster of %s: %s", tmaster.name, detail)
-    status = {**tmaster.status(), "state": "KILLED", "detail": detail, "ended_at": time.time()}
+    status = {**tmaster.status(), "state": state, "detail": detail, "ended_at": time.time()}
     statemgr.set_execution_state(tmaster.name, execution_state.from_status(status))
 
 
