@@ -141,10 +141,12 @@ def become_child(short_name: str, watchdog_interval_secs: float = HEARTBEAT_INTE
     """Tie this process's life to its parent's, name it and start its heartbeat.
 
     The name is ``short_name`` in ``ps -o comm``; see the module docstring for the heartbeat.
-    With ``on_parent_death``, the parent's death sends SIGTERM instead of SIGKILL (the process
-    tells it from its parent's SIGTERM by ``os.getppid()``) and the watchdog calls
-    ``on_parent_death()`` once, then ends the process ``PARENT_DEATH_GRACE_SECS`` later if it
-    is still there: time to record why it stops (container 0's TMaster does).
+    With ``on_parent_death``, the parent's death sends SIGTERM instead of SIGKILL and the
+    watchdog calls ``on_parent_death()`` once it sees the parent gone, then ends the process
+    ``PARENT_DEATH_GRACE_SECS`` later if it is still there: time to record why it stops
+    (container 0's TMaster does). That SIGTERM cannot be told from the parent's own by
+    ``os.getppid()``: when the spawning thread dies first, the kernel sends it while handing
+    the child to another thread of the same (dying) parent.
     """
     # The gateway threads must get the GIL soon after the task thread emits: the default 5 ms
     # switch interval would add up to 5 ms per hop to every tuple's latency.

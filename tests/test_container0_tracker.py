@@ -3,8 +3,10 @@
 A classic session in container placement (``spark``): container 0's TMaster child serves the
 tracker on the executor's address and publishes its URL with the TMaster's location; it
 answers Heron's routes only to a Bearer token or a session from a one-time login link, and a
-new generation of container 0 publishes a new URL. The Spark Connect side (a client killed
-for good) is in ``tests/test_client_gone.py``.
+new generation of container 0 publishes a new URL. Without Spark, on a real TMaster: the
+``ui_link`` control view and the record the TMaster child stores when its task ends under a
+live topology. The Spark Connect side (a client killed for good) is in
+``tests/test_client_gone.py``.
 """
 
 from __future__ import annotations
@@ -93,3 +95,49 @@ def test_container_0_serves_the_tracker_and_a_new_generation_a_new_url(tmp_path)
     assert stored.state == "KILLED" and stored.detail != task_ended_detail(1)  # the handle's kill
     wait_until(lambda: not faults.processes_under(tmp_path / "work"), 30,
                message="every heron_spark process to exit")
+
+
+# ---- no Spark: the TMaster child's pieces on a real TMaster (loopback listener) -------------
+@pytest.fixture
+def tmaster(tmp_path):
+    import reliable_word_count as rwc
+    from heron_spark.plan.prepare import prepare
+    from heron_spark.tmaster.master import TMaster
+
+    prepared = prepare(rwc.build("c0-unit", tmp_path / "c.txt", tmp_path / "out"))
+    statemgr = open_state_manager(f"file://{tmp_path}/state")
+    master = TMaster(prepared.view, statemgr, "s" * 64, "127.0.0.1", "c0-unit-1", 1 << 20,
+                     generation=3)
+    try:
+        yield master
+    finally:
+        master.close()
+        statemgr.close()
+
+
+def test_the_ui_link_view_needs_a_tracker_beside_the_tmaster(tmaster):
+    from heron_spark.proto import tmaster_pb2
+    from heron_spark.tmaster.live_queries import UI_LINK_VIEW, answer
+
+    query = tmaster_pb2.ViewQuery(path=UI_LINK_VIEW, params_json="{}")
+    refused = answer(tmaster, query)
+    assert (refused.ok, refused.code) == (False, 404)
+    assert "heron.tracker.port" in refused.detail
+    tmaster.login_link = lambda: "http://10.0.0.7:4000/login?token=x"
+    tmaster.tracker_url = "http://10.0.0.7:4000"
+    assert json.loads(answer(tmaster, query).json) == {"url": "http://10.0.0.7:4000/login?token=x"}
+    handle_view = answer(tmaster, tmaster_pb2.ViewQuery(path="handle", params_json="{}"))
+    assert json.loads(handle_view.json)["tracker_url"] == "http://10.0.0.7:4000"
+
+
+def test_a_stop_under_a_live_topology_is_stored_with_its_reason_an_ended_one_is_kept(tmaster):
+    from heron_spark.tmaster.__main__ import _record_stop
+
+    tmaster.start()  # stores STARTING, generation 3
+    _record_stop(tmaster, tmaster.statemgr, "KILLED", task_ended_detail(3))
+    stored = tmaster.statemgr.get_execution_state("c0-unit")
+    assert (stored.state, stored.generation, stored.detail) == \
+        ("KILLED", 3, task_ended_detail(3))
+    tmaster.kill("killed by the test")  # ended: its own record stays
+    _record_stop(tmaster, tmaster.statemgr, "KILLED", task_ended_detail(3))
+    assert tmaster.statemgr.get_execution_state("c0-unit").detail == "killed by the test"
