@@ -99,7 +99,12 @@ def heartbeat_age_secs(path: Path, since: float) -> float:
     return time.time() - last
 
 
-def _watch(expected_parent: int, interval: float) -> None:
+# A child that asked to hear of its parent's death (``become_child(on_parent_death=...)``) has
+# this long to record its last word before the watchdog ends it.
+PARENT_DEATH_GRACE_SECS = 10.0
+
+
+def _watch(expected_parent: int, interval: float, on_parent_death=None) -> None:
     beat = os.environ.get(HEARTBEAT_ENV)
     parent_beat = os.environ.get(PARENT_HEARTBEAT_ENV)
     stall_secs = float(os.environ.get(STALL_SECS_ENV) or 0)
@@ -108,6 +113,9 @@ def _watch(expected_parent: int, interval: float) -> None:
     while True:
         time.sleep(interval)
         if os.getppid() != expected_parent:
+            if on_parent_death is not None:
+                on_parent_death()
+                time.sleep(PARENT_DEATH_GRACE_SECS)
             os._exit(ExitCode.PARENT_DIED)
         if healthy and _health["check"] is not None:
             reason = _health["check"]()
@@ -128,21 +136,28 @@ def _watch(expected_parent: int, interval: float) -> None:
                 pass
 
 
-def become_child(short_name: str, watchdog_interval_secs: float = HEARTBEAT_INTERVAL_SECS) -> None:
+def become_child(short_name: str, watchdog_interval_secs: float = HEARTBEAT_INTERVAL_SECS,
+                 on_parent_death=None) -> None:
     """Tie this process's life to its parent's, name it and start its heartbeat.
 
     The name is ``short_name`` in ``ps -o comm``; see the module docstring for the heartbeat.
+    With ``on_parent_death``, the parent's death sends SIGTERM instead of SIGKILL and the
+    watchdog calls ``on_parent_death()`` once it sees the parent gone, then ends the process
+    ``PARENT_DEATH_GRACE_SECS`` later if it is still there: time to record why it stops
+    (container 0's TMaster does). That SIGTERM cannot be told from the parent's own by
+    ``os.getppid()``: when the spawning thread dies first, the kernel sends it while handing
+    the child to another thread of the same (dying) parent.
     """
     # The gateway threads must get the GIL soon after the task thread emits: the default 5 ms
     # switch interval would add up to 5 ms per hop to every tuple's latency.
     sys.setswitchinterval(GIL_SWITCH_INTERVAL_SECS)
-    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL if on_parent_death is None else signal.SIGTERM)
     _prctl(_PR_SET_NAME, ctypes.c_char_p(short_name.encode()[:15]))
     expected = int(os.environ.get(PARENT_PID_ENV, "0")) or os.getppid()
     if os.getppid() != expected:
         os._exit(ExitCode.PARENT_DIED)  # before the death signal was armed
 
-    threading.Thread(target=_watch, args=(expected, watchdog_interval_secs),
+    threading.Thread(target=_watch, args=(expected, watchdog_interval_secs, on_parent_death),
                      name="parent-watchdog", daemon=True).start()
     from heron_spark import _profiling
 

@@ -16,6 +16,8 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
   unbounded topology deactivated, activated and killed through the handle.
   ``options["statemgr"]``: the state manager URL (default: a folder of ``FOLDER``); the
   submit's time and state-manager jobs are reported.
+- ``abandon``: an unbounded topology (``connect-forever``); prints its id and generation once
+  it runs, then blocks until killed (the test's ``kill -9``: a client gone for good).
 - ``unimportable``: a topology whose module only this client can import; prints the error
   (with ``options["installed_only"]``: the word count, for a server whose workers lack
   heron_spark itself).
@@ -92,6 +94,23 @@ def kill(spark, folder: Path, options: dict) -> dict:
     state = handle.wait(timeout=60)
     spark.range(3).collect()  # the session is still usable
     return {"state": state, "work": str(folder / "work" / name), "pid": os.getpid()}
+
+
+def abandon(spark, folder: Path, options: dict) -> dict:
+    import threading
+
+    import resilience_topologies as topo
+    from heron_spark import submit
+
+    name = "connect-forever"
+    handle = submit(topo.numbers(name, folder / "n", count=-1, sleep_ms=1), spark=spark,
+                    conf=_conf(folder))
+    assert handle.wait_running(120)
+    detail = handle.status_detail()
+    print(json.dumps({"id": detail["id"], "generation": detail["generation"],
+                      "pid": os.getpid()}), flush=True)
+    threading.Event().wait()  # until the test kills this process
+    return {}
 
 
 def cancel(spark, folder: Path, options: dict) -> dict:
@@ -213,7 +232,7 @@ def main() -> None:
     assert "pyspark.context" not in sys.modules or \
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
     run = {"wordcount": wordcount, "kill": kill, "cancel": cancel, "netns": netns,
-           "unimportable": unimportable}[mode]
+           "unimportable": unimportable, "abandon": abandon}[mode]
     try:
         result = run(spark, folder, options)
     finally:

@@ -5,7 +5,9 @@
 tests folder on their ``PYTHONPATH`` (executor Pythons import the test topologies' modules),
 its pid and log files in its own folder; ``stop()`` runs ``stop-connect-server.sh`` and kills
 whatever is left. ``run_client`` runs ``tests/connect_client.py`` (a Spark Connect client with
-no SparkContext, unlike this test process) and returns the JSON it prints.
+no SparkContext, unlike this test process) and returns the JSON it prints; ``start_client``
+starts one the test ends itself. ``conf`` adds server confs (static ones too: say a short
+``spark.connect.execute.manager.detachedTimeout``).
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ class ConnectServer:
 
     def __init__(self, folder: Path, master: str = "local[4]", python: str = sys.executable,
                  pythonpath: tuple[Path, ...] = (REPO_ROOT, TESTS_DIR),
-                 address: str = "127.0.0.1") -> None:
+                 address: str = "127.0.0.1", conf: dict[str, str] | None = None) -> None:
         import pyspark
 
         self.folder = folder
@@ -53,6 +55,7 @@ class ConnectServer:
         self.python = python
         self.spark_home = Path(pyspark.__file__).resolve().parent
         self.address = address  # the Connect endpoint's; executors stay on 127.0.0.1
+        self.conf = dict(conf or {})  # more --conf for the server (its static confs too)
         self.port = free_port()
         self.ui_port = free_port()
         self.url = f"sc://{address}:{self.port}"
@@ -82,7 +85,8 @@ class ConnectServer:
              "--conf", "spark.driver.host=127.0.0.1",
              "--conf", f"spark.ui.port={self.ui_port}",
              "--conf", f"spark.pyspark.python={self.python}",
-             "--conf", "spark.ui.showConsoleProgress=false"],
+             "--conf", "spark.ui.showConsoleProgress=false",
+             *(arg for key, value in self.conf.items() for arg in ("--conf", f"{key}={value}"))],
             env=self.env, check=True, capture_output=True, timeout=60)
         deadline = time.monotonic() + START_SECS
         while not _answers(self.port, self.address):
@@ -139,6 +143,33 @@ class ConnectServer:
                     os.kill(pid, signal.SIGKILL)
                 except OSError:
                     pass
+
+
+def start_client(server: ConnectServer, mode: str, folder: Path,
+                 **options) -> tuple[subprocess.Popen, Path]:
+    """Start ``connect_client.py MODE`` against ``server`` and return it with its stdout file.
+
+    For a client the test ends itself (``abandon``: ``kill -9``); the caller reaps it.
+    """
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("PYSPARK_GATEWAY")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO_ROOT), str(TESTS_DIR)])
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"client-{mode}.out"
+    with open(out, "wb") as stdout, open(folder / f"client-{mode}.err", "wb") as stderr:
+        proc = subprocess.Popen([sys.executable, str(TESTS_DIR / "connect_client.py"), mode,
+                                 server.url, str(folder), json.dumps(options)],
+                                env=env, stdout=stdout, stderr=stderr)
+    return proc, out
+
+
+def printed_json(out: Path) -> dict | None:
+    """Return the last JSON object a client printed to ``out`` so far (None: none yet)."""
+    try:
+        lines = [line for line in out.read_text().splitlines() if line.startswith("{")]
+    except OSError:
+        return None
+    return json.loads(lines[-1]) if lines else None
 
 
 def run_client(server: ConnectServer, mode: str, folder: Path, timeout: float = 300,

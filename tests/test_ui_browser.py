@@ -281,3 +281,32 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
     finally:
         driver.quit()
         handle.kill()
+
+
+def test_ui_from_the_tracker_in_container_0(spark, tmp_path, hconf):
+    """Container placement: the login link (minted by container 0's TMaster) opens the UI served
+    beside it, which lists the topology RUNNING and shows its components' live metrics."""
+    from heron_spark.scheduler.remote import RemoteTMaster
+
+    driver = _browser()
+    name = "ui_container_0"
+    handle = submit(topo.topology(name, tmp_path), spark=spark.session,
+                    conf={**hconf, "heron.tmaster.placement": "container"}, master="local[4]")
+    try:
+        assert isinstance(handle._tmaster, RemoteTMaster)
+        assert handle.wait_running(120), handle.status_detail()
+        link = handle.ui_link()
+        assert link.startswith(f"{handle.tracker_url}/login?token=")
+        driver.get(link)
+        row = f'tr[data-topology="{name}"]'
+        wait_until(lambda: _text(driver, f"{row} [data-state]"), 30,
+                   message="the topology in the list")
+        assert _text(driver, f"{row} [data-state]") == "RUNNING"
+        _click(driver, f"{row} a")
+        wait_until(lambda: set(_attrs(driver, "#metrics-table tbody tr[data-component]",
+                                      "data-component")) == COMPONENTS, 30,
+                   message="a table row per component (live metrics from container 0)")
+        assert not _errors(driver)
+    finally:
+        driver.quit()
+        handle.kill()

@@ -34,7 +34,7 @@ class TopologyHandle:
         self._tmaster = tmaster
         self._kill_grace = kill_grace_secs
         self._stage: BarrierStage | None = None
-        self.tracker_url: str | None = None  # the tracker serving this driver's topologies
+        self._tracker_url: str | None = None  # the tracker serving this driver's topologies
         self._tracker_auth = None  # its Authenticator (set by submit)
         self._closers: list = []
         self._progress = None  # the start-up progress thread (scheduler/progress.py), if any
@@ -46,6 +46,25 @@ class TopologyHandle:
         """Ask a TMaster in container 0 for its state (a driver's TMaster is read directly)."""
         if isinstance(self._tmaster, RemoteTMaster):
             self._tmaster.refresh()
+
+    @property
+    def tracker_url(self) -> str | None:
+        """The URL of the tracker (HTTP API and UI) for this topology; None if none runs.
+
+        In driver placement, the submitting driver's tracker. With the TMaster in container 0,
+        the tracker beside it, on the executor's address (the current generation's: after a
+        restart of container 0 it is the new one); that address is reachable only where the
+        executors are: from a laptop (a Spark Connect client), through the cluster's proxy or
+        a port forward.
+        """
+        if isinstance(self._tmaster, RemoteTMaster):
+            self._refresh()
+            return self._tmaster.tracker_url
+        return self._tracker_url
+
+    @tracker_url.setter
+    def tracker_url(self, url: str | None) -> None:
+        self._tracker_url = url
 
     @property
     def status(self) -> str:
@@ -91,15 +110,20 @@ class TopologyHandle:
 
         Opening it sets a session cookie and redirects to the UI; it works once, within 10
         minutes. Driver only; ConfigError if the tracker is off (``heron.tracker.port`` -1).
+        With the TMaster in container 0 the link is minted there, where the tracker token is
+        (under Spark Connect through a one-task Spark job: the client never holds the token),
+        and points at the tracker beside it, on the executor's address: open it where the
+        executors are reachable (on the cluster, or through its proxy or a port forward).
+        TopologyStateError if that TMaster does not answer (not started yet, or gone).
         """
         if isinstance(self._tmaster, RemoteTMaster):
-            from heron_spark.config import TMASTER_PLACEMENT
-            from heron_spark.errors import ConfigError
+            link = self._tmaster.ui_link()
+            if link is None:
+                from heron_spark.errors import TopologyStateError
 
-            raise ConfigError(TMASTER_PLACEMENT, "container",
-                              "run `heron-spark tracker` on a host that reaches the state "
-                              "manager and the executors, and open it through the cluster's "
-                              "proxy or a port forward (or use heron.tmaster.placement driver)")
+                raise TopologyStateError(self.name, self.status, "open its UI",
+                                         "wait for its TMaster in container 0 to start")
+            return link
         if self.tracker_url is None or self._tracker_auth is None:
             from heron_spark.config import TRACKER_PORT
             from heron_spark.errors import ConfigError
@@ -240,8 +264,13 @@ class TopologyHandle:
         tmaster = self._tmaster
         started = tmaster.started_at
         elapsed = None if started is None else (tmaster.ended_at or time.time()) - started
-        has_login = login and self.tracker_url is not None and self._tracker_auth is not None
-        link = self.ui_link() if has_login else self.tracker_url
+        tracker_url = self.tracker_url
+        remote = isinstance(tmaster, RemoteTMaster)
+        has_login = login and tracker_url is not None \
+            and (remote or self._tracker_auth is not None)
+        link = tracker_url
+        if has_login:
+            link = (tmaster.ui_link() or tracker_url) if remote else self.ui_link()
         components = {name: (decl.is_spout, decl.parallelism)
                       for name, decl in tmaster.plan.logical.components.items()}
         return notebook.build_view(tmaster.status(), tmaster.metrics_by_component(),

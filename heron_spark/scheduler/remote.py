@@ -209,6 +209,37 @@ class RemoteTMaster:
         return self._status().get("ended_at")
 
     @property
+    def tracker_url(self) -> str | None:
+        """The URL of the tracker beside the TMaster in container 0 (None: none runs).
+
+        The last one the TMaster reported: a new generation's TMaster (container 0 restarted)
+        reports its own. It is an executor's address: reachable where the executors are (a
+        classic driver on the cluster), from elsewhere through the cluster's proxy or a port
+        forward.
+        """
+        return self._view().get("tracker_url")
+
+    def ui_link(self) -> str | None:
+        """Return a fresh one-time login link from the TMaster's tracker (None: no answer).
+
+        Minted by the TMaster in container 0, where the tracker token is: under Spark Connect
+        the client asks through a one-task Spark job and never holds the token.
+        """
+        request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
+            path="ui_link", params_json="{}"))
+        response = self._ask(request)
+        if response is None:
+            return None
+        if not response.ok:
+            from heron_spark.config import TRACKER_PORT
+            from heron_spark.errors import ConfigError
+
+            raise ConfigError(TRACKER_PORT, -1, "set heron.tracker.port to 0 (any free port) "
+                                                "or a port number to run the tracker in "
+                                                "container 0")
+        return str(json.loads(response.json)["url"])
+
+    @property
     def updating(self) -> bool:
         """Whether an update is under way."""
         return bool(self._view().get("updating"))

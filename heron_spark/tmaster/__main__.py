@@ -9,6 +9,24 @@ managers of that generation wait for it there), and serves until its container s
 (SIGTERM, once the stmgrs exited). To replace every container (a stmgr stayed away), it exits
 with ``ExitCode.RECOVER``: its container fails the barrier task and the submitter resubmits
 the stage as the next generation, whose TMaster resumes from the state manager.
+
+The tracker (HTTP API and UI, ``heron.tracker.port``: -1 none, 0 any free port) runs in this
+process beside the TMaster, on the same host (the executor's address), started through
+``tmaster.tracker_hook``; its port and URL go into the TMaster's claim with the generation, so
+a handle and ``heron-spark ui`` find the current generation's tracker. A thread rather than a
+child of its own: it lives and dies with the TMaster whose location record carries its URL,
+and needs no supervision, ready file or argv of its own.
+
+If container 0's task ends while the topology runs (Spark killed the barrier task: the stage
+was cancelled, or, under Spark Connect, the server abandoned it after its client went away for
+``spark.connect.execute.manager.detachedTimeout``; or its executor was lost; or the container
+failed), the TMaster hears it (SIGTERM: from its supervisor, or as its parent-death signal)
+and, unless the topology had ended or an update stopped it, stores the execution state KILLED
+with that reason before it exits (FAILED with the reason when it asks to replace every
+container). It still holds its claim then, so no newer generation has written. A submitter
+that is still there resubmits the stage; the next generation's TMaster takes over from that
+record (its paused state) and replaces it when it starts. With no submitter left, the record
+is the last word: the topology is stopped and says why.
 """
 
 from __future__ import annotations
@@ -31,21 +49,30 @@ log = logging.getLogger("heron_spark.tmaster")
 def main(argv: list[str] | None = None) -> int:
     """Run the TMaster of container 0 from its command line (``TMasterArgs``)."""
     args = TMasterArgs.from_argv(argv)
-    _process.become_child("hs-tmaster")
+    stop = threading.Event()
+
+    def on_sigterm(signum, frame) -> None:  # the supervisor's stop, or the parent-death signal
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    # The parent's death (the barrier task's Python worker, SIGKILLed by Spark) is a SIGTERM
+    # here, not a SIGKILL: time to store why the topology stops.
+    _process.become_child("hs-tmaster", on_parent_death=stop.set)
     from heron_spark.container.files import ContainerFiles
 
     files = ContainerFiles(args.workdir)
     _process.setup_logging(files.log(layout.TMASTER))
     try:
-        return _serve(args, files)
+        return _serve(args, files, stop)
     except Exception:  # noqa: BLE001 - log why the TMaster died, then exit non-zero
         log.exception("TMaster failed")
         return ExitCode.FAILED
 
 
-def _serve(args: TMasterArgs, files) -> int:
+def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
     from heron_spark.statemgr import open_state_manager
     from heron_spark.statemgr.checkpoints import checkpoint_root
+    from heron_spark.tmaster import tracker_hook
     from heron_spark.tmaster.master import TMaster
     from heron_spark.tmaster.metrics_cache import MetricsCache
 
@@ -53,19 +80,16 @@ def _serve(args: TMasterArgs, files) -> int:
     view = files.load_plan()
     name = view.logical.name
     statemgr = open_state_manager(config.statemgr)
-    stop = threading.Event()
     recover: list[str] = []
-
-    def on_sigterm(signum, frame) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    tracker = None
     try:
         stored = statemgr.get_topology(name)
         topology_id = stored.id if stored is not None else name
         prior = statemgr.get_execution_state(name)
-        resumed = execution_state.is_live(prior) and prior is not None \
-            and prior.id == topology_id and prior.generation < args.generation
+        # The last generation's record: live, or KILLED by its TMaster when container 0's task
+        # died under it; either way this generation takes over from it (its paused state).
+        resumed = prior is not None and prior.id == topology_id \
+            and prior.generation < args.generation
         committed = statemgr.get_committed_checkpoint(name) or {}
         secret = files.load_secret()
         tmaster = TMaster(
@@ -89,25 +113,63 @@ def _serve(args: TMasterArgs, files) -> int:
 
         tmaster.recover_containers = recover_containers
         tmaster.updater = lambda parallelism: _stop_for_update(tmaster, parallelism)
-        _claim(statemgr, name, {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
-                                "tracker_port": -1, "generation": args.generation,
-                                "secret": secret}, config.startup_timeout_secs)
+        location = {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
+                    "tracker_port": -1, "generation": args.generation, "secret": secret}
+        if config.tracker_port >= 0:
+            tracker, tmaster.login_link = tracker_hook.start(
+                config.statemgr, args.host, config.tracker_port,
+                max_connections=config.tracker_max_connections,
+                idle_timeout_secs=config.tracker_idle_timeout_secs)
+            tmaster.tracker_url = tracker.url
+            location.update(tracker_port=tracker.server_address[1], tracker_url=tracker.url)
+        _claim(statemgr, name, location, config.startup_timeout_secs)
         tmaster.start()
         _process.write_json_atomic(files.ready(layout.TMASTER),
                                    {"pid": os.getpid(), "host": args.host, "port": tmaster.port,
                                     "generation": args.generation})
-        log.info("TMaster of %s (generation %d) listening on %s:%d", name, args.generation,
-                 args.host, tmaster.port)
+        log.info("TMaster of %s (generation %d) listening on %s:%d; tracker %s", name,
+                 args.generation, args.host, tmaster.port, tmaster.tracker_url)
         stop.wait()
+        tmaster.close()
         if recover:
             log.error("replacing every container: %s", recover[0])
+            _record_stop(tmaster, statemgr, "FAILED", f"replacing every container: "
+                         f"{recover[0]}; {_NOT_RESUBMITTED}")
             return ExitCode.RECOVER
         log.info("TMaster of %s stopping (state %s)", name, tmaster.state.value)
-        tmaster.close()
+        _record_stop(tmaster, statemgr, "KILLED", task_ended_detail(args.generation))
         _process.write_json_atomic(files.tmaster_final, _final(tmaster))
         return ExitCode.OK
     finally:
-        statemgr.close()  # releases the claim
+        if tracker is not None:
+            tracker.shutdown()  # and forget its location
+        statemgr.close()  # releases the claim (after any record above: no newer TMaster yet)
+
+
+_NOT_RESUBMITTED = "no submitter resubmitted the stage"
+
+
+def task_ended_detail(generation: int) -> str:
+    """Return why a topology stopped when container 0's task ended under its TMaster."""
+    return (f"container 0's Spark task (generation {generation}) ended while the topology "
+            f"ran and {_NOT_RESUBMITTED}: the Spark job was cancelled (under Spark Connect: "
+            f"abandoned by the server after its client was gone for "
+            f"spark.connect.execute.manager.detachedTimeout), its executor was lost, or the "
+            f"container failed")
+
+
+def _record_stop(tmaster, statemgr, state: str, detail: str) -> None:
+    """Store the topology as ``state`` with ``detail``, unless it ended or an update stopped it.
+
+    Called once the TMaster stopped, still holding its claim: no newer generation's TMaster
+    has written yet. A submitter that is still there resubmits the stage, and that
+    generation's TMaster replaces this record when it starts.
+    """
+    if tmaster.state.ended or tmaster.updating:
+        return  # its end (or the update) is stored already
+    log.error("TMaster of %s: %s", tmaster.name, detail)
+    status = {**tmaster.status(), "state": state, "detail": detail, "ended_at": time.time()}
+    statemgr.set_execution_state(tmaster.name, execution_state.from_status(status))
 
 
 def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:

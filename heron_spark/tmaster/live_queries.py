@@ -9,8 +9,9 @@ Live paths: ``/topologies/metrics``, ``/metrics/timeline``, ``/metrics/query``,
 ``/exceptions``, ``/exceptionsummary`` (through the TMaster's ``*_view`` methods, built by
 ``tmaster.views``),
 ``/topologies/runtimestate``, ``/topologies/pid``, ``/topologies/container/filedata`` and
-``/filestats`` (through the container's stmgr), ``/topologies/status`` (the TMaster's status)
-and ``prometheus`` (every instance's latest metrics).
+``/filestats`` (through the container's stmgr), ``/topologies/status`` (the TMaster's status),
+``prometheus`` (every instance's latest metrics), ``handle`` (what a topology handle shows) and
+``ui_link`` (a login link to the tracker beside a TMaster in container 0).
 """
 
 from __future__ import annotations
@@ -243,7 +244,26 @@ def _handle(tmaster, p: _Params):
     with tmaster._lock:
         return {"status": tmaster.status(), "metrics": tmaster.metrics_by_component(),
                 "physical_plan": encoded(tmaster.physical_plan),
-                "failure": encoded(tmaster.failure), "updating": tmaster.updating}
+                "failure": encoded(tmaster.failure), "updating": tmaster.updating,
+                "tracker_url": getattr(tmaster, "tracker_url", None)}
+
+
+UI_LINK_VIEW = "ui_link"  # a fresh one-time login link to the tracker beside the TMaster
+
+
+def _ui_link(tmaster, p: _Params):
+    """Return ``{"url": link}``: a one-time login link to the tracker in container 0.
+
+    Minted here, where the tracker token is (the state manager's owner side), so a Spark
+    Connect client gets a link without ever holding the token; asking needs the topology's
+    secret, as every control request does.
+    """
+    make = getattr(tmaster, "login_link", None)
+    if make is None:
+        raise TrackerRequestError(404, "this TMaster runs no tracker beside it",
+                                  fix="set heron.tracker.port to 0 (any free port) or a port "
+                                      "number to run one in container 0")
+    return {"url": make()}
 
 
 def _prometheus(tmaster, p: _Params):
@@ -274,4 +294,5 @@ _HANDLERS = {
     "/topologies/status": _status,
     "prometheus": _prometheus,
     HANDLE_VIEW: _handle,
+    UI_LINK_VIEW: _ui_link,
 }

@@ -136,6 +136,12 @@ class TMaster:
         # next generation (see scheduler.update). None: updates are refused.
         self.updater: Callable[[dict[str, int]], int] | None = None
         self.files = live_queries.FileFetcher()  # the tracker's container file requests
+        # The tracker serving beside this TMaster in container 0 (placement container): its
+        # URL and a function minting a one-time login link to it (``live_queries``' ``ui_link``
+        # view). None in the driver, whose tracker the handle holds itself, or with the tracker
+        # off (``heron.tracker.port`` -1).
+        self.tracker_url: str | None = None
+        self.login_link: Callable[[], str] | None = None
 
     # ---- the core's state, read by the handle, the scheduler and the tracker -------------
     @property

@@ -5,7 +5,8 @@ own state manager connection, closed when it shuts down) and records its locatio
 state manager (``__tracker__/location.<host>_<port>``, removed on shutdown) so the CLI can
 find it. In a driver, ``acquire`` / ``release`` share one tracker among the topologies the
 driver submits to the same state manager (refcounted: it stops with the last one).
-``heron-spark tracker`` runs one standalone. Thread-safe.
+``heron-spark tracker`` runs one standalone; with the TMaster in container 0, that TMaster's
+child process runs one beside it (``start_beside_tmaster``). Thread-safe.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import socket
 import threading
 import time
+from typing import Callable
 from urllib.parse import urlsplit
 
 from heron_spark.statemgr import open_state_manager
@@ -63,6 +65,36 @@ _shared_lock = threading.Lock()
 _shared: dict[tuple, list] = {}  # (statemgr url, host, port) -> [server, users]
 
 
+def _start_on_port_or_any(statemgr_url: str, host: str, port: int,
+                          **limits) -> server.TrackerServer:
+    """Start a tracker on ``port``; if something else holds that port, on any free port."""
+    try:
+        return start_tracker(statemgr_url, host, port, **limits)
+    except OSError as exc:
+        if port == 0 or exc.errno != errno.EADDRINUSE:
+            raise
+        # Another tracker (or any program) holds the port: the topology still gets one;
+        # `heron-spark ui` and the handle find it through the state manager.
+        log.warning("tracker port %d on %s is in use (%s); serving on a free port instead",
+                    port, host, exc)
+        return start_tracker(statemgr_url, host, 0, **limits)
+
+
+def start_beside_tmaster(statemgr_url: str, host: str, port: int,
+                         **limits) -> tuple[server.TrackerServer, Callable[[], str]]:
+    """Start the tracker of container 0's TMaster child; return it and a login-link minter.
+
+    The same tracker as a driver's (routes, token, login links, limits), on the executor's
+    address ``host``; see ``tmaster.tracker_hook``. Runs in container 0's TMaster child.
+    """
+    tracker = _start_on_port_or_any(statemgr_url, host, port, **limits)
+
+    def link() -> str:
+        return auth.login_link(tracker.url, tracker.app.auth.token)
+
+    return tracker, link
+
+
 def acquire(statemgr_url: str, host: str, port: int, **limits) -> server.TrackerServer:
     """Return this process's tracker for ``statemgr_url`` on ``host``.
 
@@ -72,16 +104,7 @@ def acquire(statemgr_url: str, host: str, port: int, **limits) -> server.Tracker
     with _shared_lock:
         entry = _shared.get(key)
         if entry is None:
-            try:
-                tracker = start_tracker(statemgr_url, host, port, **limits)
-            except OSError as exc:
-                if port == 0 or exc.errno != errno.EADDRINUSE:
-                    raise
-                # Another driver's tracker (or any program) holds the port: the topology still
-                # gets one; `heron-spark ui` finds it through the state manager.
-                log.warning("tracker port %d on %s is in use (%s); serving on a free port "
-                            "instead", port, host, exc)
-                tracker = start_tracker(statemgr_url, host, 0, **limits)
+            tracker = _start_on_port_or_any(statemgr_url, host, port, **limits)
             entry = _shared[key] = [tracker, 0]
         entry[1] += 1
         return entry[0]
