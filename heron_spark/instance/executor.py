@@ -241,6 +241,14 @@ class TaskExecutor:
         return SpoutStateStore(self.statemgr_url, self.plan.logical.name,
                                f"{self.component_name}.{self.context.get_task_index()}")
 
+    def committed_checkpoint(self) -> dict | None:
+        """Return the TMaster's record of the last committed checkpoint (id, epoch, time), or None.
+
+        Effectively once: a sink that commits its output with a checkpoint (``ParquetSink``)
+        polls this; it reads the topology's state manager.
+        """
+        return self.spout_state_store().committed_checkpoint()
+
     # ---- life cycle ------------------------------------------------------------------------
     def start(self, epoch: int = 0, checkpoint_id: int = 0, hold: bool = False) -> None:
         """Create the user's component and initialize it (after StartProcessing).
