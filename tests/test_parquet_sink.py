@@ -9,6 +9,8 @@ invisible, and more than ten commits go through a compaction batch. Under effect
 
 from __future__ import annotations
 
+import collections
+
 import pytest
 
 import fault_support as faults
@@ -121,3 +123,74 @@ def test_a_path_that_cannot_be_written_fails_at_initialize(tmp_path):
         run_local(_bad_topology(blocker / "out", "fine"), conf=NO_RESTARTS, timeout=60)
     assert caught.value.component == "out"
     assert "parquet.path" in str(caught.value)
+
+
+# ---- on Spark -------------------------------------------------------------------------------
+def _submit(spark, tmp_path, hconf, name, mode, lines, **kw):
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = pwc.write_corpus(corpus, lines)
+    topology = pwc.build(name, corpus, out, mode=mode, **kw)
+    handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
+    return pwc.expected_rows(corpus.name, text), out, handle
+
+
+def _read_stream(session, out, schema):
+    query = (session.readStream.schema(schema).parquet(str(out)).writeStream.format("memory")
+             .queryName("pq_stream_check").trigger(availableNow=True).start())
+    try:
+        query.awaitTermination(120)
+        return {(r["word"], r["line"]): 1 for r in session.sql(
+            "select word, line from pq_stream_check").collect()}, session.sql(
+            "select count(*) from pq_stream_check").collect()[0][0]
+    finally:
+        query.stop()
+
+
+def test_spark_reads_each_row_once_at_least_once(spark, tmp_path, hconf):
+    expected, out, handle = _submit(spark, tmp_path, hconf, "pq-alo", "ATLEAST_ONCE", 1500,
+                                    sinks=2, config={"topology.stmgrs": 2},
+                                    sink_config={"parquet.roll.rows": 500})
+    assert handle.wait(timeout=240) == "FINISHED", handle.status_detail()
+    names = CommitLog.open(str(out)).names()
+    assert len(names) > 10 and "9.compact" in names  # the reader goes through a compaction
+    # a file written but never committed (as a killed sink leaves) stays invisible
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"word": ["junk"], "line": ["junk"]}), out / "part-junk.parquet")
+    assert pwc.read_with_spark(spark.session, out) == expected
+    df = spark.session.read.parquet(str(out))
+    rows, count = _read_stream(spark.session, out, df.schema)
+    assert count == sum(expected.values()) and set(rows) == set(expected)
+
+
+@pytest.mark.fault
+def test_effectively_once_sink_killed_mid_run_no_duplicates(spark, tmp_path, hconf):
+    name = "pq-eo-kill"
+    expected, out, handle = _submit(
+        spark, tmp_path, hconf, name, "EFFECTIVELY_ONCE", 3000, sinks=2,
+        config={"topology.stmgrs": 2, "topology.stateful.checkpoint.interval.seconds": 0.5,
+                pwc.SLEEP_MS: 2, "heron.stmgr.backpressure.high.water.tuples": 100,
+                "heron.stmgr.backpressure.low.water.tuples": 50},
+        sink_config={"parquet.commit.poll.secs": 0.2})
+    handle.wait_running(timeout=120)
+    log = CommitLog.open(str(out))
+
+    def committed() -> int:
+        with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+            return int((statemgr.get_committed_checkpoint(name) or {}).get("id", 0))
+
+    wait_until(lambda: committed() >= 2 and len(log.names()) >= 2, 120,
+               message="two committed checkpoints and two commits of the sink")
+    visible_before = pwc.read_committed(out)
+    assert visible_before and max(visible_before.values()) == 1
+    assert +(visible_before - expected) == collections.Counter()  # nothing but corpus rows
+    [victim, *_] = faults.find(tmp_path / "work" / name, "instance", component="out")
+    faults.kill9(victim)
+    assert handle.wait(timeout=300) == "FINISHED", handle.status_detail()
+    assert sum(handle.status_detail()["instance_failures"].values()) >= 1
+    assert max(handle.status_detail()["checkpoint"]["restored_from"]) > 0
+    got = pwc.read_with_spark(spark.session, out)
+    assert got == expected, (sum(got.values()), sum(expected.values()),
+                             +(got - expected), +(expected - got))
+    print(f"batches: {len(log.names())}, checkpoint: {handle.status_detail()['checkpoint']}")

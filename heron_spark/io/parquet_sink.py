@@ -5,7 +5,9 @@ every field of the input stream is a column. Files are written with ``pyarrow.da
 ``parquet.path`` (a local path or any ``pyarrow.fs`` URL), in hive folders ``field=value``
 when ``parquet.partition.by`` names fields, one file per roll: ``parquet.roll.rows`` rows,
 about ``parquet.roll.bytes`` bytes, or ``parquet.roll.secs`` seconds after the roll's first
-row, whichever comes first. A file becomes visible only when it is committed to Spark's
+row (not under effectively once, where each checkpoint closes the file), whichever comes
+first; under at-least-once the rolls pace the spouts, whose tuples stay unacked until their
+file is committed (``topology.max.spout.pending`` trees per roll). A file becomes visible only when it is committed to Spark's
 file-sink log ``<path>/_spark_metadata`` (``heron_spark.io.parquet_log``), which
 ``spark.read.parquet(path)`` and ``spark.readStream.parquet(path)`` honour: files written
 but not committed are never read.
@@ -70,7 +72,7 @@ class ParquetSinkSettings:
     partition_by: tuple[str, ...] = ()
     roll_rows: int = 100_000
     roll_bytes: int = 64 * 1024 * 1024
-    roll_secs: float = 10.0
+    roll_secs: float = 1.0
     compact_interval: int = parquet_log.DEFAULT_COMPACT_INTERVAL
     commit_poll_secs: float = 0.5
 
@@ -159,7 +161,8 @@ class ParquetSink(Bolt, StatefulComponent):
         self._next_poll = 0.0
         self._started_wall = time.time()
         self.committed_batches = 0
-        tick = self.settings.commit_poll_secs if self._eo else min(self.settings.roll_secs, 1.0)
+        tick = self.settings.commit_poll_secs if self._eo else \
+            min(max(self.settings.roll_secs / 2, 0.05), 1.0)
         config[api_constants.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = tick
         if self._eo:
             self._recover()
@@ -215,7 +218,8 @@ class ParquetSink(Bolt, StatefulComponent):
     def process_tick(self, tup):
         """Roll a file that is old enough; effectively once: commit what a checkpoint committed."""
         now = time.monotonic()
-        if self._roll_started is not None and now - self._roll_started >= self.settings.roll_secs:
+        if not self._eo and self._roll_started is not None \
+                and now - self._roll_started >= self.settings.roll_secs:
             self._roll()
         if self._eo and self._pending and now >= self._next_poll:
             self._next_poll = now + self.settings.commit_poll_secs
