@@ -193,6 +193,7 @@ class FileSource(Spout, StatefulComponent):
             saved = self._store.load() or {}
         self._offsets = {name: Offsets(s) for name, s in saved.get("files", {}).items()}
         self._queue: collections.deque[str] = collections.deque()  # files ready to read
+        self._taken: set[str] = set()  # files queued by this process (never queued twice)
         self._seen: dict[str, tuple] = {}   # name -> (size, mtime) at the last listing
         self._current: tuple[str, list] | None = None
         self._row = 0
@@ -209,7 +210,7 @@ class FileSource(Spout, StatefulComponent):
 
     def _list(self, now: float) -> None:
         self._next_poll = now + self._poll
-        queued = set(self._queue) | ({self._current[0]} if self._current else set())
+        queued = self._taken  # read (or queued) by this process: its replays go by ack/fail
         listing = {}
         for path in list_files(self._root, self._pattern):
             name = os.path.basename(path)
@@ -228,6 +229,7 @@ class FileSource(Spout, StatefulComponent):
             if stable and name not in queued and not (offsets and offsets.finished):
                 self._offsets.setdefault(name, Offsets())
                 self._queue.append(name)
+                self._taken.add(name)
         self._seen = listing
 
     def next_tuple(self):
