@@ -19,7 +19,6 @@ from heron_spark import Bolt, Grouping, TopologyBuilder
 from heron_spark.errors import TopologyRuntimeError, TopologyValueError
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.io import ParquetSink
-from heron_spark.io import parquet_log as pl
 from heron_spark.io.parquet_store import CommitLog
 from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager

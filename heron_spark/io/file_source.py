@@ -310,10 +310,10 @@ class FileSource(Spout, StatefulComponent):
 
     def _commit(self) -> None:
         state = {"files": {name: o.to_state() for name, o in self._offsets.items()}}
-        if self._store is None:
-            self._checkpointed.put(STATE_KEY, state)
-        else:
+        if self._store is not None:
             self._store.save(state)
+        elif self._checkpointed is not None:
+            self._checkpointed.put(STATE_KEY, state)
         self._dirty = False
         self._committed_at = time.monotonic()
 

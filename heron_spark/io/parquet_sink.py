@@ -7,10 +7,10 @@ when ``parquet.partition.by`` names fields, one file per roll: ``parquet.roll.ro
 about ``parquet.roll.bytes`` bytes, or ``parquet.roll.secs`` seconds after the roll's first
 row (not under effectively once, where each checkpoint closes the file), whichever comes
 first; under at-least-once the rolls pace the spouts, whose tuples stay unacked until their
-file is committed (``topology.max.spout.pending`` trees per roll). A file becomes visible only when it is committed to Spark's
-file-sink log ``<path>/_spark_metadata`` (``heron_spark.io.parquet_log``), which
-``spark.read.parquet(path)`` and ``spark.readStream.parquet(path)`` honour: files written
-but not committed are never read.
+file is committed (``topology.max.spout.pending`` trees per roll). A file becomes visible
+only when it is committed to Spark's file-sink log ``<path>/_spark_metadata``
+(``heron_spark.io.parquet_log``), which ``spark.read.parquet(path)`` and
+``spark.readStream.parquet(path)`` honour: files written but not committed are never read.
 
 When a file is committed depends on the reliability mode:
 
@@ -146,8 +146,8 @@ class ParquetSink(Bolt, StatefulComponent):
         fields = _input_fields(context, self._component)
         self._check_partitions(fields)
         self.rows = Rows(fields, self._component)
-        self.log = CommitLog.open(self.settings.path, self.settings.compact_interval)
-        if parallel > 1 and not self.log.local:
+        self._log = CommitLog.open(self.settings.path, self.settings.compact_interval)
+        if parallel > 1 and not self._log.local:
             msg = ("ParquetSink with par > 1 needs a local (or locally mounted) parquet.path: "
                    "other filesystems cannot claim a commit-log batch id atomically")
             raise TopologyValueError(msg, component=self._component, value=self.settings.path,
@@ -191,12 +191,12 @@ class ParquetSink(Bolt, StatefulComponent):
                                      fix=f"partition by a subset of {fields}")
 
     def _prepare_path(self) -> None:
-        probe = posixpath.join(self.log.dir, f".probe-{self._task}-{uuid.uuid4().hex}")
+        probe = posixpath.join(self._log.dir, f".probe-{self._task}-{uuid.uuid4().hex}")
         try:
-            self.log.create()
-            with self.log.fs.open_output_stream(probe) as out:
+            self._log.create()
+            with self._log.fs.open_output_stream(probe) as out:
                 out.write(b"ok")
-            self.log.fs.delete_file(probe)
+            self._log.fs.delete_file(probe)
         except OSError as exc:
             msg = f"ParquetSink cannot write to parquet.path: {exc}"
             raise TopologyValueError(msg, component=self._component, value=self.settings.path,
@@ -278,16 +278,16 @@ class ParquetSink(Bolt, StatefulComponent):
         table = self.rows.to_table(self.rows.take())
         paths: list[str] = []
         ds.write_dataset(
-            table, base_dir=self.log.base, format="parquet", filesystem=self.log.fs,
+            table, base_dir=self._log.base, format="parquet", filesystem=self._log.fs,
             partitioning=list(self.settings.partition_by) or None, partitioning_flavor="hive",
             basename_template=f"part-{self._task:05d}-{uuid.uuid4().hex}-{{i}}.parquet",
             existing_data_behavior="overwrite_or_ignore",
             file_visitor=lambda written: paths.append(written.path))
-        self._written.extend(self.log.entry(p) for p in paths)
+        self._written.extend(self._log.entry(p) for p in paths)
 
     def _commit(self, files: list[SinkFile]) -> None:
         if files:
-            batch = self.log.commit(files)
+            batch = self._log.commit(files)
             self.committed_batches += 1
             log.info("%s task %d committed %d file(s) as batch %d", self._component, self._task,
                      len(files), batch)
@@ -302,7 +302,7 @@ class ParquetSink(Bolt, StatefulComponent):
         saved = (self._state.get(STATE_KEY) if self._state is not None else None) or {}
         if not saved:
             return
-        done = {f.path for f in self.log.files()}
+        done = {f.path for f in self._log.files()}
         files = [SinkFile.from_json(line) for cid in sorted(saved) for line in saved[cid]]
         self._commit([f for f in files if f.path not in done])
         self._put_state()
