@@ -154,3 +154,25 @@ def test_from_dataframe_word_count_is_exact(spark, tmp_path, hconf):
     assert {r["word"]: r["count"] for r in counts} == expected
     assert session.read.parquet(str(tmp_path / "out")).select("line").distinct().count() == \
         sum(expected.values())
+
+
+def test_committed_offsets_are_resumed_by_the_next_run(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "a.txt").write_text("".join(f"a{i}\n" for i in range(40)))
+
+    def run():
+        builder = TopologyBuilder("fs-resume")
+        lines = builder.add_spout("lines", FileSource, par=2, config={
+            "file.path": str(folder), "file.format": "text", "file.bounded": True})
+        builder.add_bolt("collect", CollectingBolt, par=1, inputs={lines: Grouping.SHUFFLE},
+                         config={"topology.bolt.auto.ack": True})
+        builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE"})
+        result = run_local(builder.build(), timeout=60, collect_dir=tmp_path / "collect",
+                           conf={"heron.statemgr": f"file://{tmp_path}/state"})
+        assert result.status == "FINISHED"
+        return sorted(c.values[0] for c in result.collected())
+
+    assert run() == sorted(f"a{i}" for i in range(40))
+    (folder / "b.txt").write_text("b0\nb1\n")
+    assert run() == ["b0", "b1"]  # a.txt's rows were acked and committed: not read again
