@@ -21,7 +21,10 @@ When a file is committed depends on the reliability mode:
   itself (a restored checkpoint is a committed one: its files are committed then, skipping any
   already in the log, so a commit is idempotent per task and checkpoint). Files of a
   checkpoint that never commits are never committed; their rows are replayed after the
-  rollback. At the end of input the files since the last checkpoint are committed at once.
+  rollback. At the end of input the files since the last checkpoint are committed at once
+  (so a failure after a sink task's end of input and before the topology finishes may repeat
+  that tail's rows). ``run_local``'s in-process runner records no committed checkpoint: there
+  files are committed at the restore of a checkpoint and at the end of input only.
 - at-least-once: a file is committed when it rolls, and only then are its tuples acked;
   nothing is acked before it is durable. Rows repeat when their tuples are replayed after
   their file was committed (a sink killed between the commit and the acks, or a tuple tree
