@@ -146,9 +146,11 @@ def _read_stream(session, out, schema):
 
 
 def test_spark_reads_each_row_once_at_least_once(spark, tmp_path, hconf):
-    expected, out, handle = _submit(spark, tmp_path, hconf, "pq-alo", "ATLEAST_ONCE", 1500,
+    """Partitioned by word: Spark takes the column ``word`` from the folders the log names."""
+    expected, out, handle = _submit(spark, tmp_path, hconf, "pq-alo", "ATLEAST_ONCE", 800,
                                     sinks=2, config={"topology.stmgrs": 2},
-                                    sink_config={"parquet.roll.rows": 500})
+                                    sink_config={"parquet.roll.rows": 250,
+                                                 "parquet.partition.by": "word"})
     assert handle.wait(timeout=240) == "FINISHED", handle.status_detail()
     names = CommitLog.open(str(out)).names()
     assert len(names) > 10 and "9.compact" in names  # the reader goes through a compaction
@@ -156,7 +158,8 @@ def test_spark_reads_each_row_once_at_least_once(spark, tmp_path, hconf):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    pq.write_table(pa.table({"word": ["junk"], "line": ["junk"]}), out / "part-junk.parquet")
+    (out / "word=w00").mkdir(exist_ok=True)
+    pq.write_table(pa.table({"line": ["junk"]}), out / "word=w00" / "part-junk.parquet")
     assert pwc.read_with_spark(spark.session, out) == expected
     df = spark.session.read.parquet(str(out))
     rows, count = _read_stream(spark.session, out, df.schema)
