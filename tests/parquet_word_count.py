@@ -9,6 +9,7 @@ line, with the line's position, so every row is distinct and a repeat shows as a
 from __future__ import annotations
 
 import collections
+import os
 import time
 from urllib.parse import unquote
 
@@ -17,6 +18,8 @@ from heron_spark.io import FileSpout, ParquetSink
 from heron_spark.io.parquet_store import CommitLog
 
 SLEEP_MS = "test.split.sleep.ms"
+CRASH_AT = "test.split.crash.at"  # with CRASH_MARKER: the first process to split this many
+CRASH_MARKER = "test.split.crash.marker"  # lines raises once (the marker file remembers it)
 
 
 class SplitBolt(Bolt):
@@ -26,11 +29,19 @@ class SplitBolt(Bolt):
         self.sleep = float(config.get(SLEEP_MS, 0)) / 1000.0
         self.reliable = context.get_cluster_config().get("topology.reliability.mode") \
             == "ATLEAST_ONCE"
+        self.crash_at = int(config.get(CRASH_AT, 0))
+        self.marker = config.get(CRASH_MARKER)
+        self.seen = 0
 
     def process(self, tup):
         if self.sleep:
             time.sleep(self.sleep)
         line, position = tup.values
+        self.seen += 1
+        if self.crash_at and self.seen == self.crash_at and not os.path.exists(self.marker):
+            with open(self.marker, "w") as handle:
+                handle.write("crashed")
+            raise RuntimeError("crashing once, as the test asked")
         for i, word in enumerate(line.split()):
             self.emit([word, f"{position}#{i}"], anchors=[tup] if self.reliable else None)
         if self.reliable:

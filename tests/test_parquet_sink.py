@@ -48,6 +48,34 @@ def test_every_row_committed_once_in_process(tmp_path, mode):
     assert "9.compact" in log.names()
 
 
+# A marker waits behind every tuple queued before it: short queues make checkpoints quick.
+SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
+                "heron.stmgr.backpressure.low.water.tuples": 50}
+
+
+def test_effectively_once_rollback_commits_the_restored_checkpoints_files_only(tmp_path):
+    """A crash rolls back: files of the restored checkpoint are committed, later ones never."""
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = pwc.write_corpus(corpus, 3000)
+    topology = pwc.build("pq-eo-crash", corpus, out, mode="EFFECTIVELY_ONCE", sinks=2,
+                         config={"topology.stateful.checkpoint.interval.seconds": 0.05,
+                                 pwc.CRASH_AT: 1200, pwc.CRASH_MARKER: str(tmp_path / "crashed"),
+                                 pwc.SLEEP_MS: 1},
+                         sink_config={"parquet.roll.rows": 50})  # files between checkpoints
+    run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work"),
+                                            "heron.statemgr": f"file://{tmp_path}/state",
+                                            **SHORT_QUEUES})
+    assert run.run(timeout=120) == "FINISHED"
+    assert (tmp_path / "crashed").exists()
+    status = run.checkpoints.status()
+    assert status["restores"] == 2 and status["restored_from"][1] > 0, status
+    log = CommitLog.open(str(out))
+    assert len(log.names()) > 2  # the restore committed its checkpoint's files, then the end
+    assert pwc.read_committed(out) == pwc.expected_rows(corpus.name, text)
+    on_disk = {p.as_uri() for p in out.glob("*.parquet")}
+    assert on_disk > {f.path for f in log.files()}  # files after the checkpoint: never logged
+
+
 def test_partitioned_by_a_field(tmp_path):
     expected, out = _run_in_process(tmp_path, "ATLEAST_ONCE",
                                     sink_config={"parquet.partition.by": "word"})
