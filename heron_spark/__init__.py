@@ -25,6 +25,7 @@ from heron_spark.api import _entry_points
 from heron_spark.api.serializer import load_serializer_named as _load_serializer_named
 from heron_spark.heronpy_alias import install as install_heronpy_alias
 from heron_spark.io import FileSpout
+from heron_spark.io import FileSource, ParquetSink, from_dataframe
 from heron_spark.sql import register_data_source
 from heron_spark.tmaster import tracker_hook as _tracker_hook
 from heron_spark.wire import serializer_loader as _serializer_loader
@@ -71,6 +72,7 @@ __all__ = [
     "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
     "CountMetric", "DataSourceOptionError",
     "DuplicateMetricError", "FileSpout",
+    "FileSource", "ParquetSink", "from_dataframe",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
     "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
     "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",

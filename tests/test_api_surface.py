@@ -10,6 +10,7 @@ EXPECTED = {
     "Bolt",
     "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
     "CountMetric", "DataSourceOptionError", "DuplicateMetricError", "FileSpout",
+    "FileSource", "ParquetSink", "from_dataframe",  # connectors (issue 19)
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
     "SlidingWindowBolt", "Spout",

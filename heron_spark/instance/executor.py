@@ -138,6 +138,7 @@ class TaskExecutor:
         self.user_metrics: dict[str, float] = {}  # latest values, gathered on the loop thread
         self._bound: dict[str, Callable] = {}     # fast paths bound onto the component
         self.statemgr_url = config.statemgr
+        self._record_store: Any = None  # committed_checkpoint's state manager, opened on use
         self.stateful: TaskState | None = None  # effectively once
         if plan.logical.topology_config.effectively_once:
             self.stateful = TaskState(config, plan.logical.name, task_id)
@@ -240,6 +241,16 @@ class TaskExecutor:
 
         return SpoutStateStore(self.statemgr_url, self.plan.logical.name,
                                f"{self.component_name}.{self.context.get_task_index()}")
+
+    def committed_checkpoint(self) -> dict | None:
+        """Return the TMaster's record of the last committed checkpoint (id, epoch, time), or None.
+
+        Effectively once: a sink that commits its output with a checkpoint (``ParquetSink``)
+        polls this; it reads the topology's state manager (one connection, kept).
+        """
+        if self._record_store is None:
+            self._record_store = self.spout_state_store()
+        return self._record_store.committed_checkpoint()
 
     # ---- life cycle ------------------------------------------------------------------------
     def start(self, epoch: int = 0, checkpoint_id: int = 0, hold: bool = False) -> None:
@@ -350,8 +361,10 @@ class TaskExecutor:
                          checkpoint_id, epoch)
         paused = self.paused  # a restore does not change whether the topology is deactivated
         kept = self._inbox, self.inbox_bytes, self.gate  # frames not taken yet stay queued
+        record_store = self._record_store  # its state manager connection stays open
         type(self).__init__(self, *self._init_args, **self._init_kwargs)
         self.paused = paused
+        self._record_store = record_store
         self._inbox, self.inbox_bytes, self.gate = kept
         self.start(epoch, checkpoint_id, hold=True)
 

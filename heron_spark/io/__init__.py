@@ -1,9 +1,16 @@
 """Connectors: spouts and bolts that move data between a topology and the outside world.
 
-``FileSpout`` reads the lines of text files, replayably (``heron_spark.io.file_spout``). The
-connectors run in Heron Instances; importing this package starts nothing.
+``FileSpout`` reads the lines of text files, replayably (``heron_spark.io.file_spout``).
+``ParquetSink`` writes a stream as Parquet files committed to Spark's file-sink log so Spark
+reads each row exactly once (``parquet_sink``); ``FileSource`` reads a folder of Parquet, CSV,
+JSON-lines or text files as they arrive (``file_source``); ``from_dataframe`` turns a Spark
+DataFrame into a replayable spout (``dataframe``). The connectors run in Heron Instances;
+importing this package starts nothing.
 """
 
+from heron_spark.io.dataframe import from_dataframe
+from heron_spark.io.file_source import FileSource
 from heron_spark.io.file_spout import FileSpout
+from heron_spark.io.parquet_sink import ParquetSink
 
-__all__ = ["FileSpout"]
+__all__ = ["FileSource", "FileSpout", "ParquetSink", "from_dataframe"]

@@ -1,0 +1,138 @@
+"""The I/O shell of the Spark commit log: a folder on any ``pyarrow.fs`` filesystem.
+
+``CommitLog`` lists, reads and creates the batch files ``parquet_log`` describes. Committing
+takes the next batch id by creating its file only if it is absent: on the local filesystem
+(and anything mounted locally, NFS included) the batch is written to a hidden temporary file
+and hard-linked to its name, which fails if the name exists, so several tasks committing to one
+log at once each get their own batch id and a reader never sees half a batch. Other
+filesystems (``s3://``, ``hdfs://``, ``gs://``) offer no create-if-absent through
+``pyarrow.fs``: there the batch is written to a temporary file and moved after checking the
+name is free, which is safe for one committer per path only, so ``ParquetSink`` refuses a
+parallelism above 1 on them. Runs in a Heron Instance (the sink) or anywhere (reading).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import time
+import uuid
+from urllib.parse import quote
+
+from heron_spark.io import parquet_log
+from heron_spark.io.parquet_log import SinkFile
+
+_MAX_ATTEMPTS = 10_000  # batch ids tried before giving up (each loss means another committer won)
+
+
+def open_filesystem(url: str):
+    """Return ``(filesystem, base path, URI prefix)`` for a local path or a ``pyarrow.fs`` URL.
+
+    The URI prefix turns a path on the filesystem into the URI Spark's log holds.
+    """
+    import pyarrow.fs as pafs
+
+    if "://" not in url:
+        return pafs.LocalFileSystem(), os.path.abspath(url), "file://"
+    fs, base = pafs.FileSystem.from_uri(url)
+    if isinstance(fs, pafs.LocalFileSystem):
+        return fs, base, "file://"
+    scheme, rest = url.split("://", 1)
+    authority = rest.split("/", 1)[0] if scheme not in ("s3", "gs", "gcs") else ""
+    return fs, base, f"{scheme}://{authority}" if authority else f"{scheme}://"
+
+
+class CommitLog:
+    """``<base>/_spark_metadata`` on ``fs``; see the module docstring. One per task."""
+
+    def __init__(self, fs, base: str, uri_prefix: str,
+                 compact_interval: int = parquet_log.DEFAULT_COMPACT_INTERVAL) -> None:
+        import pyarrow.fs as pafs
+
+        self.fs = fs
+        self.base = base
+        self.dir = posixpath.join(base, parquet_log.METADATA_DIR)
+        self.uri_prefix = uri_prefix
+        self.compact_interval = compact_interval
+        self.local = isinstance(fs, pafs.LocalFileSystem)
+
+    @classmethod
+    def open(cls, url: str, compact_interval: int = parquet_log.DEFAULT_COMPACT_INTERVAL
+             ) -> CommitLog:
+        """Return the log of the sink folder ``url`` (a local path or a ``pyarrow.fs`` URL)."""
+        fs, base, prefix = open_filesystem(url)
+        return cls(fs, base, prefix, compact_interval)
+
+    def create(self) -> None:
+        """Create the folder and ``_spark_metadata`` (from then on readers use the log)."""
+        self.fs.create_dir(self.dir, recursive=True)
+
+    def uri(self, path: str) -> str:
+        """Return the URI Spark's log uses for ``path`` on this filesystem."""
+        return self.uri_prefix + quote(path if path.startswith("/") else "/" + path, safe="/=:")
+
+    def entry(self, path: str) -> SinkFile:
+        """Return the log entry of the written file ``path`` (size and time from the fs)."""
+        info = self.fs.get_file_info(path)
+        mtime = info.mtime_ns // 1_000_000 if info.mtime_ns is not None else int(time.time() * 1000)
+        return SinkFile(path=self.uri(path), size=int(info.size or 0), modification_time_ms=mtime)
+
+    def names(self) -> list[str]:
+        """Return the names of the batch files present."""
+        import pyarrow.fs as pafs
+
+        infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
+        return [i.base_name for i in infos if i.type == pafs.FileType.File
+                and parquet_log.batch_id_of(i.base_name) is not None]
+
+    def read(self, name: str) -> list[SinkFile]:
+        """Return the entries of the batch file ``name``."""
+        with self.fs.open_input_stream(posixpath.join(self.dir, name)) as stream:
+            return parquet_log.decode(stream.read())
+
+    def files(self) -> list[SinkFile]:
+        """Return every committed file a Spark reader sees now."""
+        names = self.names()
+        entries: list[SinkFile] = []
+        for name in parquet_log.read_plan(names, self.compact_interval):
+            entries.extend(self.read(name))
+        return parquet_log.visible(entries)
+
+    def commit(self, entries: list[SinkFile]) -> int:
+        """Write ``entries`` as the next batch; return its id. Safe with concurrent committers."""
+        for _ in range(_MAX_ATTEMPTS):
+            plan = parquet_log.plan_next(self.names(), self.compact_interval)
+            batch = list(entries)
+            if plan.reads:
+                folded: list[SinkFile] = []
+                for name in plan.reads:
+                    folded.extend(self.read(name))
+                batch = parquet_log.visible([*folded, *entries])
+            if self._create_if_absent(plan.name, parquet_log.encode(batch)):
+                return plan.batch_id
+        msg = f"could not claim a batch id in {self.dir} after {_MAX_ATTEMPTS} attempts"
+        raise RuntimeError(msg)
+
+    def _create_if_absent(self, name: str, data: bytes) -> bool:
+        target = posixpath.join(self.dir, name)
+        temp = posixpath.join(self.dir, f".{name}.{uuid.uuid4().hex}.tmp")
+        with self.fs.open_output_stream(temp) as out:
+            out.write(data)
+        if self.local:
+            try:
+                os.link(temp, target)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                os.unlink(temp)
+        import pyarrow.fs as pafs
+
+        if self.fs.get_file_info(target).type != pafs.FileType.NotFound:
+            self.fs.delete_file(temp)
+            return False
+        self.fs.move(temp, target)
+        return True
+
+
+__all__ = ["CommitLog", "open_filesystem"]

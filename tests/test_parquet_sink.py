@@ -1,0 +1,226 @@
+"""ParquetSink: word counts written as Parquet that Spark reads each row of exactly once.
+
+In process (default tier): at-least-once and at-most-once runs commit every row, and bad
+config or values fail with one clear error. On Spark (``spark``): ``spark.read.parquet`` and
+``spark.readStream.parquet`` return exactly the corpus's rows, uncommitted files stay
+invisible, and more than ten commits go through a compaction batch. Under effectively once a
+``kill -9`` of the sink's instance mid-run (``fault``) leaves no duplicate and loses nothing.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+import fault_support as faults
+import parquet_word_count as pwc
+from heron_spark import Bolt, Grouping, TopologyBuilder
+from heron_spark.errors import TopologyRuntimeError, TopologyValueError
+from heron_spark.inprocess import InProcessTopology
+from heron_spark.io import ParquetSink
+from heron_spark.io.parquet_store import CommitLog
+from heron_spark.scheduler.submit import submit
+from heron_spark.statemgr import open_state_manager
+from heron_spark.testing import ScriptedSpout, run_local, wait_until
+
+
+def _run_in_process(tmp_path, mode, lines=300, **kw):
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = pwc.write_corpus(corpus, lines)
+    topology = pwc.build(f"pq-{mode.lower()}", corpus, out, mode=mode, **kw)
+    run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work"),
+                                            "heron.statemgr": f"file://{tmp_path}/state"})
+    assert run.run(timeout=120) == "FINISHED"
+    return pwc.expected_rows(corpus.name, text), out
+
+
+@pytest.mark.parametrize("mode", ["ATLEAST_ONCE", "ATMOST_ONCE", "EFFECTIVELY_ONCE"])
+def test_every_row_committed_once_in_process(tmp_path, mode):
+    expected, out = _run_in_process(tmp_path, mode, sinks=2,
+                                    sink_config={"parquet.roll.rows": 97})
+    assert pwc.read_committed(out) == expected
+    log = CommitLog.open(str(out))
+    if mode == "EFFECTIVELY_ONCE":  # run_local records no committed checkpoint: each task
+        assert sorted(log.names()) == ["0", "1"]  # commits once, at the end of its input
+        return
+    assert len(log.names()) > 10  # rolled often enough to pass a compaction batch
+    assert "9.compact" in log.names()
+
+
+# A marker waits behind every tuple queued before it: short queues make checkpoints quick.
+SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
+                "heron.stmgr.backpressure.low.water.tuples": 50}
+
+
+def test_effectively_once_rollback_commits_the_restored_checkpoints_files_only(tmp_path):
+    """A crash rolls back: files of the restored checkpoint are committed, later ones never."""
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = pwc.write_corpus(corpus, 3000)
+    topology = pwc.build("pq-eo-crash", corpus, out, mode="EFFECTIVELY_ONCE", sinks=2,
+                         config={"topology.stateful.checkpoint.interval.seconds": 0.05,
+                                 pwc.CRASH_AT: 1200, pwc.CRASH_MARKER: str(tmp_path / "crashed"),
+                                 pwc.SLEEP_MS: 1},
+                         sink_config={"parquet.roll.rows": 50})  # files between checkpoints
+    run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work"),
+                                            "heron.statemgr": f"file://{tmp_path}/state",
+                                            **SHORT_QUEUES})
+    assert run.run(timeout=120) == "FINISHED"
+    assert (tmp_path / "crashed").exists()
+    status = run.checkpoints.status()
+    assert status["restores"] == 2 and status["restored_from"][1] > 0, status
+    log = CommitLog.open(str(out))
+    assert len(log.names()) > 2  # the restore committed its checkpoint's files, then the end
+    assert pwc.read_committed(out) == pwc.expected_rows(corpus.name, text)
+    on_disk = {p.as_uri() for p in out.glob("*.parquet")}
+    assert on_disk > {f.path for f in log.files()}  # files after the checkpoint: never logged
+
+
+def test_partitioned_by_a_field(tmp_path):
+    expected, out = _run_in_process(tmp_path, "ATLEAST_ONCE",
+                                    sink_config={"parquet.partition.by": "word"})
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("word="))[:2] == \
+        ["word=w00", "word=w01"]
+    import pyarrow.dataset as ds
+
+    rows = ds.dataset([e.path.removeprefix("file://") for e in CommitLog.open(str(out)).files()],
+                      partitioning="hive", partition_base_dir=str(out)).to_table()
+    assert sorted(zip(rows.column("word").to_pylist(), rows.column("line").to_pylist())) == \
+        sorted(expected.elements())
+
+
+def test_missing_path_is_refused_where_the_topology_is_built():
+    builder = TopologyBuilder("pq-bad")
+    spout = builder.add_spout("s", ScriptedSpout, par=1, config={})
+    with pytest.raises(TopologyValueError) as caught:
+        builder.add_bolt("out", ParquetSink, par=1, inputs={spout: Grouping.SHUFFLE}, config={})
+    assert caught.value.component == "out" and caught.value.kind == "config"
+    with pytest.raises(TopologyValueError) as caught:
+        builder.add_bolt("out", ParquetSink, par=1, inputs={spout: Grouping.SHUFFLE},
+                         config={"parquet.path": "/x", "parquet.roll.rows": 0})
+    assert caught.value.value == 0
+
+
+class _Unwritable:
+    """An object Arrow has no type for."""
+
+
+ROWS = {"type-change": [["a", 1], ["b", "two"]], "no-arrow-type": [["a", _Unwritable()]],
+        "fine": [["a", 1]]}
+
+
+class _Values(Bolt):
+    """On its first input, emits the rows ``ROWS[test.rows]``."""
+
+    outputs = ["word", "n"]
+
+    def initialize(self, config, context):
+        self.rows = list(ROWS[config["test.rows"]])
+
+    def process(self, tup):
+        while self.rows:
+            self.emit(self.rows.pop(0))
+
+
+def _bad_topology(path, rows: str):
+    builder = TopologyBuilder("pq-bad-values")
+    builder.add_spec(ScriptedSpout.spec(name="s", par=1, script=[["go"]]))
+    values = builder.add_bolt("v", _Values, par=1, inputs={"s": Grouping.SHUFFLE},
+                              config={"test.rows": rows})
+    builder.add_bolt("out", ParquetSink, par=1, inputs={values: Grouping.SHUFFLE},
+                     config={"parquet.path": str(path)})
+    return builder.build()
+
+
+NO_RESTARTS = {"heron.instance.restart.max": 0}
+
+
+@pytest.mark.parametrize("rows", ["type-change", "no-arrow-type"])
+def test_a_value_the_sink_cannot_write_fails_the_topology_naming_the_sink(tmp_path, rows):
+    with pytest.raises(TopologyRuntimeError) as caught:
+        run_local(_bad_topology(tmp_path / "out", rows), conf=NO_RESTARTS, timeout=60)
+    assert caught.value.component == "out"
+    assert "ParquetSink" in str(caught.value)
+
+
+def test_a_path_that_cannot_be_written_fails_at_initialize(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(TopologyRuntimeError) as caught:
+        run_local(_bad_topology(blocker / "out", "fine"), conf=NO_RESTARTS, timeout=60)
+    assert caught.value.component == "out"
+    assert "parquet.path" in str(caught.value)
+
+
+# ---- on Spark -------------------------------------------------------------------------------
+def _submit(spark, tmp_path, hconf, name, mode, lines, **kw):
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = pwc.write_corpus(corpus, lines)
+    topology = pwc.build(name, corpus, out, mode=mode, **kw)
+    handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
+    return pwc.expected_rows(corpus.name, text), out, handle
+
+
+def _read_stream(session, out, schema):
+    query = (session.readStream.schema(schema).parquet(str(out)).writeStream.format("memory")
+             .queryName("pq_stream_check").trigger(availableNow=True).start())
+    try:
+        query.awaitTermination(120)
+        return {(r["word"], r["line"]): 1 for r in session.sql(
+            "select word, line from pq_stream_check").collect()}, session.sql(
+            "select count(*) from pq_stream_check").collect()[0][0]
+    finally:
+        query.stop()
+
+
+def test_spark_reads_each_row_once_at_least_once(spark, tmp_path, hconf):
+    """Partitioned by word: Spark takes the column ``word`` from the folders the log names."""
+    expected, out, handle = _submit(spark, tmp_path, hconf, "pq-alo", "ATLEAST_ONCE", 800,
+                                    sinks=2, config={"topology.stmgrs": 2},
+                                    sink_config={"parquet.roll.rows": 250,
+                                                 "parquet.partition.by": "word"})
+    assert handle.wait(timeout=240) == "FINISHED", handle.status_detail()
+    names = CommitLog.open(str(out)).names()
+    assert len(names) > 10 and "9.compact" in names  # the reader goes through a compaction
+    # a file written but never committed (as a killed sink leaves) stays invisible
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    (out / "word=w00").mkdir(exist_ok=True)
+    pq.write_table(pa.table({"line": ["junk"]}), out / "word=w00" / "part-junk.parquet")
+    assert pwc.read_with_spark(spark.session, out) == expected
+    df = spark.session.read.parquet(str(out))
+    rows, count = _read_stream(spark.session, out, df.schema)
+    assert count == sum(expected.values()) and set(rows) == set(expected)
+
+
+@pytest.mark.fault
+def test_effectively_once_sink_killed_mid_run_no_duplicates(spark, tmp_path, hconf):
+    name = "pq-eo-kill"
+    expected, out, handle = _submit(
+        spark, tmp_path, hconf, name, "EFFECTIVELY_ONCE", 3000, sinks=2,
+        config={"topology.stmgrs": 2, "topology.stateful.checkpoint.interval.seconds": 0.5,
+                pwc.SLEEP_MS: 2, "heron.stmgr.backpressure.high.water.tuples": 100,
+                "heron.stmgr.backpressure.low.water.tuples": 50},
+        sink_config={"parquet.commit.poll.secs": 0.2})
+    handle.wait_running(timeout=120)
+    log = CommitLog.open(str(out))
+
+    def committed() -> int:
+        with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+            return int((statemgr.get_committed_checkpoint(name) or {}).get("id", 0))
+
+    wait_until(lambda: committed() >= 2 and len(log.names()) >= 2, 120,
+               message="two committed checkpoints and two commits of the sink")
+    visible_before = pwc.read_committed(out)
+    assert visible_before and max(visible_before.values()) == 1
+    assert +(visible_before - expected) == collections.Counter()  # nothing but corpus rows
+    [victim, *_] = faults.find(tmp_path / "work" / name, "instance", component="out")
+    faults.kill9(victim)
+    assert handle.wait(timeout=300) == "FINISHED", handle.status_detail()
+    assert sum(handle.status_detail()["instance_failures"].values()) >= 1
+    assert max(handle.status_detail()["checkpoint"]["restored_from"]) > 0
+    got = pwc.read_with_spark(spark.session, out)
+    assert got == expected, (sum(got.values()), sum(expected.values()),
+                             +(got - expected), +(expected - got))
+    print(f"batches: {len(log.names())}, checkpoint: {handle.status_detail()['checkpoint']}")
