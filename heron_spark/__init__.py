@@ -16,7 +16,7 @@ from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, Base
                              global_metrics)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
                                 ConnectExtrasError,
-                                DuplicateMetricError, HeronSparkError,
+                                DuplicateMetricError, ExtrasError, HeronSparkError,
                                 TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
                                 WorkerEnvironmentError, WrongPlaceError)
@@ -25,6 +25,7 @@ from heron_spark.api import _entry_points
 from heron_spark.api.serializer import load_serializer_named as _load_serializer_named
 from heron_spark.heronpy_alias import install as install_heronpy_alias
 from heron_spark.io import FileSpout
+from heron_spark.io import KafkaSink, KafkaSpout
 from heron_spark.wire import serializer_loader as _serializer_loader
 
 
@@ -56,7 +57,8 @@ __all__ = [
     "AssignableMetric", "AssignableMetrics", "AuthenticationError", "BaseBolt", "BaseSpout",
     "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
     "CountMetric",
-    "DuplicateMetricError", "FileSpout",
+    "DuplicateMetricError", "ExtrasError", "FileSpout",
+    "KafkaSink", "KafkaSpout",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
     "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
     "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",

@@ -22,6 +22,7 @@ EXPECTED = {
     "TopologyValueError", "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",
     "WorkerEnvironmentError", "WrongPlaceError",
     "__version__",
+    "ExtrasError", "KafkaSink", "KafkaSpout",  # heron_spark.io's Kafka connectors
     "api_constants", "batch_source", "install_heronpy_alias", "submit",
 }
 
