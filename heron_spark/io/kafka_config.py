@@ -42,7 +42,8 @@ def client() -> Any:
     try:
         import confluent_kafka
     except ImportError as exc:
-        raise ExtrasError("confluent-kafka", INSTALL_EXTRA) from exc
+        package = "confluent-kafka"
+        raise ExtrasError(package, INSTALL_EXTRA) from exc
     return confluent_kafka
 
 

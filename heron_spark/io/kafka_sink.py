@@ -34,7 +34,7 @@ from heron_spark.api import api_constants
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.state import StatefulComponent
 from heron_spark.api.topology_config import TopologyConfig
-from heron_spark.errors import TopologyRuntimeError
+from heron_spark.errors import TopologyRuntimeError, TopologyValueError
 from heron_spark.io import kafka_config as kc
 
 TICK_SECS = 0.1
@@ -92,8 +92,12 @@ class KafkaSink(Bolt, StatefulComponent):
             previous.flush(FLUSH_TIMEOUT_SECS)
         self._producer = self._ck.Producer(kc.client_properties(
             config, **{"acks": "all", "linger.ms": 5}))
+        try:
+            kc.check_cluster(self._producer, self._name, config, topics=[self._topic])
+        except TopologyValueError:
+            self._producer = None  # dropped: nothing was produced
+            raise
         _OPEN[context.get_task_id()] = self._producer
-        kc.check_cluster(self._producer, self._name, config, topics=[self._topic])
         self._positions: dict[tuple[str, str], tuple[int, int | None]] = {}
         self._errors = 0
         if TopologyConfig.from_config(config).effectively_once:
@@ -103,9 +107,6 @@ class KafkaSink(Bolt, StatefulComponent):
 
     def process(self, tup):
         """Produce the tuple's record; ack or fail it when its delivery report arrives."""
-        if self.is_tick(tup):
-            self._producer.poll(0)
-            return
         where = (tup.component, tup.stream)
         positions = self._positions.get(where)
         if positions is None:
@@ -121,6 +122,10 @@ class KafkaSink(Bolt, StatefulComponent):
                 break
             except BufferError:  # the local queue is full: wait for the broker
                 self._producer.poll(0.05)
+        self._producer.poll(0)
+
+    def process_tick(self, tup):
+        """Read the delivery reports that arrived (they ack or fail their tuples)."""
         self._producer.poll(0)
 
     def _delivered(self, tup, error, message) -> None:
@@ -151,4 +156,5 @@ class KafkaSink(Bolt, StatefulComponent):
         producer = getattr(self, "_producer", None)
         if producer is not None:
             producer.flush(FLUSH_TIMEOUT_SECS)
+            _OPEN.pop(self._context.get_task_id(), None)
             self._producer = None

@@ -48,7 +48,7 @@ from heron_spark.api.spout import Spout
 from heron_spark.api.state import StatefulComponent
 from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
-from heron_spark.errors import TopologyRuntimeError
+from heron_spark.errors import TopologyRuntimeError, TopologyValueError
 from heron_spark.io import kafka_config as kc
 from heron_spark.io.kafka_offsets import (OffsetTracker, TopicPartition, assign_partitions,
                                           parse_state_key, state_key)
@@ -111,7 +111,8 @@ class KafkaSpout(Spout, StatefulComponent):
         mode = TopologyConfig.from_config(config)
         self._reliable = mode.at_least_once
         self._stateful = self._checkpointed is not None
-        previous = _OPEN.pop(context.get_task_id(), None)
+        self._task_id = context.get_task_id()
+        previous = _OPEN.pop(self._task_id, None)
         if previous is not None:
             previous.close()
         self._consumer = self._ck.Consumer(kc.client_properties(
@@ -133,7 +134,13 @@ class KafkaSpout(Spout, StatefulComponent):
         self._commit_every = float(config[kc.COMMIT_INTERVAL_SECS])
         self._refresh_every = float(config[kc.METADATA_REFRESH_SECS])
         self._committed_at = self._refreshed_at = time.monotonic()
-        self._refresh_assignment()
+        try:
+            self._refresh_assignment()
+        except TopologyValueError:
+            _OPEN.pop(context.get_task_id(), None)
+            self._consumer.close()
+            self._consumer = None
+            raise
         self._ends: dict[TopicPartition, int] | None = None
         if config[kc.BOUNDED]:
             self._ends = {tp: self._consumer.get_watermark_offsets(
@@ -183,6 +190,7 @@ class KafkaSpout(Spout, StatefulComponent):
         consumer = getattr(self, "_consumer", None)
         if consumer is None:
             return
+        _OPEN.pop(self._task_id, None)
         if not self._stateful:
             self._commit(self._tracker.offsets(), asynchronous=False)
         consumer.close()
@@ -249,7 +257,7 @@ class KafkaSpout(Spout, StatefulComponent):
             self.emit(values)
 
     def ack(self, tup_id):
-        """The record's tree is done: its offset may be committed once those below it are."""
+        """Mark the record done: its offset is committed once every record below it is."""
         if self._records.pop(tup_id, None) is not None:
             self._tracker.acked((tup_id[0], tup_id[1]), tup_id[2])
 
@@ -273,7 +281,9 @@ class KafkaSpout(Spout, StatefulComponent):
 
     def lag(self) -> dict[str, int]:
         """Return ``{"topic/partition": records not yet read}`` from the cached watermarks."""
-        out = {}
+        out: dict[str, int] = {}
+        if self._consumer is None:  # closed
+            return out
         for tp in self._tracker.partitions():
             low, high = self._consumer.get_watermark_offsets(self._ck.TopicPartition(*tp),
                                                              cached=True)
