@@ -147,3 +147,27 @@ def test_sink_to_an_unknown_topic_fails_the_run(kafka, tmp_path):
     with pytest.raises(TopologyRuntimeError) as info:
         _run(builder.build(), tmp_path)
     assert info.value.component == "out" and "'missing-out'" in str(info.value)
+
+
+def test_the_kafka_word_count_example_counts_exactly(kafka, tmp_path):
+    import collections
+
+    from examples import kafka_word_count as example
+
+    lines, counts = kafka.create_topic(4), kafka.create_topic(1)
+    text = [example.SENTENCES[i % len(example.SENTENCES)] for i in range(200)]
+    kafka.produce(lines, [line.encode() for line in text], 4)
+    topology = example.build(kafka.servers, lines, counts, group="example", bounded=True,
+                             containers=1)
+    assert _run(topology, tmp_path).status == "FINISHED"
+    want = collections.Counter(word for line in text for word in line.split())
+
+    def latest(messages):
+        found: dict[str, int] = {}
+        for m in messages:
+            word = m.key().decode()
+            found[word] = max(found.get(word, 0), int(m.value()))
+        return found
+
+    out = kafka.read(counts, 1, lambda got: latest(got) == dict(want))
+    assert latest(out) == dict(want)

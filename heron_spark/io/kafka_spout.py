@@ -32,7 +32,8 @@ started (as a batch read of Kafka does), commits, and declares itself exhausted 
 record it emitted is acked; the topology then ends as a bounded one does.
 
 Metric: ``__kafka-lag/<topic>/<partition>``, the records between the task's read position and
-the partition's end (the high watermark the client last fetched), per partition it reads.
+the partition's end (the high watermark the client last fetched), per partition it reads,
+sampled every ``LAG_BUCKET_SECS``.
 Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported only there.
 """
 
@@ -54,6 +55,7 @@ from heron_spark.io.kafka_offsets import (OffsetTracker, TopicPartition, assign_
                                           parse_state_key, state_key)
 
 LAG_METRIC = "__kafka-lag"
+LAG_BUCKET_SECS = 2  # how often the lag is sampled (cheap: the client's cached watermarks)
 STATE_KEY = "kafka_offsets"
 _LOG = logging.getLogger(__name__)
 # One consumer per task in this process: a restore (effectively once) builds the spout anew
@@ -146,7 +148,7 @@ class KafkaSpout(Spout, StatefulComponent):
             self._ends = {tp: self._consumer.get_watermark_offsets(
                 self._ck.TopicPartition(*tp), timeout=float(config[kc.CHECK_TIMEOUT_SECS]))[1]
                 for tp in self._tracker.partitions()}
-        context.register_metric(LAG_METRIC, _Lag(self), 10)
+        context.register_metric(LAG_METRIC, _Lag(self), LAG_BUCKET_SECS)
 
     def _refresh_assignment(self) -> None:
         """Read the topics' partitions; assign this task its share, seeking new ones."""
