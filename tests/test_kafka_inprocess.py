@@ -13,6 +13,7 @@ import pytest
 import kafka_support
 import kafka_word_count as kwc
 from heron_spark import Bolt, Grouping, TopologyBuilder, TopologyRuntimeError
+from heron_spark.inprocess import InProcessTopology
 from heron_spark.io import KafkaSink, KafkaSpout
 from heron_spark.testing import CollectingBolt, run_local
 
@@ -171,3 +172,38 @@ def test_the_kafka_word_count_example_counts_exactly(kafka, tmp_path):
 
     out = kafka.read(counts, 1, lambda got: latest(got) == dict(want))
     assert latest(out) == dict(want)
+
+
+def _as_line(key, value, *rest):
+    return (value.decode(),)
+
+
+def test_effectively_once_offsets_live_in_checkpoints_and_roll_back(kafka, tmp_path):
+    import stateful_word_count as swc
+
+    source = kafka.create_topic(PARTITIONS)
+    text = kwc.lines(1500)
+    kafka.produce(source, [line.encode() for line in text], PARTITIONS)
+    out = tmp_path / "out"
+    builder = TopologyBuilder("kafka-eo")
+    lines_in = builder.add_spout("kafka", KafkaSpout, par=2, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
+        "kafka.group.id": "eo", "kafka.bounded": True, "kafka.max.records.per.call": 8,
+        "kafka.decoder": _as_line, "kafka.output.fields": ["line"]})
+    words = builder.add_bolt("split", swc.SplitBolt, par=2, inputs={lines_in: Grouping.SHUFFLE})
+    builder.add_bolt("count", swc.StatefulCountBolt, par=2,
+                     inputs={words: Grouping.fields("word")})
+    builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
+                        "topology.stateful.checkpoint.interval.seconds": 0.05,
+                        "topology.stmgrs": 2, swc.OUT: str(out), swc.CRASH_AT: 2000,
+                        swc.SLEEP_MS: 0.3})
+    run = InProcessTopology(builder.build(), conf={"heron.work.dir": str(tmp_path / "work"),
+                                                   **swc.SHORT_QUEUES})
+    assert run.run(timeout=TIMEOUT) == "FINISHED"
+    assert (out / "crashed").exists()
+    assert swc.read_counts(out) == swc.expected_counts(text)  # exact: no loss, no double count
+    status = run.checkpoints.status()
+    assert status["restores"] == 2 and status["restored_from"][1] > 0, status
+    # the checkpoints' offsets were committed to the group too (informational, for lag tools)
+    committed = kafka.committed("eo", source, PARTITIONS)
+    assert all(offset > 0 for offset in committed.values()), committed

@@ -90,7 +90,7 @@ class KafkaSpout(Spout, StatefulComponent):
                             *(optional_outputs or [])]
         return spec
 
-    _checkpointed = None  # effectively once: the task's State (set by init_state)
+    _checkpointed: Any = None  # effectively once: the task's State (set by init_state)
 
     def init_state(self, stateful_state) -> None:
         """Keep the checkpointed state (effectively once): the offsets live there."""
