@@ -3,6 +3,9 @@
 - ``spark``: the topology is killed as a whole once its input is done and committed, more
   records are produced, and a resubmitted topology reads only those (from the committed
   offsets): the output holds every input word exactly once.
+- ``spark``: ``update`` of the spout's parallelism from 1 to 3 while records arrive: the
+  partitions are split anew by task index, each new owner starts at the group's committed
+  offset, and every word reaches the output.
 - ``fault``: at-least-once with ``kill -9`` of a spout instance, the sink instance and a stmgr
   while the run goes on: every input record's words reach the output topic (exactly, after
   de-duplicating by position), and every offset is committed in the end.
@@ -105,3 +108,28 @@ def test_spout_sink_and_stmgr_killed_at_least_once(spark, kafka, tmp_path, hconf
     assert len(out) >= len(want)  # duplicates allowed (at-least-once)
     assert sum(failures.values()) >= 2
     print(f"{len(out) - len(want)} word records written more than once")
+
+
+@pytest.mark.spark
+def test_update_of_the_spouts_parallelism_moves_partitions_without_loss(spark, kafka, tmp_path,
+                                                                       hconf):
+    source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(2)
+    kafka.produce(source, [line.encode() for line in kwc.lines(200)], PARTITIONS)
+    topology = kwc.build("kafka-update", kafka.servers, source, sink, group="update", spouts=1,
+                         config={"topology.stmgrs": 2})
+    handle = _submit(spark, hconf, topology)
+    try:
+        first = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 200))
+        kafka.read(sink, 2, lambda got: kwc.seen(got) >= first, timeout=TIMEOUT)
+        handle.update({"kafka": 3})
+        kafka.produce(source, [line.encode() for line in kwc.lines(200, start=200)], PARTITIONS)
+        every = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 400))
+        out = kafka.read(sink, 2, lambda got: kwc.seen(got) >= every, timeout=TIMEOUT)
+        wait_until(lambda: _all_committed(kafka, "update", source), 60,
+                   message="every input offset to be committed after the update")
+        spouts = [i for i in handle.physical_plan.instances if i.component == "kafka"]
+    finally:
+        handle.kill()
+    assert len(spouts) == 3
+    assert kwc.seen(out) == every  # every partition has an owner after the update
+    print(f"{len(out) - len(every)} words written twice")
