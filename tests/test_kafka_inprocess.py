@@ -207,3 +207,23 @@ def test_effectively_once_offsets_live_in_checkpoints_and_roll_back(kafka, tmp_p
     # the checkpoints' offsets were committed to the group too (informational, for lag tools)
     committed = kafka.committed("eo", source, PARTITIONS)
     assert all(offset > 0 for offset in committed.values()), committed
+
+
+def test_pattern_reads_every_matching_topic_and_nothing_else(kafka, tmp_path):
+    prefix = f"pat{kafka_support.free_port()}"
+    first, second = (kafka.create_topic(2, f"{prefix}-a"), kafka.create_topic(1, f"{prefix}-b"))
+    other = kafka.create_topic(1, f"x{prefix}-c")
+    kafka.produce(first, [b"a%d" % i for i in range(6)], 2)
+    kafka.produce(second, [b"b%d" % i for i in range(3)])
+    kafka.produce(other, [b"c0"])
+    builder = TopologyBuilder("kafka-pattern")
+    spout = builder.add_spout("kafka", KafkaSpout, par=2, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.pattern": f"{prefix}-.*",
+        "kafka.group.id": "pattern", "kafka.bounded": True})
+    builder.add_bolt("collect", CollectingBolt, par=1, inputs={spout: Grouping.SHUFFLE},
+                     config={"topology.bolt.auto.ack": True})
+    builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE"})
+    run = _run(builder.build(), tmp_path)
+    assert run.status == "FINISHED"
+    assert sorted(c.values[1] for c in run.collected()) == sorted(
+        [b"a%d" % i for i in range(6)] + [b"b%d" % i for i in range(3)])
