@@ -9,6 +9,9 @@ else is written as ``str(x)`` in UTF-8. Config: ``kafka.bootstrap.servers``, ``k
 
 Delivery: at-least-once, a tuple is acked only when the producer's delivery report says the
 broker has the record, and failed when the report is an error, so its tree is replayed.
+At-most-once, a failed delivery is logged (the mode accepts the loss). A fatal producer error,
+or any failed delivery under effectively-once, fails the task (its error names the topic), so
+the topology restarts it or rolls back.
 Delivery reports are read on the task thread in ``process`` and on tick tuples (every
 ``topology.tick.tuple.freq.secs``, 0.1 s unless the component config sets it). A full local
 queue makes ``process`` wait for the broker, which is the sink's back pressure.
@@ -86,7 +89,8 @@ class KafkaSink(Bolt, StatefulComponent):
         self._context = context
         config = kc.sink_settings(config, component=self._name)
         self._topic = str(config[kc.TOPIC])
-        self._reliable = TopologyConfig.from_config(config).at_least_once
+        mode = TopologyConfig.from_config(config)
+        self._reliable, self._effectively_once = mode.at_least_once, mode.effectively_once
         previous = _OPEN.pop(context.get_task_id(), None)
         if previous is not None:
             previous.flush(FLUSH_TIMEOUT_SECS)
@@ -100,7 +104,7 @@ class KafkaSink(Bolt, StatefulComponent):
         _OPEN[context.get_task_id()] = self._producer
         self._positions: dict[tuple[str, str], tuple[int, int | None]] = {}
         self._errors = 0
-        if TopologyConfig.from_config(config).effectively_once:
+        if self._effectively_once:
             self.log(f"KafkaSink {self._name}: under effectively-once the records reach Kafka "
                      "at least once (no Kafka transactions; see heron_spark.io.kafka_sink)",
                      "warning")
@@ -114,7 +118,7 @@ class KafkaSink(Bolt, StatefulComponent):
             positions = self._positions[where] = field_positions(fields)
         value_at, key_at = positions
         key = None if key_at is None else encode(tup.values[key_at])
-        report = functools.partial(self._delivered, tup) if self._reliable else None
+        report = functools.partial(self._delivered, tup)
         while True:
             try:
                 self._producer.produce(self._topic, value=encode(tup.values[value_at]), key=key,
@@ -130,15 +134,20 @@ class KafkaSink(Bolt, StatefulComponent):
 
     def _delivered(self, tup, error, message) -> None:
         if error is None:
-            self.ack(tup)
+            if self._reliable:
+                self.ack(tup)
             return
         self._errors += 1
-        if error.fatal():
-            msg = f"the Kafka producer failed: {error.str()}"
+        if error.fatal() or self._effectively_once:  # effectively once: roll back, produce again
+            msg = f"the Kafka producer could not deliver to {self._topic!r}: {error.str()}"
             raise TopologyRuntimeError(msg, component=self._name)
-        self.log(f"KafkaSink {self._name}: delivery failed ({error.str()}); the tuple is "
-                 "failed and will be replayed", "warning")
-        self.fail(tup)
+        if self._reliable:
+            self.log(f"KafkaSink {self._name}: delivery failed ({error.str()}); the tuple is "
+                     "failed and will be replayed", "warning")
+            self.fail(tup)
+        else:  # at-most-once: the mode accepts the loss; say so
+            self.log(f"KafkaSink {self._name}: delivery failed ({error.str()}); at-most-once: "
+                     "the record is lost", "warning")
 
     def _flush(self) -> None:
         left = self._producer.flush(FLUSH_TIMEOUT_SECS)
