@@ -134,3 +134,13 @@ def test_missing_client_package_names_the_extra(monkeypatch):
     with pytest.raises(ExtrasError) as info:
         kafka_config.client()
     assert info.value.extra == "kafka" and "heron_spark[kafka]" in str(info.value)
+
+
+def test_importing_heron_spark_does_not_need_the_kafka_client():
+    import subprocess
+    import sys
+
+    code = ("import sys; sys.modules['confluent_kafka'] = None; import heron_spark; "
+            "from heron_spark.io import KafkaSpout, KafkaSink; "
+            "assert 'confluent_kafka' not in {k for k, v in sys.modules.items() if v}")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
