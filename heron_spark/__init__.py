@@ -16,7 +16,7 @@ from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, Base
                              global_metrics)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
                                 ConnectExtrasError, DataSourceOptionError,
-                                DuplicateMetricError, HeronSparkError,
+                                DuplicateMetricError, ExtrasError, HeronSparkError,
                                 TopologyNotFoundError, TopologyRuntimeError,
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
                                 WorkerEnvironmentError, WrongPlaceError)
@@ -26,6 +26,7 @@ from heron_spark.api.serializer import load_serializer_named as _load_serializer
 from heron_spark.heronpy_alias import install as install_heronpy_alias
 from heron_spark.io import FileSpout
 from heron_spark.io import FileSource, ParquetSink, from_dataframe
+from heron_spark.io import KafkaSink, KafkaSpout
 from heron_spark.sql import register_data_source
 from heron_spark.tmaster import tracker_hook as _tracker_hook
 from heron_spark.wire import serializer_loader as _serializer_loader
@@ -71,8 +72,9 @@ __all__ = [
     "AssignableMetric", "AssignableMetrics", "AuthenticationError", "BaseBolt", "BaseSpout",
     "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
     "CountMetric", "DataSourceOptionError",
-    "DuplicateMetricError", "FileSpout",
+    "DuplicateMetricError", "ExtrasError", "FileSpout",
     "FileSource", "ParquetSink", "from_dataframe",
+    "KafkaSink", "KafkaSpout",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
     "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
     "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",

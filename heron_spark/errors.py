@@ -188,6 +188,18 @@ class ConnectExtrasError(HeronSparkError, ImportError):
                          f"({problem}). Fix: pip install 'pyspark[connect]'", name=missing)
 
 
+class ExtrasError(HeronSparkError, ImportError):
+    """A connector needs an optional package this Python does not have (an install extra)."""
+
+    def __init__(self, package: str, extra: str, *, component: str | None = None) -> None:
+        self.package = package
+        self.extra = extra
+        self.component = component
+        where = f"component {component!r}: " if component else ""
+        super().__init__(f"{where}this connector needs the package {package!r}, which is not "
+                         f"installed. Fix: pip install 'heron_spark[{extra}]'", name=package)
+
+
 class DuplicateMetricError(HeronSparkError, RuntimeError):
     """A task registered a second metric under a name it already uses.
 

@@ -23,6 +23,7 @@ EXPECTED = {
     "TopologyValueError", "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",
     "WorkerEnvironmentError", "WrongPlaceError",
     "__version__",
+    "ExtrasError", "KafkaSink", "KafkaSpout",  # heron_spark.io's Kafka connectors
     "api_constants", "batch_source", "install_heronpy_alias", "register_data_source",
     "submit",
 }

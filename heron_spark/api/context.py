@@ -80,6 +80,15 @@ class TopologyContext(ABC):
     def get_component_parallelism(self, component_id: str) -> int | None:
         """Return the number of tasks of ``component_id`` (heron_spark extra; None if unknown)."""
 
+    def get_component_output_fields(self, component_id: str,
+                                    stream_id: str = "default") -> tuple[str, ...] | None:
+        """Return the fields ``component_id`` declares on ``stream_id`` (None if unknown).
+
+        A heron_spark extra (Heron's Java context has ``getComponentOutputFields``); connectors
+        such as ``KafkaSink`` read their input's field names with it.
+        """
+        return None
+
     def get_task_index(self) -> int:
         """Return this task's index within its component, from 0 (heron_spark extra)."""
         return self.get_component_tasks(self.get_component_id()).index(self.get_task_id())

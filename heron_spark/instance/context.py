@@ -87,6 +87,13 @@ class InstanceContext(TopologyContext):
         decl = self._plan.logical.components.get(component_id)
         return None if decl is None else decl.parallelism
 
+    def get_component_output_fields(self, component_id: str,
+                                    stream_id: str = "default") -> tuple[str, ...] | None:
+        """Return the fields ``component_id`` declares on ``stream_id`` (None if unknown)."""
+        decl = self._plan.logical.components.get(component_id)
+        stream = None if decl is None else decl.outputs.get(stream_id)
+        return None if stream is None else tuple(stream.fields)
+
     # ---- task hooks: add_task_hook and the invoke_hook_* calls are being built separately
     # (issue 9, hooks work); this branch leaves them as they were.
     def add_task_hook(self, task_hook) -> None:

@@ -4,13 +4,18 @@
 ``ParquetSink`` writes a stream as Parquet files committed to Spark's file-sink log so Spark
 reads each row exactly once (``parquet_sink``); ``FileSource`` reads a folder of Parquet, CSV,
 JSON-lines or text files as they arrive (``file_source``); ``from_dataframe`` turns a Spark
-DataFrame into a replayable spout (``dataframe``). The connectors run in Heron Instances;
+DataFrame into a replayable spout (``dataframe``). ``KafkaSpout`` and ``KafkaSink`` read and
+write Kafka topics (``kafka_spout``, ``kafka_sink``; keys in ``kafka_config``; offsets in
+``kafka_offsets``); they need ``confluent-kafka`` (``pip install 'heron_spark[kafka]'``),
+imported only when a task starts. The connectors run in Heron Instances;
 importing this package starts nothing.
 """
 
 from heron_spark.io.dataframe import from_dataframe
 from heron_spark.io.file_source import FileSource
 from heron_spark.io.file_spout import FileSpout
+from heron_spark.io.kafka_sink import KafkaSink
+from heron_spark.io.kafka_spout import KafkaSpout
 from heron_spark.io.parquet_sink import ParquetSink
 
-__all__ = ["FileSource", "FileSpout", "ParquetSink", "from_dataframe"]
+__all__ = ["FileSource", "FileSpout", "KafkaSink", "KafkaSpout", "ParquetSink", "from_dataframe"]

@@ -1,0 +1,152 @@
+"""Config keys of the Kafka connectors, their checks, and the lazy ``confluent_kafka`` import.
+
+``KafkaSpout`` and ``KafkaSink`` are configured the heronpy way, through their component
+config (keys below). ``spout_settings`` / ``sink_settings`` check a config when the topology is
+built (on the driver: no broker is contacted); ``check_cluster`` asks the broker when a task
+starts and turns an unreachable broker or an unknown topic into one ``TopologyValueError``
+naming the component, the value and the fix, so the topology fails instead of waiting
+silently. ``confluent_kafka`` is imported only when a task starts (``client``): importing
+heron_spark does not need it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from heron_spark.errors import ExtrasError, TopologyValueError
+
+BOOTSTRAP_SERVERS = "kafka.bootstrap.servers"
+TOPICS = "kafka.topics"                # spout: a topic or a list of topics
+PATTERN = "kafka.pattern"              # spout: a regular expression over topic names
+GROUP_ID = "kafka.group.id"            # spout: the consumer group its offsets are committed in
+PROPERTIES = "kafka.properties"        # both: a dict passed to confluent-kafka as is
+DECODER = "kafka.decoder"              # spout: callable(message fields) -> tuple of values
+OUTPUT_FIELDS = "kafka.output.fields"  # spout: the fields the decoder returns
+MAX_RECORDS_PER_CALL = "kafka.max.records.per.call"
+POLL_TIMEOUT_MS = "kafka.poll.timeout.ms"
+COMMIT_INTERVAL_SECS = "kafka.commit.interval.secs"
+METADATA_REFRESH_SECS = "kafka.metadata.refresh.secs"
+CHECK_TIMEOUT_SECS = "kafka.check.timeout.secs"
+BOUNDED = "kafka.bounded"              # spout: end at the end offsets seen at start
+TOPIC = "kafka.topic"                  # sink: the topic it produces to
+INSTALL_EXTRA = "kafka"
+
+SPOUT_FIELDS = ("key", "value", "topic", "partition", "offset", "timestamp")
+
+_FIX_SERVERS = f"set {BOOTSTRAP_SERVERS!r} to the broker's host:port (e.g. '127.0.0.1:9092')"
+
+
+def client() -> Any:
+    """Return the ``confluent_kafka`` module, or raise ``ExtrasError`` naming the extra."""
+    try:
+        import confluent_kafka
+    except ImportError as exc:
+        package = "confluent-kafka"
+        raise ExtrasError(package, INSTALL_EXTRA) from exc
+    return confluent_kafka
+
+
+def _need(config: dict, key: str, component: str | None, fix: str) -> Any:
+    value = config.get(key)
+    if not value:
+        msg = f"the Kafka connector needs {key!r}"
+        raise TopologyValueError(msg, component=component, value=value, kind="config", fix=fix)
+    return value
+
+
+def _properties(config: dict, component: str | None) -> dict:
+    props = config.get(PROPERTIES) or {}
+    if not isinstance(props, dict):
+        msg = f"{PROPERTIES!r} must be a dict of confluent-kafka settings"
+        raise TopologyValueError(msg, component=component, value=props, kind="config",
+                                 fix=f"pass {PROPERTIES!r}: {{'fetch.min.bytes': 1, ...}}")
+    return props
+
+
+def topics_of(config: dict) -> list[str]:
+    """Return the spout's topics as a list (``kafka.topics`` may be one name)."""
+    topics = config.get(TOPICS) or []
+    # (a numeric name may arrive as a number: the instance's config converts "123" as Heron does)
+    return [str(topics)] if isinstance(topics, (str, int)) else [str(t) for t in topics]
+
+
+def spout_settings(config: dict, component: str | None = None) -> dict:
+    """Check a ``KafkaSpout`` component config; return it with its defaults filled in."""
+    config = dict(config)
+    _need(config, BOOTSTRAP_SERVERS, component, _FIX_SERVERS)
+    _need(config, GROUP_ID, component, f"set {GROUP_ID!r} to the consumer group's name")
+    _properties(config, component)
+    if bool(topics_of(config)) == bool(config.get(PATTERN)):
+        msg = f"a KafkaSpout reads either {TOPICS!r} or {PATTERN!r}"
+        raise TopologyValueError(msg, component=component,
+                                 value={TOPICS: config.get(TOPICS), PATTERN: config.get(PATTERN)},
+                                 kind="config", fix=f"set exactly one of {TOPICS!r} and {PATTERN!r}")
+    if config.get(PATTERN):
+        try:
+            re.compile(config[PATTERN])
+        except re.error as exc:
+            msg = f"{PATTERN!r} is not a regular expression ({exc})"
+            raise TopologyValueError(msg, component=component, value=config[PATTERN],
+                                     kind="config", fix="pass a Python regular expression") from exc
+    if config.get(DECODER) is not None and not config.get(OUTPUT_FIELDS):
+        msg = f"a decoder's tuples need field names in {OUTPUT_FIELDS!r}"
+        raise TopologyValueError(msg, component=component, value=config.get(DECODER),
+                                 kind="config", fix=f"set {OUTPUT_FIELDS!r}: ['word', ...]")
+    config.setdefault(BOUNDED, False)
+    config.setdefault(MAX_RECORDS_PER_CALL, 500)
+    config.setdefault(POLL_TIMEOUT_MS, 20)
+    config.setdefault(COMMIT_INTERVAL_SECS, 0.5)
+    config.setdefault(METADATA_REFRESH_SECS, 30.0)
+    config.setdefault(CHECK_TIMEOUT_SECS, 10.0)
+    return config
+
+
+def sink_settings(config: dict, component: str | None = None) -> dict:
+    """Check a ``KafkaSink`` component config; return it with its defaults filled in."""
+    config = dict(config)
+    _need(config, BOOTSTRAP_SERVERS, component, _FIX_SERVERS)
+    _need(config, TOPIC, component, f"set {TOPIC!r} to the topic to produce to")
+    _properties(config, component)
+    config.setdefault(CHECK_TIMEOUT_SECS, 10.0)
+    return config
+
+
+def client_properties(config: dict, **ours: Any) -> dict:
+    """Return the confluent-kafka settings: ours, overridden by ``kafka.properties``."""
+    return {"bootstrap.servers": config[BOOTSTRAP_SERVERS], **ours, **(config.get(PROPERTIES) or {})}
+
+
+def check_cluster(kafka_client, component: str, config: dict, topics: list[str] | None = None,
+                  pattern: str | None = None) -> dict[str, int]:
+    """Return ``{topic: partition count}`` of the topics to use; raise if any is unusable.
+
+    Asks ``kafka_client`` (a Consumer or Producer) for the cluster's metadata within
+    ``kafka.check.timeout.secs``. An unreachable broker, an unknown topic, or a pattern that
+    matches nothing raises ``TopologyValueError`` naming the component, the value and the fix.
+    """
+    ck = client()
+    timeout = float(config.get(CHECK_TIMEOUT_SECS, 10.0))
+    servers = config[BOOTSTRAP_SERVERS]
+    try:
+        metadata = kafka_client.list_topics(timeout=timeout)
+    except ck.KafkaException as exc:
+        msg = f"no Kafka broker answered at {BOOTSTRAP_SERVERS} within {timeout:g} s ({exc})"
+        raise TopologyValueError(msg, component=component, value=servers, kind="config",
+                                 fix=f"start the broker or correct {BOOTSTRAP_SERVERS!r}") from exc
+    known = {name: len(meta.partitions) for name, meta in metadata.topics.items()
+             if meta.error is None and not name.startswith("__")}
+    if pattern is not None:
+        matched = {name: n for name, n in known.items() if re.fullmatch(pattern, name)}
+        if not matched:
+            msg = f"no topic on the broker at {servers} matches {PATTERN}"
+            raise TopologyValueError(msg, component=component, value=pattern, kind="config",
+                                     fix=f"create a matching topic or correct {PATTERN!r}")
+        return matched
+    missing = [name for name in topics or [] if name not in known]
+    if missing:
+        msg = f"the broker at {servers} has no topic named {missing[0]!r}"
+        raise TopologyValueError(msg, component=component, value=missing[0], kind="config",
+                                 fix="create the topic (kafka-topics --create) or correct the "
+                                     "topic name in the component config")
+    return {name: known[name] for name in topics or []}

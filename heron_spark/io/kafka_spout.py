@@ -1,0 +1,294 @@
+"""A spout reading Kafka topics with offsets tied to the topology's reliability mode.
+
+Each record is emitted as ``(key, value, topic, partition, offset, timestamp)``: key and value
+are bytes (or None), ``timestamp`` is the record's Kafka timestamp in milliseconds (None when
+the broker gave none). A ``kafka.decoder`` (a picklable callable taking those six values and
+returning a tuple) with ``kafka.output.fields`` emits its own fields instead.
+
+Partitions are spread over the spout's tasks by index (``kafka_offsets.assign_partitions``),
+not by the consumer group's rebalancing protocol: the split is a pure function of the partition
+list and the parallelism, so a restarted task reads the same partitions at once (no group
+rebalance to wait for), an ``update`` of the parallelism moves each partition to exactly one new
+owner, and brokers whose group coordination is limited (Tansu, used by our tests, does not
+complete a JoinGroup) work. The group (``kafka.group.id``) stores the committed offsets, which
+is where a task taking over a partition starts. New partitions and topics matching
+``kafka.pattern`` are picked up every ``kafka.metadata.refresh.secs``.
+
+Offsets per reliability mode:
+
+- at-least-once: a record's offset is committed to the group only once the tuple trees of it
+  and of every record before it in its partition are acked (``OffsetTracker``); a failed or
+  timed-out record is emitted again. After a crash, or a kill of the whole topology and a
+  resubmit, reading resumes at the committed offsets: records after them may be seen twice.
+- at-most-once: offsets are committed as records are emitted (every
+  ``kafka.commit.interval.secs``); a crash loses what was emitted and not processed.
+- effectively-once: the offsets are part of each checkpoint (``init_state`` / ``pre_save``);
+  after a failure every task seeks back to its partitions' checkpointed offsets. They are also
+  committed to the group at each checkpoint, so lag tools see them and a topology submitted
+  afresh (no checkpoint) starts there.
+
+With ``kafka.bounded: True`` a task reads its partitions up to the end offsets they had when it
+started (as a batch read of Kafka does), commits, and declares itself exhausted once every
+record it emitted is acked; the topology then ends as a bounded one does.
+
+Metric: ``__kafka-lag/<topic>/<partition>``, the records between the task's read position and
+the partition's end (the high watermark the client last fetched), per partition it reads,
+sampled every ``LAG_BUCKET_SECS``.
+Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported only there.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import time
+from typing import Any
+
+from heron_spark.api.metrics import IMetric
+from heron_spark.api.spout import Spout
+from heron_spark.api.state import StatefulComponent
+from heron_spark.api.stream import Stream
+from heron_spark.api.topology_config import TopologyConfig
+from heron_spark.errors import TopologyRuntimeError, TopologyValueError
+from heron_spark.io import kafka_config as kc
+from heron_spark.io.kafka_offsets import (OffsetTracker, TopicPartition, assign_partitions,
+                                          parse_state_key, state_key)
+
+LAG_METRIC = "__kafka-lag"
+LAG_BUCKET_SECS = 2  # how often the lag is sampled (cheap: the client's cached watermarks)
+STATE_KEY = "kafka_offsets"
+_LOG = logging.getLogger(__name__)
+# One consumer per task in this process: a restore (effectively once) builds the spout anew
+# without closing the old one, so ``initialize`` closes the previous consumer of its task.
+_OPEN: dict[int, Any] = {}
+
+
+class _Lag(IMetric):
+    """``{topic/partition: records behind the high watermark}`` of one task's partitions."""
+
+    def __init__(self, spout: "KafkaSpout") -> None:
+        self._spout = spout
+
+    def get_value_and_reset(self):
+        """Return the lag per partition (partitions without a fetched watermark are left out)."""
+        return self._spout.lag()
+
+
+class KafkaSpout(Spout, StatefulComponent):
+    """See the module docstring. Configure through the component config (``kafka.*`` keys)."""
+
+    outputs = [Stream(fields=list(kc.SPOUT_FIELDS))]
+
+    @classmethod
+    def spec(cls, name=None, par=1, inputs=None, config=None, optional_outputs=None):
+        """Return the spec, with the config checked (no broker is contacted here)."""
+        config = kc.spout_settings(config or {}, component=name)
+        spec = super().spec(name=name, par=par, inputs=inputs, config=config,
+                            optional_outputs=optional_outputs)
+        if config.get(kc.OUTPUT_FIELDS):
+            spec.outputs = [Stream(fields=list(config[kc.OUTPUT_FIELDS])),
+                            *(optional_outputs or [])]
+        return spec
+
+    _checkpointed: Any = None  # effectively once: the task's State (set by init_state)
+
+    def init_state(self, stateful_state) -> None:
+        """Keep the checkpointed state (effectively once): the offsets live there."""
+        self._checkpointed = stateful_state
+
+    def pre_save(self, checkpoint_id) -> None:
+        """Put the read positions into the state; commit them to the group as well."""
+        offsets = self._tracker.offsets()
+        self._checkpointed.put(STATE_KEY, {state_key(tp): off for tp, off in offsets.items()})
+        self._commit(offsets, asynchronous=True)
+
+    # ---- life cycle ----------------------------------------------------------------------
+    def initialize(self, config, context):
+        """Connect, check the topics, take this task's partitions and seek to their offsets."""
+        self._ck = kc.client()
+        self._name = context.get_component_id()
+        self._config = config = kc.spout_settings(config, component=self._name)
+        self._index = context.get_task_index()
+        self._tasks = context.get_component_parallelism(self._name) or 1
+        mode = TopologyConfig.from_config(config)
+        self._reliable = mode.at_least_once
+        self._stateful = self._checkpointed is not None
+        self._task_id = context.get_task_id()
+        previous = _OPEN.pop(self._task_id, None)
+        if previous is not None:
+            previous.close()
+        self._consumer = self._ck.Consumer(kc.client_properties(
+            config, **{"group.id": str(config[kc.GROUP_ID]), "enable.auto.commit": False,
+                       "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
+                       "enable.partition.eof": False}))
+        _OPEN[context.get_task_id()] = self._consumer
+        self._reset = str(kc.client_properties(config).get("auto.offset.reset", "earliest"))
+        self._tracker = OffsetTracker()
+        self._records: dict[tuple, tuple] = {}       # at-least-once: values of pending records
+        self._replay: collections.deque = collections.deque()
+        self._restored: dict[TopicPartition, int] = {}
+        if self._stateful:
+            saved = self._checkpointed.get(STATE_KEY) or {}
+            self._restored = {parse_state_key(k): int(v) for k, v in saved.items()}
+        self._decoder = config.get(kc.DECODER)
+        self._per_call = int(config[kc.MAX_RECORDS_PER_CALL])
+        self._poll_secs = float(config[kc.POLL_TIMEOUT_MS]) / 1000.0
+        self._commit_every = float(config[kc.COMMIT_INTERVAL_SECS])
+        self._refresh_every = float(config[kc.METADATA_REFRESH_SECS])
+        self._committed_at = self._refreshed_at = time.monotonic()
+        try:
+            self._refresh_assignment()
+        except TopologyValueError:
+            _OPEN.pop(context.get_task_id(), None)
+            self._consumer.close()
+            self._consumer = None
+            raise
+        self._ends: dict[TopicPartition, int] | None = None
+        if config[kc.BOUNDED]:
+            self._ends = {tp: self._consumer.get_watermark_offsets(
+                self._ck.TopicPartition(*tp), timeout=float(config[kc.CHECK_TIMEOUT_SECS]))[1]
+                for tp in self._tracker.partitions()}
+        context.register_metric(LAG_METRIC, _Lag(self), LAG_BUCKET_SECS)
+
+    def _refresh_assignment(self) -> None:
+        """Read the topics' partitions; assign this task its share, seeking new ones."""
+        pattern = self._config.get(kc.PATTERN) or None
+        topics = kc.check_cluster(self._consumer, self._name, self._config,
+                                  None if pattern else kc.topics_of(self._config), pattern)
+        everything = [(topic, p) for topic, count in topics.items() for p in range(count)]
+        mine = set(assign_partitions(everything, self._index, self._tasks))
+        current = set(self._tracker.partitions())
+        if mine == current:
+            return
+        for tp in current - mine:
+            self._tracker.revoke(tp)
+        for tp, offset in self._start_offsets(sorted(mine - current)).items():
+            self._tracker.assign(tp, offset)
+        self._consumer.assign([self._ck.TopicPartition(t, p, self._tracker.position((t, p)))
+                               for t, p in self._tracker.partitions()])
+        self.log(f"KafkaSpout {self._name} task {self._index}/{self._tasks} reads "
+                 f"{self._tracker.offsets()}")
+
+    def _start_offsets(self, partitions: list[TopicPartition]) -> dict[TopicPartition, int]:
+        """Return where to start each partition: checkpoint, else the group's commit, else reset."""
+        ck = self._ck
+        starts = {tp: self._restored[tp] for tp in partitions if tp in self._restored}
+        rest = [tp for tp in partitions if tp not in starts]
+        if rest:
+            timeout = float(self._config[kc.CHECK_TIMEOUT_SECS])
+            for found in self._consumer.committed([ck.TopicPartition(t, p) for t, p in rest],
+                                                  timeout=timeout):
+                tp = (found.topic, found.partition)
+                if found.offset >= 0:
+                    starts[tp] = found.offset
+                else:
+                    low, high = self._consumer.get_watermark_offsets(
+                        ck.TopicPartition(*tp), timeout=timeout)
+                    starts[tp] = high if self._reset in ("latest", "largest", "end") else low
+        return starts
+
+    def close(self):
+        """Commit what is done and close the consumer."""
+        consumer = getattr(self, "_consumer", None)
+        if consumer is None:
+            return
+        _OPEN.pop(self._task_id, None)
+        if not self._stateful:
+            self._commit(self._tracker.offsets(), asynchronous=False)
+        consumer.close()
+        self._consumer = None
+
+    # ---- emitting ------------------------------------------------------------------------
+    def next_tuple(self):
+        """Emit replays of failed records first, then new records (up to a batch)."""
+        emitted = 0
+        while self._replay and emitted < self._per_call:
+            tup_id = self._replay.popleft()
+            values = self._records.get(tup_id)
+            if values is not None:
+                self.emit(values, tup_id=tup_id)
+                emitted += 1
+        if self._ends is not None and self._read_to_end():
+            if not self._records and not self._replay:
+                if not self._stateful:
+                    self._commit(self._tracker.to_commit(), asynchronous=False)
+                self.declare_exhausted()
+            return
+        if emitted < self._per_call:
+            messages = self._consumer.consume(num_messages=self._per_call - emitted,
+                                              timeout=0 if emitted else self._poll_secs)
+            for message in messages:
+                self._emit_message(message)
+        now = time.monotonic()
+        if not self._stateful and now - self._committed_at >= self._commit_every:
+            self._commit(self._tracker.to_commit(), asynchronous=True)
+        if self._ends is None and now - self._refreshed_at >= self._refresh_every:
+            self._refreshed_at = now
+            self._refresh_assignment()
+
+    def _read_to_end(self) -> bool:
+        assert self._ends is not None
+        return all(self._tracker.position(tp) >= end for tp, end in self._ends.items())
+
+    def _emit_message(self, message) -> None:
+        error = message.error()
+        if error is not None:
+            if error.code() == self._ck.KafkaError._PARTITION_EOF:
+                return
+            if error.fatal() or error.code() == self._ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
+                msg = f"the Kafka consumer failed: {error.str()}"
+                raise TopologyRuntimeError(msg, component=self._name)
+            self.log(f"KafkaSpout {self._name}: {error.str()} (retrying)", "warning")
+            return
+        tp = (message.topic(), message.partition())
+        offset = message.offset()
+        if self._ends is not None and offset >= self._ends.get(tp, 0):
+            return  # bounded: written after the task started
+        if not self._tracker.emitted(tp, offset, reliable=self._reliable):
+            return
+        kind, stamp = message.timestamp()
+        values = (message.key(), message.value(), tp[0], tp[1], offset,
+                  None if kind == self._ck.TIMESTAMP_NOT_AVAILABLE else stamp)
+        if self._decoder is not None:
+            values = tuple(self._decoder(*values))
+        if self._reliable:
+            tup_id = (tp[0], tp[1], offset)
+            self._records[tup_id] = values
+            self.emit(values, tup_id=tup_id)
+        else:
+            self.emit(values)
+
+    def ack(self, tup_id):
+        """Mark the record done: its offset is committed once every record below it is."""
+        if self._records.pop(tup_id, None) is not None:
+            self._tracker.acked((tup_id[0], tup_id[1]), tup_id[2])
+
+    def fail(self, tup_id):
+        """Emit the record again (its offset stays uncommitted until the replay is acked)."""
+        if tup_id in self._records:
+            self._replay.append(tup_id)
+
+    # ---- offsets and metrics -------------------------------------------------------------
+    def _commit(self, offsets: dict[TopicPartition, int], asynchronous: bool) -> None:
+        self._committed_at = time.monotonic()
+        if not offsets:
+            return
+        parts = [self._ck.TopicPartition(t, p, off) for (t, p), off in offsets.items()]
+        try:
+            self._consumer.commit(offsets=parts, asynchronous=asynchronous)
+        except self._ck.KafkaException as exc:  # the next commit carries the same offsets
+            self.log(f"KafkaSpout {self._name}: offset commit failed ({exc}); retrying later",
+                     "warning")
+            self._tracker.forget_commits()
+
+    def lag(self) -> dict[str, int]:
+        """Return ``{"topic/partition": records not yet read}`` from the cached watermarks."""
+        out: dict[str, int] = {}
+        if self._consumer is None:  # closed
+            return out
+        for tp in self._tracker.partitions():
+            low, high = self._consumer.get_watermark_offsets(self._ck.TopicPartition(*tp),
+                                                             cached=True)
+            if high >= 0:
+                out[f"{tp[0]}/{tp[1]}"] = max(0, high - self._tracker.position(tp))
+        return out

@@ -1,0 +1,135 @@
+"""Kafka in -> word count -> Kafka out on Spark (real processes) against a real Tansu broker.
+
+- ``spark``: the topology is killed as a whole once its input is done and committed, more
+  records are produced, and a resubmitted topology reads only those (from the committed
+  offsets): the output holds every input word exactly once.
+- ``spark``: ``update`` of the spout's parallelism from 1 to 3 while records arrive: the
+  partitions are split anew by task index, each new owner starts at the group's committed
+  offset, and every word reaches the output.
+- ``fault``: at-least-once with ``kill -9`` of a spout instance, the sink instance and a stmgr
+  while the run goes on: every input record's words reach the output topic (exactly, after
+  de-duplicating by position), and every offset is committed in the end.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import fault_support as faults
+import kafka_support
+import kafka_word_count as kwc
+from heron_spark.scheduler.submit import submit
+from heron_spark.testing import wait_until
+
+TIMEOUT = 180
+PARTITIONS = 4
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    yield from kafka_support.broker(tmp_path_factory)
+
+
+def _submit(spark, hconf, topology):
+    handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
+    handle.wait_running(timeout=120)
+    return handle
+
+
+def _all_committed(kafka, group, topic):
+    return kafka.committed(group, topic, PARTITIONS) == kafka.ends(topic, PARTITIONS)
+
+
+@pytest.mark.spark
+def test_resubmitted_topology_resumes_from_committed_offsets(spark, kafka, tmp_path, hconf):
+    source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(2)
+    kafka.produce(source, [line.encode() for line in kwc.lines(400)], PARTITIONS)
+    topology = kwc.build("kafka-resume", kafka.servers, source, sink, group="resume",
+                         config={"topology.stmgrs": 2})
+    handle = _submit(spark, hconf, topology)
+    try:
+        want = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 400))
+        kafka.read(sink, 2, lambda got: kwc.seen(got) >= want, timeout=TIMEOUT)
+        wait_until(lambda: _all_committed(kafka, "resume", source), 60,
+                   message="every input offset to be committed")
+    finally:
+        handle.kill()
+    kafka.produce(source, [line.encode() for line in kwc.lines(100, start=400)], PARTITIONS)
+    handle = _submit(spark, hconf, topology)
+    try:
+        every = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 500))
+        out = kafka.read(sink, 2, lambda got: kwc.seen(got) >= every, timeout=TIMEOUT)
+        wait_until(lambda: _all_committed(kafka, "resume", source), 60,
+                   message="every input offset to be committed")
+        lag = wait_until(lambda: [name for name in handle.metrics().get("kafka", {})
+                                  if name.startswith(f"__kafka-lag/{source}/")], 60,
+                         message="the spout's lag metric")
+    finally:
+        handle.kill()
+    assert kwc.seen(out) == every
+    assert len(out) == len(every)  # nothing read twice: the second run began at the commits
+    assert {name.rsplit("/", 1)[1] for name in lag} <= {str(p) for p in range(PARTITIONS)}
+
+
+@pytest.mark.fault
+def test_spout_sink_and_stmgr_killed_at_least_once(spark, kafka, tmp_path, hconf):
+    name = "kafka-faults"
+    source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(2)
+    kafka.produce(source, [line.encode() for line in kwc.lines(1500)], PARTITIONS)
+    topology = kwc.build(name, kafka.servers, source, sink, group="faults", config={
+        "topology.stmgrs": 2, "topology.message.timeout.secs": 4,
+        "topology.max.spout.pending": 100, kwc.SLEEP_MS: 3})
+    want = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 1500))
+    handle = _submit(spark, hconf, topology)
+    work = tmp_path / "work" / name
+    try:
+        out: list = []
+
+        def progress(more: int) -> None:
+            kafka.read(sink, 2, lambda got: len(got) >= more, timeout=TIMEOUT)
+
+        for step, (role, component, container) in enumerate([
+                ("instance", "kafka", None), ("instance", "out", None), ("stmgr", None, 1)]):
+            progress(1000 * (step + 1))
+            victims = faults.find(work, role, component=component, container=container)
+            assert victims, f"no {role} {component or ''} process to kill"
+            victim = victims[0]
+            faults.kill9(victim)
+            wait_until(lambda r=role, c=component, k=container, v=victim: [
+                p for p in faults.find(work, r, component=c, container=k) if p != v], 60,
+                message=f"the killed {role} {component or container} to be restarted")
+        out = kafka.read(sink, 2, lambda got: kwc.seen(got) >= want, timeout=TIMEOUT)
+        wait_until(lambda: _all_committed(kafka, "faults", source), 90,
+                   message="every input offset to be committed")
+        failures = handle.status_detail()["instance_failures"]
+    finally:
+        handle.kill()
+    assert kwc.seen(out) == want  # every word of every record, nothing else
+    assert len(out) >= len(want)  # duplicates allowed (at-least-once)
+    assert sum(failures.values()) >= 2
+    print(f"{len(out) - len(want)} word records written more than once")
+
+
+@pytest.mark.spark
+def test_update_of_the_spouts_parallelism_moves_partitions_without_loss(spark, kafka, tmp_path,
+                                                                       hconf):
+    source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(2)
+    kafka.produce(source, [line.encode() for line in kwc.lines(200)], PARTITIONS)
+    topology = kwc.build("kafka-update", kafka.servers, source, sink, group="update", spouts=1,
+                         config={"topology.stmgrs": 2})
+    handle = _submit(spark, hconf, topology)
+    try:
+        first = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 200))
+        kafka.read(sink, 2, lambda got: kwc.seen(got) >= first, timeout=TIMEOUT)
+        handle.update({"kafka": 3})
+        kafka.produce(source, [line.encode() for line in kwc.lines(200, start=200)], PARTITIONS)
+        every = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 400))
+        out = kafka.read(sink, 2, lambda got: kwc.seen(got) >= every, timeout=TIMEOUT)
+        wait_until(lambda: _all_committed(kafka, "update", source), 60,
+                   message="every input offset to be committed after the update")
+        spouts = [i for i in handle.physical_plan.instances if i.component == "kafka"]
+    finally:
+        handle.kill()
+    assert len(spouts) == 3
+    assert kwc.seen(out) == every  # every partition has an owner after the update
+    print(f"{len(out) - len(every)} words written twice")
