@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Callable
 
 from heron_spark import _process
 from heron_spark.contract import execution_state, layout
@@ -79,16 +80,11 @@ def _serve(args: TMasterArgs, files) -> int:
                                  config.tmaster_metrics_max_series),
             exceptions_per_instance=config.tmaster_exceptions_per_instance,
             deactivated=prior.paused if resumed and prior is not None
-            else bool(args.deactivated))
+            else bool(args.deactivated),
+            scheduler=_Submitter(recover, stop, lambda parallelism: _stop_for_update(
+                tmaster, parallelism)))
         if prior is not None and prior.id == topology_id:  # the submitter wrote it
             tmaster.submission = execution_state.as_dict(prior)["submission"]
-
-        def recover_containers(reason: str) -> None:
-            recover.append(reason)
-            stop.set()
-
-        tmaster.recover_containers = recover_containers
-        tmaster.updater = lambda parallelism: _stop_for_update(tmaster, parallelism)
         _claim(statemgr, name, {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
                                 "tracker_port": -1, "generation": args.generation,
                                 "secret": secret}, config.startup_timeout_secs)
@@ -108,6 +104,27 @@ def _serve(args: TMasterArgs, files) -> int:
         return ExitCode.OK
     finally:
         statemgr.close()  # releases the claim
+
+
+class _Submitter:
+    """Container 0's TMaster's scheduler: the submitter's barrier stage, reached by exiting.
+
+    ``recover`` records the reason and stops this process (it exits RECOVER and the submitter
+    resubmits the stage); ``update`` stops this generation (``_stop_for_update``).
+    """
+
+    def __init__(self, recoveries: list, stop: threading.Event,
+                 update: Callable[[dict[str, int]], int]) -> None:
+        self._recoveries, self._stop, self._update = recoveries, stop, update
+
+    def recover(self, reason: str) -> None:
+        """Exit RECOVER: the submitter replaces every container."""
+        self._recoveries.append(reason)
+        self._stop.set()
+
+    def update(self, parallelism: dict[str, int]) -> int:
+        """Stop this generation for the submitter's queued update; return the next."""
+        return self._update(parallelism)
 
 
 def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
