@@ -26,8 +26,7 @@ from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import topology_pb2
 from heron_spark.scheduler.handle import TopologyHandle
-from heron_spark.scheduler import progress
-from heron_spark.scheduler.executors import ContainerExecutors
+from heron_spark.scheduler import gauges, progress
 from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.remote import Asker, RemoteTMaster
 from heron_spark.scheduler.session import driver_host, is_connect, is_local_master
@@ -35,7 +34,7 @@ from heron_spark.scheduler.session import master as session_master
 from heron_spark.scheduler import update
 from heron_spark.scheduler.remote_statemgr import RemoteStateManager, run_on
 from heron_spark.scheduler.run import TopologyRun
-from heron_spark.scheduler.spark_scheduler import check_slots, job_group
+from heron_spark.scheduler.spark_scheduler import check_slots
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.base import EXECUTION_STATE, PACKING_PLAN, TMASTER_LOCATION, TOPOLOGY
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
@@ -208,9 +207,9 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, run: _Run,
                          run.generation, run.local)
     closers = []
     if system.spark_jvm_bridge != "false" and not run.connect and _bridge_loaded(spark):
-        threading.Thread(target=_publish_gauges, args=(spark, tmaster, system), daemon=True,
+        threading.Thread(target=gauges.publish, args=(spark, tmaster, system), daemon=True,
                          name=f"gauges-{name}").start()
-        closers.append(lambda: _copy_gauges(spark, tmaster))  # the final values
+        closers.append(lambda: gauges.copy(spark, tmaster))  # the final values
     if tracker is not None:
         closers.append(lambda: tracker_service.release(tracker))
     closers.append(lambda: statemgr.release_tmaster(name))
@@ -340,63 +339,6 @@ def _bridge_loaded(spark) -> bool:
     from heron_spark.scheduler import jvm_bridge
 
     return jvm_bridge.loaded(spark)
-
-
-def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
-    """Copy the TMaster's per-component metrics into Spark's metrics system until the end.
-
-    Also hand Spark's loss of an executor hosting a container to the TMaster.
-    """
-    interval = system.metrics_interval_ms / 1000.0
-    executors = ContainerExecutors(job_group(tmaster.name))
-    lock = threading.Lock()
-
-    def on_event(event: dict) -> None:  # from any topology's publisher thread
-        with lock:
-            loss = executors.on_event(event, tmaster.generation)
-        if loss is not None:
-            tmaster.executor_lost(loss.executor, loss.containers, loss.reason, loss.generation)
-
-    with _BRIDGE_LOCK:
-        _BRIDGE_LISTENERS[id(on_event)] = on_event
-    try:
-        while True:
-            ended = tmaster.closed.wait(interval)
-            if not ended:  # the final copy is on_stage_exit's, before wait() returns
-                _copy_gauges(spark, tmaster)
-            _dispatch_bridge_events(spark)
-            if ended:
-                return
-    finally:
-        with _BRIDGE_LOCK:
-            _BRIDGE_LISTENERS.pop(id(on_event), None)
-
-
-# The bridge's event queue is one per JVM: whichever topology's publisher drains it hands every
-# event to every topology of this driver.
-_BRIDGE_LOCK = threading.Lock()
-_BRIDGE_LISTENERS: dict[int, Any] = {}
-
-
-def _dispatch_bridge_events(spark) -> None:
-    from heron_spark.scheduler import jvm_bridge
-
-    with _BRIDGE_LOCK:
-        events = jvm_bridge.drain_events(spark)
-        listeners = list(_BRIDGE_LISTENERS.values())
-    for event in events:
-        if event.get("type") != "task_start":
-            log.warning("Spark event: %s", event)
-        for listener in listeners:
-            listener(event)
-
-
-def _copy_gauges(spark, tmaster: TMaster) -> None:
-    from heron_spark.scheduler import jvm_bridge
-
-    for component, values in tmaster.metrics_by_component().items():
-        for metric, value in values.items():
-            jvm_bridge.set_gauge(spark, f"{tmaster.name}.{component}.{metric.strip('_')}", value)
 
 
 def _prior_run(statemgr, name: str) -> tuple[bytes | None, bytes | None]:
