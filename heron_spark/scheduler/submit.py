@@ -95,24 +95,24 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     deactivated = deactivated or (resume and prior.paused)  # stays deactivated
     connect = is_connect(spark)
     spark_master = session_master(spark)
-    run = _Run(plan, view, packing, definition, topology_id, generation, deactivated,
-               new_secret(), resume, connect, spark_master, is_local_master(spark_master),
-               prior.state if resume else "")
+    decided = _Decided(plan, view, packing, definition, topology_id, generation, deactivated,
+                       new_secret(), resume, connect, spark_master,
+                       is_local_master(spark_master), prior.state if resume else "")
     container = tmaster_placement(system, connect) == "container"
-    lifecycle = TopologyRun(spark, system, statemgr, topology_id, generation,
-                            view.container_count, resume,
-                            "the Spark job was cancelled" if container
-                            else "the Spark job group was cancelled")
+    topology_run = TopologyRun(spark, system, statemgr, topology_id, generation,
+                               view.container_count, resume,
+                               "the Spark job was cancelled" if container
+                               else "the Spark job group was cancelled")
     start = _start_tmaster_in_container if container else _start_tmaster_in_driver
-    tmaster, task, closers, tracker = start(spark, statemgr, system, run, lifecycle)
-    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs, lifecycle)
+    tmaster, task, closers, tracker = start(spark, statemgr, system, decided, topology_run)
+    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs, topology_run)
     if tracker is not None:
         handle.tracker_url = tracker.url
         handle._tracker_auth = tracker.app.auth
     if connect and system.spark_jvm_bridge != "false":
         log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
                  "a classic session's JVM; a Spark Connect client has none)", plan.name)
-    lifecycle.launch(tmaster, task, closers)
+    topology_run.launch(tmaster, task, closers)
     if container:  # asked through its control port: gently (a Spark job under Connect)
         handle._progress = progress.watch(
             tmaster, system.submit_progress,
@@ -130,7 +130,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
 
 
 @dataclasses.dataclass
-class _Run:
+class _Decided:
     """What ``submit`` decided about this run before it starts a TMaster."""
 
     plan: LogicalPlan
@@ -148,8 +148,8 @@ class _Run:
     prior_state: str  # the state its last driver left it in (a resume)
 
 
-def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, run: _Run,
-                             lifecycle: TopologyRun):
+def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: _Decided,
+                             run: TopologyRun):
     """Start the TMaster (and the tracker) here; return its containers' task and closers.
 
     Every stmgr dials it: under Connect this is the client, which the server's executors must
@@ -157,13 +157,13 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, run: _Run,
     closers, tracker)``; the closers copy the final gauges and release the tracker and the
     TMaster's location at the end of the run.
     """
-    plan, name = run.plan, run.plan.name
-    host = system.tmaster_host or ("127.0.0.1" if run.local and not run.connect else
+    plan, name = decided.plan, decided.plan.name
+    host = system.tmaster_host or ("127.0.0.1" if decided.local and not decided.connect else
                                    driver_host(spark))
     root = checkpoint_root(system.checkpoint_root, system.work_dir)
-    committed = (statemgr.get_committed_checkpoint(name) or {}) if run.resume else {}
-    tmaster = TMaster(run.view, statemgr, run.secret, host, run.topology_id,
-                      system.frame_max_bytes, run.generation, system.instance_restart_max,
+    committed = (statemgr.get_committed_checkpoint(name) or {}) if decided.resume else {}
+    tmaster = TMaster(decided.view, statemgr, decided.secret, host, decided.topology_id,
+                      system.frame_max_bytes, decided.generation, system.instance_restart_max,
                       system.restart_window_secs, checkpoint_root=root,
                       committed_checkpoint=int(committed.get("id", 0)),
                       stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs,
@@ -171,8 +171,8 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, run: _Run,
                                            system.tmaster_metrics_retention_secs,
                                            system.tmaster_metrics_max_series),
                       exceptions_per_instance=system.tmaster_exceptions_per_instance,
-                      deactivated=run.deactivated, scheduler=lifecycle)
-    tmaster.submission = _submission(run.spark_master, run.local)
+                      deactivated=decided.deactivated, scheduler=run)
+    tmaster.submission = _submission(decided.spark_master, decided.local)
     tracker = None
     if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
         from heron_spark.tracker import service as tracker_service
@@ -182,7 +182,7 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, run: _Run,
                                           idle_timeout_secs=system.tracker_idle_timeout_secs)
     try:
         statemgr.claim_tmaster(name, {
-            "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": run.secret,
+            "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": decided.secret,
             "tracker_port": tracker.server_address[1] if tracker else -1})
     except BaseException:
         tmaster.close()
@@ -190,23 +190,23 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, run: _Run,
             tracker_service.release(tracker)
         statemgr.close()
         raise
-    if run.resume:
+    if decided.resume:
         log.warning("resuming topology %s (%s) from %s as generation %d: its last driver "
-                    "stopped while it was %s", name, run.topology_id, statemgr.location,
-                    run.generation, run.prior_state)
+                    "stopped while it was %s", name, decided.topology_id, statemgr.location,
+                    decided.generation, decided.prior_state)
     else:
         statemgr.clear_spout_states(name)  # a new run reads its sources from the start
         if statemgr.get_committed_checkpoint(name) is not None:  # and starts from no state
             statemgr.clear_committed_checkpoint(name)
             CheckpointStore(root, name).clear()
-    statemgr.set_topology(update.topology_proto(plan, run.topology_id, run.definition))
-    statemgr.set_packing_plan(name, run.packing)
+    statemgr.set_topology(update.topology_proto(plan, decided.topology_id, decided.definition))
+    statemgr.set_packing_plan(name, decided.packing)
     tmaster.start()
-    task = ContainerTask(name, run.definition, run.packing.SerializeToString(),
-                         _config_fields(system), run.secret, host, tmaster.port,
-                         run.generation, run.local)
+    task = ContainerTask(name, decided.definition, decided.packing.SerializeToString(),
+                         _config_fields(system), decided.secret, host, tmaster.port,
+                         decided.generation, decided.local)
     closers = []
-    if system.spark_jvm_bridge != "false" and not run.connect and _bridge_loaded(spark):
+    if system.spark_jvm_bridge != "false" and not decided.connect and _bridge_loaded(spark):
         threading.Thread(target=gauges.publish, args=(spark, tmaster, system), daemon=True,
                          name=f"gauges-{name}").start()
         closers.append(lambda: gauges.copy(spark, tmaster))  # the final values
@@ -216,8 +216,8 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, run: _Run,
     return tmaster, task, closers, tracker
 
 
-def _start_tmaster_in_container(spark, statemgr, system: SystemConfig, run: _Run,
-                                lifecycle: TopologyRun):
+def _start_tmaster_in_container(spark, statemgr, system: SystemConfig, decided: _Decided,
+                                run: TopologyRun):
     """Prepare a run whose TMaster lives in container 0 (``heron.tmaster.placement`` container).
 
     Write the topology to the state manager; container 0 starts the TMaster, which claims its
@@ -226,34 +226,34 @@ def _start_tmaster_in_container(spark, statemgr, system: SystemConfig, run: _Run
     job under Spark Connect (``scheduler.remote``). Returns ``(tmaster, task, closers,
     tracker)``: no closers, no tracker here.
     """
-    name = run.plan.name
+    name = decided.plan.name
     root = checkpoint_root(system.checkpoint_root, system.work_dir)
     try:
-        if run.resume:
+        if decided.resume:
             log.warning("resuming topology %s (%s) from %s as generation %d (TMaster in "
-                        "container 0)", name, run.topology_id, statemgr.location,
-                        run.generation)
+                        "container 0)", name, decided.topology_id, statemgr.location,
+                        decided.generation)
             starting = None
         else:  # what container 0's TMaster starts from: the id, submission and paused state
             starting = execution_state.from_status({
-                "name": name, "id": run.topology_id, "state": "STARTING",
-                "generation": run.generation, "paused": run.deactivated,
-                "containers": run.view.container_count,
-                "submission": _submission(run.spark_master, run.local)})
+                "name": name, "id": decided.topology_id, "state": "STARTING",
+                "generation": decided.generation, "paused": decided.deactivated,
+                "containers": decided.view.container_count,
+                "submission": _submission(decided.spark_master, decided.local)})
         run_on(statemgr, _write_container_run, name, root,
                None if starting is None else execution_state.encode(starting),
-               update.topology_proto(run.plan, run.topology_id,
-                                     run.definition).SerializeToString(),
-               run.packing.SerializeToString())
+               update.topology_proto(decided.plan, decided.topology_id,
+                                     decided.definition).SerializeToString(),
+               decided.packing.SerializeToString())
     except BaseException:
         statemgr.close()
         raise
-    tmaster = RemoteTMaster(run.view, run.topology_id,
-                            Asker(spark, system.statemgr, name, through_spark=run.connect),
-                            run.generation, statemgr, scheduler=lifecycle)
-    task = ContainerTask(name, run.definition, run.packing.SerializeToString(),
-                         _config_fields(system), run.secret, "", 0, run.generation, run.local,
-                         tmaster_in_container=True, deactivated=run.deactivated)
+    tmaster = RemoteTMaster(decided.view, decided.topology_id,
+                            Asker(spark, system.statemgr, name, through_spark=decided.connect),
+                            decided.generation, statemgr, scheduler=run)
+    task = ContainerTask(name, decided.definition, decided.packing.SerializeToString(),
+                         _config_fields(system), decided.secret, "", 0, decided.generation,
+                         decided.local, tmaster_in_container=True, deactivated=decided.deactivated)
     return tmaster, task, [], None
 
 
