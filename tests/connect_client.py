@@ -125,7 +125,7 @@ def cancel(spark, folder: Path, options: dict) -> dict:
     assert handle.wait_running(120)
     generation = None
     if options.get("recover"):  # the driver replaces its containers: interrupt, resubmit
-        handle._tmaster.recover_containers("asked by the test")
+        handle._run.recover("asked by the test")
         wait_until(lambda: handle.status_detail()["generation"] == 1
                    and len(handle.status_detail()["registered"]) == 2, 120, interval=0.1,
                    message="generation 1 to register")

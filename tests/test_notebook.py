@@ -63,6 +63,30 @@ def test_progress_can_be_turned_off(spark, tmp_path, hconf, caplog):
     assert [r for r in caplog.records if r.name == progress.__name__] == []
 
 
+@pytest.mark.spark
+def test_progress_with_the_tmaster_in_container_0(spark, tmp_path, hconf, caplog):
+    """The progress asks container 0's TMaster (``RemoteTMaster.refresh``) until it runs."""
+    from heron_spark.scheduler.remote import RemoteTMaster
+
+    conf = {**hconf, "heron.tmaster.placement": "container", "heron.kill.grace.secs": 5}
+    with caplog.at_level(logging.INFO, logger=progress.__name__):
+        handle = submit(topo.numbers("placed-shown", tmp_path / "out", count=-1, sleep_ms=1),
+                        spark=spark.session, conf=conf, master="local[4]")
+        try:
+            assert isinstance(handle._tmaster, RemoteTMaster)
+            assert handle._progress is not None
+            handle._progress.join(TIMEOUT)  # ends by itself once the topology runs
+            assert not handle._progress.is_alive()
+            assert handle.status == "RUNNING"
+        finally:
+            handle.kill()
+    lines = [r.getMessage() for r in caplog.records if r.name == progress.__name__]
+    assert lines[0] == "heron_spark topology placed-shown: containers registered 0/2 (STARTING)"
+    assert lines[-1] == "heron_spark topology placed-shown: containers registered 2/2 (RUNNING)", \
+        lines
+    assert len(lines) == len(set(lines))  # one line per change, not one per question
+
+
 def test_html_escapes_every_value():
     view = notebook.build_view(
         {"name": "<b>t</b>", "state": "FAILED", "detail": "x <script>alert(1)</script> & y",

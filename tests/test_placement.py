@@ -154,7 +154,7 @@ def test_tmaster_in_container_0_resumes_after_kill_9_and_updates(tmp_path):
 
 
 # ---- the submitter's view of a TMaster in container 0, with a fake control port -------------
-def _remote(tmp_path, answers: list):
+def _remote(tmp_path, answers: list, scheduler=None):
     """A RemoteTMaster over a fake asker answering from ``answers`` (None: no TMaster)."""
     from heron_spark.plan.prepare import prepare
     from heron_spark.scheduler.remote import RemoteTMaster
@@ -167,7 +167,8 @@ def _remote(tmp_path, answers: list):
         return answers.pop(0) if answers else None
 
     statemgr = open_state_manager(f"file://{tmp_path}/state")
-    return RemoteTMaster(prepared.view, "remote-1", ask, 0, statemgr), asked, statemgr
+    return (RemoteTMaster(prepared.view, "remote-1", ask, 0, statemgr, scheduler=scheduler),
+            asked, statemgr)
 
 
 def _view_answer(state: str, started: float | None = 1.0, generation: int = 0):
@@ -195,9 +196,16 @@ def test_remote_tmaster_reads_the_view_and_caches_it(tmp_path):
 
 
 def test_remote_tmaster_kill_without_an_answer_cancels_the_stage(tmp_path):
-    remote, asked, statemgr = _remote(tmp_path, [])
     cancelled = []
-    remote.cancel_stage = lambda: cancelled.append(True)
+
+    class Stage:  # the run's side of the StageScheduler interface
+        def update(self, parallelism):
+            raise AssertionError("not asked")
+
+        def cancel(self):
+            cancelled.append(True)
+
+    remote, asked, statemgr = _remote(tmp_path, [], Stage())
     remote.kill("by the test")
     assert asked == ["kill"] and cancelled == [True]
     remote.finish(None, RuntimeError("stage cancelled"), "the Spark job was cancelled")

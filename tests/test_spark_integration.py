@@ -59,7 +59,7 @@ SCRIPT = textwrap.dedent(r"""
                                   sleep_ms=1),
                      conf={"heron.stage.resubmit.backoff.secs": 0.2})
     assert forever.wait_running(120)
-    forever._tmaster.recover_containers("asked by the test")
+    forever._run.recover("asked by the test")
     wait_until(lambda: forever.status_detail()["generation"] == 1
                and len(forever.status_detail()["registered"]) == 2, 120, interval=0.1,
                message="generation 1 to register")

@@ -10,7 +10,7 @@ import time
 
 from heron_spark.errors import TopologyRuntimeError
 from heron_spark.scheduler.remote import RemoteTMaster
-from heron_spark.scheduler.spark_scheduler import BarrierStage
+from heron_spark.scheduler.run import TopologyRun
 from heron_spark.tmaster.master import TMaster, TopologyState
 
 log = logging.getLogger(__name__)
@@ -25,22 +25,21 @@ class TopologyHandle:
     """A submitted topology. ``kill`` and ``wait`` are safe to call from any thread, repeatedly.
 
     Its TMaster is the driver's (``TMaster``) or, with ``heron.tmaster.placement`` container,
-    one in container 0 that it asks through the control port (``RemoteTMaster``).
+    one in container 0 that it asks through the control port (``RemoteTMaster``). Its
+    ``run`` (``scheduler.run.TopologyRun``: the barrier stage across generations) is what
+    ``wait`` and ``kill`` wait for; a handle without one only asks the TMaster.
     """
 
     def __init__(self, name: str, tmaster: TMaster | RemoteTMaster,
-                 kill_grace_secs: float) -> None:
+                 kill_grace_secs: float, run: TopologyRun | None = None) -> None:
         self.name = name
         self._tmaster = tmaster
         self._kill_grace = kill_grace_secs
-        self._stage: BarrierStage | None = None
+        self._run = run
         self._tracker_url: str | None = None  # the tracker serving this driver's topologies
         self._tracker_auth = None  # its Authenticator (set by submit)
         self._closers: list = []
         self._progress = None  # the start-up progress thread (scheduler/progress.py), if any
-
-    def _attach(self, stage: BarrierStage) -> None:
-        self._stage = stage
 
     def _refresh(self) -> None:
         """Ask a TMaster in container 0 for its state (a driver's TMaster is read directly)."""
@@ -164,13 +163,9 @@ class TopologyHandle:
                 if deadline is not None and time.monotonic() >= deadline:
                     msg = f"topology {self.name!r} still {self.status} after {timeout} s"
                     raise TimeoutError(msg)
-            if self._stage is not None:
+            if self._run is not None:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                grace = self._kill_grace * 3 + 5
-                self._stage.join(grace if remaining is None else min(grace, remaining))
-                if not self._stage.join(0):
-                    self._stage.cancel()
-                    self._stage.join(self._kill_grace + 5)
+                self._run.wait_ended(self._kill_grace, remaining)
         except KeyboardInterrupt:
             log.warning("interrupted: killing topology %s", self.name)
             self.kill()
@@ -180,14 +175,10 @@ class TopologyHandle:
 
     def kill(self) -> None:
         """Stop every process of the topology; cancels the Spark job if they do not stop."""
-        self._tmaster.kill("killed by the handle")
-        if self._stage is None:
-            return
-        if not self._stage.join(self._kill_grace + 5):
-            log.warning("containers of %s did not stop in time: cancelling the Spark job",
-                        self.name)
-            self._stage.cancel()
-            self._stage.join(self._kill_grace + 10)
+        if self._run is None:
+            self._tmaster.kill("killed by the handle")
+        else:
+            self._run.kill("killed by the handle", self._kill_grace)
 
     # ---- management verbs (as Heron's CLI) -------------------------------------------------
     def deactivate(self) -> None:

@@ -5,6 +5,12 @@ handle); on a terminal (stderr is a TTY), one line rewritten in place; anywhere 
 log line (INFO) per change. ``heron.submit.progress: false`` shows nothing. Driver only: a
 daemon thread polls the TMaster until the topology runs or ends; sinks are used by that thread
 alone (the notebook sink's first display is made by the caller's thread, inside the cell).
+
+The driver's TMaster is read in memory every ``DRIVER_POLL_SECS``. A TMaster in container 0
+(``RemoteTMaster``) is asked through its control port (``refresh``): directly on a classic
+session every ``REMOTE_POLL_SECS``, and under Spark Connect, where each question is a one-task
+Spark job, every ``CONNECT_POLL_SECS``. The first line is the one known at submit (no
+question), so ``submit`` returns without waiting for an answer.
 """
 
 from __future__ import annotations
@@ -12,9 +18,13 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from typing import TextIO
+from typing import Callable, TextIO
 
 log = logging.getLogger(__name__)
+
+DRIVER_POLL_SECS = 0.1
+REMOTE_POLL_SECS = 1.0
+CONNECT_POLL_SECS = 2.0
 
 
 def progress_line(name: str, registered: int, total: int, state: str) -> str:
@@ -87,8 +97,12 @@ def choose_sink(first_line: str, stream: TextIO):
     return LogSink()
 
 
-def watch(tmaster, enabled: bool, poll_secs: float = 0.1) -> threading.Thread | None:
-    """Show ``tmaster``'s start-up progress from a daemon thread; None when not ``enabled``."""
+def watch(tmaster, enabled: bool, poll_secs: float = DRIVER_POLL_SECS,
+          refresh: Callable[[], None] | None = None) -> threading.Thread | None:
+    """Show ``tmaster``'s start-up progress from a daemon thread; None when not ``enabled``.
+
+    ``refresh`` (a ``RemoteTMaster``'s) asks for a new status before each poll but the first.
+    """
     if not enabled:
         return None
 
@@ -103,6 +117,8 @@ def watch(tmaster, enabled: bool, poll_secs: float = 0.1) -> threading.Thread | 
     def run() -> None:
         shown = None
         while True:
+            if refresh is not None and shown is not None:
+                refresh()
             current = line()
             if current != shown:
                 sink.show(current)

@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Protocol
 
 from heron_spark.contract import execution_state
 from heron_spark.errors import TopologyStateError
@@ -112,11 +112,25 @@ def store_final_state(statemgr, name: str, topology_id: str, status: dict) -> No
     statemgr.set_execution_state(name, record)
 
 
+class StageScheduler(Protocol):
+    """What a ``RemoteTMaster`` asks of the submitter's run (``scheduler.run.TopologyRun``)."""
+
+    def update(self, parallelism: dict[str, int]) -> int:
+        """Rescale to ``parallelism``; return the generation to run it."""
+
+    def cancel(self) -> None:
+        """Cancel the barrier stage's Spark jobs."""
+
+
 class RemoteTMaster:
-    """A TMaster in container 0 as the handle and submit see it (see the module docstring)."""
+    """A TMaster in container 0 as the handle and submit see it (see the module docstring).
+
+    ``refresh`` may be called from several threads (the handle's caller, the start-up
+    progress): one asks at a time, the others take its answer.
+    """
 
     def __init__(self, plan: PlanView, topology_id: str, ask: Callable, generation: int,
-                 statemgr) -> None:
+                 statemgr, scheduler: StageScheduler | None = None) -> None:
         self.name = plan.logical.name
         self.topology_id = topology_id
         self.plan = plan
@@ -132,9 +146,8 @@ class RemoteTMaster:
         self.done = threading.Event()
         self.running = threading.Event()
         self.closed = threading.Event()
-        self.recover_containers: Callable[[str], None] | None = None  # the stage's recover
-        self.cancel_stage: Callable[[], None] | None = None  # the stage's cancel
-        self.updater: Callable[[dict[str, int]], int] | None = None  # submit's Rescaler
+        self.scheduler = scheduler  # None: updates refused, a kill without answer cancels nothing
+        self._ask_lock = threading.Lock()
         self._update_lock = threading.Lock()
         self._updating_to: dict[str, int] = {}
 
@@ -143,9 +156,15 @@ class RemoteTMaster:
         """Ask the TMaster for its view unless the last answer is fresh or the topology ended."""
         if self.done.is_set() or time.monotonic() - self._fetched < max_age:
             return
-        request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
-            path="handle", params_json="{}"))
-        response = self._ask(request)
+        with self._ask_lock:  # another thread may have just asked
+            if self.done.is_set() or time.monotonic() - self._fetched < max_age:
+                return
+            request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
+                path="handle", params_json="{}"))
+            response = self._ask(request)
+            self._take(response)
+
+    def _take(self, response: tmaster_pb2.ControlResponse | None) -> None:
         if response is None or response.code != 200:
             return  # not up yet, or between generations: keep what we know
         view = json.loads(response.json)
@@ -295,8 +314,8 @@ class RemoteTMaster:
     def update(self, parallelism: dict[str, int]) -> int:
         """Rescale components; return the generation that runs the new plan.
 
-        The submitter's ``updater`` (``scheduler.update.Rescaler``) checks the request and
-        the slots and queues the new containers on the stage, then calls ``stop_generation``,
+        The submitter's run (``scheduler.run.TopologyRun.update``) checks the request and the
+        slots and queues the new containers on the stage, then calls ``stop_generation``,
         which asks the TMaster in container 0 to stop these containers.
         """
         self.refresh(0)
@@ -304,12 +323,12 @@ class RemoteTMaster:
             raise TopologyStateError(self.name, self._state.value, "update it",
                                      "wait for the last update to finish" if self.updating
                                      else "submit it again")
-        if self.updater is None:
+        if self.scheduler is None:
             raise TopologyStateError(self.name, self._state.value, "update it",
                                      "only a topology submitted to Spark can be updated")
         with self._update_lock:
             self._updating_to = dict(parallelism)
-            return self.updater(parallelism)
+            return self.scheduler.update(parallelism)
 
     def stop_generation(self, detail: str) -> None:
         """Ask the TMaster to stop this generation's containers for the queued update."""
@@ -324,10 +343,10 @@ class RemoteTMaster:
             return
         self._killed = True
         response = self._ask(tmaster_pb2.ControlRequest(kill=True))
-        if response is None and self.cancel_stage is not None:
+        if response is None and self.scheduler is not None:
             log.warning("topology %s: its TMaster did not answer the kill: cancelling the "
                         "barrier stage", self.name)
-            self.cancel_stage()
+            self.scheduler.cancel()
 
     # ---- the stage, from the submitter ------------------------------------------------------
     def begin_generation(self, generation: int, plan: PlanView | None = None) -> None:

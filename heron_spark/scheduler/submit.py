@@ -15,7 +15,6 @@ import weakref
 from typing import Any
 
 from heron_spark import _pickling
-from heron_spark._failure_window import FailureWindow
 from heron_spark.config import SystemConfig, tmaster_placement
 from heron_spark.container.task import ContainerTask
 from heron_spark.contract import execution_state
@@ -27,17 +26,15 @@ from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import topology_pb2
 from heron_spark.scheduler.handle import TopologyHandle
-from heron_spark.scheduler import progress
-from heron_spark.scheduler.executors import ContainerExecutors
+from heron_spark.scheduler import gauges, progress
 from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.remote import Asker, RemoteTMaster
 from heron_spark.scheduler.session import driver_host, is_connect, is_local_master
 from heron_spark.scheduler.session import master as session_master
-from heron_spark.scheduler.spark_scheduler import (BarrierStage, check_slots,
-                                                   deterministic_failure, is_cancellation,
-                                                   job_group)
+from heron_spark.scheduler import update
 from heron_spark.scheduler.remote_statemgr import RemoteStateManager, run_on
-from heron_spark.scheduler.update import Rescaler, rescaled_to_stored
+from heron_spark.scheduler.run import TopologyRun
+from heron_spark.scheduler.spark_scheduler import check_slots
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.base import EXECUTION_STATE, PACKING_PLAN, TMASTER_LOCATION, TOPOLOGY
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
@@ -80,7 +77,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         stored = None if raw_stored is None else topology_pb2.Topology.FromString(raw_stored)
         resume = execution_state.is_live(prior)  # its driver died without ending it
         if resume:  # resuming: keep what `heron update` set
-            updated = rescaled_to_stored(stored, plan)
+            updated = update.rescaled_to_stored(stored, plan)
             if updated is not None:
                 plan = updated
                 packing = pack(plan, system.packing_algorithm)
@@ -96,109 +93,44 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     topology_id = topology_id or f"{plan.name}-{uuid.uuid4().hex[:12]}"
     generation = prior.generation + 1 if resume else 0
     deactivated = deactivated or (resume and prior.paused)  # stays deactivated
-    secret = new_secret()
     connect = is_connect(spark)
     spark_master = session_master(spark)
-    local = is_local_master(spark_master)
-    if tmaster_placement(system, connect) == "container":
-        return _submit_tmaster_in_container(
-            spark, statemgr, prepared, _Run(plan, view, packing, definition, topology_id,
-                                            generation, deactivated, secret, resume, connect,
-                                            spark_master, local))
-    # Every stmgr dials the TMaster, which runs here: under Connect that is the client, which
-    # the server's executors must reach (on a local master, the same host as the server).
-    host = system.tmaster_host or ("127.0.0.1" if local and not connect else
-                                   driver_host(spark))
-    root = checkpoint_root(system.checkpoint_root, system.work_dir)
-    committed = (statemgr.get_committed_checkpoint(plan.name) or {}) if resume else {}
-    tmaster = TMaster(view, statemgr, secret, host, topology_id, system.frame_max_bytes,
-                      generation, system.instance_restart_max, system.restart_window_secs,
-                      checkpoint_root=root, committed_checkpoint=int(committed.get("id", 0)),
-                      stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs,
-                      history=MetricsCache(system.tmaster_metrics_bucket_secs,
-                                           system.tmaster_metrics_retention_secs,
-                                           system.tmaster_metrics_max_series),
-                      exceptions_per_instance=system.tmaster_exceptions_per_instance,
-                      deactivated=deactivated)
-    tmaster.submission = _submission(spark_master, local)
-    tracker = None
-    if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
-        from heron_spark.tracker import service as tracker_service
-
-        tracker = tracker_service.acquire(system.statemgr, host, system.tracker_port,
-                                          max_connections=system.tracker_max_connections,
-                                          idle_timeout_secs=system.tracker_idle_timeout_secs)
-    try:
-        statemgr.claim_tmaster(plan.name, {
-            "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": secret,
-            "tracker_port": tracker.server_address[1] if tracker else -1})
-    except BaseException:
-        tmaster.close()
-        if tracker is not None:
-            tracker_service.release(tracker)
-        statemgr.close()
-        raise
-    if resume:
-        log.warning("resuming topology %s (%s) from %s as generation %d: its last driver "
-                    "stopped while it was %s", plan.name, topology_id, statemgr.location,
-                    generation, prior.state)
-    else:
-        statemgr.clear_spout_states(plan.name)  # a new run reads its sources from the start
-        if statemgr.get_committed_checkpoint(plan.name) is not None:  # and starts from no state
-            statemgr.clear_committed_checkpoint(plan.name)
-            CheckpointStore(root, plan.name).clear()
-    statemgr.set_topology(_topology_proto(plan, topology_id, definition))
-    statemgr.set_packing_plan(plan.name, packing)
-    tmaster.start()
-    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs)
+    decided = _Decided(plan, view, packing, definition, topology_id, generation, deactivated,
+                       new_secret(), resume, connect, spark_master,
+                       is_local_master(spark_master), prior.state if resume else "")
+    container = tmaster_placement(system, connect) == "container"
+    topology_run = TopologyRun(spark, system, statemgr, topology_id, generation,
+                               view.container_count, resume,
+                               "the Spark job was cancelled" if container
+                               else "the Spark job group was cancelled")
+    start = _start_tmaster_in_container if container else _start_tmaster_in_driver
+    tmaster, task, closers, tracker = start(spark, statemgr, system, decided, topology_run)
+    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs, topology_run)
     if tracker is not None:
         handle.tracker_url = tracker.url
         handle._tracker_auth = tracker.app.auth
-    task = ContainerTask(plan.name, definition, packing.SerializeToString(),
-                         _config_fields(system), secret, host, tmaster.port, generation, local)
-
-    bridge = system.spark_jvm_bridge != "false" and not connect and _bridge_loaded(spark)
     if connect and system.spark_jvm_bridge != "false":
         log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
                  "a classic session's JVM; a Spark Connect client has none)", plan.name)
-
-    def on_stage_exit(result, error) -> None:
-        if error is not None and is_cancellation(error):
-            tmaster.kill("the Spark job group was cancelled")
-        elif error is not None:
-            tmaster.fail(f"the Spark barrier stage failed: {_spark_error_summary(error)}")
-        else:
-            tmaster.fail("every container exited before the topology ended")
-        if bridge:  # the final values, before wait() returns
-            _copy_gauges(spark, tmaster)
-        tmaster.close()
-        if tracker is not None:
-            tracker_service.release(tracker)
-        statemgr.release_tmaster(plan.name)
-        statemgr.close()
-
-    if bridge:
-        threading.Thread(target=_publish_gauges, args=(spark, tmaster, system),
-                         daemon=True,
-                         name=f"gauges-{plan.name}").start()
-    stage = BarrierStage(spark, task, view.container_count, on_stage_exit,
-                         _resubmission_policy(tmaster, system),
-                         planned=lambda error: tmaster.state.ended or is_cancellation(error))
-    handle._attach(stage)
-    tmaster.recover_containers = stage.recover
-    tmaster.updater = Rescaler(spark, system, statemgr, tmaster, stage, topology_id)
-    stage.start()
-    handle._progress = progress.watch(tmaster, system.submit_progress)
+    topology_run.launch(tmaster, task, closers)
+    if container:  # asked through its control port: gently (a Spark job under Connect)
+        handle._progress = progress.watch(
+            tmaster, system.submit_progress,
+            progress.CONNECT_POLL_SECS if connect else progress.REMOTE_POLL_SECS,
+            refresh=tmaster.refresh)
+    else:
+        handle._progress = progress.watch(tmaster, system.submit_progress)
     _install_sigterm(handle)
     if _CLI_CONTEXT is not None:
         _CLI_CONTEXT["handles"].append(handle)
-    log.info("submitted %s: %d containers, %d tasks; tracker %s", plan.name,
-             view.container_count, len(view.task_component), handle.tracker_url)
+    log.info("submitted %s: %d containers, %d tasks; %s", plan.name, view.container_count,
+             len(view.task_component), "its TMaster runs in container 0" if container
+             else f"tracker {handle.tracker_url}")
     return handle
 
 
 @dataclasses.dataclass
-class _Run:
+class _Decided:
     """What ``submit`` decided about this run before it starts a TMaster."""
 
     plan: LogicalPlan
@@ -213,74 +145,116 @@ class _Run:
     connect: bool
     spark_master: str
     local: bool
+    prior_state: str  # the state its last driver left it in (a resume)
 
 
-def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> TopologyHandle:
-    """Submit with the TMaster in container 0 (``heron.tmaster.placement`` container).
+def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: _Decided,
+                             run: TopologyRun):
+    """Start the TMaster (and the tracker) here; return its containers' task and closers.
 
-    Write the topology to the state manager, run the barrier stage (container 0 starts the
-    TMaster, which claims its location there; the stmgrs find it there), and return a handle
-    that asks that TMaster through the control port: directly on a classic session, through
-    a one-task Spark job under Spark Connect (``scheduler.remote``).
+    Every stmgr dials it: under Connect this is the client, which the server's executors must
+    reach (on a local master, the same host as the server). Returns ``(tmaster, task,
+    closers, tracker)``; the closers copy the final gauges and release the tracker and the
+    TMaster's location at the end of the run.
     """
-    system = prepared.system
-    name = run.plan.name
+    plan, name = decided.plan, decided.plan.name
+    host = system.tmaster_host or ("127.0.0.1" if decided.local and not decided.connect else
+                                   driver_host(spark))
+    root = checkpoint_root(system.checkpoint_root, system.work_dir)
+    committed = (statemgr.get_committed_checkpoint(name) or {}) if decided.resume else {}
+    tmaster = TMaster(decided.view, statemgr, decided.secret, host, decided.topology_id,
+                      system.frame_max_bytes, decided.generation, system.instance_restart_max,
+                      system.restart_window_secs, checkpoint_root=root,
+                      committed_checkpoint=int(committed.get("id", 0)),
+                      stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs,
+                      history=MetricsCache(system.tmaster_metrics_bucket_secs,
+                                           system.tmaster_metrics_retention_secs,
+                                           system.tmaster_metrics_max_series),
+                      exceptions_per_instance=system.tmaster_exceptions_per_instance,
+                      deactivated=decided.deactivated, scheduler=run)
+    tmaster.submission = _submission(decided.spark_master, decided.local)
+    tracker = None
+    if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
+        from heron_spark.tracker import service as tracker_service
+
+        tracker = tracker_service.acquire(system.statemgr, host, system.tracker_port,
+                                          max_connections=system.tracker_max_connections,
+                                          idle_timeout_secs=system.tracker_idle_timeout_secs)
+    try:
+        statemgr.claim_tmaster(name, {
+            "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": decided.secret,
+            "tracker_port": tracker.server_address[1] if tracker else -1})
+    except BaseException:
+        tmaster.close()
+        if tracker is not None:
+            tracker_service.release(tracker)
+        statemgr.close()
+        raise
+    if decided.resume:
+        log.warning("resuming topology %s (%s) from %s as generation %d: its last driver "
+                    "stopped while it was %s", name, decided.topology_id, statemgr.location,
+                    decided.generation, decided.prior_state)
+    else:
+        statemgr.clear_spout_states(name)  # a new run reads its sources from the start
+        if statemgr.get_committed_checkpoint(name) is not None:  # and starts from no state
+            statemgr.clear_committed_checkpoint(name)
+            CheckpointStore(root, name).clear()
+    statemgr.set_topology(update.topology_proto(plan, decided.topology_id, decided.definition))
+    statemgr.set_packing_plan(name, decided.packing)
+    tmaster.start()
+    task = ContainerTask(name, decided.definition, decided.packing.SerializeToString(),
+                         _config_fields(system), decided.secret, host, tmaster.port,
+                         decided.generation, decided.local)
+    closers = []
+    if system.spark_jvm_bridge != "false" and not decided.connect and _bridge_loaded(spark):
+        threading.Thread(target=gauges.publish, args=(spark, tmaster, system), daemon=True,
+                         name=f"gauges-{name}").start()
+        closers.append(lambda: gauges.copy(spark, tmaster))  # the final values
+    if tracker is not None:
+        closers.append(lambda: tracker_service.release(tracker))
+    closers.append(lambda: statemgr.release_tmaster(name))
+    return tmaster, task, closers, tracker
+
+
+def _start_tmaster_in_container(spark, statemgr, system: SystemConfig, decided: _Decided,
+                                run: TopologyRun):
+    """Prepare a run whose TMaster lives in container 0 (``heron.tmaster.placement`` container).
+
+    Write the topology to the state manager; container 0 starts the TMaster, which claims its
+    location there, and the stmgrs find it there. The submitter asks that TMaster through the
+    control port (``RemoteTMaster``): directly on a classic session, through a one-task Spark
+    job under Spark Connect (``scheduler.remote``). Returns ``(tmaster, task, closers,
+    tracker)``: no closers, no tracker here.
+    """
+    name = decided.plan.name
     root = checkpoint_root(system.checkpoint_root, system.work_dir)
     try:
-        if run.resume:
+        if decided.resume:
             log.warning("resuming topology %s (%s) from %s as generation %d (TMaster in "
-                        "container 0)", name, run.topology_id, statemgr.location,
-                        run.generation)
+                        "container 0)", name, decided.topology_id, statemgr.location,
+                        decided.generation)
             starting = None
         else:  # what container 0's TMaster starts from: the id, submission and paused state
             starting = execution_state.from_status({
-                "name": name, "id": run.topology_id, "state": "STARTING",
-                "generation": run.generation, "paused": run.deactivated,
-                "containers": run.view.container_count,
-                "submission": _submission(run.spark_master, run.local)})
+                "name": name, "id": decided.topology_id, "state": "STARTING",
+                "generation": decided.generation, "paused": decided.deactivated,
+                "containers": decided.view.container_count,
+                "submission": _submission(decided.spark_master, decided.local)})
         run_on(statemgr, _write_container_run, name, root,
                None if starting is None else execution_state.encode(starting),
-               _topology_proto(run.plan, run.topology_id, run.definition).SerializeToString(),
-               run.packing.SerializeToString())
+               update.topology_proto(decided.plan, decided.topology_id,
+                                     decided.definition).SerializeToString(),
+               decided.packing.SerializeToString())
     except BaseException:
         statemgr.close()
         raise
-    tmaster = RemoteTMaster(run.view, run.topology_id,
-                            Asker(spark, system.statemgr, name, through_spark=run.connect),
-                            run.generation, statemgr)
-    handle = TopologyHandle(name, tmaster, system.kill_grace_secs)
-    task = ContainerTask(name, run.definition, run.packing.SerializeToString(),
-                         _config_fields(system), run.secret, "", 0, run.generation, run.local,
-                         tmaster_in_container=True, deactivated=run.deactivated)
-    if run.connect and system.spark_jvm_bridge != "false":
-        log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
-                 "a classic session's JVM; a Spark Connect client has none)", name)
-
-    def on_stage_exit(result, error) -> None:
-        if error is None:
-            detail = "every container exited before the topology ended"
-        elif is_cancellation(error):
-            detail = "the Spark job was cancelled"
-        else:
-            detail = f"the Spark barrier stage failed: {_spark_error_summary(error)}"
-        tmaster.finish(result, error, detail)
-        tmaster.close()
-        statemgr.close()
-
-    stage = BarrierStage(spark, task, run.view.container_count, on_stage_exit,
-                         _resubmission_policy(tmaster, system),
-                         planned=lambda error: tmaster.state.ended or is_cancellation(error))
-    handle._attach(stage)
-    tmaster.recover_containers = stage.recover
-    tmaster.cancel_stage = stage.cancel
-    tmaster.updater = Rescaler(spark, system, statemgr, tmaster, stage, run.topology_id)
-    stage.start()
-    _install_sigterm(handle)
-    if _CLI_CONTEXT is not None:
-        _CLI_CONTEXT["handles"].append(handle)
-    log.info("submitted %s: %d containers, %d tasks; its TMaster runs in container 0", name,
-             run.view.container_count, len(run.view.task_component))
-    return handle
+    tmaster = RemoteTMaster(decided.view, decided.topology_id,
+                            Asker(spark, system.statemgr, name, through_spark=decided.connect),
+                            decided.generation, statemgr, scheduler=run)
+    task = ContainerTask(name, decided.definition, decided.packing.SerializeToString(),
+                         _config_fields(system), decided.secret, "", 0, decided.generation,
+                         decided.local, tmaster_in_container=True, deactivated=decided.deactivated)
+    return tmaster, task, [], None
 
 
 def _check_cluster(spark, plan: LogicalPlan, view: PlanView, system: SystemConfig) -> bytes:
@@ -352,39 +326,6 @@ def _submission(master: str, local: bool) -> dict:
             "release_version": __version__}
 
 
-def _resubmission_policy(tmaster: TMaster | RemoteTMaster, system: SystemConfig):
-    """Return the ``retry`` callback of the barrier stage.
-
-    It resubmits a failed stage as a new generation, at most ``heron.stage.resubmit.max``
-    times within ``heron.restart.window.secs``, after a backoff that doubles each time.
-    """
-    failures = FailureWindow(system.restart_window_secs)
-
-    def retry(error: BaseException, task: ContainerTask) -> ContainerTask | None:
-        if is_cancellation(error) or tmaster.state.ended:
-            return None
-        deterministic = deterministic_failure(error)
-        if deterministic is not None:  # the same again on every attempt: do not retry
-            log.error("topology %s: not resubmitting the barrier stage, its failure is not "
-                      "transient: %s", tmaster.name, deterministic)
-            return None
-        recent = failures.record()
-        if recent > system.stage_resubmit_max:
-            log.error("topology %s: the barrier stage failed %d times within %g s; giving up",
-                      tmaster.name, recent, system.restart_window_secs)
-            return None
-        delay = system.stage_resubmit_backoff_secs * 2 ** (recent - 1)
-        log.warning("topology %s: resubmitting the barrier stage in %.1f s (%d of %d)",
-                    tmaster.name, delay, recent, system.stage_resubmit_max)
-        if tmaster.done.wait(delay):
-            return None  # killed meanwhile
-        generation = tmaster.generation + 1
-        tmaster.begin_generation(generation)
-        return dataclasses.replace(task, generation=generation)
-
-    return retry
-
-
 def submit_from_builder(topology: type):
     """``TopologyBuilder.build_and_submit``: under the CLI hand over; otherwise submit and wait."""
     handle = submit(topology)
@@ -398,71 +339,6 @@ def _bridge_loaded(spark) -> bool:
     from heron_spark.scheduler import jvm_bridge
 
     return jvm_bridge.loaded(spark)
-
-
-def _publish_gauges(spark, tmaster: TMaster, system: SystemConfig) -> None:
-    """Copy the TMaster's per-component metrics into Spark's metrics system until the end.
-
-    Also hand Spark's loss of an executor hosting a container to the TMaster.
-    """
-    interval = system.metrics_interval_ms / 1000.0
-    executors = ContainerExecutors(job_group(tmaster.name))
-    lock = threading.Lock()
-
-    def on_event(event: dict) -> None:  # from any topology's publisher thread
-        with lock:
-            loss = executors.on_event(event, tmaster.generation)
-        if loss is not None:
-            tmaster.executor_lost(loss.executor, loss.containers, loss.reason, loss.generation)
-
-    with _BRIDGE_LOCK:
-        _BRIDGE_LISTENERS[id(on_event)] = on_event
-    try:
-        while True:
-            ended = tmaster.closed.wait(interval)
-            if not ended:  # the final copy is on_stage_exit's, before wait() returns
-                _copy_gauges(spark, tmaster)
-            _dispatch_bridge_events(spark)
-            if ended:
-                return
-    finally:
-        with _BRIDGE_LOCK:
-            _BRIDGE_LISTENERS.pop(id(on_event), None)
-
-
-# The bridge's event queue is one per JVM: whichever topology's publisher drains it hands every
-# event to every topology of this driver.
-_BRIDGE_LOCK = threading.Lock()
-_BRIDGE_LISTENERS: dict[int, Any] = {}
-
-
-def _dispatch_bridge_events(spark) -> None:
-    from heron_spark.scheduler import jvm_bridge
-
-    with _BRIDGE_LOCK:
-        events = jvm_bridge.drain_events(spark)
-        listeners = list(_BRIDGE_LISTENERS.values())
-    for event in events:
-        if event.get("type") != "task_start":
-            log.warning("Spark event: %s", event)
-        for listener in listeners:
-            listener(event)
-
-
-def _copy_gauges(spark, tmaster: TMaster) -> None:
-    from heron_spark.scheduler import jvm_bridge
-
-    for component, values in tmaster.metrics_by_component().items():
-        for metric, value in values.items():
-            jvm_bridge.set_gauge(spark, f"{tmaster.name}.{component}.{metric.strip('_')}", value)
-
-
-def _spark_error_summary(error: BaseException) -> str:
-    """Return the Spark exception's own lines, without the Java stack trace."""
-    lines = [line for line in str(error).splitlines() if line.strip()
-             and not line.lstrip().startswith("at ")]
-    cause = deterministic_failure(error)
-    return "\n".join(([cause] if cause else []) + lines[:12])
 
 
 def _prior_run(statemgr, name: str) -> tuple[bytes | None, bytes | None]:
@@ -564,23 +440,6 @@ def _bridge_conf(mode: str) -> dict[str, str]:
         log.info("Spark metrics of the topology are off (heron.spark.jvm.bridge=auto could "
                  "not load the JVM bridge: %s)", str(exc).splitlines()[0])
         return {}
-
-
-def _topology_proto(plan: LogicalPlan, topology_id: str, definition: bytes):
-    proto = topology_pb2.Topology(name=plan.name, id=topology_id, python_definition=definition)
-    proto.config.update({k: str(v) for k, v in plan.config.items()})
-    for decl in plan.components.values():
-        comp = proto.components.add(name=decl.name, is_spout=decl.is_spout,
-                                    parallelism=decl.parallelism,
-                                    class_name=f"{decl.component_class.__module__}."
-                                               f"{decl.component_class.__qualname__}")
-        comp.config.update({k: str(v) for k, v in decl.config.items()})
-        for stream in decl.outputs.values():
-            comp.outputs.add(stream=stream.name, fields=list(stream.fields), direct=stream.direct)
-        for sub in decl.inputs:
-            comp.inputs.add(component=sub.component, stream=sub.stream, grouping=sub.grouping,
-                            fields=list(sub.fields), custom_grouping=sub.custom or b"")
-    return proto
 
 
 def _config_fields(system: SystemConfig) -> dict:

@@ -1,12 +1,12 @@
-"""``heron update`` on Spark: rescale a running topology as its next generation. Driver only.
+"""``heron update`` on Spark: what a rescaled topology runs as its next generation. Driver only.
 
-``Rescaler`` is what ``submit`` installs as the TMaster's ``updater``. It checks the request
-before touching anything (every component named exists, every parallelism is an integer
->= 1, something changes, the containers still fit, the Spark cluster has the slots), then
-re-packs, tells the barrier stage to run the new containers as soon as the current ones end,
-and asks the TMaster to stop the current generation. Once the old containers are gone the
-stage (its own thread) switches the TMaster to the new plan, stores the new topology and
-packing plan in the state manager, and launches the new generation.
+``plan_update`` checks the request before anything changes (every component named exists,
+every parallelism is an integer >= 1, something changes, the containers still fit, the Spark
+cluster has the slots) and re-packs. ``scheduler.run.TopologyRun.update`` then tells the
+barrier stage to run the new containers as soon as the current ones end and asks the TMaster
+to stop the current generation; once the old containers are gone the stage (its own thread)
+switches the TMaster to the new plan, stores the new topology and packing plan in the state
+manager (``store_plans``, ``topology_proto``), and launches the new generation.
 
 At-least-once: tuples in flight when the old containers stop are never acked, so the spouts
 of the new generation replay them (``FileSpout`` resumes from the offsets it committed in the
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import threading
+from typing import Any
 
 from heron_spark import _pickling
 from heron_spark.config import SystemConfig
@@ -26,11 +26,9 @@ from heron_spark.errors import TopologyValueError
 from heron_spark.plan.logical import LogicalPlan, _check_stmgrs
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
-from heron_spark.scheduler.remote import RemoteTMaster
-from heron_spark.scheduler.remote_statemgr import run_on
-from heron_spark.scheduler.spark_scheduler import BarrierStage, check_slots
+from heron_spark.proto import topology_pb2
+from heron_spark.scheduler.spark_scheduler import check_slots
 from heron_spark.statemgr.base import PACKING_PLAN, TOPOLOGY, StateManager
-from heron_spark.tmaster.master import TMaster
 
 log = logging.getLogger(__name__)
 
@@ -97,56 +95,48 @@ def store_plans(statemgr: StateManager, name: str, topology: bytes, packing: byt
     statemgr.put(name, PACKING_PLAN, packing)
 
 
-class Rescaler:
-    """The TMaster's ``updater`` for a topology submitted to Spark (see the module docstring).
+@dataclasses.dataclass(frozen=True)
+class Rescale:
+    """A checked update: the new logical plan, its packing, view and pickled definition."""
 
-    Called on the thread that asked (a control-port reader, or the handle's caller); one
-    update runs at a time (a lock), and the TMaster refuses another until the new generation
-    runs.
+    plan: LogicalPlan
+    packing: Any
+    view: PlanView
+    definition: bytes
+
+
+def plan_update(spark, system: SystemConfig, current: LogicalPlan,
+                parallelism: dict[str, int]) -> Rescale:
+    """Check an update of ``current`` to ``parallelism`` and pack it (see the module docstring).
+
+    Raise TopologyValueError (an effectively-once topology, a bad name or count, nothing
+    changes) or ClusterCapacityError (the cluster lacks the slots); nothing has changed then.
     """
+    if current.topology_config.effectively_once:
+        msg = "cannot update an effectively-once topology: its checkpointed state is per task"
+        raise TopologyValueError(msg, value=dict(parallelism), kind="reliability",
+                                 fix="kill it and submit it again with the new parallelism")
+    plan = with_parallelism(current, parallelism)
+    packing = pack(plan, system.packing_algorithm)
+    view = PlanView(plan, packing)
+    check_slots(spark, view.container_count, system.spark_slots_wait_secs)
+    return Rescale(plan, packing, view, _pickling.dumps(plan))
 
-    def __init__(self, spark, system: SystemConfig, statemgr: StateManager,
-                 tmaster: TMaster | RemoteTMaster,
-                 stage: BarrierStage, topology_id: str) -> None:
-        self.spark, self.system, self.statemgr = spark, system, statemgr
-        self.tmaster, self.stage, self.topology_id = tmaster, stage, topology_id
-        self._lock = threading.Lock()
 
-    def __call__(self, parallelism: dict[str, int]) -> int:
-        """Start rescaling to ``parallelism``; return the generation that will run it."""
-        with self._lock:
-            current = self.tmaster.plan.logical
-            if current.topology_config.effectively_once:
-                msg = ("cannot update an effectively-once topology: its checkpointed state is "
-                       "per task")
-                raise TopologyValueError(
-                    msg, value=dict(parallelism), kind="reliability",
-                    fix="kill it and submit it again with the new parallelism")
-            plan = with_parallelism(current, parallelism)
-            packing = pack(plan, self.system.packing_algorithm)
-            view = PlanView(plan, packing)
-            check_slots(self.spark, view.container_count, self.system.spark_slots_wait_secs)
-            definition = _pickling.dumps(plan)
-            generation = self.tmaster.generation + 1
-            task = dataclasses.replace(self.stage.task, definition=definition,
-                                       packing_plan=packing.SerializeToString(),
-                                       generation=generation)
-
-            def switch() -> bool:
-                """In the stage's thread, once the old containers are gone."""
-                if self.tmaster.state.ended:
-                    return False  # killed meanwhile
-                from heron_spark.scheduler.submit import _topology_proto
-
-                self.tmaster.begin_generation(generation, view)
-                run_on(self.statemgr, store_plans, plan.name,
-                       _topology_proto(plan, self.topology_id, definition).SerializeToString(),
-                       packing.SerializeToString())
-                return True
-
-            self.stage.relaunch(task, view.container_count, switch)
-            self.tmaster.stop_generation(f"updating to {dict(parallelism)}: generation "
-                                         f"{generation} runs {view.container_count} containers")
-            log.info("topology %s: updating to %s as generation %d", plan.name,
-                     dict(parallelism), generation)
-            return generation
+def topology_proto(plan: LogicalPlan, topology_id: str,
+                   definition: bytes) -> topology_pb2.Topology:
+    """Return the ``Topology`` message the state manager stores for ``plan``."""
+    proto = topology_pb2.Topology(name=plan.name, id=topology_id, python_definition=definition)
+    proto.config.update({k: str(v) for k, v in plan.config.items()})
+    for decl in plan.components.values():
+        comp = proto.components.add(name=decl.name, is_spout=decl.is_spout,
+                                    parallelism=decl.parallelism,
+                                    class_name=f"{decl.component_class.__module__}."
+                                               f"{decl.component_class.__qualname__}")
+        comp.config.update({k: str(v) for k, v in decl.config.items()})
+        for stream in decl.outputs.values():
+            comp.outputs.add(stream=stream.name, fields=list(stream.fields), direct=stream.direct)
+        for sub in decl.inputs:
+            comp.inputs.add(component=sub.component, stream=sub.stream, grouping=sub.grouping,
+                            fields=list(sub.fields), custom_grouping=sub.custom or b"")
+    return proto

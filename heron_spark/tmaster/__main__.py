@@ -37,6 +37,7 @@ import signal
 import sys
 import threading
 import time
+from typing import Callable
 
 from heron_spark import _process
 from heron_spark.contract import execution_state, layout
@@ -103,16 +104,11 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
                                  config.tmaster_metrics_max_series),
             exceptions_per_instance=config.tmaster_exceptions_per_instance,
             deactivated=prior.paused if resumed and prior is not None
-            else bool(args.deactivated))
+            else bool(args.deactivated),
+            scheduler=_Submitter(recover, stop, lambda parallelism: _stop_for_update(
+                tmaster, parallelism)))
         if prior is not None and prior.id == topology_id:  # the submitter wrote it
             tmaster.submission = execution_state.as_dict(prior)["submission"]
-
-        def recover_containers(reason: str) -> None:
-            recover.append(reason)
-            stop.set()
-
-        tmaster.recover_containers = recover_containers
-        tmaster.updater = lambda parallelism: _stop_for_update(tmaster, parallelism)
         location = {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
                     "tracker_port": -1, "generation": args.generation, "secret": secret}
         if config.tracker_port >= 0:
@@ -172,10 +168,31 @@ def _record_stop(tmaster, statemgr, state: str, detail: str) -> None:
     statemgr.set_execution_state(tmaster.name, execution_state.from_status(status))
 
 
+class _Submitter:
+    """Container 0's TMaster's scheduler: the submitter's barrier stage, reached by exiting.
+
+    ``recover`` records the reason and stops this process (it exits RECOVER and the submitter
+    resubmits the stage); ``update`` stops this generation (``_stop_for_update``).
+    """
+
+    def __init__(self, recoveries: list, stop: threading.Event,
+                 update: Callable[[dict[str, int]], int]) -> None:
+        self._recoveries, self._stop, self._update = recoveries, stop, update
+
+    def recover(self, reason: str) -> None:
+        """Exit RECOVER: the submitter replaces every container."""
+        self._recoveries.append(reason)
+        self._stop.set()
+
+    def update(self, parallelism: dict[str, int]) -> int:
+        """Stop this generation for the submitter's queued update; return the next."""
+        return self._update(parallelism)
+
+
 def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
     """Stop this generation for an update the submitter checked and queued; return the next.
 
-    The submitter (``scheduler.update.Rescaler``) validated the new parallelism, checked the
+    The submitter (``scheduler.run.TopologyRun.update``) validated the new parallelism, checked the
     slots and queued the new containers on its barrier stage before asking; once these
     containers are gone it runs the next generation, whose TMaster resumes from the state
     manager with the new plan.

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, Protocol
 
 from heron_spark.contract import execution_state, roles
 from heron_spark.errors import TopologyStateError
@@ -33,9 +33,23 @@ from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener
 
-__all__ = ["TMaster", "TopologyState"]
+__all__ = ["Scheduler", "TMaster", "TopologyState"]
 
 log = logging.getLogger(__name__)
+
+
+class Scheduler(Protocol):
+    """What a TMaster asks of the scheduler that runs its containers (Heron's scheduler client).
+
+    The submitter's is ``scheduler.run.TopologyRun``; container 0's TMaster hands both verbs
+    to the submitter by exiting (``tmaster.__main__``). Called outside the TMaster's lock.
+    """
+
+    def recover(self, reason: str) -> None:
+        """Replace every container now (a lost executor, a stmgr that stays away)."""
+
+    def update(self, parallelism: dict[str, int]) -> int:
+        """Rescale to ``parallelism`` (checked and accepted); return the generation to run it."""
 
 
 class _Links:
@@ -106,7 +120,7 @@ class TMaster:
                  checkpoint_root: str = "", committed_checkpoint: int = 0,
                  stmgr_heartbeat_timeout_secs: float = 30.0,
                  history: MetricsCache | None = None, exceptions_per_instance: int = 20,
-                 deactivated: bool = False) -> None:
+                 deactivated: bool = False, scheduler: Scheduler | None = None) -> None:
         self.name = plan.logical.name
         self.topology_id = topology_id
         self.statemgr = statemgr
@@ -122,9 +136,10 @@ class TMaster:
             stmgr_heartbeat_timeout_secs=stmgr_heartbeat_timeout_secs, history=history,
             exceptions_per_instance=exceptions_per_instance, deactivated=deactivated,
             wall_offset_secs=time.time() - time.monotonic())
-        # Liveness: stmgrs silent too long are dropped; if they stay away, ``recover_containers``
-        # (set by submit: the barrier stage's ``recover``) restarts the stage.
-        self.recover_containers: Callable[[str], None] | None = None
+        # Liveness: stmgrs silent too long are dropped; if they stay away, the scheduler's
+        # ``recover`` restarts the stage. ``heron update`` goes to its ``update``. None: the
+        # containers cannot be replaced and updates are refused.
+        self.scheduler = scheduler
         self.done = threading.Event()
         self.running = threading.Event()
         self.closed = threading.Event()  # containers gone, final metrics in
@@ -132,9 +147,6 @@ class TMaster:
         self.listener = Listener(host, 0, secret, self.name, self._on_peer, name="tmaster")
         self.host = host
         self.port = self.listener.port
-        # ``heron update``: set by the submitter; takes {component: parallelism} and starts the
-        # next generation (see scheduler.update). None: updates are refused.
-        self.updater: Callable[[dict[str, int]], int] | None = None
         self.files = live_queries.FileFetcher()  # the tracker's container file requests
         # The tracker serving beside this TMaster in container 0 (placement container): its
         # URL and a function minting a one-time login link to it (``live_queries``' ``ui_link``
@@ -235,12 +247,11 @@ class TMaster:
             links = self._links
             to_close, links.to_close = links.to_close, []
             recoveries, links.recoveries = links.recoveries, []
-            recover = self.recover_containers
         for conn in to_close:
             conn.close()  # a stmgr that was only slow reconnects and registers again
         for reason in recoveries:
-            if recover is not None:
-                recover(reason)
+            if self.scheduler is not None:
+                self.scheduler.recover(reason)
         return result
 
     # ---- connections ---------------------------------------------------------------------
@@ -356,15 +367,14 @@ class TMaster:
     def update(self, parallelism: dict[str, int]) -> int:
         """Rescale components to ``parallelism``; return the generation that runs the new plan.
 
-        The submitter's ``updater`` validates and relaunches (Spark driver).
+        The scheduler validates and relaunches (``Scheduler.update``).
         """
         with self._lock:
             self.core.check_update()
-            updater = self.updater
-        if updater is None:
+        if self.scheduler is None:
             raise TopologyStateError(self.name, self.state.value, "update it",
                                      "only a topology submitted to Spark can be updated")
-        return updater(parallelism)
+        return self.scheduler.update(parallelism)
 
     # ---- lifecycle -----------------------------------------------------------------------
     def kill(self, detail: str = "killed") -> None:
