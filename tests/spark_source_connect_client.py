@@ -21,7 +21,7 @@ from spark_source_support import ROWS_PER_FILE, Producer, expected_rows
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 from heron_spark.plan.logical import build_logical_plan
-from heron_spark.scheduler.submit import _topology_proto
+from heron_spark.scheduler.update import topology_proto
 from heron_spark.statemgr import LocalFileStateManager
 from heron_spark.testing import wait_until
 
@@ -50,7 +50,7 @@ def store_topology(folder: Path, sink_path: Path) -> str:
                      config={"parquet.path": str(sink_path)})
     plan = build_logical_plan(builder.build(), "numbers")
     with LocalFileStateManager(str(folder / "state")) as statemgr:
-        statemgr.set_topology(_topology_proto(plan, "numbers-1", b""))
+        statemgr.set_topology(topology_proto(plan, "numbers-1", b""))
     return f"file://{folder}/state"
 
 

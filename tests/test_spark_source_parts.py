@@ -14,7 +14,7 @@ import pytest
 
 from heron_spark import Bolt, DataSourceOptionError, Grouping, Spout, Stream, TopologyBuilder
 from heron_spark.plan.logical import build_logical_plan
-from heron_spark.scheduler.submit import _topology_proto
+from heron_spark.scheduler.update import topology_proto
 from heron_spark.sql import reading, resolve, sink_log
 from heron_spark.statemgr import LocalFileStateManager
 
@@ -111,7 +111,7 @@ def _store(tmp_path, builder: TopologyBuilder, name: str) -> str:
     plan = build_logical_plan(builder.build(), name)
     url = f"file://{tmp_path}/state"
     with LocalFileStateManager(f"{tmp_path}/state") as statemgr:
-        statemgr.set_topology(_topology_proto(plan, "id-1", b""))
+        statemgr.set_topology(topology_proto(plan, "id-1", b""))
     return url
 
 
