@@ -7,6 +7,11 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
   ``options["reliability"]`` as its reliability mode; prints the counts (raw and de-duplicated).
 - ``wordcount`` with ``options["kill"]``: the same, and ``kill -9`` of one instance process
   while it runs (``options["victim"]`` ``stmgr``: of container 1's stmgr).
+- ``stateful``: the effectively-once word count of ``stateful_word_count``; once two
+  checkpoints are committed, ``kill -9`` of every process of container
+  ``options["container"]`` at once (its barrier task's Spark Python worker, the supervisor
+  thread in it, and its children: stmgr, instances, metrics manager, in container 0 the
+  TMaster); prints the pids killed, the checkpoint status and the generation at the end.
 - ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status.
 - ``cancel``: an unbounded topology stopped by ``spark.interruptTag`` from the client's main
   thread (the stage runs in another); with ``options["recover"]``, first a container recovery
@@ -78,6 +83,47 @@ def wordcount(spark, folder: Path, options: dict) -> dict:
             "killed_task": killed, "running_secs": round(running, 2),
             "failures": handle.status_detail().get("instance_failures", {}),
             "lines": len(text)}
+
+
+def stateful(spark, folder: Path, options: dict) -> dict:
+    import fault_support as faults
+    import stateful_word_count as swc
+    from heron_spark import submit
+    from heron_spark.statemgr import open_state_manager
+    from heron_spark.testing import wait_until
+
+    name = options.get("name", "connect-eo")
+    corpus, out = folder / "corpus.txt", folder / "out"
+    swc.write_corpus(corpus, int(options.get("lines", 8000)))
+    topology = swc.build(name, corpus, out, config={
+        swc.SLEEP_MS: 2, "heron.stage.resubmit.backoff.secs": 0.5})
+    conf = {**_conf(folder), **swc.SHORT_QUEUES}
+    handle = submit(topology, spark=spark, conf=conf)
+    assert handle.wait_running(timeout=120), handle.status
+
+    def committed() -> int:
+        with open_state_manager(conf["heron.statemgr"]) as statemgr:
+            return int((statemgr.get_committed_checkpoint(name) or {}).get("id", 0))
+
+    before = wait_until(lambda: committed() >= 2 and committed(), 90,
+                        message="two committed checkpoints")
+    container = int(options.get("container", 1))
+    folder_of = folder / "work" / name / "gen-0" / f"container-{container}"
+    [stmgr] = faults.find(folder_of, "stmgr")
+    worker = faults.parent_of(stmgr)  # the Spark Python worker running the barrier task
+    children = [pid for pid, _, _ in faults.processes_under(folder_of)]
+    killed = {"worker": worker, "children": children,
+              "tmaster": faults.find(folder_of, "tmaster")}
+    for pid in (worker, *children):  # the whole container at once, as a lost machine
+        try:
+            faults.kill9(pid)
+        except ProcessLookupError:
+            pass
+    state = handle.wait(timeout=TIMEOUT)
+    detail = handle.status_detail()
+    return {"state": state, "counts": dict(swc.read_counts(out)), "killed": killed,
+            "committed_before": before, "generation": detail.get("generation"),
+            "checkpoint": detail.get("checkpoint"), "work": str(folder / "work" / name)}
 
 
 def kill(spark, folder: Path, options: dict) -> dict:
@@ -212,7 +258,7 @@ def main() -> None:
     spark = _session(url)
     assert "pyspark.context" not in sys.modules or \
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
-    run = {"wordcount": wordcount, "kill": kill, "cancel": cancel, "netns": netns,
+    run = {"wordcount": wordcount, "stateful": stateful, "kill": kill, "cancel": cancel, "netns": netns,
            "unimportable": unimportable}[mode]
     try:
         result = run(spark, folder, options)

@@ -21,11 +21,13 @@ import pytest
 
 import fault_support as faults
 import reliable_word_count as rwc
+import stateful_word_count as swc
 from connect_support import ConnectServer, run_client
 from zk_support import ZooKeeperServer
 from heron_spark.testing import wait_until
 
 pytestmark = pytest.mark.connect
+LINES_EO = 8000
 
 
 def _expected(folder, lines: int) -> collections.Counter:
@@ -65,6 +67,30 @@ def test_at_least_once_survives_kill_9_of_a_stmgr(connect_server, tmp_path):
     raw = collections.Counter(result["raw"])
     assert not {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
     assert collections.Counter(result["unique"]) == expected
+
+
+@pytest.mark.parametrize("container", [1, 0], ids=["container-1", "container-0-tmaster"])
+def test_effectively_once_is_exact_after_kill_9_of_a_whole_container(connect_server, tmp_path,
+                                                                     container):
+    """Every process of one container killed at once; container 0 also hosts the TMaster.
+
+    The barrier stage fails, the client resubmits it as generation 1 and its TMaster (in
+    container 0 again) resumes from the last committed checkpoint: the counts stay exact.
+    """
+    result = run_client(connect_server, "stateful", tmp_path, lines=LINES_EO,
+                        name=f"connect-eo-{container}", container=container)
+    print(f"killed {result['killed']} after checkpoint {result['committed_before']}; "
+          f"checkpoints {result['checkpoint']}")
+    assert result["state"] == "FINISHED"
+    assert result["killed"]["children"]  # the stmgr, instances and metrics manager at least
+    assert bool(result["killed"]["tmaster"]) == (container == 0)
+    expected = swc.expected_counts(swc.write_corpus(tmp_path / "expected.txt", LINES_EO))
+    assert collections.Counter(result["counts"]) == expected
+    assert result["generation"] >= 1  # the stage was resubmitted
+    assert max(result["checkpoint"]["restored_from"]) > 0, result["checkpoint"]
+    _check_nothing_left(tmp_path / "work")
+    wait_until(lambda: not connect_server.running_jobs(), 30,
+               message="the Spark job of the barrier stage to end")
 
 
 def test_kill_from_the_client_stops_every_process_and_the_spark_job(connect_server, tmp_path):
