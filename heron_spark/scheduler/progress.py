@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from typing import TextIO
+from typing import Callable, TextIO
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,13 @@ def choose_sink(first_line: str, stream: TextIO):
     return LogSink()
 
 
-def watch(tmaster, enabled: bool, poll_secs: float = 0.1) -> threading.Thread | None:
-    """Show ``tmaster``'s start-up progress from a daemon thread; None when not ``enabled``."""
+def watch(tmaster, enabled: bool, poll_secs: float = 0.1,
+          refresh: Callable[[], None] | None = None) -> threading.Thread | None:
+    """Show ``tmaster``'s start-up progress from a daemon thread; None when not ``enabled``.
+
+    ``refresh`` (a ``RemoteTMaster``'s: one question to the TMaster in container 0, a Spark
+    job under Connect) runs before each look, every ``poll_secs``.
+    """
     if not enabled:
         return None
 
@@ -103,6 +108,8 @@ def watch(tmaster, enabled: bool, poll_secs: float = 0.1) -> threading.Thread | 
     def run() -> None:
         shown = None
         while True:
+            if refresh is not None:
+                refresh()
             current = line()
             if current != shown:
                 sink.show(current)
