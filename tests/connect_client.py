@@ -157,7 +157,7 @@ def manage(spark, folder: Path, options: dict) -> dict:
     def more_than(seen: int, what: str) -> int:
         return wait_until(lambda: (progress() > seen) and progress(), 90, message=what)
 
-    seen = more_than(10_000, "the word count to make progress")
+    more_than(10_000, "the word count to make progress")
     handle.deactivate()
     paused = handle.status
     wait_until(_Unchanged(progress), 60, interval=1.0,
@@ -185,8 +185,8 @@ def manage(spark, folder: Path, options: dict) -> dict:
     step("update 1")
     state = handle.wait(timeout=TIMEOUT)
     step("finished")
-    return {"steps": steps, "state": state, "paused": paused, "stopped_at": stopped_at, "refused": refused,
-            "generations": [up, down], "plan_counts": plan_counts,
+    return {"steps": steps, "state": state, "paused": paused, "stopped_at": stopped_at,
+            "refused": refused, "generations": [up, down], "plan_counts": plan_counts,
             "generation": handle.status_detail()["generation"]}
 
 
@@ -335,8 +335,8 @@ def main() -> None:
     spark = _session(url)
     assert "pyspark.context" not in sys.modules or \
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
-    run = {"wordcount": wordcount, "stateful": stateful, "manage": manage, "kill": kill, "cancel": cancel, "netns": netns,
-           "unimportable": unimportable}[mode]
+    run = {"wordcount": wordcount, "stateful": stateful, "manage": manage, "kill": kill,
+           "cancel": cancel, "netns": netns, "unimportable": unimportable}[mode]
     try:
         result = run(spark, folder, options)
     finally:
