@@ -7,6 +7,15 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
   ``options["reliability"]`` as its reliability mode; prints the counts (raw and de-duplicated).
 - ``wordcount`` with ``options["kill"]``: the same, and ``kill -9`` of one instance process
   while it runs (``options["victim"]`` ``stmgr``: of container 1's stmgr).
+- ``stateful``: the effectively-once word count of ``stateful_word_count``; once two
+  checkpoints are committed, ``kill -9`` of every process of container
+  ``options["container"]`` at once (its barrier task's Spark Python worker, the supervisor
+  thread in it, and its children: stmgr, instances, metrics manager, in container 0 the
+  TMaster); prints the pids killed, the checkpoint status and the generation at the end.
+- ``manage``: the at-least-once word count (``manage_topologies.build_word_count``, which
+  records which count task saw which word), deactivated until its output stops growing,
+  activated, then rescaled with ``handle.update`` (count 2 -> 3 -> 1) while it runs; prints
+  what the handle reported at each step.
 - ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status.
 - ``cancel``: an unbounded topology stopped by ``spark.interruptTag`` from the client's main
   thread (the stage runs in another); with ``options["recover"]``, first a container recovery
@@ -80,6 +89,120 @@ def wordcount(spark, folder: Path, options: dict) -> dict:
             "killed_task": killed, "running_secs": round(running, 2),
             "failures": handle.status_detail().get("instance_failures", {}),
             "lines": len(text)}
+
+
+def stateful(spark, folder: Path, options: dict) -> dict:
+    import fault_support as faults
+    import stateful_word_count as swc
+    from heron_spark import submit
+    from heron_spark.statemgr import open_state_manager
+    from heron_spark.testing import wait_until
+
+    name = options.get("name", "connect-eo")
+    corpus, out = folder / "corpus.txt", folder / "out"
+    swc.write_corpus(corpus, int(options.get("lines", 8000)))
+    topology = swc.build(name, corpus, out, config={
+        swc.SLEEP_MS: 2, "heron.stage.resubmit.backoff.secs": 0.5})
+    conf = {**_conf(folder), **swc.SHORT_QUEUES}
+    handle = submit(topology, spark=spark, conf=conf)
+    assert handle.wait_running(timeout=120), handle.status
+
+    def committed() -> int:
+        with open_state_manager(conf["heron.statemgr"]) as statemgr:
+            return int((statemgr.get_committed_checkpoint(name) or {}).get("id", 0))
+
+    before = wait_until(lambda: committed() >= 2 and committed(), 90,
+                        message="two committed checkpoints")
+    container = int(options.get("container", 1))
+    folder_of = folder / "work" / name / "gen-0" / f"container-{container}"
+    [stmgr] = faults.find(folder_of, "stmgr")
+    worker = faults.parent_of(stmgr)  # the Spark Python worker running the barrier task
+    children = [pid for pid, _, _ in faults.processes_under(folder_of)]
+    killed = {"worker": worker, "children": children,
+              "tmaster": faults.find(folder_of, "tmaster")}
+    for pid in (worker, *children):  # the whole container at once, as a lost machine
+        try:
+            faults.kill9(pid)
+        except ProcessLookupError:
+            pass
+    state = handle.wait(timeout=TIMEOUT)
+    detail = handle.status_detail()
+    return {"state": state, "counts": dict(swc.read_counts(out)), "killed": killed,
+            "committed_before": before, "generation": detail.get("generation"),
+            "checkpoint": detail.get("checkpoint"), "work": str(folder / "work" / name)}
+
+
+def manage(spark, folder: Path, options: dict) -> dict:
+    import manage_topologies as mt
+    import reliable_word_count as rwc
+    from heron_spark import TopologyValueError, submit
+    from heron_spark.testing import wait_until
+
+    name = options.get("name", "connect-manage")
+    corpus, out = folder / "corpus.txt", folder / "out"
+    rwc.write_corpus(corpus, int(options.get("lines", 4000)))
+    topology = mt.build_word_count(name, corpus, out, spouts=2, config={
+        "topology.message.timeout.secs": 4, "topology.max.spout.pending": 300,
+        rwc.SLEEP_MS: 3})
+    started, steps = time.monotonic(), {}
+
+    def step(what: str) -> None:
+        steps[what] = round(time.monotonic() - started, 1)
+
+    handle = submit(topology, spark=spark, conf=_conf(folder))
+    assert handle.wait_running(timeout=120), handle.status
+    step("running")
+
+    def progress() -> int:
+        return sum(path.stat().st_size for path in out.glob("count-*.log"))
+
+    def more_than(seen: int, what: str) -> int:
+        return wait_until(lambda: (progress() > seen) and progress(), 90, message=what)
+
+    more_than(10_000, "the word count to make progress")
+    handle.deactivate()
+    paused = handle.status
+    wait_until(_Unchanged(progress), 60, interval=1.0,
+               message="the output to stop growing while deactivated")
+    stopped_at = progress()
+    step("paused")
+    handle.activate()
+    wait_until(lambda: handle.status == "RUNNING", 30, interval=0.7,
+               message="the topology to run again")
+    more_than(stopped_at + 5_000, "progress after activate")
+    step("activated")
+    refused = None
+    try:
+        handle.update({"count": 0})
+    except TopologyValueError as exc:
+        refused = exc.component
+    up = handle.update({"count": 3})
+    step("update 3")
+    plan_counts = sorted(i.component_index for i in handle.physical_plan.instances
+                         if i.component == "count")
+    wait_until(lambda: sum(len(w) for w in mt.read_routes(out).get(3, {}).values()) >= 40, 90,
+               message="words to reach the three count tasks")
+    step("three counted")
+    down = handle.update({"count": 1})
+    step("update 1")
+    state = handle.wait(timeout=TIMEOUT)
+    step("finished")
+    return {"steps": steps, "state": state, "paused": paused, "stopped_at": stopped_at,
+            "refused": refused, "generations": [up, down], "plan_counts": plan_counts,
+            "generation": handle.status_detail()["generation"]}
+
+
+class _Unchanged:
+    """A condition for ``wait_until``: true when ``read()`` returns what it did last call."""
+
+    def __init__(self, read) -> None:
+        self.read = read
+        self.last: object = None
+
+    def __call__(self) -> bool:
+        now = self.read()
+        same, self.last = now == self.last, now
+        return same
 
 
 def kill(spark, folder: Path, options: dict) -> dict:
@@ -231,8 +354,9 @@ def main() -> None:
     spark = _session(url)
     assert "pyspark.context" not in sys.modules or \
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
-    run = {"wordcount": wordcount, "kill": kill, "cancel": cancel, "netns": netns,
-           "unimportable": unimportable, "abandon": abandon}[mode]
+    run = {"wordcount": wordcount, "stateful": stateful, "manage": manage, "kill": kill,
+           "cancel": cancel, "netns": netns, "unimportable": unimportable,
+           "abandon": abandon}[mode]
     try:
         result = run(spark, folder, options)
     finally:

@@ -21,11 +21,13 @@ import pytest
 
 import fault_support as faults
 import reliable_word_count as rwc
+import stateful_word_count as swc
 from connect_support import ConnectServer, run_client
 from zk_support import ZooKeeperServer
 from heron_spark.testing import wait_until
 
 pytestmark = pytest.mark.connect
+LINES_EO = 8000
 
 
 def _expected(folder, lines: int) -> collections.Counter:
@@ -65,6 +67,57 @@ def test_at_least_once_survives_kill_9_of_a_stmgr(connect_server, tmp_path):
     raw = collections.Counter(result["raw"])
     assert not {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
     assert collections.Counter(result["unique"]) == expected
+
+
+@pytest.mark.parametrize("container", [1, 0], ids=["container-1", "container-0-tmaster"])
+def test_effectively_once_is_exact_after_kill_9_of_a_whole_container(connect_server, tmp_path,
+                                                                     container):
+    """Every process of one container killed at once; container 0 also hosts the TMaster.
+
+    The barrier stage fails, the client resubmits it as generation 1 and its TMaster (in
+    container 0 again) resumes from the last committed checkpoint: the counts stay exact.
+    """
+    result = run_client(connect_server, "stateful", tmp_path, lines=LINES_EO,
+                        name=f"connect-eo-{container}", container=container)
+    print(f"killed {result['killed']} after checkpoint {result['committed_before']}; "
+          f"checkpoints {result['checkpoint']}")
+    assert result["state"] == "FINISHED"
+    assert result["killed"]["children"]  # the stmgr, instances and metrics manager at least
+    assert bool(result["killed"]["tmaster"]) == (container == 0)
+    expected = swc.expected_counts(swc.write_corpus(tmp_path / "expected.txt", LINES_EO))
+    assert collections.Counter(result["counts"]) == expected
+    assert result["generation"] >= 1  # the stage was resubmitted
+    assert max(result["checkpoint"]["restored_from"]) > 0, result["checkpoint"]
+    _check_nothing_left(tmp_path / "work")
+    wait_until(lambda: not connect_server.running_jobs(), 30,
+               message="the Spark job of the barrier stage to end")
+
+
+def test_deactivate_activate_and_update_from_a_connect_client_lose_nothing(connect_server,
+                                                                          tmp_path):
+    """The verbs go to the TMaster in container 0 through Spark jobs; an update stops the
+    generation there and the client's stage runs the next one, its TMaster in container 0."""
+    import manage_topologies as mt
+
+    name = "connect-manage"
+    result = run_client(connect_server, "manage", tmp_path, lines=4000, name=name)
+    print(f"paused at {result['stopped_at']} bytes of counts; generations "
+          f"{result['generations']}; seconds from submit: {result['steps']}")
+    assert result["paused"] == "PAUSED"
+    assert result["refused"] == "count"  # update({"count": 0}): one error naming it
+    assert result["generations"] == [1, 2] and result["generation"] == 2
+    assert result["plan_counts"] == [0, 1, 2]
+    assert result["state"] == "FINISHED"
+    text = rwc.write_corpus(tmp_path / "expected.txt", 4000)
+    out = tmp_path / "out"
+    routes = mt.read_routes(out)
+    assert set(routes) == {2, 3, 1}
+    for parallelism, words in routes.items():  # fields grouping held in every generation
+        split = {w: tasks for w, tasks in words.items() if len(tasks) != 1}
+        assert not split, f"parallelism {parallelism}: words counted by several tasks: {split}"
+    replayed = rwc.check_exact(text, out, f"file://{tmp_path}/state", name, 2)
+    print(f"{replayed} word records replayed")
+    _check_nothing_left(tmp_path / "work")
 
 
 def test_kill_from_the_client_stops_every_process_and_the_spark_job(connect_server, tmp_path):

@@ -1,12 +1,14 @@
 """A topology in a notebook: the handle's ``repr`` and HTML table on a real running topology,
 submit's start-up progress, and a real Jupyter kernel (nbclient + ipykernel) that submits a
-topology and displays its handle."""
+topology and displays its handle, from a classic session and from a Spark Connect session."""
 
 from __future__ import annotations
 
+import collections
 import io
 import logging
 import os
+import re
 import textwrap
 
 import pytest
@@ -103,6 +105,15 @@ def test_html_escapes_every_value():
     assert "containers=1/2, generation=1" in notebook.text(view)
 
 
+def test_a_family_published_whole_and_per_stream_counts_once():
+    # A bolt instance publishes __execute-count (all inputs) and one per input stream.
+    published = {"__execute-count": 6.0, "__execute-count/a/default": 4.0,
+                 "__execute-count/b/default": 2.0, "__execute-latency/a/default": 9.0}
+    assert notebook.family_total(published, notebook.EXECUTE) == 6.0
+    assert notebook.family_total({"__execute-count": 5.0}, notebook.EXECUTE) == 5.0
+    assert notebook.family_total({}, notebook.EXECUTE) == 0.0
+
+
 def test_terminal_progress_rewrites_one_line():
     class Terminal(io.StringIO):
         def isatty(self) -> bool:
@@ -157,3 +168,95 @@ def test_a_notebook_submits_and_displays_a_topology(tmp_path):
     assert result["data"]["text/plain"].startswith("TopologyHandle(name='in-notebook', "
                                                    "state=RUNNING, containers=2/2")
     assert [o["data"]["text/plain"] for o in killed if o.get("data")] == ["'KILLED'"]
+
+
+CONNECT_CELLS = [
+    """
+    import sys
+    sys.path[:0] = [{repo!r}, {tests!r}]
+    from pathlib import Path
+    from pyspark.sql import SparkSession
+    import reliable_word_count as rwc
+    from heron_spark import submit
+    from heron_spark.scheduler import notebook
+    from heron_spark.testing import wait_until
+    spark = SparkSession.builder.remote({url!r}).getOrCreate()
+    folder = Path({folder!r})
+    rwc.write_corpus(folder / "corpus.txt", {lines})
+    topology = rwc.build("connect-notebook", folder / "corpus.txt", folder / "out", config={{
+        "topology.reliability.mode": "ATMOST_ONCE", rwc.SLEEP_MS: 40}})
+    handle = submit(topology, spark=spark, conf={{"heron.statemgr": f"file://{{folder}}/state",
+                                                  "heron.work.dir": f"{{folder}}/work"}})
+    assert handle.wait_running(120)
+    handle._progress.join(10)
+    wait_until(lambda: notebook.family_total(handle.metrics().get("count", {{}}),
+                                             notebook.EXECUTE) > 0,
+               60, interval=0.6, message="the count bolt's first metrics")
+    """,
+    "handle",
+    "handle.wait(timeout=240)",
+    "handle",
+    "spark.stop()",
+]
+_ROW = re.compile(r"<tr><td>(\w+)</td><td>(spout|bolt)</td><td>(\d+)</td><td>([\d,]+)</td>"
+                  r"<td>[^<]*</td><td>([\d,]+)</td>")
+
+
+def _html_rows(page: str) -> dict[str, tuple[str, int, int, int]]:
+    """Component -> (kind, parallelism, emitted, executed), read from the handle's table."""
+    return {name: (kind, int(par), int(emitted.replace(",", "")),
+                   int(executed.replace(",", "")))
+            for name, kind, par, emitted, executed in _ROW.findall(page)}
+
+
+# In the connect tier, not the notebook one: it needs the session's Spark Connect server
+# (``connect_server``, started once for that tier), and a test belongs to one tier.
+@pytest.mark.connect
+def test_a_notebook_whose_kernel_holds_a_connect_session(connect_server, tmp_path):
+    """A real ipykernel holds ``SparkSession.builder.remote(...)`` (no SparkContext), submits
+    the word count, displays the running handle, waits, and displays the finished one: the
+    TMaster runs in container 0 and the kernel reads it through Spark jobs."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    import fault_support as faults
+    import reliable_word_count as rwc
+
+    lines = 1000
+    tests = os.path.dirname(os.path.abspath(__file__))
+    values = {"repo": os.path.dirname(tests), "tests": tests, "url": connect_server.url,
+              "folder": str(tmp_path), "lines": lines}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(textwrap.dedent(cell).format(**values))
+                for cell in CONNECT_CELLS]
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    submitted, running, waited, finished, _stopped = (cell.outputs for cell in nb.cells)
+    progress_texts = [o["data"]["text/plain"] for o in submitted
+                      if o["output_type"] == "display_data"]  # one output, updated in place
+    assert progress_texts == ["heron_spark topology connect-notebook: containers registered "
+                              "2/2 (RUNNING)"], submitted
+    [shown] = [o for o in running if o["output_type"] == "execute_result"]
+    page = shown["data"]["text/html"]
+    assert "state <b>RUNNING</b>" in page, page
+    assert shown["data"]["text/plain"].startswith(
+        "TopologyHandle(name='connect-notebook', state=RUNNING, containers=2/2")
+    rows = _html_rows(page)
+    assert set(rows) == {"lines", "split", "count"}, page
+    assert rows["lines"][:2] == ("spout", 2) and rows["count"][:2] == ("bolt", 2)
+    assert 0 < rows["count"][3]  # counted words while it runs
+    assert [o["data"]["text/plain"] for o in waited if o.get("data")] == ["'FINISHED'"]
+    [final] = [o for o in finished if o["output_type"] == "execute_result"]
+    final_page = final["data"]["text/html"]
+    expected = rwc.expected_counts(rwc.write_corpus(tmp_path / "expected.txt", lines))
+    assert "state <b>FINISHED</b>" in final_page, final_page
+    total = _html_rows(final_page)
+    assert total["count"][3] == sum(expected.values())  # the final metrics, shown exact
+    assert total["lines"][2] == lines
+    assert rows["count"][3] < total["count"][3]  # the first table showed it running
+    raw, _unique, _records = rwc.read_counts(tmp_path / "out")
+    assert collections.Counter(raw) == expected
+    wait_until(lambda: not faults.processes_under(tmp_path / "work"), 30,
+               message="every heron_spark process of the topology to exit")
+    wait_until(lambda: not connect_server.running_jobs(), 30,
+               message="the Spark job of the barrier stage to end")

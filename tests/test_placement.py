@@ -171,15 +171,23 @@ def _remote(tmp_path, answers: list, scheduler=None):
             asked, statemgr)
 
 
-def _view_answer(state: str, started: float | None = 1.0, generation: int = 0):
+def _view_answer(state: str, started: float | None = 1.0, generation: int = 0,
+                 plan: bool = False):
+    import base64
     import json as json_
 
-    from heron_spark.proto import tmaster_pb2
+    from heron_spark.proto import physical_plan_pb2, tmaster_pb2
 
+    encoded = None
+    if plan:  # the physical plan of ``generation``, one stmgr per container
+        encoded = base64.b64encode(physical_plan_pb2.PhysicalPlan(
+            topology_name="remote", generation=generation,
+            stmgrs=[physical_plan_pb2.StmgrInfo(container_index=i) for i in (0, 1)],
+        ).SerializeToString()).decode()
     view = {"status": {"state": state, "started_at": started, "generation": generation,
                        "registered": [0, 1], "detail": ""},
             "metrics": {"count": {"__execute-count/split/default": 7.0}},
-            "physical_plan": None, "failure": None, "updating": False}
+            "physical_plan": encoded, "failure": None, "updating": False}
     return tmaster_pb2.ControlResponse(ok=True, code=200, json=json_.dumps(view))
 
 
@@ -222,6 +230,26 @@ def test_remote_tmaster_takes_container_0s_last_word(tmp_path):
     remote.finish([{"container": 1}, {"container": 0, "tmaster": final}], None, "unused")
     assert remote.state.value == "FINISHED" and remote.running.is_set()
     assert remote.detail == "every spout finished" and remote.metrics_by_component()["count"]
+    statemgr.close()
+
+
+def test_remote_tmaster_forgets_the_plan_of_a_replaced_generation(tmp_path):
+    """After an update or a resubmission the old plan is gone, as in the driver's TMaster:
+    ``wait_generation`` waits for the new TMaster's plan, and a late answer of the old
+    generation's TMaster does not bring its plan back."""
+    remote, asked, statemgr = _remote(tmp_path, [
+        _view_answer("RUNNING", plan=True), _view_answer("RUNNING", plan=True),
+        _view_answer("RUNNING", generation=1, plan=True)])
+    remote.refresh(0)
+    assert remote.physical_plan.generation == 0 and not remote.updating
+    remote.begin_generation(1, remote.plan)  # an update's switch, in the stage's thread
+    assert remote.physical_plan is None and remote.updating and remote.generation == 1
+    assert remote.status()["registered"] == []
+    remote.refresh(0)  # generation 0's TMaster, answering late
+    assert remote.physical_plan is None
+    remote.refresh(0)
+    assert remote.physical_plan.generation == 1 and not remote.updating
+    assert asked == ["query"] * 3
     statemgr.close()
 
 

@@ -46,9 +46,14 @@ class HandleView:
 
 
 def family_total(values: Mapping[str, float], family: str) -> float:
-    """Sum the metrics of ``family`` over its streams."""
-    return sum(value for metric, value in values.items()
-               if metric == family or metric.startswith(family + "/"))
+    """Sum the metrics of ``family`` over its streams.
+
+    A family published both per stream and as a whole (an instance's ``__execute-count``
+    next to its ``__execute-count/<component>/<stream>``) is counted once: the per-stream
+    values when there are any, else the whole.
+    """
+    scoped = [value for metric, value in values.items() if metric.startswith(family + "/")]
+    return sum(scoped) if scoped else float(values.get(family, 0.0))
 
 
 def build_view(status: Mapping, metrics: Mapping[str, Mapping[str, float]],

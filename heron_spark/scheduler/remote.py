@@ -169,8 +169,8 @@ class RemoteTMaster:
             return  # not up yet, or between generations: keep what we know
         view = json.loads(response.json)
         with self._lock:
-            if self.done.is_set():
-                return
+            if self.done.is_set() or view["status"].get("generation", 0) < self._generation:
+                return  # ended, or the answer of a generation the stage has since replaced
             self._snapshot, self._fetched = view, time.monotonic()
             self._state = TopologyState(view["status"]["state"])
             if view["status"].get("started_at") is not None:
@@ -350,10 +350,22 @@ class RemoteTMaster:
 
     # ---- the stage, from the submitter ------------------------------------------------------
     def begin_generation(self, generation: int, plan: PlanView | None = None) -> None:
-        """Record that the stage was resubmitted as ``generation`` (its TMaster resumes)."""
-        self._generation = generation
-        if plan is not None:
-            self.plan = plan
+        """Record that the stage was resubmitted as ``generation`` (its TMaster resumes).
+
+        The old generation's physical plan and registrations went with its containers, as in
+        the driver's ``TMasterCore.begin_generation``: until the new TMaster answers, the
+        plan is None (so ``wait_generation`` waits for the new one, not the last one known),
+        and an update (``plan`` given) is still under way.
+        """
+        with self._lock:
+            self._generation = generation
+            if plan is not None:
+                self.plan = plan
+            status = {**(self._snapshot.get("status") or {}), "generation": generation,
+                      "registered": []}
+            self._snapshot = {**self._snapshot, "status": status, "physical_plan": None,
+                              "updating": plan is not None}
+            self._fetched = 0.0
 
     def finish(self, summaries: list | None, error: BaseException | None, detail: str) -> None:
         """End the topology as the stage ended: container 0's TMaster's last word, else ours.
