@@ -124,8 +124,12 @@ class TopologyRun:
                 return True
 
             stage.relaunch(task, containers, switch)
-            tmaster.stop_generation(f"updating to {dict(parallelism)}: generation "
-                                    f"{generation} runs {containers} containers")
+            try:
+                tmaster.stop_generation(f"updating to {dict(parallelism)}: generation "
+                                        f"{generation} runs {containers} containers")
+            except BaseException:  # no TMaster took it: the queued generation must not run later
+                stage.drop_relaunch()
+                raise
             log.info("topology %s: updating to %s as generation %d", rescale.plan.name,
                      dict(parallelism), generation)
             return generation

@@ -259,6 +259,11 @@ class BarrierStage:
         with self._relaunch_lock:
             self._relaunch = (task, containers, switch)
 
+    def drop_relaunch(self) -> None:
+        """Forget a queued relaunch (the update that queued it could not stop this run)."""
+        with self._relaunch_lock:
+            self._relaunch = None
+
     def _next_run(self) -> bool:
         """Take a queued relaunch: True when the loop must run the new task now."""
         with self._relaunch_lock:
