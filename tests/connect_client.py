@@ -21,6 +21,9 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
 - ``unimportable``: a topology whose module only this client can import; prints the error
   (with ``options["installed_only"]``: the word count, for a server whose workers lack
   heron_spark itself).
+- ``stream``: ``stream_topology`` submitted, its stream read by ``readStream.format(
+  "heron_spark")`` (topology, component, stream) into a memory sink of this session, files
+  added after the query started; then the topology killed. Prints the rows seen and expected.
 """
 
 from __future__ import annotations
@@ -222,6 +225,51 @@ def unimportable(spark, folder: Path, options: dict) -> dict:
     return {"error": None}
 
 
+def stream(spark, folder: Path, options: dict) -> dict:
+    import stream_topology as st
+    from heron_spark import submit
+    from heron_spark.io.parquet_store import CommitLog
+    from heron_spark.testing import wait_until
+
+    name, source, out = "connect-stream", folder / "in", folder / "out"
+    first = st.lines_of("a", 40)
+    st.add_file(source, "a.txt", first)
+    conf = _conf(folder)
+    started = time.monotonic()
+    handle = submit(st.build(name, source, out), spark=spark, conf=conf)
+    query = None
+    try:
+        assert handle.wait_running(120), handle.status
+        wait_until(lambda: CommitLog.open(str(out)).names(), TIMEOUT,
+                   message="the sink's first commit")
+        query = st.start_query(spark, name, conf["heron.statemgr"], "connect_topology_stream",
+                               folder / "reader-checkpoint")
+        wait_until(lambda: st.table_rows(spark, "connect_topology_stream", query)
+                   == st.expected_rows(first), TIMEOUT, message="a.txt's rows")
+        later = st.lines_of("b", 25) + st.lines_of("c", 15)
+        st.add_file(source, "b.txt", later[:25])
+        st.add_file(source, "c.txt", later[25:])
+        produced = time.monotonic()
+        expected = st.expected_rows(first + later)
+        wait_until(lambda: sum(st.table_rows(spark, "connect_topology_stream", query).values())
+                   >= sum(expected.values()), TIMEOUT, message="the rows of later files")
+        latency = time.monotonic() - produced
+        seen = st.table_rows(spark, "connect_topology_stream", query)
+        handle.kill()
+        state = handle.wait(timeout=120)
+        query.processAllAvailable()
+        final = st.table_rows(spark, "connect_topology_stream", query)
+    finally:
+        if query is not None:
+            query.stop()
+        handle.kill()
+    return {"state": state, "exact": seen == expected, "final_exact": final == expected,
+            "rows": sum(seen.values()), "expected": sum(expected.values()),
+            "repeated": [list(row) for row, n in seen.items() if n > 1][:5],
+            "latency_secs": latency, "secs": time.monotonic() - started,
+            "connect": type(spark).__module__, "work": str(folder / "work")}
+
+
 def main() -> None:
     mode, url, folder, options = sys.argv[1], sys.argv[2], Path(sys.argv[3]), \
         json.loads(sys.argv[4])
@@ -232,7 +280,7 @@ def main() -> None:
     assert "pyspark.context" not in sys.modules or \
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
     run = {"wordcount": wordcount, "kill": kill, "cancel": cancel, "netns": netns,
-           "unimportable": unimportable, "abandon": abandon}[mode]
+           "unimportable": unimportable, "abandon": abandon, "stream": stream}[mode]
     try:
         result = run(spark, folder, options)
     finally:
