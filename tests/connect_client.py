@@ -24,6 +24,9 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
 - ``stream``: ``stream_topology`` submitted, its stream read by ``readStream.format(
   "heron_spark")`` (topology, component, stream) into a memory sink of this session, files
   added after the query started; then the topology killed. Prints the rows seen and expected.
+- ``dataframe``: a topology whose spout is ``from_dataframe(spark.range(...)...)`` (written by
+  the server's executors) into a ``ParquetSink``, run to its end; prints what
+  ``spark.read.parquet`` and ``spark.read.format("heron_spark")`` read back.
 """
 
 from __future__ import annotations
@@ -270,6 +273,33 @@ def stream(spark, folder: Path, options: dict) -> dict:
             "connect": type(spark).__module__, "work": str(folder / "work")}
 
 
+def dataframe(spark, folder: Path, options: dict) -> dict:
+    from heron_spark import Grouping, TopologyBuilder, submit
+    from heron_spark.io import ParquetSink, from_dataframe
+
+    count = int(options.get("rows", 3000))
+    df = (spark.range(0, count, 1, 3)
+          .selectExpr("id", "id * 3 AS triple", "CAST(id % 7 AS STRING) AS k"))
+    source = from_dataframe(df, path=str(folder / "df"))
+    builder = TopologyBuilder("connect-dataframe")
+    rows = builder.add_spout("rows", source, par=2)
+    builder.add_bolt("out", ParquetSink, par=1, inputs={rows: Grouping.SHUFFLE},
+                     config={"parquet.path": str(folder / "out")})
+    builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE"})
+    started = time.monotonic()
+    handle = submit(builder.build(), spark=spark, conf=_conf(folder))
+    state = handle.wait(timeout=TIMEOUT)
+    secs = time.monotonic() - started
+
+    def read(df) -> list[list]:
+        return sorted([row["id"], row["triple"], row["k"]] for row in df.collect())
+
+    return {"state": state, "fields": source.fields, "secs": secs,
+            "parquet": read(spark.read.parquet(str(folder / "out"))),
+            "heron_spark": read(spark.read.format("heron_spark").load(str(folder / "out"))),
+            "expected": [[i, i * 3, str(i % 7)] for i in range(count)]}
+
+
 def main() -> None:
     mode, url, folder, options = sys.argv[1], sys.argv[2], Path(sys.argv[3]), \
         json.loads(sys.argv[4])
@@ -280,7 +310,8 @@ def main() -> None:
     assert "pyspark.context" not in sys.modules or \
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
     run = {"wordcount": wordcount, "kill": kill, "cancel": cancel, "netns": netns,
-           "unimportable": unimportable, "abandon": abandon, "stream": stream}[mode]
+           "unimportable": unimportable, "abandon": abandon, "stream": stream,
+           "dataframe": dataframe}[mode]
     try:
         result = run(spark, folder, options)
     finally:

@@ -52,3 +52,13 @@ def test_a_connect_client_streams_the_rows_of_a_topology_it_submitted(connect_se
                message="every heron_spark process of the topology to exit")
     wait_until(lambda: not connect_server.running_jobs(), 60,
                message="the Spark job of the barrier stage to end")
+
+
+def test_from_dataframe_under_connect_is_exact(connect_server, tmp_path):
+    """``from_dataframe(spark.range(...))`` from a Connect client: every row once, exactly."""
+    result = run_client(connect_server, "dataframe", tmp_path, timeout=600, rows=3000)
+    print(f"Connect: from_dataframe topology of 3000 rows ran in {result['secs']:.1f} s")
+    assert result["state"] == "FINISHED"
+    assert result["fields"] == ["id", "triple", "k"]
+    assert result["parquet"] == result["expected"]
+    assert result["heron_spark"] == result["expected"]
