@@ -230,47 +230,16 @@ def unimportable(spark, folder: Path, options: dict) -> dict:
 
 def stream(spark, folder: Path, options: dict) -> dict:
     import stream_topology as st
-    from heron_spark import submit
-    from heron_spark.io.parquet_store import CommitLog
-    from heron_spark.testing import wait_until
 
-    name, source, out = "connect-stream", folder / "in", folder / "out"
-    first = st.lines_of("a", 40)
-    st.add_file(source, "a.txt", first)
-    conf = _conf(folder)
-    started = time.monotonic()
-    handle = submit(st.build(name, source, out), spark=spark, conf=conf)
-    query = None
-    try:
-        assert handle.wait_running(120), handle.status
-        wait_until(lambda: CommitLog.open(str(out)).names(), TIMEOUT,
-                   message="the sink's first commit")
-        query = st.start_query(spark, name, conf["heron.statemgr"], "connect_topology_stream",
-                               folder / "reader-checkpoint")
-        wait_until(lambda: st.table_rows(spark, "connect_topology_stream", query)
-                   == st.expected_rows(first), TIMEOUT, message="a.txt's rows")
-        later = st.lines_of("b", 25) + st.lines_of("c", 15)
-        st.add_file(source, "b.txt", later[:25])
-        st.add_file(source, "c.txt", later[25:])
-        produced = time.monotonic()
-        expected = st.expected_rows(first + later)
-        wait_until(lambda: sum(st.table_rows(spark, "connect_topology_stream", query).values())
-                   >= sum(expected.values()), TIMEOUT, message="the rows of later files")
-        latency = time.monotonic() - produced
-        seen = st.table_rows(spark, "connect_topology_stream", query)
-        handle.kill()
-        state = handle.wait(timeout=120)
-        query.processAllAvailable()
-        final = st.table_rows(spark, "connect_topology_stream", query)
-    finally:
-        if query is not None:
-            query.stop()
-        handle.kill()
-    return {"state": state, "exact": seen == expected, "final_exact": final == expected,
+    result = st.stream_while_running(spark, "connect-stream", folder, _conf(folder),
+                                     "connect_topology_stream", TIMEOUT)
+    seen, expected = result["seen"], result["expected"]
+    return {"state": result["state"], "exact": seen == expected,
+            "final_exact": result["final"] == expected,
             "rows": sum(seen.values()), "expected": sum(expected.values()),
             "repeated": [list(row) for row, n in seen.items() if n > 1][:5],
-            "latency_secs": latency, "secs": time.monotonic() - started,
-            "connect": type(spark).__module__, "work": str(folder / "work")}
+            "latency_secs": result["latency_secs"], "secs": result["secs"],
+            "connect": type(spark).__module__}
 
 
 def dataframe(spark, folder: Path, options: dict) -> dict:

@@ -5,14 +5,16 @@ a line; ``at`` is ``<line>#<position>``, unique since every line starts with its
 → ``ParquetSink`` at ``out`` (short rolls), at-least-once. ``add_file`` moves a file into the
 folder whole, so rows can be produced after a query started. ``start_query`` reads the
 stream the way the issue names it (topology, component ``words``, stream ``default``) into a
-memory table. Used by ``test_spark_source_topology.py`` (classic session) and by
-``connect_client.py`` (a Spark Connect client); the server's executors import this module.
+memory table; ``stream_while_running`` runs the whole check on one session. Used by
+``test_spark_source_topology.py`` (classic session) and by ``connect_client.py`` (a Spark
+Connect client); the server's executors import this module.
 """
 
 from __future__ import annotations
 
 import collections
 import os
+import time
 from pathlib import Path
 
 from heron_spark import Bolt, Grouping, TopologyBuilder
@@ -80,3 +82,51 @@ def table_rows(spark, table: str, query=None) -> collections.Counter:
         raise AssertionError(f"the streaming query failed: {query.exception()}")
     return collections.Counter(tuple(row) for row in
                                spark.sql(f"SELECT {TABLE_COLUMNS} FROM {table}").collect())
+
+
+def stream_while_running(spark, name: str, folder: Path, conf: dict, table: str,
+                         timeout: float) -> dict:
+    """Submit the topology on ``spark``, stream its rows into ``table``, kill it; say what came.
+
+    The query starts once the sink has committed (its schema comes from the first file), sees
+    ``a.txt``'s rows, then the rows of ``b.txt`` and ``c.txt`` added after it started; the
+    topology is killed and the query drained. Returns the final state, the rows seen before
+    the kill (``seen``) and after draining (``final``), the ``expected`` rows, and seconds.
+    """
+    from heron_spark import submit
+    from heron_spark.io.parquet_store import CommitLog
+    from heron_spark.testing import wait_until
+
+    source, out = folder / "in", folder / "out"
+    first, later = lines_of("a", 40), lines_of("b", 25) + lines_of("c", 15)
+    add_file(source, "a.txt", first)
+    started = time.monotonic()
+    handle = submit(build(name, source, out), spark=spark, conf=conf)
+    query = None
+    try:
+        assert handle.wait_running(timeout=120), handle.status
+        wait_until(lambda: CommitLog.open(str(out)).names(), timeout,
+                   message="the sink's first commit (the stream's schema comes from it)")
+        query = start_query(spark, name, conf["heron.statemgr"], table,
+                            folder / "reader-checkpoint")
+        wait_until(lambda: table_rows(spark, table, query) == expected_rows(first), timeout,
+                   message=lambda: f"a.txt's rows ({query.lastProgress})")
+        add_file(source, "b.txt", later[:25])
+        add_file(source, "c.txt", later[25:])
+        produced = time.monotonic()
+        expected = expected_rows(first + later)
+        wait_until(lambda: sum(table_rows(spark, table, query).values())
+                   >= sum(expected.values()), timeout,
+                   message=lambda: f"the rows of files added later ({query.lastProgress})")
+        latency = time.monotonic() - produced
+        seen = table_rows(spark, table, query)
+        handle.kill()
+        state = handle.wait(timeout=120)
+        query.processAllAvailable()  # whatever the sink committed last
+        final = table_rows(spark, table, query)
+    finally:
+        if query is not None:
+            query.stop()
+        handle.kill()
+    return {"state": state, "seen": seen, "final": final, "expected": expected,
+            "latency_secs": latency, "secs": time.monotonic() - started}

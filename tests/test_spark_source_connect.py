@@ -15,10 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from connect_support import REPO_ROOT, TESTS_DIR, run_client
-
-import fault_support as faults
-from heron_spark.testing import wait_until
+from connect_support import REPO_ROOT, TESTS_DIR, run_client, wait_nothing_left
 
 pytestmark = pytest.mark.connect
 
@@ -48,10 +45,7 @@ def test_a_connect_client_streams_the_rows_of_a_topology_it_submitted(connect_se
     assert (result["rows"], result["repeated"]) == (result["expected"], [])
     assert result["exact"] and result["final_exact"]
     assert result["state"] == "KILLED"
-    wait_until(lambda: not faults.processes_under(tmp_path / "work"), 60,
-               message="every heron_spark process of the topology to exit")
-    wait_until(lambda: not connect_server.running_jobs(), 60,
-               message="the Spark job of the barrier stage to end")
+    wait_nothing_left(connect_server, tmp_path / "work", timeout=60)
 
 
 def test_from_dataframe_under_connect_is_exact(connect_server, tmp_path):
