@@ -30,6 +30,12 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
 - ``unimportable``: a topology whose module only this client can import; prints the error
   (with ``options["installed_only"]``: the word count, for a server whose workers lack
   heron_spark itself).
+- ``stream``: ``stream_topology`` submitted, its stream read by ``readStream.format(
+  "heron_spark")`` (topology, component, stream) into a memory sink of this session, files
+  added after the query started; then the topology killed. Prints the rows seen and expected.
+- ``dataframe``: a topology whose spout is ``from_dataframe(spark.range(...)...)`` (written by
+  the server's executors) into a ``ParquetSink``, run to its end; prints what
+  ``spark.read.parquet`` and ``spark.read.format("heron_spark")`` read back.
 """
 
 from __future__ import annotations
@@ -345,6 +351,47 @@ def unimportable(spark, folder: Path, options: dict) -> dict:
     return {"error": None}
 
 
+def stream(spark, folder: Path, options: dict) -> dict:
+    import stream_topology as st
+
+    result = st.stream_while_running(spark, "connect-stream", folder, _conf(folder),
+                                     "connect_topology_stream", TIMEOUT)
+    seen, expected = result["seen"], result["expected"]
+    return {"state": result["state"], "exact": seen == expected,
+            "final_exact": result["final"] == expected,
+            "rows": sum(seen.values()), "expected": sum(expected.values()),
+            "repeated": [list(row) for row, n in seen.items() if n > 1][:5],
+            "latency_secs": result["latency_secs"], "secs": result["secs"],
+            "connect": type(spark).__module__}
+
+
+def dataframe(spark, folder: Path, options: dict) -> dict:
+    from heron_spark import Grouping, TopologyBuilder, submit
+    from heron_spark.io import ParquetSink, from_dataframe
+
+    count = int(options.get("rows", 3000))
+    df = (spark.range(0, count, 1, 3)
+          .selectExpr("id", "id * 3 AS triple", "CAST(id % 7 AS STRING) AS k"))
+    source = from_dataframe(df, path=str(folder / "df"))
+    builder = TopologyBuilder("connect-dataframe")
+    rows = builder.add_spout("rows", source, par=2)
+    builder.add_bolt("out", ParquetSink, par=1, inputs={rows: Grouping.SHUFFLE},
+                     config={"parquet.path": str(folder / "out")})
+    builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE"})
+    started = time.monotonic()
+    handle = submit(builder.build(), spark=spark, conf=_conf(folder))
+    state = handle.wait(timeout=TIMEOUT)
+    secs = time.monotonic() - started
+
+    def read(df) -> list[list]:
+        return sorted([row["id"], row["triple"], row["k"]] for row in df.collect())
+
+    return {"state": state, "fields": source.fields, "secs": secs,
+            "parquet": read(spark.read.parquet(str(folder / "out"))),
+            "heron_spark": read(spark.read.format("heron_spark").load(str(folder / "out"))),
+            "expected": [[i, i * 3, str(i % 7)] for i in range(count)]}
+
+
 def main() -> None:
     mode, url, folder, options = sys.argv[1], sys.argv[2], Path(sys.argv[3]), \
         json.loads(sys.argv[4])
@@ -356,7 +403,7 @@ def main() -> None:
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
     run = {"wordcount": wordcount, "stateful": stateful, "manage": manage, "kill": kill,
            "cancel": cancel, "netns": netns, "unimportable": unimportable,
-           "abandon": abandon}[mode]
+           "abandon": abandon, "stream": stream, "dataframe": dataframe}[mode]
     try:
         result = run(spark, folder, options)
     finally:

@@ -7,7 +7,8 @@ its pid and log files in its own folder; ``stop()`` runs ``stop-connect-server.s
 whatever is left. ``run_client`` runs ``tests/connect_client.py`` (a Spark Connect client with
 no SparkContext, unlike this test process) and returns the JSON it prints; ``start_client``
 starts one the test ends itself. ``conf`` adds server confs (static ones too: say a short
-``spark.connect.execute.manager.detachedTimeout``).
+``spark.connect.execute.manager.detachedTimeout``). ``wait_nothing_left`` waits for a
+client's topology to leave no process and no running Spark job.
 """
 
 from __future__ import annotations
@@ -190,3 +191,14 @@ def run_client(server: ConnectServer, mode: str, folder: Path, timeout: float = 
         raise AssertionError(f"connect client {mode} exited {proc.returncode}:\n"
                              f"{proc.stdout[-3000:]}\n{proc.stderr[-6000:]}")
     return json.loads(lines[-1])
+
+
+def wait_nothing_left(server: ConnectServer, work: Path, timeout: float = 30) -> None:
+    """Wait until no heron_spark process runs under ``work`` and ``server`` runs no job."""
+    import fault_support as faults
+    from heron_spark.testing import wait_until
+
+    wait_until(lambda: not faults.processes_under(work), timeout,
+               message="every heron_spark process of the topology to exit")
+    wait_until(lambda: not server.running_jobs(), timeout,
+               message="the Spark job of the barrier stage to end")

@@ -22,7 +22,7 @@ import pytest
 import fault_support as faults
 import reliable_word_count as rwc
 import stateful_word_count as swc
-from connect_support import ConnectServer, run_client
+from connect_support import ConnectServer, run_client, wait_nothing_left
 from zk_support import ZooKeeperServer
 from heron_spark.testing import wait_until
 
@@ -123,11 +123,7 @@ def test_deactivate_activate_and_update_from_a_connect_client_lose_nothing(conne
 def test_kill_from_the_client_stops_every_process_and_the_spark_job(connect_server, tmp_path):
     result = run_client(connect_server, "kill", tmp_path)
     assert result["state"] == "KILLED"
-    work = tmp_path / "work"
-    wait_until(lambda: not faults.processes_under(work), 30,
-               message="every heron_spark process of the topology to exit")
-    wait_until(lambda: not connect_server.running_jobs(), 30,
-               message="the Spark job of the barrier stage to end")
+    wait_nothing_left(connect_server, tmp_path / "work")
 
 
 def test_interrupt_tag_from_another_thread_stops_it_and_recovery_resubmits(connect_server,
@@ -136,10 +132,7 @@ def test_interrupt_tag_from_another_thread_stops_it_and_recovery_resubmits(conne
     assert result["generation"] == 1  # recover(): interrupted by tag, then resubmitted
     assert result["interrupted"]  # the operation ids interruptTag reached
     assert result["state"] == "KILLED"
-    wait_until(lambda: not faults.processes_under(tmp_path / "work"), 30,
-               message="every heron_spark process of the topology to exit")
-    wait_until(lambda: not connect_server.running_jobs(), 30,
-               message="the Spark job of the barrier stage to end")
+    wait_nothing_left(connect_server, tmp_path / "work")
 
 
 def test_workers_that_cannot_import_the_topology_get_one_error(connect_server, tmp_path):

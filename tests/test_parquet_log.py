@@ -37,9 +37,10 @@ def test_compaction_batches_are_named_as_spark_reads_them():
     assert [pl.batch_file_name(i, 10) for i in (0, 8, 9, 10, 19)] == \
         ["0", "8", "9.compact", "10", "19.compact"]
     assert pl.batch_id_of("19.compact") == 19 and pl.batch_id_of(".19.x.tmp") is None
-    assert list(pl.batches_to_read(12, 10)) == [9, 10, 11, 12]
-    assert list(pl.batches_to_read(9, 10)) == [9]
-    assert list(pl.batches_to_read(3, 10)) == [0, 1, 2, 3]
+    names = [pl.batch_file_name(i, 10) for i in range(13)]
+    assert pl.read_plan(names, 12) == ("9.compact", "10", "11", "12")
+    assert pl.read_plan(names, 9) == ("9.compact",)
+    assert pl.read_plan(names, 3) == ("0", "1", "2", "3")
     assert list(pl.batches_to_compact(19, 10)) == list(range(9, 19))
     assert list(pl.batches_to_compact(9, 10)) == list(range(0, 9))
 
@@ -61,7 +62,7 @@ def test_plan_next_compacts_every_interval():
         if batch_id == 19:
             assert plan.reads == tuple(["9.compact"] + [str(i) for i in range(10, 19)])
     assert "9.compact" in names and "19.compact" in names and "9" not in names
-    assert pl.read_plan(names, 10) == ("19.compact", "20")
+    assert pl.read_plan(names) == ("19.compact", "20")
 
 
 def test_visible_drops_deleted_and_repeated_paths():

@@ -99,6 +99,12 @@ def test_missing_path_is_refused_where_the_topology_is_built():
         builder.add_bolt("out", ParquetSink, par=1, inputs={spout: Grouping.SHUFFLE},
                          config={"parquet.path": "/x", "parquet.roll.rows": 0})
     assert caught.value.value == 0
+    with pytest.raises(TopologyValueError) as caught:  # Spark's readers assume at most 10
+        builder.add_bolt("out", ParquetSink, par=1, inputs={spout: Grouping.SHUFFLE},
+                         config={"parquet.path": "/x", "parquet.compact.interval": 20})
+    assert (caught.value.component, caught.value.value) == ("out", 20)
+    builder.add_bolt("out", ParquetSink, par=1, inputs={spout: Grouping.SHUFFLE},
+                     config={"parquet.path": "/x", "parquet.compact.interval": 5})
 
 
 class _Unwritable:

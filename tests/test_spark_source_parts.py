@@ -15,6 +15,8 @@ import pytest
 from heron_spark import Bolt, DataSourceOptionError, Grouping, Spout, Stream, TopologyBuilder
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.scheduler.update import topology_proto
+from heron_spark.io import parquet_log
+from heron_spark.io.parquet_log import SinkFile
 from heron_spark.sql import reading, resolve, sink_log
 from heron_spark.statemgr import LocalFileStateManager
 
@@ -29,18 +31,37 @@ def _write_batch(folder, name: str, paths: list[str], action: str = "add") -> No
 
 
 def test_batch_ids_know_compact_files_and_skip_temp_and_checksum_files():
-    names = ["0", "1", ".2.crc", ".3.5e7f.tmp", "9.compact", "10", "_x", "11.compact.tmp"]
-    assert sink_log.batch_ids(names) == {0: False, 1: False, 9: True, 10: False}
+    names = ["0", "1", ".2.crc", ".3.5e7f.tmp", "9.compact", "10", "_x", "11.compact.tmp",
+             "\u00b2", "1\u0663"]                    # digits, but not ASCII ones
+    assert {n: parquet_log.batch_id_of(n) for n in names if parquet_log.batch_id_of(n)
+            is not None} == {"0": 0, "1": 1, "9.compact": 9, "10": 10}
+    assert parquet_log.read_plan(names) == ("9.compact", "10")
 
 
 def test_files_to_read_starts_at_the_last_compact_file_at_or_below():
-    batches = {**{b: False for b in range(9)}, 9: True, 10: False, 11: False}
-    assert sink_log.files_to_read(batches, 8) == [str(b) for b in range(9)]
-    assert sink_log.files_to_read(batches, 11) == ["9.compact", "10", "11"]
-    assert sink_log.files_to_read(batches, -1) == []
-    cleaned = {9: True, 10: False}                     # batches 0..8 deleted after compaction
-    assert sink_log.files_to_read(cleaned, 10) == ["9.compact", "10"]
-    assert sink_log.files_to_read(cleaned, 5) is None
+    names = [*(str(b) for b in range(9)), "9.compact", "10", "11"]
+    assert parquet_log.read_plan(names, 8) == tuple(str(b) for b in range(9))
+    assert parquet_log.read_plan(names, 11) == ("9.compact", "10", "11")
+    assert parquet_log.read_plan(names, -1) == ()
+    cleaned = ["9.compact", "10"]                       # batches 0..8 deleted after compaction
+    assert parquet_log.read_plan(cleaned, 10) == ("9.compact", "10")
+    assert parquet_log.missing(parquet_log.read_plan(cleaned, 5), cleaned) == [
+        str(b) for b in range(6)]
+    twenty = [str(b) for b in range(15)]                # a writer's interval of 20: no 9.compact
+    assert parquet_log.read_plan(twenty) == tuple(twenty)
+
+
+def test_a_batch_deleted_after_compaction_is_one_clear_error(tmp_path):
+    for batch in range(11):
+        _write_batch(tmp_path, "9.compact" if batch == 9 else str(batch),
+                     [f"file:///p{b}" for b in range(10)] if batch == 9 else [f"file:///p{batch}"])
+    for batch in range(9):
+        (tmp_path / "_spark_metadata" / str(batch)).unlink()
+    log = sink_log.open_log(str(tmp_path))
+    assert [f.path for f in log.files_between(-1, 10)] == [f"file:///p{b}" for b in range(11)]
+    with pytest.raises(DataSourceOptionError) as info:
+        sink_log.open_log(str(tmp_path)).files_between(4, 10)
+    assert (info.value.option, info.value.value) == ("path", str(tmp_path))
 
 
 def test_the_log_gives_each_file_to_exactly_one_batch_range_across_a_compaction(tmp_path):
@@ -50,25 +71,37 @@ def test_the_log_gives_each_file_to_exactly_one_batch_range_across_a_compaction(
             _write_batch(tmp_path, "9.compact", [files[b] for b in range(10)])
         else:
             _write_batch(tmp_path, str(batch), [files[batch]])
-    log = reading.open_log(str(tmp_path))
+    log = sink_log.open_log(str(tmp_path))
     assert log.latest() == 12
     seen = []
     for start, end in [(-1, 3), (3, 8), (8, 9), (9, 9), (9, 12)]:
         seen += [f.path for f in log.files_between(start, end)]
     assert seen == [files[b] for b in range(13)]
-    fresh = reading.open_log(str(tmp_path))           # no cache: a restarted query
+    fresh = sink_log.open_log(str(tmp_path))           # no cache: a restarted query
     assert [f.path for f in fresh.files_between(7, 11)] == [files[b] for b in (8, 9, 10, 11)]
 
 
 def test_a_delete_entry_removes_a_file(tmp_path):
     _write_batch(tmp_path, "0", ["file:///a", "file:///b"])
     _write_batch(tmp_path, "1", ["file:///a"], action="delete")
-    log = reading.open_log(str(tmp_path))
+    log = sink_log.open_log(str(tmp_path))
     assert [f.path for f in log.files_between(-1, 1)] == ["file:///b"]
+    _write_batch(tmp_path, "2", ["file:///c"])
+    assert [f.path for f in log.files_between(1, 2)] == ["file:///c"]  # from the cache on
+
+
+def test_a_newer_log_version_and_a_malformed_entry_are_clear_errors(tmp_path):
+    (tmp_path / "_spark_metadata").mkdir()
+    (tmp_path / "_spark_metadata" / "0").write_text("v2\n{}")
+    with pytest.raises(DataSourceOptionError, match="newer than v1"):
+        sink_log.open_log(str(tmp_path)).files_upto(0)
+    (tmp_path / "_spark_metadata" / "0").write_text('v1\n{"size": 3}')
+    with pytest.raises(DataSourceOptionError, match="malformed"):
+        sink_log.open_log(str(tmp_path)).files_upto(0)
 
 
 def test_a_folder_without_a_log_has_no_batches_and_no_schema(tmp_path):
-    log = reading.open_log(str(tmp_path / "nothing-yet"))
+    log = sink_log.open_log(str(tmp_path / "nothing-yet"))
     assert log.latest() == -1
     with pytest.raises(DataSourceOptionError) as info:
         reading.infer_schema(str(tmp_path), [])
@@ -79,7 +112,7 @@ def test_a_file_that_is_not_a_commit_log_is_one_clear_error(tmp_path):
     (tmp_path / "_spark_metadata").mkdir()
     (tmp_path / "_spark_metadata" / "0").write_text("hello\n")
     with pytest.raises(DataSourceOptionError) as info:
-        reading.open_log(str(tmp_path)).files_upto(0)
+        sink_log.open_log(str(tmp_path)).files_upto(0)
     assert info.value.option == "path"
 
 
@@ -89,7 +122,8 @@ def test_partition_values_and_partition_planning(tmp_path):
         ("k", "1"), ("s", "a b")]
     assert reading.partition_values(str(tmp_path), f"{base}/k=__HIVE_DEFAULT_PARTITION__/p") \
         == [("k", None)]
-    files = [sink_log.SinkFile(f"f{i}", size) for i, size in enumerate([60, 60, 200, 10])]
+    files = [SinkFile(path=f"f{i}", size=size, modification_time_ms=0)
+             for i, size in enumerate([60, 60, 200, 10])]
     assert reading.plan_partitions(files, max_bytes=128) == [["f0", "f1"], ["f2"], ["f3"]]
 
 
@@ -228,3 +262,31 @@ def test_pyspark_s_own_lookup_registers_the_source_as_heron_spark(tmp_path):
                           text=True, timeout=120, check=False, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "heron_spark heron_spark.sql.source HeronSparkDataSource" in proc.stdout.splitlines()
+
+
+def test_the_reader_reads_back_what_the_sink_s_commit_log_names_escaped_paths_too(tmp_path):
+    """Written as ParquetSink writes (hive folders by pyarrow, URIs by ``CommitLog``)."""
+    import pyarrow as pa
+    import pyarrow.dataset as ds
+
+    from heron_spark.io.parquet_store import CommitLog
+
+    out = tmp_path / "out dir"                          # a space in the folder itself
+    table = pa.table({"word": ["a b%c", "x/y", "plain", "a b%c"], "n": [1, 2, 3, 4]})
+    written: list[str] = []
+    ds.write_dataset(table, str(out), format="parquet", partitioning=["word"],
+                     partitioning_flavor="hive",
+                     file_visitor=lambda written_file: written.append(written_file.path))
+    log = CommitLog.open(str(out))
+    log.create()
+    for path in written:
+        log.commit([log.entry(path)])
+    assert any("%25" in entry.path for entry in log.files())  # the URI escapes the escaped
+    files = sink_log.open_log(str(out)).files_upto(2)
+    schema = reading.infer_schema(str(out), files)
+    assert [(f.name, f.dataType.simpleString()) for f in schema.fields] == [
+        ("n", "bigint"), ("word", "string")]
+    rows = [row for sink_file in files
+            for batch in reading.read_files(str(out), [sink_file.path], schema)
+            for row in zip(*(column.to_pylist() for column in batch.columns))]
+    assert sorted(rows) == [(1, "a b%c"), (2, "x/y"), (3, "plain"), (4, "a b%c")]

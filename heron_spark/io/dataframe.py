@@ -54,7 +54,8 @@ def from_dataframe(df, path: str | None = None) -> DataFrameSource:
         raise TopologyTypeError(msg, value=type(df).__name__,
                                 fix="pass spark.createDataFrame(...) or spark.read...(...)")
     target = path or posixpath.join(SystemConfig().work_dir, "dataframes", uuid.uuid4().hex)
-    df.write.mode("errorifexists").parquet(target)
+    # "error" (= errorifexists): the one spelling Spark Connect's writer also takes
+    df.write.mode("error").parquet(target)
     return DataFrameSource(target, list(df.columns))
 
 

@@ -11,10 +11,15 @@ Spark's own file sink (``FileStreamSink``) commits each micro-batch by writing o
   ``blockReplication``, ``blockSize`` in bytes, ``action`` ``"add"`` or ``"delete"``);
 - batch ids start at 0 and leave no gap; with a compact interval ``k`` (Spark's
   ``spark.sql.streaming.fileSink.log.compactInterval``, default 10) the batch ``b`` with
-  ``(b + 1) % k == 0`` is the file ``<b>.compact`` and holds every file committed so far: the
-  reader reads the last compaction batch at or below the latest id and every batch after it;
-- with one or more ``.compact`` files present the reader derives ``k`` from them (Spark's
-  ``compactInterval``), so a writer that joins an existing log derives it the same way.
+  ``(b + 1) % k == 0`` is the file ``<b>.compact`` and holds every file committed so far: a
+  reader of batches ``0..b`` reads the last compaction file at or below ``b`` and every batch
+  after it (``read_plan``; a writer may delete the batch files a compaction folded in, so an
+  older ``b`` can be gone: ``missing`` says which);
+- with one or more ``.compact`` files present the writer derives ``k`` from them (Spark's
+  ``compactInterval``), so a writer that joins an existing log derives it the same way;
+- the version line is ``v<n>``: a reader takes ``n <= 1`` and refuses a newer log; the
+  temporary and checksum files beside the batches (``.3.<uuid>.tmp``, ``.3.crc``) are not
+  batches (``batch_id_of`` is None for them).
 
 The shell that lists, reads and creates these files is ``heron_spark.io.parquet_store``.
 """
@@ -25,7 +30,8 @@ import dataclasses
 import json
 from collections.abc import Iterable
 
-VERSION_LINE = "v1"
+SUPPORTED_VERSION = 1
+VERSION_LINE = f"v{SUPPORTED_VERSION}"
 COMPACT_SUFFIX = ".compact"
 METADATA_DIR = "_spark_metadata"
 DEFAULT_COMPACT_INTERVAL = 10
@@ -70,18 +76,34 @@ def encode(entries: Iterable[SinkFile]) -> bytes:
 
 
 def decode(data: bytes) -> list[SinkFile]:
-    """Parse a batch file; raise ValueError for an empty file or another version."""
-    lines = data.decode().split("\n")
-    if not lines or lines[0].strip() != VERSION_LINE:
-        msg = f"not a v1 Spark file-sink log batch (first line {lines[0][:20] if lines else ''!r})"
+    """Parse a batch file; raise ValueError (saying why) for anything but a log of v1 or older.
+
+    As Spark's ``validateVersion``: the first line is ``v<n>``, ``n`` at most 1; a newer
+    version is refused with its own message (a newer writer; this reader cannot know its form).
+    """
+    lines = data.decode("utf-8", errors="replace").split("\n")
+    version = lines[0].strip()
+    if not version.startswith("v") or not _is_number(version[1:]):
+        msg = f"not a Spark file-sink log batch (first line {version[:40]!r}, not v1)"
         raise ValueError(msg)
-    return [SinkFile.from_json(line) for line in lines[1:] if line.strip()]
+    if int(version[1:]) > SUPPORTED_VERSION:
+        msg = f"a file-sink log of version {version}, newer than v{SUPPORTED_VERSION}"
+        raise ValueError(msg)
+    try:
+        return [SinkFile.from_json(line) for line in lines[1:] if line.strip()]
+    except (ValueError, KeyError, TypeError) as exc:
+        msg = f"a malformed file-sink log entry ({type(exc).__name__}: {exc})"
+        raise ValueError(msg) from exc
+
+
+def _is_number(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def batch_id_of(name: str) -> int | None:
     """Return the batch id of a log file name (``12``, ``19.compact``); None for other names."""
     stem = name[:-len(COMPACT_SUFFIX)] if name.endswith(COMPACT_SUFFIX) else name
-    return int(stem) if stem.isdigit() else None
+    return int(stem) if _is_number(stem) else None
 
 
 def is_compaction(batch_id: int, interval: int) -> bool:
@@ -124,12 +146,6 @@ def latest_batch_id(names: Iterable[str]) -> int | None:
     return max(ids) if ids else None
 
 
-def batches_to_read(latest: int, interval: int) -> range:
-    """Return the batch ids a reader reads for ``latest``: its last compaction batch onwards."""
-    start = max(0, (latest + 1) // interval * interval - 1)
-    return range(start, latest + 1)
-
-
 def batches_to_compact(batch_id: int, interval: int) -> range:
     """Return the ids a compaction batch folds in: the previous compaction batch onwards."""
     return range(max(0, batch_id - interval), batch_id)
@@ -167,18 +183,36 @@ def plan_next(names: Iterable[str], default_interval: int = DEFAULT_COMPACT_INTE
     return BatchPlan(batch_id, batch_file_name(batch_id, interval), reads)
 
 
-def read_plan(names: Iterable[str], default_interval: int = DEFAULT_COMPACT_INTERVAL
-              ) -> tuple[str, ...]:
-    """Return the batch file names a reader reads to list every committed file."""
-    names = list(names)
-    latest = latest_batch_id(names)
-    if latest is None:
+def read_plan(names: Iterable[str], upto: int | None = None) -> tuple[str, ...]:
+    """Return the batch file names a reader reads to list the files of batches ``0..upto``.
+
+    ``upto`` None: the latest batch. That is the last ``.compact`` file at or below ``upto``
+    among ``names`` and every batch after it, named as found (``.compact`` or not), else
+    ``str(id)`` for a batch that is absent (``missing`` tells). Taking the compaction files
+    that exist, rather than deriving where they should be, reads logs whose writer used a
+    compact interval other than the reader's default too; on a log Spark reads, the same
+    files as Spark's ``CompactibleFileStreamLog.allFiles``. ``upto < 0`` or an empty log: ().
+    """
+    found: dict[int, str] = {}
+    for name in names:
+        batch_id = batch_id_of(name)
+        if batch_id is not None and (batch_id not in found or name.endswith(COMPACT_SUFFIX)):
+            found[batch_id] = name
+    if upto is None:
+        upto = max(found, default=-1)
+    if upto < 0:
         return ()
-    interval = derive_interval(names, default_interval)
-    return tuple(batch_file_name(i, interval) for i in batches_to_read(latest, interval))
+    compacts = [i for i, name in found.items() if i <= upto and name.endswith(COMPACT_SUFFIX)]
+    return tuple(found.get(i, str(i)) for i in range(max(compacts, default=0), upto + 1))
+
+
+def missing(plan: Iterable[str], names: Iterable[str]) -> list[str]:
+    """Return the batch file names of ``plan`` that are not among ``names`` (deleted ones)."""
+    present = set(names)
+    return [name for name in plan if name not in present]
 
 
 __all__ = ["ADD", "COMPACT_SUFFIX", "DEFAULT_COMPACT_INTERVAL", "DELETE", "METADATA_DIR",
-           "VERSION_LINE", "BatchPlan", "SinkFile", "batch_file_name", "batch_id_of",
-           "batches_to_compact", "batches_to_read", "decode", "derive_interval", "encode",
-           "is_compaction", "latest_batch_id", "plan_next", "read_plan", "visible"]
+           "SUPPORTED_VERSION", "VERSION_LINE", "BatchPlan", "SinkFile", "batch_file_name",
+           "batch_id_of", "batches_to_compact", "decode", "derive_interval", "encode",
+           "is_compaction", "latest_batch_id", "missing", "plan_next", "read_plan", "visible"]

@@ -11,6 +11,8 @@ file is committed (``topology.max.spout.pending`` trees per roll). A file become
 only when it is committed to Spark's file-sink log ``<path>/_spark_metadata``
 (``heron_spark.io.parquet_log``), which ``spark.read.parquet(path)`` and
 ``spark.readStream.parquet(path)`` honour: files written but not committed are never read.
+Every ``parquet.compact.interval`` batches (at most and by default 10, Spark's own default: a
+longer one leaves the log unreadable by Spark until its first compaction) the log is compacted.
 
 When a file is committed depends on the reliability mode:
 
@@ -96,10 +98,31 @@ class ParquetSinkSettings:
                    roll_rows=_positive(config, ROLL_ROWS, default.roll_rows, int, component),
                    roll_bytes=_positive(config, ROLL_BYTES, default.roll_bytes, int, component),
                    roll_secs=_positive(config, ROLL_SECS, default.roll_secs, float, component),
-                   compact_interval=_positive(config, COMPACT_INTERVAL, default.compact_interval,
-                                              int, component),
+                   compact_interval=_compact_interval(config, component),
                    commit_poll_secs=_positive(config, COMMIT_POLL_SECS, default.commit_poll_secs,
                                               float, component))
+
+
+def _compact_interval(config: dict, component: str | None) -> int:
+    """Read ``parquet.compact.interval``: from 1 to Spark's default, 10.
+
+    Before a log's first ``.compact`` batch Spark's readers assume their own interval
+    (``spark.sql.streaming.fileSink.log.compactInterval``, 10 unless set) and look for
+    ``9.compact`` once batch 9 exists, so a longer interval leaves the folder unreadable by
+    ``spark.read.parquet`` from batch 10 until its first compaction; a shorter one is derived
+    from the ``.compact`` files, so every reader agrees.
+    """
+    interval = _positive(config, COMPACT_INTERVAL, parquet_log.DEFAULT_COMPACT_INTERVAL, int,
+                         component)
+    if interval > parquet_log.DEFAULT_COMPACT_INTERVAL:
+        msg = (f"ParquetSink: {COMPACT_INTERVAL} above {parquet_log.DEFAULT_COMPACT_INTERVAL} "
+               f"makes the log unreadable by Spark from batch "
+               f"{parquet_log.DEFAULT_COMPACT_INTERVAL} until its first compaction")
+        raise TopologyValueError(msg, component=component, value=interval, kind="config",
+                                 fix=f"set {COMPACT_INTERVAL} to at most "
+                                     f"{parquet_log.DEFAULT_COMPACT_INTERVAL} (Spark's default "
+                                     "spark.sql.streaming.fileSink.log.compactInterval)")
+    return interval
 
 
 def _positive(config: dict, key: str, default, kind, component):

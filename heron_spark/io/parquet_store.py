@@ -26,13 +26,15 @@ _MAX_ATTEMPTS = 10_000  # batch ids tried before giving up (each loss means anot
 
 
 def open_filesystem(url: str):
-    """Return ``(filesystem, base path, URI prefix)`` for a local path or a ``pyarrow.fs`` URL.
+    """Return ``(filesystem, path, URI prefix)`` for a local path or a ``pyarrow.fs`` URL.
 
-    The URI prefix turns a path on the filesystem into the URI Spark's log holds.
+    A URL's path is percent-decoded (``file:///a%20b`` is the folder ``/a b``); ``file:/a``,
+    the form Spark's own file sink logs, is a URL too. The URI prefix turns a path on the
+    filesystem into the URI Spark's log holds (``uri``).
     """
     import pyarrow.fs as pafs
 
-    if "://" not in url:
+    if "://" not in url and not url.startswith("file:"):
         return pafs.LocalFileSystem(), os.path.abspath(url), "file://"
     fs, base = pafs.FileSystem.from_uri(url)
     if isinstance(fs, pafs.LocalFileSystem):
@@ -86,15 +88,20 @@ class CommitLog:
                 and parquet_log.batch_id_of(i.base_name) is not None]
 
     def read(self, name: str) -> list[SinkFile]:
-        """Return the entries of the batch file ``name``."""
-        with self.fs.open_input_stream(posixpath.join(self.dir, name)) as stream:
-            return parquet_log.decode(stream.read())
+        """Return the entries of the batch file ``name``; ValueError naming it if malformed."""
+        path = posixpath.join(self.dir, name)
+        with self.fs.open_input_stream(path) as stream:
+            data = stream.read()
+        try:
+            return parquet_log.decode(data)
+        except ValueError as exc:
+            msg = f"{path}: {exc}"
+            raise ValueError(msg) from exc
 
-    def files(self) -> list[SinkFile]:
-        """Return every committed file a Spark reader sees now."""
-        names = self.names()
+    def files(self, upto: int | None = None) -> list[SinkFile]:
+        """Return the files a Spark reader sees in batches ``0..upto`` (None: all), in order."""
         entries: list[SinkFile] = []
-        for name in parquet_log.read_plan(names, self.compact_interval):
+        for name in parquet_log.read_plan(self.names(), upto):
             entries.extend(self.read(name))
         return parquet_log.visible(entries)
 

@@ -1,57 +1,32 @@
-"""Open a sink folder, plan its committed files into partitions, read them as Arrow batches.
+"""Plan a sink folder's committed files into partitions and read them as Arrow batches.
 
-A folder is any ``pyarrow.fs`` URL (``file://``, ``hdfs://``, ``s3://``, ...) or a local path.
-Files under ``key=value/`` folders (a sink partitioned by fields) get those columns, typed as
-Spark types them (int, bigint, double, else string; ``__HIVE_DEFAULT_PARTITION__`` is null).
-``open_log`` and ``infer_schema`` run on the driver; ``read_files`` on the executors.
+A folder is any ``pyarrow.fs`` URL (``file://``, ``hdfs://``, ``s3://``, ...) or a local path,
+opened as the sink opens it (``heron_spark.io.parquet_store.open_filesystem``); a committed
+file's URI is percent-decoded once to its path. Files under ``key=value/`` folders (a sink
+partitioned by fields) get those columns, the folder names unescaped once more as Spark does,
+typed as Spark types them (int, bigint, double, else string; ``__HIVE_DEFAULT_PARTITION__``
+is null). ``infer_schema`` runs on the driver; ``read_files`` on the executors.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Iterator, Sequence
-from urllib.parse import unquote, urlparse
+from urllib.parse import unquote
 
 from heron_spark.errors import DataSourceOptionError
+from heron_spark.io.parquet_log import SinkFile
+from heron_spark.io.parquet_store import open_filesystem
 from heron_spark.sql.resolve import PATH
-from heron_spark.sql.sink_log import METADATA_DIR, SinkFile, SinkLog
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 MAX_PARTITION_BYTES = 128 * 1024 * 1024  # files packed into one Spark partition, at most
 _INT_MIN, _INT_MAX = -(2 ** 31), 2 ** 31 - 1
 
 
-def filesystem(url: str):
-    """Return ``(pyarrow file system, path in it)`` for a URL or a local path."""
-    from pyarrow import fs
-
-    if not urlparse(url).scheme:
-        return fs.LocalFileSystem(), os.path.abspath(url)
-    return fs.FileSystem.from_uri(url)
-
-
-def open_log(base: str) -> SinkLog:
-    """Return the commit log of the sink folder ``base`` (driver)."""
-    from pyarrow import fs
-
-    filesystem_, root = filesystem(base)
-    folder = f"{root.rstrip('/')}/{METADATA_DIR}"
-
-    def list_names() -> list[str]:
-        infos = filesystem_.get_file_info(fs.FileSelector(folder, allow_not_found=True))
-        return [info.base_name for info in infos if info.type == fs.FileType.File]
-
-    def read_text(name: str) -> str:
-        with filesystem_.open_input_stream(f"{folder}/{name}") as stream:
-            return stream.read().decode("utf-8")
-
-    return SinkLog(base, list_names, read_text)
-
-
 def partition_values(base: str, file_uri: str) -> list[tuple[str, str | None]]:
     """Return the ``(key, value)`` pairs of the ``key=value`` folders between base and file."""
-    root = filesystem(base)[1].rstrip("/")
-    path = filesystem(file_uri)[1]
+    root = open_filesystem(base)[1].rstrip("/")
+    path = open_filesystem(file_uri)[1]
     if not path.startswith(root + "/"):
         return []
     pairs: list[tuple[str, str | None]] = []
@@ -92,7 +67,7 @@ def infer_schema(base: str, files: Sequence[SinkFile]):
         raise DataSourceOptionError(PATH, base, "no rows are committed there yet, so there "
                                     "is no schema to read", "give one with .schema('a string, "
                                     "n bigint'), or load once the first batch is committed")
-    filesystem_, path = filesystem(files[0].path)
+    filesystem_, path, _ = open_filesystem(files[0].path)
     with filesystem_.open_input_file(path) as handle:
         arrow_schema = pq.read_schema(handle)
     schema = from_arrow_schema(arrow_schema)
@@ -117,11 +92,11 @@ def plan_partitions(files: Sequence[SinkFile],
     groups: list[list[str]] = []
     size = 0
     for sink_file in files:
-        if not groups or size + sink_file.size_bytes > max_bytes:
+        if not groups or size + sink_file.size > max_bytes:
             groups.append([])
             size = 0
         groups[-1].append(sink_file.path)
-        size += sink_file.size_bytes
+        size += sink_file.size
     return groups
 
 
@@ -137,7 +112,7 @@ def read_files(base: str, uris: Sequence[str], schema) -> Iterator:
     target = to_arrow_schema(schema)
     for uri in uris:
         constants = dict(partition_values(base, uri))
-        filesystem_, path = filesystem(uri)
+        filesystem_, path, _ = open_filesystem(uri)
         with filesystem_.open_input_file(path) as handle:
             parquet = pq.ParquetFile(handle)
             present = [name for name in target.names if name in parquet.schema_arrow.names]

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from heron_spark.errors import DataSourceOptionError
+from heron_spark.io.parquet_sink import PATH as PARQUET_PATH
 
 PATH = "path"
 TOPOLOGY = "topology"
@@ -23,8 +24,6 @@ COMPONENT = "component"
 STREAM = "stream"
 STATEMGR = "heron.statemgr"
 DEFAULT_STREAM = "default"
-# ParquetSink's component config key naming its folder (heron_spark.io's ParquetSink reads it).
-PARQUET_PATH = "parquet.path"
 
 _ADD_SINK = ("add one: builder.add_bolt('out', ParquetSink, inputs={stream: Grouping.SHUFFLE}, "
              "config={'parquet.path': FOLDER}), or read a folder with option('path', FOLDER)")

@@ -30,7 +30,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
 from heron_spark.errors import DataSourceOptionError
 from heron_spark.sql import reading
 from heron_spark.sql.resolve import resolve_path
-from heron_spark.sql.sink_log import SinkLog
+from heron_spark.sql.sink_log import SinkLog, open_log
 
 NAME = "heron_spark"
 STARTING_OFFSETS = "startingOffsets"
@@ -69,8 +69,8 @@ class HeronSparkDataSource(DataSource):
 
     def schema(self):
         """Return the schema of the committed files (driver; only without ``.schema()``)."""
-        log = reading.open_log(self.base)
-        return reading.infer_schema(self.base, list(log.files_upto(log.latest()).values()))
+        log = open_log(self.base)
+        return reading.infer_schema(self.base, log.files_upto(log.latest()))
 
     def reader(self, schema) -> "DataSourceReader":
         """Return a batch reader of every file committed when the query is planned."""
@@ -87,8 +87,8 @@ class _BatchReader(DataSourceReader):
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
-        log = reading.open_log(self.base)
-        return _partitions(self.base, list(log.files_upto(log.latest()).values()))
+        log = open_log(self.base)
+        return _partitions(self.base, log.files_upto(log.latest()))
 
     def read(self, partition) -> Iterator:
         return reading.read_files(partition.base, partition.uris, self.schema)
@@ -103,7 +103,7 @@ class _StreamReader(DataSourceStreamReader):
 
     def _sink_log(self) -> SinkLog:
         if self._log is None:  # the reader lives in one driver-side worker for the query
-            self._log = reading.open_log(self.base)
+            self._log = open_log(self.base)
         return self._log
 
     def initialOffset(self) -> dict:  # noqa: N802 - pyspark\'s name
