@@ -122,7 +122,8 @@ class KafkaSink(Bolt, StatefulComponent):
         previous = _OPEN.pop(context.get_task_id(), None)
         if previous is not None and previous is not self:
             previous.close()
-        self._producer = self._ck.Producer(kc.producer_properties(config))
+        self._properties = kc.producer_properties(config)
+        self._producer = self._ck.Producer(self._properties)
         try:
             kc.check_cluster(self._producer, self._name, config, topics=[self._topic])
         except TopologyValueError:  # nothing was produced; the error's traceback holds the
@@ -148,6 +149,9 @@ class KafkaSink(Bolt, StatefulComponent):
         value_at, key_at = positions
         key = None if key_at is None else encode(tup.values[key_at])
         report = functools.partial(_report, self._ref, tup)
+        if self._producer is None:  # closed at an end of input, yet more came: open anew
+            self._producer = self._ck.Producer(self._properties)
+            _OPEN[self._context.get_task_id()] = self
         while True:
             try:
                 self._producer.produce(self._topic, value=encode(tup.values[value_at]), key=key,
