@@ -14,7 +14,11 @@ Each run uses fresh topics and a fresh consumer group. Phases, each --runs times
 - latency: lines produced at --rate records/s (default 500) for --latency-secs (default 10 s)
   into the running topology; latency per word = output record's Kafka timestamp (set by the
   sink's producer) - input record's Kafka timestamp (set by our producer), both on this
-  machine's clock; p50 and p99 over every word.
+  machine's clock; p50 and p99 over every word. Per hop too (every stamp on this machine's
+  clock): input produced -> the split bolt sees the record (broker, the spout's fetch, one
+  stmgr hop); split -> the sink's produce call (count, two hops); the sink's produce call ->
+  this benchmark's consumer has the record (the producer's linger, the broker, the fetch);
+  and end to end, input produced -> a consumer has the count.
 Printed: the machine line, then per figure the median and every run.
 
 Run from the repository root (after pip install -e '.[test]'):
@@ -29,6 +33,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import bench_env
@@ -43,6 +48,10 @@ from heron_spark.io import KafkaSink, KafkaSpout  # noqa: E402
 from wc_report import machine_info, quantile  # noqa: E402
 
 PARTITIONS = 4
+HOPS = (("in_split", "input produced -> split bolt (broker, spout fetch, 1 stmgr hop)"),
+        ("split_out", "split bolt -> sink's produce call (count bolt, 2 stmgr hops)"),
+        ("out_read", "sink's produce call -> a consumer has it (linger, broker, fetch)"),
+        ("in_read", "end to end: input produced -> a consumer has the count"))
 
 
 class SplitBolt(Bolt):
@@ -50,8 +59,9 @@ class SplitBolt(Bolt):
 
     def process(self, tup):
         key, value, topic, partition, offset, timestamp = tup.values
+        stamps = f"{timestamp}|{time.time() * 1000.0:.1f}"  # input record's, and now (a hop)
         for word in value.decode().split():
-            self.emit([word, timestamp], anchors=[tup])
+            self.emit([word, stamps], anchors=[tup])
         self.ack(tup)
 
 
@@ -105,6 +115,36 @@ def _words(texts: list[str]) -> int:
     return sum(len(t.split()) for t in texts)
 
 
+def _read(servers: str, topic: str, want: int, timeout: float) -> list[tuple]:
+    """Read ``topic`` (1 partition) from the start until it holds ``want`` distinct counts.
+
+    Return ``(message, received ms)`` pairs (a replayed count included: at-least-once).
+
+    ``poll`` returns each record as soon as the client has it, and a short
+    ``fetch.wait.max.ms`` keeps the broker from holding a fetch (Tansu holds it for the whole
+    wait), so the receive time is when a consumer could first see the record.
+    """
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": f"r-{uuid.uuid4()}",
+                         "enable.auto.commit": False, "fetch.wait.max.ms": 5})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out: list[tuple] = []
+    distinct: set[tuple] = set()  # (word, count): a replay writes one again
+    deadline = time.monotonic() + timeout
+    try:
+        while len(distinct) < want:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(out)} of {want} records on {topic!r} in {timeout:g} s")
+            message = consumer.poll(0.05)
+            if message is not None and message.error() is None:
+                out.append((message, time.time() * 1000.0))
+                distinct.add((message.key(), message.value().split(b"|")[0]))
+    finally:
+        consumer.close()
+    return out
+
+
 def one_run(spark, broker: Broker, run: int, texts: list[str], rate: float | None,
             work: Path, timeout: float) -> dict:
     from heron_spark import submit
@@ -122,17 +162,30 @@ def one_run(spark, broker: Broker, run: int, texts: list[str], rate: float | Non
         if rate:
             producer = threading.Thread(target=_produce, args=(broker.servers, source, texts, rate))
             producer.start()
-        out = broker.read(sink, 1, lambda got: len(got) >= _words(texts), timeout=timeout)
+        out = _read(broker.servers, sink, _words(texts), timeout)
         if producer is not None:
             producer.join()
     finally:
         handle.kill()
-    stamps = [m.timestamp()[1] for m in out]
-    latencies = sorted(float(m.timestamp()[1] - int(m.value().decode().split("|")[1]))
-                       for m in out)
-    seconds = max(1e-3, (max(stamps) - running_ms) / 1000.0)
-    return {"records_per_s": len(texts) / seconds, "p50_ms": quantile(latencies, 0.5),
-            "p99_ms": quantile(latencies, 0.99), "duplicates": len(out) - _words(texts)}
+    stamps = [m.timestamp()[1] for m, _ in out]
+    hops: dict[str, list[float]] = {"total": [], "in_split": [], "split_out": [], "out_read": [],
+                                    "in_read": []}
+    for message, received in out:
+        produced = float(message.timestamp()[1])  # set by the sink's producer
+        _, source_ms, split_ms = message.value().decode().split("|")
+        hops["total"].append(produced - int(source_ms))
+        hops["in_split"].append(float(split_ms) - int(source_ms))
+        hops["split_out"].append(produced - float(split_ms))
+        hops["out_read"].append(received - produced)
+        hops["in_read"].append(received - int(source_ms))
+    result = {"records_per_s": len(texts) / max(1e-3, (max(stamps) - running_ms) / 1000.0),
+              "duplicates": len(out) - _words(texts)}
+    for name, values in hops.items():
+        values.sort()
+        result[f"{name}_p50"], result[f"{name}_p99"] = (quantile(values, 0.5),
+                                                        quantile(values, 0.99))
+    result["p50_ms"], result["p99_ms"] = result["total_p50"], result["total_p99"]
+    return result
 
 
 def _line(label: str, values: list[float], fmt: str = "{:,.0f}") -> str:
@@ -170,6 +223,9 @@ def main(argv=None) -> int:
                 "{:,.1f}"))
     print(_line(f"latency p99 ms at {args.rate:,.0f} records/s", [r["p99_ms"] for r in paced],
                 "{:,.1f}"))
+    for name, label in HOPS:
+        for q in ("p50", "p99"):
+            print(_line(f"  hop {label} {q} ms", [r[f"{name}_{q}"] for r in paced], "{:,.1f}"))
     print(_line("words written twice (at-least-once replays)",
                 [r["duplicates"] for r in fast + paced]))
     return 0

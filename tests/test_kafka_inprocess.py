@@ -111,6 +111,48 @@ def test_sink_writes_the_first_field_when_there_is_no_value_field(kafka, tmp_pat
     assert all(m.key() is None for m in out)
 
 
+def test_spout_hands_over_what_it_fetched_without_waiting_out_its_poll_timeout(kafka, tmp_path):
+    # consume(n, timeout) waits until it has n records or the timeout is over: a spout calling
+    # it with a 2-minute poll timeout would hold these 10 records past the run's 60 s limit
+    source, sink = kafka.create_topic(1), kafka.create_topic(1)
+    kafka.produce(source, [b"r%d" % i for i in range(10)])
+    builder = TopologyBuilder("kafka-no-wait")
+    spout = builder.add_spout("kafka", KafkaSpout, par=1, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
+        "kafka.group.id": "nw", "kafka.bounded": True, "kafka.poll.timeout.ms": 120_000})
+    builder.add_bolt("out", KafkaSink, par=1, inputs={spout: Grouping.SHUFFLE},
+                     config={"kafka.bootstrap.servers": kafka.servers, "kafka.topic": sink})
+    builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE"})
+    run = run_local(builder.build(), timeout=60, collect_dir=tmp_path / "collect")
+    assert run.status == "FINISHED"
+    out = kafka.read(sink, 1, lambda got: len(got) >= 10)
+    assert sorted(m.value() for m in out) == sorted(b"r%d" % i for i in range(10))
+
+
+def test_a_finished_runs_sink_leaves_no_producer_behind(kafka, tmp_path):
+    # a bolt has no close() in its life cycle: the sink's producer must go with the sink, not
+    # stay connected (and log "Connection refused" once the broker stops) for the process's life
+    import gc
+
+    import confluent_kafka
+
+    from heron_spark.io import kafka_sink
+
+    source, sink = kafka.create_topic(1), kafka.create_topic(1)
+    kafka.produce(source, [b"x%d" % i for i in range(5)])
+    builder = TopologyBuilder("kafka-no-leak")
+    spout = builder.add_spout("kafka", KafkaSpout, par=1, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
+        "kafka.group.id": "nl", "kafka.bounded": True})
+    builder.add_bolt("out", KafkaSink, par=1, inputs={spout: Grouping.SHUFFLE},
+                     config={"kafka.bootstrap.servers": kafka.servers, "kafka.topic": sink})
+    builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE"})
+    assert _run(builder.build(), tmp_path).status == "FINISHED"
+    gc.collect()  # a finished run's tasks are cyclic garbage
+    assert not kafka_sink._OPEN
+    assert not [o for o in gc.get_objects() if isinstance(o, confluent_kafka.Producer)]
+
+
 def _spout_only(servers: str, topics, name: str):
     builder = TopologyBuilder(name)
     spout = builder.add_spout("kafka", KafkaSpout, par=1, config={

@@ -116,6 +116,20 @@ def test_sink_config_is_checked_and_gets_a_tick_for_delivery_reports():
     assert spec.custom_config["topology.tick.tuple.freq.secs"] == 0.1
 
 
+def test_clients_default_to_low_latency_and_kafka_properties_override():
+    config = {"kafka.bootstrap.servers": "h:1", "kafka.group.id": "g"}
+    consumer = kafka_config.consumer_properties(config)
+    assert consumer["fetch.wait.max.ms"] == 10 and consumer["group.id"] == "g"
+    assert consumer["enable.auto.commit"] is False
+    assert kafka_config.producer_properties(config) == {
+        "bootstrap.servers": "h:1", "acks": "all", "linger.ms": 5}
+    config["kafka.properties"] = {"fetch.wait.max.ms": 500, "linger.ms": 20}
+    assert kafka_config.consumer_properties(config)["fetch.wait.max.ms"] == 500
+    assert kafka_config.producer_properties(config)["linger.ms"] == 20
+    spout = kafka_config.spout_settings({**config, "kafka.topics": "t"})
+    assert spout["kafka.poll.timeout.ms"] == 5
+
+
 def test_decoder_fields_become_the_spouts_output():
     spec = KafkaSpout.spec(name="kafka", config={
         "kafka.bootstrap.servers": "h:1", "kafka.topics": "a", "kafka.group.id": "g",

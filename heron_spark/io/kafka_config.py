@@ -95,7 +95,7 @@ def spout_settings(config: dict, component: str | None = None) -> dict:
                                  kind="config", fix=f"set {OUTPUT_FIELDS!r}: ['word', ...]")
     config.setdefault(BOUNDED, False)
     config.setdefault(MAX_RECORDS_PER_CALL, 500)
-    config.setdefault(POLL_TIMEOUT_MS, 20)
+    config.setdefault(POLL_TIMEOUT_MS, 5)
     config.setdefault(COMMIT_INTERVAL_SECS, 0.5)
     config.setdefault(METADATA_REFRESH_SECS, 30.0)
     config.setdefault(CHECK_TIMEOUT_SECS, 10.0)
@@ -115,6 +115,31 @@ def sink_settings(config: dict, component: str | None = None) -> dict:
 def client_properties(config: dict, **ours: Any) -> dict:
     """Return the confluent-kafka settings: ours, overridden by ``kafka.properties``."""
     return {"bootstrap.servers": config[BOOTSTRAP_SERVERS], **ours, **(config.get(PROPERTIES) or {})}
+
+
+# The spout's consumer. Offsets are ours to commit (see kafka_spout), never librdkafka's.
+# ``fetch.wait.max.ms`` (librdkafka's default is 500) is how long the broker may hold a fetch
+# that found no new record. Apache Kafka answers as soon as a record arrives, so there it only
+# sets how often an idle consumer asks again; a broker that holds every fetch for the whole
+# wait (Tansu does) adds up to it to each record's latency. 10 ms keeps latency in milliseconds
+# on both, for at most 100 empty fetches a second per broker while the spout is idle: set it
+# higher in ``kafka.properties`` to poll an idle Apache Kafka less often.
+CONSUMER_DEFAULTS: dict[str, Any] = {
+    "enable.auto.commit": False, "enable.auto.offset.store": False,
+    "auto.offset.reset": "earliest", "enable.partition.eof": False, "fetch.wait.max.ms": 10}
+# The sink's producer: a record is acked only once every in-sync replica has it. ``linger.ms``
+# (librdkafka's default too) is how long a record may wait for others to share its request.
+PRODUCER_DEFAULTS: dict[str, Any] = {"acks": "all", "linger.ms": 5}
+
+
+def consumer_properties(config: dict) -> dict:
+    """Return the spout consumer's settings: ``CONSUMER_DEFAULTS`` under ``kafka.properties``."""
+    return client_properties(config, **{"group.id": str(config[GROUP_ID]), **CONSUMER_DEFAULTS})
+
+
+def producer_properties(config: dict) -> dict:
+    """Return the sink producer's settings: ``PRODUCER_DEFAULTS`` under ``kafka.properties``."""
+    return client_properties(config, **PRODUCER_DEFAULTS)
 
 
 def check_cluster(kafka_client, component: str, config: dict, topics: list[str] | None = None,

@@ -31,6 +31,7 @@ Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported on
 from __future__ import annotations
 
 import functools
+import weakref
 from typing import Any
 
 from heron_spark.api import api_constants
@@ -42,7 +43,34 @@ from heron_spark.io import kafka_config as kc
 
 TICK_SECS = 0.1
 FLUSH_TIMEOUT_SECS = 60.0
-_OPEN: dict[int, Any] = {}  # one producer per task in this process (see kafka_spout._OPEN)
+# The live sink of each task in this process: a restore (effectively once) builds the sink anew,
+# and ``initialize`` flushes the previous one's producer. Weak: a bolt has no ``close`` call in
+# its life cycle, so a sink's producer lives exactly as long as the sink (a strong registry
+# kept every finished run's producer connected, and logging once its broker went away, for
+# the rest of the process: the in-process runner's case).
+_OPEN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _shut(producer) -> None:
+    """Disconnect ``producer`` now.
+
+    ``Producer.close`` where confluent-kafka has it; an older one disconnects when its last
+    reference goes.
+    """
+    close = getattr(producer, "close", None)
+    if close is not None:
+        close()
+
+
+def _report(sink_ref: weakref.ref, tup, error, message) -> None:
+    """Hand a delivery report to its sink, if the sink still exists.
+
+    The producer holds each record's callback until its report is read; a weak reference
+    there keeps a finished sink (and so its producer) from being kept alive by its own records.
+    """
+    sink = sink_ref()
+    if sink is not None:
+        sink._delivered(tup, error, message)
 
 
 def encode(value: Any) -> bytes | None:
@@ -92,16 +120,18 @@ class KafkaSink(Bolt, StatefulComponent):
         mode = TopologyConfig.from_config(config)
         self._reliable, self._effectively_once = mode.at_least_once, mode.effectively_once
         previous = _OPEN.pop(context.get_task_id(), None)
-        if previous is not None:
-            previous.flush(FLUSH_TIMEOUT_SECS)
-        self._producer = self._ck.Producer(kc.client_properties(
-            config, **{"acks": "all", "linger.ms": 5}))
+        if previous is not None and previous is not self:
+            previous.close()
+        self._properties = kc.producer_properties(config)
+        self._producer = self._ck.Producer(self._properties)
         try:
             kc.check_cluster(self._producer, self._name, config, topics=[self._topic])
-        except TopologyValueError:
-            self._producer = None  # dropped: nothing was produced
+        except TopologyValueError:  # nothing was produced; the error's traceback holds the
+            _shut(self._producer)   # producer (check_cluster's frame): disconnect it now
+            self._producer = None
             raise
-        _OPEN[context.get_task_id()] = self._producer
+        _OPEN[context.get_task_id()] = self
+        self._ref = weakref.ref(self)
         self._positions: dict[tuple[str, str], tuple[int, int | None]] = {}
         self._errors = 0
         if self._effectively_once:
@@ -118,7 +148,10 @@ class KafkaSink(Bolt, StatefulComponent):
             positions = self._positions[where] = field_positions(fields)
         value_at, key_at = positions
         key = None if key_at is None else encode(tup.values[key_at])
-        report = functools.partial(self._delivered, tup)
+        report = functools.partial(_report, self._ref, tup)
+        if self._producer is None:  # closed at an end of input, yet more came: open anew
+            self._producer = self._ck.Producer(self._properties)
+            _OPEN[self._context.get_task_id()] = self
         while True:
             try:
                 self._producer.produce(self._topic, value=encode(tup.values[value_at]), key=key,
@@ -130,7 +163,8 @@ class KafkaSink(Bolt, StatefulComponent):
 
     def process_tick(self, tup):
         """Read the delivery reports that arrived (they ack or fail their tuples)."""
-        self._producer.poll(0)
+        if self._producer is not None:  # None: the input ended and the producer was closed
+            self._producer.poll(0)
 
     def _delivered(self, tup, error, message) -> None:
         if error is None:
@@ -150,6 +184,8 @@ class KafkaSink(Bolt, StatefulComponent):
                      "the record is lost", "warning")
 
     def _flush(self) -> None:
+        if self._producer is None:  # closed at the end of the input: everything was delivered
+            return
         left = self._producer.flush(FLUSH_TIMEOUT_SECS)
         if left:
             msg = (f"{left} records were not delivered to topic {self._topic!r} within "
@@ -157,13 +193,21 @@ class KafkaSink(Bolt, StatefulComponent):
             raise TopologyRuntimeError(msg, component=self._name)
 
     def end_of_input(self):
-        """Deliver everything produced so far (a bounded input ended)."""
+        """Deliver everything produced so far (a bounded input ended), then close the producer.
+
+        Nothing more can arrive, and a bolt has no ``close`` call in its life cycle: this is the
+        sink's last chance to disconnect on time (else its producer stays connected until the
+        sink is garbage-collected: an in-process run's tasks are cyclic garbage).
+        """
         self._flush()
+        self.close()
 
     def close(self):
-        """Deliver what is queued, then drop the producer."""
+        """Deliver what is queued (reading the reports), then drop the producer."""
         producer = getattr(self, "_producer", None)
         if producer is not None:
             producer.flush(FLUSH_TIMEOUT_SECS)
-            _OPEN.pop(self._context.get_task_id(), None)
+            _shut(producer)
+            if _OPEN.get(self._context.get_task_id()) is self:
+                del _OPEN[self._context.get_task_id()]
             self._producer = None

@@ -31,6 +31,12 @@ With ``kafka.bounded: True`` a task reads its partitions up to the end offsets t
 started (as a batch read of Kafka does), commits, and declares itself exhausted once every
 record it emitted is acked; the topology then ends as a bounded one does.
 
+Latency: ``next_tuple`` takes every record the client has already fetched without waiting;
+only when there is none does it wait, in ``poll``, which returns as soon as a record arrives,
+for at most ``kafka.poll.timeout.ms`` (5 ms: how long an idle spout holds its task's turn).
+The consumer asks the broker with ``fetch.wait.max.ms`` 10 (see
+``kafka_config.CONSUMER_DEFAULTS``); ``kafka.properties`` overrides either.
+
 Metric: ``__kafka-lag/<topic>/<partition>``, the records between the task's read position and
 the partition's end (the high watermark the client last fetched), per partition it reads,
 sampled every ``LAG_BUCKET_SECS``.
@@ -117,12 +123,10 @@ class KafkaSpout(Spout, StatefulComponent):
         previous = _OPEN.pop(self._task_id, None)
         if previous is not None:
             previous.close()
-        self._consumer = self._ck.Consumer(kc.client_properties(
-            config, **{"group.id": str(config[kc.GROUP_ID]), "enable.auto.commit": False,
-                       "enable.auto.offset.store": False, "auto.offset.reset": "earliest",
-                       "enable.partition.eof": False}))
+        properties = kc.consumer_properties(config)
+        self._consumer = self._ck.Consumer(properties)
         _OPEN[context.get_task_id()] = self._consumer
-        self._reset = str(kc.client_properties(config).get("auto.offset.reset", "earliest"))
+        self._reset = str(properties["auto.offset.reset"])
         self._tracker = OffsetTracker()
         self._records: dict[tuple, tuple] = {}       # at-least-once: values of pending records
         self._replay: collections.deque = collections.deque()
@@ -215,9 +219,7 @@ class KafkaSpout(Spout, StatefulComponent):
                 self.declare_exhausted()
             return
         if emitted < self._per_call:
-            messages = self._consumer.consume(num_messages=self._per_call - emitted,
-                                              timeout=0 if emitted else self._poll_secs)
-            for message in messages:
+            for message in self._fetched(self._per_call - emitted, wait=not emitted):
                 self._emit_message(message)
         now = time.monotonic()
         if not self._stateful and now - self._committed_at >= self._commit_every:
@@ -225,6 +227,23 @@ class KafkaSpout(Spout, StatefulComponent):
         if self._ends is None and now - self._refreshed_at >= self._refresh_every:
             self._refreshed_at = now
             self._refresh_assignment()
+
+    def _fetched(self, most: int, wait: bool) -> list:
+        """Return up to ``most`` records the client has fetched, at once if it has any.
+
+        ``consume(n, timeout)`` returns only when it has ``n`` records or the timeout is over,
+        which would hold every record of a slow stream for the whole timeout; so take what is
+        there without waiting, and only when there is nothing (and ``wait``) block in ``poll``,
+        which returns as soon as one record arrives, for at most ``kafka.poll.timeout.ms``.
+        """
+        messages = self._consumer.consume(num_messages=most, timeout=0)
+        if messages or not wait or self._poll_secs <= 0:
+            return messages
+        first = self._consumer.poll(self._poll_secs)
+        if first is None:
+            return []
+        return [first, *self._consumer.consume(num_messages=most - 1, timeout=0)] \
+            if most > 1 else [first]
 
     def _read_to_end(self) -> bool:
         assert self._ends is not None
