@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from typing import TextIO
+from typing import Callable, TextIO
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +87,19 @@ def choose_sink(first_line: str, stream: TextIO):
     return LogSink()
 
 
-def watch(tmaster, enabled: bool, poll_secs: float = 0.1) -> threading.Thread | None:
-    """Show ``tmaster``'s start-up progress from a daemon thread; None when not ``enabled``."""
+def watch(tmaster, enabled: bool, poll_secs: float = 0.1,
+          refresh: Callable[[], None] | None = None) -> threading.Thread | None:
+    """Show ``tmaster``'s start-up progress from a daemon thread; None when not ``enabled``.
+
+    ``refresh`` (a TMaster in container 0: ``RemoteTMaster.refresh``) is called before each
+    look at its status.
+    """
     if not enabled:
         return None
 
     def line() -> str:
+        if refresh is not None:
+            refresh()
         status = tmaster.status()
         return progress_line(tmaster.name, len(status["registered"]), status["containers"],
                              status["state"])

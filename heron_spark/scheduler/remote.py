@@ -124,11 +124,12 @@ class RemoteTMaster:
         self._statemgr = statemgr  # the submitter's: the final state if no TMaster wrote it
         self._generation = generation
         self._lock = threading.Lock()
+        self._asking = threading.Lock()
         self._snapshot: dict = {}
         self._fetched = 0.0
         self._state = TopologyState.STARTING
         self._final: dict | None = None
-        self._killed = False
+        self._killed: str | None = None  # the detail of a kill asked here
         self.done = threading.Event()
         self.running = threading.Event()
         self.closed = threading.Event()
@@ -141,13 +142,17 @@ class RemoteTMaster:
     # ---- reading ---------------------------------------------------------------------------
     def refresh(self, max_age: float = _FRESH_SECS) -> None:
         """Ask the TMaster for its view unless the last answer is fresh or the topology ended."""
-        if self.done.is_set() or time.monotonic() - self._fetched < max_age:
-            return
-        request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
-            path="handle", params_json="{}"))
-        response = self._ask(request)
-        if response is None or response.code != 200:
-            return  # not up yet, or between generations: keep what we know
+        with self._asking:  # one question at a time (the handle's and the progress thread's)
+            if self.done.is_set() or time.monotonic() - self._fetched < max_age:
+                return
+            request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
+                path="handle", params_json="{}"))
+            response = self._ask(request)
+            if response is None or response.code != 200:
+                return  # not up yet, or between generations: keep what we know
+            self._take_view(response)
+
+    def _take_view(self, response: tmaster_pb2.ControlResponse) -> None:
         view = json.loads(response.json)
         with self._lock:
             if self.done.is_set():
@@ -291,7 +296,7 @@ class RemoteTMaster:
         """Ask the TMaster to kill the topology; without an answer, cancel the stage."""
         if self.done.is_set():
             return
-        self._killed = True
+        self._killed = detail
         response = self._ask(tmaster_pb2.ControlRequest(kill=True))
         if response is None and self.cancel_stage is not None:
             log.warning("topology %s: its TMaster did not answer the kill: cancelling the "
@@ -310,7 +315,8 @@ class RemoteTMaster:
 
         Without one (the stage failed or was cancelled), the state is KILLED when ``error`` is
         a cancellation or a kill was asked, else FAILED with ``detail``; it is stored in the
-        state manager, since no TMaster did.
+        state manager, since no TMaster did. A kill asked here ends it with the kill's own
+        detail either way (as a TMaster in the driver does).
         """
         final = next((s.get("tmaster") for s in summaries or () if s.get("tmaster")), None)
         unstored: dict | None = None
@@ -318,11 +324,16 @@ class RemoteTMaster:
             if final is not None and TopologyState(final["status"]["state"]).ended:
                 self._final = final
                 self._state = TopologyState(final["status"]["state"])
+                if self._killed is not None and self._state is TopologyState.KILLED:
+                    self._final = {**final, "status": {**final["status"],
+                                                       "detail": self._killed}}
             else:
-                cancelled = self._killed or (error is not None and is_cancellation(error))
+                cancelled = self._killed is not None or (error is not None
+                                                         and is_cancellation(error))
                 state = TopologyState.KILLED if cancelled else TopologyState.FAILED
                 status = dict(self._snapshot.get("status") or {})
-                status.update(state=state.value, detail=detail, ended_at=time.time())
+                status.update(state=state.value, detail=self._killed or detail,
+                              ended_at=time.time())
                 self._final = {**self._snapshot, "status": status}
                 self._state = state
                 unstored = status

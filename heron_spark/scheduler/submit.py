@@ -26,7 +26,7 @@ from heron_spark.plan.packing import pack
 from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import topology_pb2
-from heron_spark.scheduler.handle import TopologyHandle
+from heron_spark.scheduler.handle import REMOTE_POLL_SECS, TopologyHandle
 from heron_spark.scheduler import progress
 from heron_spark.scheduler.executors import ContainerExecutors
 from heron_spark.scheduler.preflight import check_workers
@@ -255,6 +255,9 @@ def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> Topolo
     if run.connect and system.spark_jvm_bridge != "false":
         log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
                  "a classic session's JVM; a Spark Connect client has none)", name)
+    elif system.spark_jvm_bridge != "false" and _bridge_loaded(spark):
+        log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge is fed "
+                 "by a TMaster in the driver; heron.tmaster.placement driver has them)", name)
 
     def on_stage_exit(result, error) -> None:
         if error is None:
@@ -275,6 +278,8 @@ def _submit_tmaster_in_container(spark, statemgr, prepared, run: _Run) -> Topolo
     tmaster.cancel_stage = stage.cancel
     tmaster.updater = Rescaler(spark, system, statemgr, tmaster, stage, run.topology_id)
     stage.start()
+    handle._progress = progress.watch(tmaster, system.submit_progress, REMOTE_POLL_SECS,
+                                      refresh=tmaster.refresh)
     _install_sigterm(handle)
     if _CLI_CONTEXT is not None:
         _CLI_CONTEXT["handles"].append(handle)
