@@ -288,7 +288,8 @@ class RemoteTMaster:
     def stop_generation(self, detail: str) -> None:
         """Ask the TMaster to stop this generation's containers for the queued update."""
         update = tmaster_pb2.UpdateRequest(parallelism={str(k): int(v)
-                                                        for k, v in self._updating_to.items()})
+                                                        for k, v in self._updating_to.items()},
+                                           queued=True)
         self._verb("update it", tmaster_pb2.ControlRequest(update=update))
         log.info("topology %s: %s", self.name, detail)
 

@@ -89,6 +89,10 @@ def _serve(args: TMasterArgs, files) -> int:
 
         tmaster.recover_containers = recover_containers
         tmaster.updater = lambda parallelism: _stop_for_update(tmaster, parallelism)
+        tmaster.unqueued_update_fix = (
+            "its TMaster runs in container 0 and only the process that submitted it can start "
+            "the new containers: call handle.update(...) there (or submit it with "
+            "heron.tmaster.placement driver)")
         _claim(statemgr, name, {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
                                 "tracker_port": -1, "generation": args.generation,
                                 "secret": secret}, config.startup_timeout_secs)
@@ -112,6 +116,9 @@ def _serve(args: TMasterArgs, files) -> int:
 
 def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
     """Stop this generation for an update the submitter checked and queued; return the next.
+
+    Only a request marked ``queued`` gets here (``TMaster.unqueued_update_fix`` refuses the
+    others, such as ``heron-spark update``: nobody would start the new containers).
 
     The submitter (``scheduler.update.Rescaler``) validated the new parallelism, checked the
     slots and queued the new containers on its barrier stage before asking; once these

@@ -135,6 +135,9 @@ class TMaster:
         # ``heron update``: set by the submitter; takes {component: parallelism} and starts the
         # next generation (see scheduler.update). None: updates are refused.
         self.updater: Callable[[dict[str, int]], int] | None = None
+        # A TMaster in container 0: only its submitter can run the next generation, so an
+        # update it did not queue (``heron-spark update``) is refused with this fix.
+        self.unqueued_update_fix: str | None = None
         self.files = live_queries.FileFetcher()  # the tracker's container file requests
 
     # ---- the core's state, read by the handle, the scheduler and the tracker -------------
@@ -347,10 +350,11 @@ class TMaster:
         """
         return self._event(self.core.restart, container)
 
-    def update(self, parallelism: dict[str, int]) -> int:
+    def update(self, parallelism: dict[str, int], queued: bool = False) -> int:
         """Rescale components to ``parallelism``; return the generation that runs the new plan.
 
-        The submitter's ``updater`` validates and relaunches (Spark driver).
+        The submitter's ``updater`` validates and relaunches (Spark driver). ``queued``: the
+        submitter of a TMaster in container 0 did that already and asks only for the stop.
         """
         with self._lock:
             self.core.check_update()
@@ -358,6 +362,10 @@ class TMaster:
         if updater is None:
             raise TopologyStateError(self.name, self.state.value, "update it",
                                      "only a topology submitted to Spark can be updated")
+        if not queued and self.unqueued_update_fix is not None:
+            raise TopologyStateError(self.name, self.state.value,
+                                     f"update it to {dict(parallelism)} from outside its submitter",
+                                     self.unqueued_update_fix)
         return updater(parallelism)
 
     # ---- lifecycle -----------------------------------------------------------------------
