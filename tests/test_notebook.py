@@ -96,6 +96,33 @@ def test_terminal_progress_rewrites_one_line():
     assert stream.getvalue() == ("\rregistered 0/2 (STARTING)\rregistered 2/2 (RUNNING) \n")
 
 
+def test_progress_refreshes_a_tmaster_in_container_0(caplog):
+    """Container placement: the progress thread asks (``refresh``) before each look."""
+    import threading
+
+    class Asked:  # what RemoteTMaster shows between questions: the last answer
+        name, asked = "remote", 0
+        running, done = threading.Event(), threading.Event()
+        answer = {"registered": [], "containers": 2, "state": "STARTING"}
+
+        def refresh(self):
+            self.asked += 1
+            if self.asked == 3:
+                self.answer = {"registered": [0, 1], "containers": 2, "state": "RUNNING"}
+                self.running.set()
+
+        def status(self):
+            return self.answer
+
+    tmaster = Asked()
+    with caplog.at_level(logging.INFO, logger=progress.__name__):
+        progress.watch(tmaster, True, 0.01, refresh=tmaster.refresh).join(10)
+    assert [r.getMessage() for r in caplog.records if r.name == progress.__name__] == [
+        "heron_spark topology remote: containers registered 0/2 (STARTING)",
+        "heron_spark topology remote: containers registered 2/2 (RUNNING)"]
+    assert tmaster.asked == 3
+
+
 NOTEBOOK_CELLS = [
     """
     import sys
