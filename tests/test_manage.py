@@ -126,7 +126,10 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf, tm
             with pytest.raises(TopologyValueError):
                 client.restart_topology(statemgr, name, 5)
             assert client.deactivate_topology(statemgr, name) == "PAUSED"
-        assert handle.status == "PAUSED"
+        # A TMaster in container 0's last answer is cached for 0.5 s (scheduler/remote.py): the
+        # handle sees a change made through another client once that answer is older.
+        wait_until(lambda: handle.status == "PAUSED", 10, interval=0.1,
+                   message="the handle to see the deactivation")
         assert handle.physical_plan.state == physical_plan_pb2.PAUSED
         assert _execution_state(hconf, name) == "PAUSED"
         with pytest.raises(TopologyStateError) as again:
