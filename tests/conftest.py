@@ -76,9 +76,21 @@ def _tiers(item) -> list[str]:
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """Mark tests by the fixtures they ask for; refuse a test in two tiers."""
+    """Mark tests by the fixtures they ask for; refuse a test in two tiers.
+
+    Under ``--tmaster-placement=container``, skip the ``tmaster_in_driver`` tests (reported
+    at the test, with its reason).
+    """
     twice = []
+    container = _placement(config) == "container"
     for item in items:
+        driver_only = item.get_closest_marker("tmaster_in_driver")
+        if driver_only is not None:
+            if not driver_only.args:
+                raise pytest.UsageError(f"{item.nodeid}: tmaster_in_driver needs a reason")
+            if container:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"TMaster in the driver only: {driver_only.args[0]}"))
         tiers = _tiers(item)
         if not tiers:
             needed = [FIXTURE_TIERS[name] for name in item.fixturenames if name in FIXTURE_TIERS]
@@ -105,12 +117,6 @@ _JVM_BEFORE = pytest.StashKey[bool]()
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     item.stash[_JVM_BEFORE] = _spark_jvm_started()
-    if _placement(item.config) == "container":
-        mark = item.get_closest_marker("tmaster_in_driver")
-        if mark is not None:
-            if not mark.args:
-                raise pytest.UsageError(f"{item.nodeid}: tmaster_in_driver needs a reason")
-            pytest.skip(f"TMaster in the driver only: {mark.args[0]}")
 
 
 @pytest.hookimpl(hookwrapper=True)
