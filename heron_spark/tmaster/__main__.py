@@ -131,13 +131,17 @@ def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
 
 
 def _final(tmaster) -> dict:
-    """Return what the submitter learns when the stage ends: status, failure, metrics."""
+    """Return what the submitter learns when the stage ends.
+
+    Status, failure, metrics and the last physical plan (a handle reads it after the end too).
+    """
     import base64
 
-    failure = tmaster.failure
+    def encoded(message) -> str | None:
+        return None if message is None else base64.b64encode(message.SerializeToString()).decode()
+
     return {"status": tmaster.status(), "metrics": tmaster.metrics_by_component(),
-            "failure": None if failure is None
-            else base64.b64encode(failure.SerializeToString()).decode()}
+            "physical_plan": encoded(tmaster.physical_plan), "failure": encoded(tmaster.failure)}
 
 
 def _claim(statemgr, name: str, location: dict, timeout_secs: float) -> None:
