@@ -19,6 +19,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 
 from heron_spark import _process
 from heron_spark.contract import execution_state, layout
@@ -55,6 +56,7 @@ def _serve(args: TMasterArgs, files) -> int:
     statemgr = open_state_manager(config.statemgr)
     stop = threading.Event()
     recover: list[str] = []
+    started = time.time()
 
     def on_sigterm(signum, frame) -> None:
         stop.set()
@@ -105,6 +107,7 @@ def _serve(args: TMasterArgs, files) -> int:
         stop.wait()
         if recover:
             log.error("replacing every container: %s", recover[0])
+            _fail_a_stopped_container(started)
             return ExitCode.RECOVER
         log.info("TMaster of %s stopping (state %s)", name, tmaster.state.value)
         tmaster.close()
@@ -112,6 +115,31 @@ def _serve(args: TMasterArgs, files) -> int:
         return ExitCode.OK
     finally:
         statemgr.close()  # releases the claim
+
+
+# A container whose heartbeat is this old is stopped, not slow (it beats every 0.25 s).
+_STOPPED_CONTAINER_SECS = 2.0
+
+
+def _fail_a_stopped_container(started: float) -> None:
+    """Kill this TMaster's container if it stopped beating, so its barrier task fails.
+
+    Exiting with ``ExitCode.RECOVER`` fails the task through the container's supervisor; a
+    stopped container (SIGSTOP, a frozen host process) would never see it, and the stage would
+    run on with nobody to replace it (the driver's TMaster cancels the stage instead). The
+    result is the same either way: the stage fails and is resubmitted.
+    """
+    beat = os.environ.get(_process.PARENT_HEARTBEAT_ENV)
+    if not beat:
+        return
+    age = _process.heartbeat_age_secs(Path(beat), started)
+    if age > _STOPPED_CONTAINER_SECS:
+        log.error("container stopped (no heartbeat for %.1f s): killing it (pid %d) so its "
+                  "barrier task fails", age, os.getppid())
+        try:
+            os.kill(os.getppid(), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
