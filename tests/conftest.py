@@ -11,6 +11,14 @@ slower test carries one tier mark of ``TIERS`` (registered in pyproject.toml, wh
 leave them all out) and runs with ``pytest -m <tier>``. A test asking for a fixture that starts
 Spark or a server is marked with that fixture's tier if it has none; a test with two tiers, or
 an unmarked test that starts a Spark JVM in this process, fails.
+
+TMaster placement: ``pytest --tmaster-placement=container`` (or ``driver``) runs the chosen
+tests with every submit defaulting to that ``heron.tmaster.placement``, without changing the
+product's default (``auto``): the per-test ``heron_spark.yaml`` (``_isolated_env``) carries
+the key, so submits in this process, subprocess drivers and the CLI all read it (a ``conf=``
+or topology config naming the key still wins). A test that is about the TMaster in the driver
+carries ``@pytest.mark.tmaster_in_driver("why")`` and is skipped, with that reason, in a
+container run.
 """
 
 from __future__ import annotations
@@ -43,15 +51,46 @@ TIERS = ("spark", "fault", "chaos", "cluster", "browser", "notebook", "connect")
 FIXTURE_TIERS = {"spark": "spark", "zookeeper": "cluster", "connect_server": "connect"}
 
 
+PLACEMENT_OPTION = "--tmaster-placement"
+
+
+def pytest_addoption(parser):
+    parser.addoption(PLACEMENT_OPTION, choices=("driver", "container", "auto"), default=None,
+                     help="default heron.tmaster.placement of every submit in this run "
+                          "(default: the product's own, auto)")
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "tmaster_in_driver(reason): about the TMaster in the driver; skipped, with "
+                   "reason, under --tmaster-placement=container")
+
+
+def _placement(config) -> str | None:
+    return config.getoption(PLACEMENT_OPTION)
+
+
 def _tiers(item) -> list[str]:
     return [mark.name for mark in item.iter_markers() if mark.name in TIERS]
 
 
 @pytest.hookimpl(tryfirst=True)  # before -m deselects by mark
 def pytest_collection_modifyitems(config, items):
-    """Mark tests by the fixtures they ask for; refuse a test in two tiers."""
+    """Mark tests by the fixtures they ask for; refuse a test in two tiers.
+
+    Under ``--tmaster-placement=container``, skip the ``tmaster_in_driver`` tests (reported
+    at the test, with its reason).
+    """
     twice = []
+    container = _placement(config) == "container"
     for item in items:
+        driver_only = item.get_closest_marker("tmaster_in_driver")
+        if driver_only is not None:
+            if not driver_only.args:
+                raise pytest.UsageError(f"{item.nodeid}: tmaster_in_driver needs a reason")
+            if container:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"TMaster in the driver only: {driver_only.args[0]}"))
         tiers = _tiers(item)
         if not tiers:
             needed = [FIXTURE_TIERS[name] for name in item.fixturenames if name in FIXTURE_TIERS]
@@ -198,19 +237,29 @@ def hconf(tmp_path, hconf_for) -> dict:
     return hconf_for(tmp_path)
 
 
+@pytest.fixture(scope="session")
+def tmaster_placement(pytestconfig) -> str | None:
+    """The ``--tmaster-placement`` of this run (None: the product's default)."""
+    return _placement(pytestconfig)
+
+
 @pytest.fixture(autouse=True)
-def _isolated_env(monkeypatch, tmp_path, hconf_for):
+def _isolated_env(monkeypatch, tmp_path, hconf_for, tmaster_placement):
     """Every test binds to loopback and keeps its state under its own tmp folder.
 
     Besides ``hconf`` (pass it as ``conf=``), a per-test ``heron_spark.yaml`` named by
     ``HERON_SPARK_CONF_DIR`` points the state manager and work folder into ``tmp_path``, so a
-    submit without ``conf`` (or a CLI subprocess) never touches ``/tmp/heron_spark``.
+    submit without ``conf`` (or a CLI subprocess) never touches ``/tmp/heron_spark``. It
+    also holds ``--tmaster-placement``, if given.
     """
     monkeypatch.setenv("SPARK_LOCAL_IP", "127.0.0.1")
     monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
     conf_dir = tmp_path / "heron_conf"
     conf_dir.mkdir(exist_ok=True)
+    keys = hconf_for(tmp_path)
+    if tmaster_placement is not None:
+        keys["heron.tmaster.placement"] = tmaster_placement
     (conf_dir / "heron_spark.yaml").write_text(
-        "".join(f"{key}: '{value}'\n" for key, value in hconf_for(tmp_path).items()))
+        "".join(f"{key}: '{value}'\n" for key, value in keys.items()))
     monkeypatch.setenv("HERON_SPARK_CONF_DIR", str(conf_dir))
     yield

@@ -80,6 +80,9 @@ def _total(view: dict, metric: str) -> float:
     return sum(float(v) for v in view["metrics"][metric].values())
 
 
+@pytest.mark.tmaster_in_driver("reads the driver TMaster's metrics history and exception log "
+                               "after the end (handle._tmaster.metrics_view ...); a TMaster in "
+                               "container 0 ends with its container")
 def test_word_count_publishes_heron_metrics_and_exceptions(spark, hconf, tmp_path):
     sentences = [sentence(t, i) for t in range(2) for i in range(SENTENCES_PER_TASK)]
     words = sum(len(s.split()) for s in sentences)

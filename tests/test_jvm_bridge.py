@@ -151,6 +151,8 @@ TOPOLOGY_SCRIPT = textwrap.dedent(r"""
 
 
 @pytest.mark.spark
+@pytest.mark.tmaster_in_driver("the JVM bridge's gauges are copied from the driver's TMaster; "
+                               "container placement logs that it has none")
 def test_submit_publishes_topology_metrics_as_spark_gauges(tmp_path):
     """With heron.spark.jvm.bridge on, the TMaster's metrics become Spark driver gauges."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -27,7 +27,7 @@ def _executed(handle, component: str) -> float:
 
 
 @pytest.mark.spark
-def test_repr_and_html_of_a_running_topology(spark, tmp_path, hconf, caplog):
+def test_repr_and_html_of_a_running_topology(spark, tmp_path, hconf, caplog, tmaster_placement):
     out = tmp_path / "out"
     with caplog.at_level(logging.INFO, logger=progress.__name__):
         handle = submit(topo.numbers("shown", out, count=-1, sleep_ms=1), spark=spark.session,
@@ -44,9 +44,12 @@ def test_repr_and_html_of_a_running_topology(spark, tmp_path, hconf, caplog):
                            "generation=0, rates=[numbers: emit "), text
     assert "slow: emit" in text and "/s" in text
     assert "<table>" in page and "<b>RUNNING</b>" in page
-    for cell in ("<td>numbers</td><td>spout</td><td>2</td>", "<td>slow</td><td>bolt</td><td>2</td>",
-                 f"href='{handle.tracker_url}/login?token="):  # a one-time login link
+    for cell in ("<td>numbers</td><td>spout</td><td>2</td>", "<td>slow</td><td>bolt</td><td>2</td>"):
         assert cell in page, page
+    # A one-time login link to the driver's tracker; in container placement only once a tracker
+    # runs in container 0 (c0tracker).
+    if handle.tracker_url is not None or tmaster_placement != "container":
+        assert f"href='{handle.tracker_url}/login?token=" in page, page
     assert "token" not in text  # repr ends up in logs: no login link there
     assert "state=KILLED" in repr(handle) and "killed by the handle" in handle._repr_html_()
     # Not a terminal, not a kernel: one log line per change, the last one the running topology.
@@ -126,6 +129,33 @@ def test_terminal_progress_rewrites_one_line():
     sink.show("registered 2/2 (RUNNING)")
     sink.close()
     assert stream.getvalue() == ("\rregistered 0/2 (STARTING)\rregistered 2/2 (RUNNING) \n")
+
+
+def test_progress_refreshes_a_tmaster_in_container_0(caplog):
+    """Container placement: the progress thread asks (``refresh``) before each look."""
+    import threading
+
+    class Asked:  # what RemoteTMaster shows between questions: the last answer
+        name, asked = "remote", 0
+        running, done = threading.Event(), threading.Event()
+        answer = {"registered": [], "containers": 2, "state": "STARTING"}
+
+        def refresh(self):
+            self.asked += 1
+            if self.asked == 3:
+                self.answer = {"registered": [0, 1], "containers": 2, "state": "RUNNING"}
+                self.running.set()
+
+        def status(self):
+            return self.answer
+
+    tmaster = Asked()
+    with caplog.at_level(logging.INFO, logger=progress.__name__):
+        progress.watch(tmaster, True, 0.01, refresh=tmaster.refresh).join(10)
+    assert [r.getMessage() for r in caplog.records if r.name == progress.__name__] == [
+        "heron_spark topology remote: containers registered 0/2 (STARTING)",
+        "heron_spark topology remote: containers registered 2/2 (RUNNING)"]
+    assert tmaster.asked == 3
 
 
 NOTEBOOK_CELLS = [

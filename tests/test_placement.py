@@ -222,6 +222,21 @@ def test_remote_tmaster_kill_without_an_answer_cancels_the_stage(tmp_path):
     statemgr.close()
 
 
+def test_a_kill_asked_by_the_handle_keeps_its_detail(tmp_path):
+    """As with a TMaster in the driver: whether container 0 answered or the stage was cancelled."""
+    final = {"status": {"state": "KILLED", "started_at": 1.0, "ended_at": 2.0,
+                        "detail": "killed through the control port"}, "metrics": {}}
+    for summaries, error in (([{"container": 0, "tmaster": final}], None),
+                             (None, RuntimeError("cancelled"))):
+        remote, asked, statemgr = _remote(tmp_path, [_view_answer("KILLED")])
+        remote.cancel_stage = lambda: None
+        remote.kill("killed by the handle")
+        remote.finish(summaries, error, "the Spark job was cancelled")
+        assert (remote.state.value, remote.detail) == ("KILLED", "killed by the handle")
+        assert asked == ["kill"]
+        statemgr.close()
+
+
 def test_remote_tmaster_takes_container_0s_last_word(tmp_path):
     remote, _asked, statemgr = _remote(tmp_path, [])
     final = {"status": {"state": "FINISHED", "started_at": 1.0, "ended_at": 2.0,

@@ -55,10 +55,15 @@ def isolated_python(dest: Path) -> Path:
 def clean_env(tmp_path: Path) -> dict[str, str]:
     """Loopback only; no inherited PYTHONPATH (it may name the checkout); a private state
     manager and work folder (a conf dir read by the driver), so parallel runs never collide."""
+    from heron_spark.config import TMASTER_PLACEMENT, read_conf_file
+
+    placement = read_conf_file().get(TMASTER_PLACEMENT)  # conftest's --tmaster-placement
     conf = tmp_path / "conf"
     conf.mkdir()
     (conf / "heron_spark.yaml").write_text(f"heron.statemgr: file://{tmp_path}/state\n"
-                                           f"heron.work.dir: {tmp_path}/work\n")
+                                           f"heron.work.dir: {tmp_path}/work\n"
+                                           + (f"{TMASTER_PLACEMENT}: {placement}\n"
+                                              if placement else ""))
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
     env.update(SPARK_LOCAL_IP=HOST, PYSPARK_DRIVER_PYTHON=sys.executable,

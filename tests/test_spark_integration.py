@@ -72,6 +72,8 @@ SCRIPT = textwrap.dedent(r"""
 """)
 
 
+@pytest.mark.tmaster_in_driver("the JVM bridge's gauges are copied from the driver's TMaster; "
+                               "container placement logs that it has none")
 def test_submit_session_shows_topology_in_spark_ui_rest_and_prometheus(tmp_path):
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable)

@@ -23,7 +23,9 @@ from heron_spark.statemgr import open_state_manager
 from heron_spark.testing import wait_until
 from heron_spark.tracker.auth import CSRF_HEADER, SESSION_COOKIE, tracker_token
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark,
+              # every test asks the submitting driver's tracker (handle.tracker_url)
+              pytest.mark.tmaster_in_driver("tracker in container 0: c0tracker")]
 
 CLI = [sys.executable, "-m", "heron_spark.cli"]
 

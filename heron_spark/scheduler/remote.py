@@ -142,7 +142,7 @@ class RemoteTMaster:
         self._fetched = 0.0
         self._state = TopologyState.STARTING
         self._final: dict | None = None
-        self._killed = False
+        self._killed: str | None = None  # the detail of a kill asked here
         self.done = threading.Event()
         self.running = threading.Event()
         self.closed = threading.Event()
@@ -333,7 +333,8 @@ class RemoteTMaster:
     def stop_generation(self, detail: str) -> None:
         """Ask the TMaster to stop this generation's containers for the queued update."""
         update = tmaster_pb2.UpdateRequest(parallelism={str(k): int(v)
-                                                        for k, v in self._updating_to.items()})
+                                                        for k, v in self._updating_to.items()},
+                                           queued=True)
         self._verb("update it", tmaster_pb2.ControlRequest(update=update))
         log.info("topology %s: %s", self.name, detail)
 
@@ -341,7 +342,7 @@ class RemoteTMaster:
         """Ask the TMaster to kill the topology; without an answer, cancel the stage."""
         if self.done.is_set():
             return
-        self._killed = True
+        self._killed = detail
         response = self._ask(tmaster_pb2.ControlRequest(kill=True))
         if response is None and self.scheduler is not None:
             log.warning("topology %s: its TMaster did not answer the kill: cancelling the "
@@ -372,7 +373,8 @@ class RemoteTMaster:
 
         Without one (the stage failed or was cancelled), the state is KILLED when ``error`` is
         a cancellation or a kill was asked, else FAILED with ``detail``; it is stored in the
-        state manager, since no TMaster did.
+        state manager, since no TMaster did. A kill asked here ends it with the kill's own
+        detail either way (as a TMaster in the driver does).
         """
         final = next((s.get("tmaster") for s in summaries or () if s.get("tmaster")), None)
         unstored: dict | None = None
@@ -380,11 +382,16 @@ class RemoteTMaster:
             if final is not None and TopologyState(final["status"]["state"]).ended:
                 self._final = final
                 self._state = TopologyState(final["status"]["state"])
+                if self._killed is not None and self._state is TopologyState.KILLED:
+                    self._final = {**final, "status": {**final["status"],
+                                                       "detail": self._killed}}
             else:
-                cancelled = self._killed or (error is not None and is_cancellation(error))
+                cancelled = self._killed is not None or (error is not None
+                                                         and is_cancellation(error))
                 state = TopologyState.KILLED if cancelled else TopologyState.FAILED
                 status = dict(self._snapshot.get("status") or {})
-                status.update(state=state.value, detail=detail, ended_at=time.time())
+                status.update(state=state.value, detail=self._killed or detail,
+                              ended_at=time.time())
                 self._final = {**self._snapshot, "status": status}
                 self._state = state
                 unstored = status

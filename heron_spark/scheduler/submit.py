@@ -112,6 +112,9 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     if connect and system.spark_jvm_bridge != "false":
         log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
                  "a classic session's JVM; a Spark Connect client has none)", plan.name)
+    elif container and system.spark_jvm_bridge != "false" and _bridge_loaded(spark):
+        log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge is fed "
+                 "by a TMaster in the driver; heron.tmaster.placement driver has them)", plan.name)
     topology_run.launch(tmaster, task, closers)
     if container:  # asked through its control port: gently (a Spark job under Connect)
         handle._progress = progress.watch(

@@ -37,6 +37,7 @@ import signal
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Callable
 
 from heron_spark import _process
@@ -83,6 +84,7 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
     statemgr = open_state_manager(config.statemgr)
     recover: list[str] = []
     tracker = None
+    started = time.time()
     try:
         stored = statemgr.get_topology(name)
         topology_id = stored.id if stored is not None else name
@@ -118,6 +120,10 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
                 idle_timeout_secs=config.tracker_idle_timeout_secs)
             tmaster.tracker_url = tracker.url
             location.update(tracker_port=tracker.server_address[1], tracker_url=tracker.url)
+        tmaster.unqueued_update_fix = (
+            "its TMaster runs in container 0 and only the process that submitted it can start "
+            "the new containers: call handle.update(...) there (or submit it with "
+            "heron.tmaster.placement driver)")
         _claim(statemgr, name, location, config.startup_timeout_secs)
         tmaster.start()
         _process.write_json_atomic(files.ready(layout.TMASTER),
@@ -131,6 +137,7 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
             log.error("replacing every container: %s", recover[0])
             _record_stop(tmaster, statemgr, "FAILED", f"replacing every container: "
                          f"{recover[0]}; {_NOT_RESUBMITTED}")
+            _fail_a_stopped_container(started)
             return ExitCode.RECOVER
         log.info("TMaster of %s stopping (state %s)", name, tmaster.state.value)
         _record_stop(tmaster, statemgr, "KILLED", task_ended_detail(args.generation))
@@ -189,8 +196,36 @@ class _Submitter:
         return self._update(parallelism)
 
 
+# A container whose heartbeat is this old is stopped, not slow (it beats every 0.25 s).
+_STOPPED_CONTAINER_SECS = 2.0
+
+
+def _fail_a_stopped_container(started: float) -> None:
+    """Kill this TMaster's container if it stopped beating, so its barrier task fails.
+
+    Exiting with ``ExitCode.RECOVER`` fails the task through the container's supervisor; a
+    stopped container (SIGSTOP, a frozen host process) would never see it, and the stage would
+    run on with nobody to replace it (the driver's TMaster cancels the stage instead). The
+    result is the same either way: the stage fails and is resubmitted.
+    """
+    beat = os.environ.get(_process.PARENT_HEARTBEAT_ENV)
+    if not beat:
+        return
+    age = _process.heartbeat_age_secs(Path(beat), started)
+    if age > _STOPPED_CONTAINER_SECS:
+        log.error("container stopped (no heartbeat for %.1f s): killing it (pid %d) so its "
+                  "barrier task fails", age, os.getppid())
+        try:
+            os.kill(os.getppid(), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
     """Stop this generation for an update the submitter checked and queued; return the next.
+
+    Only a request marked ``queued`` gets here (``TMaster.unqueued_update_fix`` refuses the
+    others, such as ``heron-spark update``: nobody would start the new containers).
 
     The submitter (``scheduler.run.TopologyRun.update``) validated the new parallelism, checked the
     slots and queued the new containers on its barrier stage before asking; once these
@@ -203,13 +238,17 @@ def _stop_for_update(tmaster, parallelism: dict[str, int]) -> int:
 
 
 def _final(tmaster) -> dict:
-    """Return what the submitter learns when the stage ends: status, failure, metrics."""
+    """Return what the submitter learns when the stage ends.
+
+    Status, failure, metrics and the last physical plan (a handle reads it after the end too).
+    """
     import base64
 
-    failure = tmaster.failure
+    def encoded(message) -> str | None:
+        return None if message is None else base64.b64encode(message.SerializeToString()).decode()
+
     return {"status": tmaster.status(), "metrics": tmaster.metrics_by_component(),
-            "failure": None if failure is None
-            else base64.b64encode(failure.SerializeToString()).decode()}
+            "physical_plan": encoded(tmaster.physical_plan), "failure": encoded(tmaster.failure)}
 
 
 def _claim(statemgr, name: str, location: dict, timeout_secs: float) -> None:

@@ -38,7 +38,8 @@ def handle(tmaster: "TMaster", request: tmaster_pb2.ControlRequest) -> tmaster_p
             targets = tmaster.restart(None if restart.all else restart.container)
             detail = f"restarting containers {targets}"
         elif body == "update":
-            generation = tmaster.update(dict(request.update.parallelism))
+            generation = tmaster.update(dict(request.update.parallelism),
+                                        queued=request.update.queued)
             detail = f"updating: generation {generation} starts with the new parallelism"
     except REFUSALS as exc:
         log.warning("control request %s refused: %s", body, exc)

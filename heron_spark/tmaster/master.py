@@ -147,6 +147,9 @@ class TMaster:
         self.listener = Listener(host, 0, secret, self.name, self._on_peer, name="tmaster")
         self.host = host
         self.port = self.listener.port
+        # A TMaster in container 0: only its submitter can run the next generation, so an
+        # update it did not queue (``heron-spark update``) is refused with this fix.
+        self.unqueued_update_fix: str | None = None
         self.files = live_queries.FileFetcher()  # the tracker's container file requests
         # The tracker serving beside this TMaster in container 0 (placement container): its
         # URL and a function minting a one-time login link to it (``live_queries``' ``ui_link``
@@ -364,16 +367,21 @@ class TMaster:
         """
         return self._event(self.core.restart, container)
 
-    def update(self, parallelism: dict[str, int]) -> int:
+    def update(self, parallelism: dict[str, int], queued: bool = False) -> int:
         """Rescale components to ``parallelism``; return the generation that runs the new plan.
 
-        The scheduler validates and relaunches (``Scheduler.update``).
+        The scheduler validates and relaunches (``Scheduler.update``). ``queued``: the
+        submitter of a TMaster in container 0 did that already and asks only for the stop.
         """
         with self._lock:
             self.core.check_update()
         if self.scheduler is None:
             raise TopologyStateError(self.name, self.state.value, "update it",
                                      "only a topology submitted to Spark can be updated")
+        if not queued and self.unqueued_update_fix is not None:
+            raise TopologyStateError(self.name, self.state.value,
+                                     f"update it to {dict(parallelism)} from outside its submitter",
+                                     self.unqueued_update_fix)
         return self.scheduler.update(parallelism)
 
     # ---- lifecycle -----------------------------------------------------------------------
