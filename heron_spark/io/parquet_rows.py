@@ -16,6 +16,7 @@ forgotten first, plus those of the open file.
 from __future__ import annotations
 
 import collections
+import collections.abc
 import datetime
 import decimal
 from collections.abc import Iterable
@@ -132,14 +133,18 @@ class Identities:
 
     def key(self, values) -> tuple:
         """Return the identity of a row (values in field order); TopologyTypeError if unusable."""
-        key = tuple(_text(values[i], f, self.component) if text else values[i]
-                    for i, f, text in zip(self.positions, self.key_fields, self.as_text))
+        if any(self.as_text):
+            key = tuple(_text(values[i], f, self.component) if text else values[i]
+                        for i, f, text in zip(self.positions, self.key_fields, self.as_text))
+        else:
+            key = tuple([values[i] for i in self.positions])
         try:
             hash(key)
         except TypeError as exc:
-            msg = (f"ParquetSink: a parquet.dedupe.fields value is a "
-                   f"{type(key).__name__} that cannot identify a row")
-            raise TopologyTypeError(msg, component=self.component, value=key,
+            bad = next(v for v in key if not isinstance(v, collections.abc.Hashable))
+            msg = (f"ParquetSink: a parquet.dedupe.fields value is a {type(bad).__name__}, "
+                   f"which cannot identify a row")
+            raise TopologyTypeError(msg, component=self.component, value=bad,
                                     fix="name fields holding str, bytes, numbers or "
                                         "timestamps in parquet.dedupe.fields") from exc
         return key

@@ -34,9 +34,10 @@ When a file is committed depends on the reliability mode:
   identify a row (Kafka's ``topic, partition, offset``, or a key of the user's): then a task
   skips a row whose identity it committed lately or holds in its open file (and acks its
   tuple once that is committed). It remembers the identities of the last
-  ``parquet.dedupe.window.rows`` rows it committed (1,000,000) and, when it starts, reads
-  back those of the newest committed files of the folder (any task's), which covers a sink
-  killed between a commit and its acks. A running task does not see other tasks' commits:
+  ``parquet.dedupe.window.rows`` rows it committed (1,000,000; about 150 bytes each, so
+  ~150 MB per task at the default) and, when it starts, reads back those of the newest
+  committed files of the folder (any task's), which covers a sink killed between a commit
+  and its acks. Older rows are forgotten and may repeat. A running task does not see other tasks' commits:
   route each identity to one task (``Grouping.fields`` on those fields) or use ``par=1``.
   A replay carries no mark of its own (the spout emits it under a fresh tuple-tree root),
   so without these fields no replay is recognised.
@@ -210,6 +211,7 @@ class ParquetSink(Bolt, StatefulComponent):
         self._started_wall = time.time()
         self.committed_batches = 0
         self.skipped_rows = 0          # at-least-once with dedupe fields: replays recognised
+        self._skipped_logged = 0
         self.identities: Identities | None = None
         if self._alo and self.settings.dedupe_fields:
             self._load_identities(fields)
@@ -363,6 +365,10 @@ class ParquetSink(Bolt, StatefulComponent):
             raise
         if self.identities is not None:
             self.identities.commit()
+            if self.skipped_rows != self._skipped_logged:
+                self._skipped_logged = self.skipped_rows
+                log.info("%s task %d skipped %d replayed row(s) so far", self._component,
+                         self._task, self.skipped_rows)
         for tup in held:
             self.ack(tup)
 
