@@ -5,6 +5,9 @@ config or values fail with one clear error. On Spark (``spark``): ``spark.read.p
 ``spark.readStream.parquet`` return exactly the corpus's rows, uncommitted files stay
 invisible, and more than ten commits go through a compaction batch. Under effectively once a
 ``kill -9`` of the sink's instance mid-run (``fault``) leaves no duplicate and loses nothing.
+At-least-once with ``parquet.dedupe.fields``: replays of trees failed elsewhere and a rerun
+over a committed folder add no row (in process), and a ``kill -9`` between a commit and its
+acks (``fault``) leaves no duplicate.
 """
 
 from __future__ import annotations
