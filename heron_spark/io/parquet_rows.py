@@ -7,12 +7,19 @@ raises ``TopologyTypeError`` naming the component, the field, the value and the 
 the row is taken, so nothing is half-written. A column that only ever held None is written as
 strings. ``approx_bytes`` estimates the Arrow size (8 bytes per scalar, the length of strings
 and bytes) for rolling by size.
+
+``Identities`` is the at-least-once de-duplication's memory: the identities (the values of
+``parquet.dedupe.fields``) of the rows committed lately, at most ``window`` of them, oldest
+forgotten first, plus those of the open file.
 """
 
 from __future__ import annotations
 
+import collections
+import collections.abc
 import datetime
 import decimal
+from collections.abc import Iterable
 from typing import Any
 
 from heron_spark.errors import TopologyTypeError
@@ -104,6 +111,87 @@ class Rows:
         return pa.table(arrays)
 
 
+class Identities:
+    """The identities of recently committed rows and of the open file's rows. No I/O.
+
+    An identity is the tuple of a row's ``key_fields`` values; a key field that is also a
+    partition field (``as_text``) is kept as the text of its hive folder (``str`` of an int
+    or a str, since that is all a committed file keeps of it). ``committed`` holds at most
+    ``window`` identities, oldest forgotten first; ``pending`` those of rows buffered or
+    written but not yet committed. Single-threaded (the sink's executor thread).
+    """
+
+    def __init__(self, fields: list[str], key_fields: tuple[str, ...], window: int,
+                 as_text: Iterable[str] = (), component: str | None = None) -> None:
+        self.key_fields = tuple(key_fields)
+        self.positions = [list(fields).index(f) for f in self.key_fields]
+        self.as_text = [f in set(as_text) for f in self.key_fields]
+        self.window = window
+        self.component = component
+        self.committed: collections.OrderedDict = collections.OrderedDict()
+        self.pending: dict = {}  # a dict: insertion-ordered, so commit keeps the rows' order
+
+    def key(self, values) -> tuple:
+        """Return the identity of a row (values in field order); TopologyTypeError if unusable."""
+        if any(self.as_text):
+            key = tuple(_text(values[i], f, self.component) if text else values[i]
+                        for i, f, text in zip(self.positions, self.key_fields, self.as_text))
+        else:
+            key = tuple([values[i] for i in self.positions])
+        try:
+            hash(key)
+        except TypeError as exc:
+            bad = next(v for v in key if not isinstance(v, collections.abc.Hashable))
+            msg = (f"ParquetSink: a parquet.dedupe.fields value is a {type(bad).__name__}, "
+                   f"which cannot identify a row")
+            raise TopologyTypeError(msg, component=self.component, value=bad,
+                                    fix="name fields holding str, bytes, numbers or "
+                                        "timestamps in parquet.dedupe.fields") from exc
+        return key
+
+    def seen(self, key: tuple) -> bool:
+        """Return whether ``key`` is committed (lately) or in the open file."""
+        return key in self.committed or key in self.pending
+
+    def add(self, key: tuple) -> None:
+        """Remember ``key`` as the identity of a row in the open file."""
+        self.pending[key] = None
+
+    def commit(self) -> None:
+        """Remember the open file's identities as committed; forget beyond the window."""
+        self.committed.update(self.pending)
+        self.pending = {}
+        self.forget()
+
+    def drop(self) -> None:
+        """Forget the open file's identities: it was not committed (its tuples are failed)."""
+        self.pending = {}
+
+    def load(self, keys: Iterable[tuple]) -> None:
+        """Remember committed identities read back from files, oldest first."""
+        for key in keys:
+            self.committed[key] = None
+        self.forget()
+
+    def forget(self) -> None:
+        """Forget the oldest committed identities beyond the window."""
+        while len(self.committed) > self.window:
+            self.committed.popitem(last=False)
+
+
+def _text(value, field: str, component: str | None):
+    """Return a partition field's value as its hive folder spells it (None stays None)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    msg = (f"ParquetSink: field {field!r} is both a partition and a de-duplication field, "
+           f"and a {type(value).__name__} in a folder name cannot be read back exactly")
+    raise TopologyTypeError(msg, component=component, value=value,
+                            fix="emit str or int values in it, or drop it from "
+                                "parquet.dedupe.fields or parquet.partition.by")
+
+
 def _check_arrow(value, field: str, component: str | None) -> None:
     import pyarrow as pa
 
@@ -117,4 +205,4 @@ def _check_arrow(value, field: str, component: str | None) -> None:
                                     "datetime, or lists/dicts of those") from exc
 
 
-__all__ = ["Rows", "kind_of"]
+__all__ = ["Identities", "Rows", "kind_of"]

@@ -30,7 +30,17 @@ When a file is committed depends on the reliability mode:
 - at-least-once: a file is committed when it rolls, and only then are its tuples acked;
   nothing is acked before it is durable. Rows repeat when their tuples are replayed after
   their file was committed (a sink killed between the commit and the acks, or a tuple tree
-  that timed out elsewhere).
+  that timed out elsewhere), unless ``parquet.dedupe.fields`` names the input fields that
+  identify a row (Kafka's ``topic, partition, offset``, or a key of the user's): then a task
+  skips a row whose identity it committed lately or holds in its open file (and acks its
+  tuple once that is committed). It remembers the identities of the last
+  ``parquet.dedupe.window.rows`` rows it committed (1,000,000; about 150 bytes each, so
+  ~150 MB per task at the default) and, when it starts, reads back those of the newest
+  committed files of the folder (any task's), which covers a sink killed between a commit
+  and its acks. Older rows are forgotten and may repeat. A running task does not see other tasks' commits:
+  route each identity to one task (``Grouping.fields`` on those fields) or use ``par=1``.
+  A replay carries no mark of its own (the spout emits it under a fresh tuple-tree root),
+  so without these fields no replay is recognised.
 - at-most-once: a file is committed when it rolls; rows of a killed sink's open file are lost.
 
 Runs in a Heron Instance. Bad input fails loudly: a missing or non-writable ``parquet.path``
@@ -54,7 +64,7 @@ from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.errors import TopologyValueError
 from heron_spark.io import parquet_log
 from heron_spark.io.parquet_log import SinkFile
-from heron_spark.io.parquet_rows import Rows
+from heron_spark.io.parquet_rows import Identities, Rows
 from heron_spark.io.parquet_store import CommitLog
 
 log = logging.getLogger(__name__)
@@ -66,6 +76,8 @@ ROLL_BYTES = "parquet.roll.bytes"
 ROLL_SECS = "parquet.roll.secs"
 COMPACT_INTERVAL = "parquet.compact.interval"
 COMMIT_POLL_SECS = "parquet.commit.poll.secs"
+DEDUPE_FIELDS = "parquet.dedupe.fields"
+DEDUPE_WINDOW_ROWS = "parquet.dedupe.window.rows"
 STATE_KEY = "parquet.pending"  # the checkpointed state: {checkpoint id: [log entry JSON]}
 
 
@@ -80,6 +92,8 @@ class ParquetSinkSettings:
     roll_secs: float = 1.0
     compact_interval: int = parquet_log.DEFAULT_COMPACT_INTERVAL
     commit_poll_secs: float = 0.5
+    dedupe_fields: tuple[str, ...] = ()
+    dedupe_window_rows: int = 1_000_000
 
     @classmethod
     def from_config(cls, config: dict, component: str | None = None) -> ParquetSinkSettings:
@@ -90,17 +104,25 @@ class ParquetSinkSettings:
             raise TopologyValueError(msg, component=component, value=path, kind="config",
                                      fix="set config={'parquet.path': '/data/out'} (a local "
                                          "path or a pyarrow.fs URL such as s3://bucket/out)")
-        partition = config.get(PARTITION_BY) or ()
-        if isinstance(partition, str):
-            partition = [p.strip() for p in partition.split(",") if p.strip()]
         default = cls(path=path)
-        return cls(path=path, partition_by=tuple(partition),
+        return cls(path=path, partition_by=_names(config, PARTITION_BY),
+                   dedupe_fields=_names(config, DEDUPE_FIELDS),
+                   dedupe_window_rows=_positive(config, DEDUPE_WINDOW_ROWS,
+                                                default.dedupe_window_rows, int, component),
                    roll_rows=_positive(config, ROLL_ROWS, default.roll_rows, int, component),
                    roll_bytes=_positive(config, ROLL_BYTES, default.roll_bytes, int, component),
                    roll_secs=_positive(config, ROLL_SECS, default.roll_secs, float, component),
                    compact_interval=_compact_interval(config, component),
                    commit_poll_secs=_positive(config, COMMIT_POLL_SECS, default.commit_poll_secs,
                                               float, component))
+
+
+def _names(config: dict, key: str) -> tuple[str, ...]:
+    """Read a list of field names: a list, or one string separated by commas."""
+    names = config.get(key) or ()
+    if isinstance(names, str):
+        names = [n.strip() for n in names.split(",") if n.strip()]
+    return tuple(names)
 
 
 def _compact_interval(config: dict, component: str | None) -> int:
@@ -171,6 +193,7 @@ class ParquetSink(Bolt, StatefulComponent):
         self._check_mode(topology)
         fields = _input_fields(context, self._component)
         self._check_partitions(fields)
+        self._check_dedupe(fields)
         self.rows = Rows(fields, self._component)
         self._log = CommitLog.open(self.settings.path, self.settings.compact_interval)
         if parallel > 1 and not self._log.local:
@@ -187,6 +210,11 @@ class ParquetSink(Bolt, StatefulComponent):
         self._next_poll = 0.0
         self._started_wall = time.time()
         self.committed_batches = 0
+        self.skipped_rows = 0          # at-least-once with dedupe fields: replays recognised
+        self._skipped_logged = 0
+        self.identities: Identities | None = None
+        if self._alo and self.settings.dedupe_fields:
+            self._load_identities(fields)
         tick = self.settings.commit_poll_secs if self._eo else \
             min(max(self.settings.roll_secs / 2, 0.05), 1.0)
         config[api_constants.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = tick
@@ -216,6 +244,28 @@ class ParquetSink(Bolt, StatefulComponent):
                                      value=list(self.settings.partition_by), kind="config",
                                      fix=f"partition by a subset of {fields}")
 
+    def _check_dedupe(self, fields: list[str]) -> None:
+        unknown = [f for f in self.settings.dedupe_fields if f not in fields]
+        if unknown:
+            msg = f"ParquetSink: {DEDUPE_FIELDS} names fields its input lacks: {unknown}"
+            raise TopologyValueError(msg, component=self._component,
+                                     value=list(self.settings.dedupe_fields), kind="config",
+                                     fix=f"name input fields, some of {fields}")
+        if self.settings.dedupe_fields and not self._alo:
+            log.info("%s: %s applies under at-least-once only (the mode is %s)",
+                     self._component, DEDUPE_FIELDS, self._mode)
+
+    def _load_identities(self, fields: list[str]) -> None:
+        """Remember the identities of the newest committed rows (a restart's replays)."""
+        s = self.settings
+        self.identities = Identities(fields, s.dedupe_fields, s.dedupe_window_rows,
+                                     as_text=s.partition_by, component=self._component)
+        started = time.monotonic()
+        self.identities.load(self._log.recent_identities(s.dedupe_fields, s.partition_by,
+                                                         s.dedupe_window_rows))
+        log.info("%s task %d: read %d committed identities back in %.2f s", self._component,
+                 self._task, len(self.identities.committed), time.monotonic() - started)
+
     def _prepare_path(self) -> None:
         probe = posixpath.join(self._log.dir, f".probe-{self._task}-{uuid.uuid4().hex}")
         try:
@@ -231,8 +281,27 @@ class ParquetSink(Bolt, StatefulComponent):
 
     # ---- tuples ----------------------------------------------------------------------------
     def process(self, tup):
-        """Buffer one row (at-least-once: hold its tuple until its file is committed)."""
-        self.rows.add(tup.values)
+        """Buffer one row (at-least-once: hold its tuple until its file is committed).
+
+        With ``parquet.dedupe.fields``, a row whose identity is committed or already in the
+        open file is skipped; its tuple is acked with the open file's (or at once).
+        """
+        if self.identities is not None:
+            key = self.identities.key(tup.values)
+            if key in self.identities.committed:
+                self.skipped_rows += 1
+                self.ack(tup)
+                return
+            if key in self.identities.pending:
+                self.skipped_rows += 1
+                self._held.append(tup)
+                if self._roll_started is None:
+                    self._roll_started = time.monotonic()
+                return
+            self.rows.add(tup.values)
+            self.identities.add(key)
+        else:
+            self.rows.add(tup.values)
         if self._alo:
             self._held.append(tup)
         if self._roll_started is None:
@@ -273,7 +342,8 @@ class ParquetSink(Bolt, StatefulComponent):
 
     def close(self):
         """At-least-once and at-most-once: commit what is buffered."""
-        if not self._eo and getattr(self, "rows", None) is not None and self.rows.count:
+        if not self._eo and getattr(self, "rows", None) is not None and \
+                (self.rows.count or self._held):
             self._roll()
 
     # ---- writing and committing ------------------------------------------------------------
@@ -288,9 +358,17 @@ class ParquetSink(Bolt, StatefulComponent):
             files, self._written = self._written, []
             self._commit(files)
         except BaseException:
+            if self.identities is not None:
+                self.identities.drop()
             for tup in held:  # not durable: the spout replays them
                 self.fail(tup)
             raise
+        if self.identities is not None:
+            self.identities.commit()
+            if self.skipped_rows != self._skipped_logged:
+                self._skipped_logged = self.skipped_rows
+                log.info("%s task %d skipped %d replayed row(s) so far", self._component,
+                         self._task, self.skipped_rows)
         for tup in held:
             self.ack(tup)
 

@@ -8,7 +8,8 @@ log at once each get their own batch id and a reader never sees half a batch. Ot
 filesystems (``s3://``, ``hdfs://``, ``gs://``) offer no create-if-absent through
 ``pyarrow.fs``: there the batch is written to a temporary file and moved after checking the
 name is free, which is safe for one committer per path only, so ``ParquetSink`` refuses a
-parallelism above 1 on them. Runs in a Heron Instance (the sink) or anywhere (reading).
+parallelism above 1 on them. ``recent_identities`` reads back the de-duplication fields of the
+newest committed files. Runs in a Heron Instance (the sink) or anywhere (reading).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import os
 import posixpath
 import time
 import uuid
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 from heron_spark.io import parquet_log
 from heron_spark.io.parquet_log import SinkFile
@@ -105,6 +106,39 @@ class CommitLog:
             entries.extend(self.read(name))
         return parquet_log.visible(entries)
 
+    def path_of(self, uri: str) -> str:
+        """Return the path on this filesystem of a URI the log holds (``uri``'s inverse)."""
+        rest = uri.removeprefix(self.uri_prefix) if uri.startswith(self.uri_prefix) else uri
+        path = unquote(rest)
+        return path if self.local or not self.uri_prefix.endswith("://") else path.lstrip("/")
+
+    def recent_identities(self, fields: tuple[str, ...], partition_by: tuple[str, ...],
+                          window: int) -> list[tuple]:
+        """Return the ``fields`` values of the newest ``window`` committed rows, oldest first.
+
+        Files are read newest first (the log's order), only the columns of ``fields``; a field
+        that is a partition field is taken from the file's ``field=value`` folder as text
+        (None for Arrow's ``__HIVE_DEFAULT_PARTITION__``).
+        """
+        import pyarrow.parquet as pq
+
+        columns = [f for f in fields if f not in partition_by]
+        found: list[list[tuple]] = []
+        total = 0
+        for entry in reversed(self.files()):
+            if total >= window:
+                break
+            path = self.path_of(entry.path)
+            folders = _hive_values(path, self.base)
+            table = pq.read_table(path, columns=columns, filesystem=self.fs)
+            data = {f: table.column(f).to_pylist() for f in columns}
+            rows = table.num_rows
+            keys = list(zip(*[data[f] if f in data else [folders.get(f)] * rows
+                              for f in fields]))
+            found.append(keys[-(window - total):])
+            total += len(found[-1])
+        return [key for keys in reversed(found) for key in keys]
+
     def commit(self, entries: list[SinkFile]) -> int:
         """Write ``entries`` as the next batch; return its id. Safe with concurrent committers."""
         for _ in range(_MAX_ATTEMPTS):
@@ -141,5 +175,19 @@ class CommitLog:
         self.fs.move(temp, target)
         return True
 
+
+def _hive_values(path: str, base: str) -> dict[str, str | None]:
+    """Return the ``field=value`` folders between ``base`` and the file ``path``, decoded."""
+    relative = posixpath.relpath(posixpath.dirname(path), base.rstrip("/") or "/")
+    values: dict[str, str | None] = {}
+    for segment in relative.split("/"):
+        name, sep, value = segment.partition("=")
+        if sep:
+            text = unquote(value)
+            values[name] = None if text == _HIVE_NULL else text
+    return values
+
+
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 __all__ = ["CommitLog", "open_filesystem"]
