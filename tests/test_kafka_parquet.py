@@ -214,3 +214,48 @@ def test_effectively_once_parquet_exact_after_a_container_is_killed(spark, kafka
                              +(expected - got))
     print(f"victims {len(victims)}; sink batches {len(log.names())}; "
           f"checkpoint {detail['checkpoint']}; failures {detail['instance_failures']}")
+
+
+# ---- the lag on the UI ----------------------------------------------------------------------
+@pytest.mark.browser
+def test_ui_components_table_shows_the_kafka_lag(spark, kafka, tmp_path, hconf):
+    """The "Kafka lag" cell of the spout's row is the sum of its ``__kafka-lag/*`` metrics."""
+    import urllib.parse
+
+    import test_ui_browser as ui
+
+    source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(1)
+    kafka.produce(source, [line.encode() for line in kwc.lines(200)], PARTITIONS)
+    name = "kpq-ui-lag"
+    driver = ui._browser()
+    handle = _submit(spark, hconf, kwc.build(name, kafka.servers, source, sink, group=name))
+    try:
+        link = handle.ui_link()
+        base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))
+        with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+            tracker = ui.Tracker(base, tracker_token(statemgr))
+        driver.get(link)
+        row = f'tr[data-topology="{name}"]'
+        wait_until(lambda: ui._text(driver, f"{row} [data-state]") == "RUNNING", 30,
+                   message="the topology in the list")
+        ui._click(driver, f"{row} a")
+
+        def api_lag() -> float | None:
+            metrics = tracker.get("/topologies/metrics", topology=name, component="kafka",
+                                  interval=ui.ALL_TIME)["metrics"]
+            values = [float(v) for metric, per in metrics.items()
+                      if metric.startswith("__kafka-lag/") for v in per.values()]
+            return sum(values) if len(values) == PARTITIONS else None
+
+        def shown() -> list[str]:
+            return ui._attrs(driver, '#metrics-table tr[data-component="kafka"] '
+                                     'td[data-metric="kafka-lag"]', "data-value")
+        wait_until(lambda: api_lag() == 0, 90, message="every partition's lag at 0")
+        wait_until(lambda: shown() == ["0"], 30, message="the table's Kafka lag cell at 0")
+        assert "Kafka lag" in ui._text(driver, "#metrics-table thead")
+        assert ui._attrs(driver, '#metrics-table tr[data-component="split"] '
+                                 'td[data-metric="kafka-lag"]', "data-value") == [None]
+        assert not ui._errors(driver)
+    finally:
+        handle.kill()
+        driver.quit()
