@@ -21,7 +21,8 @@ Run it against a broker (pip install 'heron_spark[kafka]'):
 
 ``--produce N`` first creates the topics if missing and writes N sample lines. ``--bounded``
 ends once the lines there at the start are counted and then prints the counts Spark reads from
-the Parquet folder. Without a broker at ``--servers`` the spout fails at start naming it.
+the Parquet folder. Without a broker at ``--servers`` the spout's ``initialize`` fails,
+naming the servers, and the topology with it.
 """
 
 from __future__ import annotations
