@@ -1,29 +1,39 @@
-"""Kafka word count: Kafka topic ``lines`` -> split -> count -> Kafka topic ``counts``.
+"""Kafka word count: Kafka topic ``lines`` -> split -> count -> Kafka topic ``counts`` and Parquet.
 
 ``KafkaSpout`` reads the lines (2 tasks share the topic's partitions) and emits
 ``(key, value, topic, partition, offset, timestamp)``; ``split`` turns a line's value into
 words; ``count`` (fields grouping on the word) keeps running counts and emits
-``(key=word, value=count)`` for the words that changed, every second; ``KafkaSink`` produces
-them to ``counts`` and acks each once Kafka has it. At-least-once: the spout commits a line's
-offset to the consumer group only when the line's words are counted, so a killed topology
-resubmitted with the same ``--group`` carries on where it stopped (lines after the last commit
-may be counted twice).
+``(key=word, value=count)`` for the words that changed, every second. Two sinks take that
+stream: ``KafkaSink`` produces it to ``counts`` and acks each once Kafka has it; ``ParquetSink``
+writes it as Parquet files under ``--parquet`` (columns ``key``, ``value``), committed to
+Spark's file-sink log so ``spark.read.parquet(path)`` sees only whole, committed files: a
+word's current count is ``max(value)`` per ``key``. At-least-once: the spout commits a line's
+offset to the consumer group only when both sinks have the counts that include it, so a killed
+topology resubmitted with the same ``--group`` carries on where it stopped (lines after the
+last commit may be counted twice, and a row may repeat in either output). The counts live in
+the count tasks' memory: a count task that restarts begins again from 0 (the stateful,
+effectively-once variant keeps them in checkpointed state instead).
 
 Run it against a broker (pip install 'heron_spark[kafka]'):
     python examples/kafka_word_count.py --servers 127.0.0.1:9092 --produce 10000
     python examples/kafka_word_count.py --servers 127.0.0.1:9092 --bounded   # read, count, end
     heron-spark submit examples/kafka_word_count.py      (servers 127.0.0.1:9092, runs until killed)
 
-``--produce N`` first creates the topics if missing and writes N sample lines.
+``--produce N`` first creates the topics if missing and writes N sample lines. ``--bounded``
+ends once the lines there at the start are counted and then prints the counts Spark reads from
+the Parquet folder. Without a broker at ``--servers`` the spout's ``initialize`` fails,
+naming the servers, and the topology with it.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import time
 
 from heron_spark import Bolt, Grouping, TopologyBuilder
-from heron_spark.io import KafkaSink, KafkaSpout
+from heron_spark.io import KafkaSink, KafkaSpout, ParquetSink
 
 SENTENCES = [
     "the quick brown fox jumps over the lazy dog",
@@ -77,9 +87,13 @@ class CountBolt(Bolt):
         self.waiting = {}
 
 
+PARQUET = os.path.join(tempfile.gettempdir(), "kafka_word_count", "counts")
+
+
 def build(servers: str = "127.0.0.1:9092", lines: str = "lines", counts: str = "counts",
-          group: str = "kafka_word_count", bounded: bool = False, containers: int = 2) -> type:
-    """Return the Kafka word-count topology class."""
+          group: str = "kafka_word_count", bounded: bool = False, containers: int = 2,
+          parquet: str = PARQUET) -> type:
+    """Return the Kafka word-count topology class (Parquet out under ``parquet``)."""
     builder = TopologyBuilder("kafka_word_count")
     source = builder.add_spout("kafka", KafkaSpout, par=2, config={
         "kafka.bootstrap.servers": servers, "kafka.topics": lines, "kafka.group.id": group,
@@ -89,6 +103,8 @@ def build(servers: str = "127.0.0.1:9092", lines: str = "lines", counts: str = "
                               config={"topology.tick.tuple.freq.secs": 1})
     builder.add_bolt("out", KafkaSink, par=1, inputs={totals: Grouping.SHUFFLE},
                      config={"kafka.bootstrap.servers": servers, "kafka.topic": counts})
+    builder.add_bolt("parquet", ParquetSink, par=1, inputs={totals: Grouping.SHUFFLE},
+                     config={"parquet.path": parquet})
     builder.set_config({"topology.reliability.mode": "ATLEAST_ONCE",
                         "topology.stmgrs": containers})
     return builder.build()
@@ -120,6 +136,7 @@ def main(argv=None) -> int:
     parser.add_argument("--lines", default="lines", help="input topic")
     parser.add_argument("--counts", default="counts", help="output topic")
     parser.add_argument("--group", default="kafka_word_count")
+    parser.add_argument("--parquet", default=PARQUET, help="Parquet output folder (or URL)")
     parser.add_argument("--produce", type=int, default=0, help="write N sample lines first")
     parser.add_argument("--bounded", action="store_true",
                         help="read to the end offsets seen at start, then end")
@@ -127,11 +144,17 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.produce:
         produce_sample(args.servers, args.lines, args.counts, args.produce)
-    topology = build(args.servers, args.lines, args.counts, args.group, args.bounded)
+    topology = build(args.servers, args.lines, args.counts, args.group, args.bounded,
+                     parquet=args.parquet)
     handle = submit(topology, master=args.master)
-    print(f"submitted kafka_word_count; tracker: {handle.tracker_url}")
+    print(f"submitted kafka_word_count; tracker: {handle.tracker_url}; Parquet: {args.parquet}")
     if args.bounded:
         print("status:", handle.wait())
+        from pyspark.sql import SparkSession, functions
+
+        spark = SparkSession.builder.getOrCreate()  # the session submit started
+        spark.read.parquet(args.parquet).groupBy("key").agg(
+            functions.max("value").alias("count")).orderBy(functions.desc("count")).show(10)
         return 0
     try:
         while True:

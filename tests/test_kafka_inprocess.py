@@ -201,19 +201,26 @@ def test_the_kafka_word_count_example_counts_exactly(kafka, tmp_path):
     text = [example.SENTENCES[i % len(example.SENTENCES)] for i in range(200)]
     kafka.produce(lines, [line.encode() for line in text], 4)
     topology = example.build(kafka.servers, lines, counts, group="example", bounded=True,
-                             containers=1)
+                             containers=1, parquet=str(tmp_path / "parquet"))
     assert _run(topology, tmp_path).status == "FINISHED"
     want = collections.Counter(word for line in text for word in line.split())
 
-    def latest(messages):
+    def latest(pairs):
         found: dict[str, int] = {}
-        for m in messages:
-            word = m.key().decode()
-            found[word] = max(found.get(word, 0), int(m.value()))
+        for word, count in pairs:
+            found[word] = max(found.get(word, 0), int(count))
         return found
 
-    out = kafka.read(counts, 1, lambda got: latest(got) == dict(want))
-    assert latest(out) == dict(want)
+    out = kafka.read(counts, 1, lambda got: latest(
+        (m.key().decode(), m.value()) for m in got) == dict(want))
+    assert latest((m.key().decode(), m.value()) for m in out) == dict(want)
+    import pyarrow.parquet as pq
+
+    from heron_spark.io.parquet_store import CommitLog
+
+    rows = [row for entry in CommitLog.open(str(tmp_path / "parquet")).files()
+            for row in pq.read_table(entry.path.removeprefix("file://")).to_pylist()]
+    assert latest((row["key"], row["value"]) for row in rows) == dict(want)
 
 
 def _as_line(key, value, *rest):

@@ -5,7 +5,10 @@
 // __complete-latency/<stream>; bolts  __execute-count/<src>/<stream>, __ack-count/<src>/<stream>,
 // __fail-count/<src>/<stream>, __execute-latency/<src>/<stream>,
 // __process-latency/<src>/<stream>, plus __emit-count/<stream> per output; the stmgrs
-// (component __stmgr__) report __time_spent_back_pressure_by_compid/<component>.
+// (component __stmgr__) report __time_spent_back_pressure_by_compid/<component>. A KafkaSpout
+// adds __kafka-lag/<topic>/<partition> (records behind the partition's end, last sample), whose
+// names are known only once published: a name ending in "/*" stands for every metric of the
+// component under that prefix, and a spout's metrics are then fetched all at once.
 // Latencies are in nanoseconds, back pressure time in milliseconds, as in Heron.
 import {get} from "./api.js";
 
@@ -23,7 +26,17 @@ export const COLUMNS = [
   {key: "process-latency", label: "Process latency ms", kind: "latency"},
   {key: "complete-latency", label: "Complete latency ms", kind: "latency"},
   {key: "backpressure", label: "Back pressure ms", kind: "count"},
+  {key: "kafka-lag", label: "Kafka lag", kind: "count"},
 ];
+
+const ANY = "/*";
+
+/** The metric names of `response` that `metric` stands for (itself, or those under a prefix). */
+function expand(metric, metrics) {
+  if (!metric.endsWith(ANY)) return [metric];
+  const prefix = metric.slice(0, -1);
+  return Object.keys(metrics).filter(name => name.startsWith(prefix));
+}
 
 function outputStreams(component) {
   return (component.outputs || []).map(o => o.stream_name ?? o.name ?? o);
@@ -41,6 +54,7 @@ export function metricNames(logicalPlan, name) {
       "ack-count": streams.map(s => `__ack-count/${s}`),
       "fail-count": streams.map(s => `__fail-count/${s}`),
       "complete-latency": streams.map(s => `__complete-latency/${s}`),
+      "kafka-lag": [`__kafka-lag${ANY}`],
     };
   }
   const inputs = (bolt?.inputs || []).map(i => `${i.component_name}/${i.stream_name}`);
@@ -60,7 +74,7 @@ export function summarize(names, response) {
   const out = {};
   for (const [key, list] of Object.entries(names)) {
     const values = [];
-    for (const metric of list) {
+    for (const metric of list.flatMap(m => expand(m, metrics))) {
       for (const value of Object.values(metrics[metric] || {})) values.push(Number(value));
     }
     if (!values.length) continue;
@@ -74,8 +88,10 @@ export function summarize(names, response) {
 /** Fetch one component's metrics over `interval` seconds (-1: since the topology started). */
 export async function componentMetrics(topo, logicalPlan, name, interval) {
   const names = metricNames(logicalPlan, name);
-  const response = await get("/topologies/metrics", {
-    ...topo, component: name, interval, metricname: Object.values(names).flat()});
+  const wanted = Object.values(names).flat();
+  const response = await get("/topologies/metrics", {  // no metricname: every metric
+    ...topo, component: name, interval,
+    metricname: wanted.some(m => m.endsWith(ANY)) ? undefined : wanted});
   const values = summarize(names, response);
   const seconds = Number(response?.interval) || 0;
   for (const column of COLUMNS.filter(c => c.kind === "rate")) {
