@@ -39,7 +39,6 @@ from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.base import EXECUTION_STATE, PACKING_PLAN, TMASTER_LOCATION, TOPOLOGY
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
-from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire.auth import new_secret
 
 log = logging.getLogger(__name__)
@@ -165,16 +164,9 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: _De
                                    driver_host(spark))
     root = checkpoint_root(system.checkpoint_root, system.work_dir)
     committed = (statemgr.get_committed_checkpoint(name) or {}) if decided.resume else {}
-    tmaster = TMaster(decided.view, statemgr, decided.secret, host, decided.topology_id,
-                      system.frame_max_bytes, decided.generation, system.instance_restart_max,
-                      system.restart_window_secs, checkpoint_root=root,
-                      committed_checkpoint=int(committed.get("id", 0)),
-                      stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs,
-                      history=MetricsCache(system.tmaster_metrics_bucket_secs,
-                                           system.tmaster_metrics_retention_secs,
-                                           system.tmaster_metrics_max_series),
-                      exceptions_per_instance=system.tmaster_exceptions_per_instance,
-                      deactivated=decided.deactivated, scheduler=run)
+    tmaster = TMaster.from_system(decided.view, statemgr, decided.secret, host,
+                                  decided.topology_id, decided.generation, system,
+                                  int(committed.get("id", 0)), decided.deactivated, run)
     tmaster.submission = _submission(decided.spark_master, decided.local)
     tracker = None
     if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies

@@ -73,10 +73,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
     from heron_spark.statemgr import open_state_manager
-    from heron_spark.statemgr.checkpoints import checkpoint_root
     from heron_spark.tmaster import tracker_hook
     from heron_spark.tmaster.master import TMaster
-    from heron_spark.tmaster.metrics_cache import MetricsCache
 
     config = files.load_config()
     view = files.load_plan()
@@ -95,19 +93,11 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
             and prior.generation < args.generation
         committed = statemgr.get_committed_checkpoint(name) or {}
         secret = files.load_secret()
-        tmaster = TMaster(
-            view, statemgr, secret, args.host, topology_id, config.frame_max_bytes,
-            args.generation, config.instance_restart_max, config.restart_window_secs,
-            checkpoint_root=checkpoint_root(config.checkpoint_root, config.work_dir),
-            committed_checkpoint=int(committed.get("id", 0)),
-            stmgr_heartbeat_timeout_secs=config.tmaster_stmgr_heartbeat_timeout_secs,
-            history=MetricsCache(config.tmaster_metrics_bucket_secs,
-                                 config.tmaster_metrics_retention_secs,
-                                 config.tmaster_metrics_max_series),
-            exceptions_per_instance=config.tmaster_exceptions_per_instance,
-            deactivated=prior.paused if resumed and prior is not None
-            else bool(args.deactivated),
-            scheduler=_Submitter(recover, stop, lambda parallelism: _stop_for_update(
+        tmaster = TMaster.from_system(
+            view, statemgr, secret, args.host, topology_id, args.generation, config,
+            int(committed.get("id", 0)),
+            prior.paused if resumed and prior is not None else bool(args.deactivated),
+            _Submitter(recover, stop, lambda parallelism: _stop_for_update(
                 tmaster, parallelism)))
         if prior is not None and prior.id == topology_id:  # the submitter wrote it
             tmaster.submission = execution_state.as_dict(prior)["submission"]

@@ -20,13 +20,14 @@ import threading
 import time
 from typing import Callable, Protocol
 
+from heron_spark.config import SystemConfig
 from heron_spark.contract import execution_state, roles
 from heron_spark.errors import TopologyStateError
 from heron_spark.metrics import aggregate
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
-from heron_spark.statemgr.checkpoints import CheckpointStore
+from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster import control, live_queries, views
 from heron_spark.tmaster.core import TMasterCore, TopologyState
 from heron_spark.tmaster.metrics_cache import MetricsCache
@@ -227,6 +228,23 @@ class TMaster:
     @submission.setter
     def submission(self, value: dict) -> None:
         self.core.submission = value
+
+    @classmethod
+    def from_system(cls, plan: PlanView, statemgr: StateManager, secret: str, host: str,
+                    topology_id: str, generation: int, system: SystemConfig,
+                    committed_checkpoint: int, deactivated: bool,
+                    scheduler: Scheduler | None) -> "TMaster":
+        """Build a TMaster with the limits, timeouts and history sizes of ``system``."""
+        return cls(plan, statemgr, secret, host, topology_id, system.frame_max_bytes,
+                   generation, system.instance_restart_max, system.restart_window_secs,
+                   checkpoint_root=checkpoint_root(system.checkpoint_root, system.work_dir),
+                   committed_checkpoint=committed_checkpoint,
+                   stmgr_heartbeat_timeout_secs=system.tmaster_stmgr_heartbeat_timeout_secs,
+                   history=MetricsCache(system.tmaster_metrics_bucket_secs,
+                                        system.tmaster_metrics_retention_secs,
+                                        system.tmaster_metrics_max_series),
+                   exceptions_per_instance=system.tmaster_exceptions_per_instance,
+                   deactivated=deactivated, scheduler=scheduler)
 
     def start(self) -> "TMaster":
         """Start accepting stmgrs, metrics managers and control clients."""
