@@ -16,14 +16,30 @@ Delivery reports are read on the task thread in ``process`` and on tick tuples (
 ``topology.tick.tuple.freq.secs``, 0.1 s unless the component config sets it). A full local
 queue makes ``process`` wait for the broker, which is the sink's back pressure.
 
-Effectively-once: every record produced before a checkpoint is flushed to the broker before
-the sink's state is saved (``pre_save``), so nothing a checkpoint covers is lost; records
-produced after the last checkpoint are produced again when the topology rolls back, so Kafka
-receives them **at least once**. Kafka transactions are not used: a transaction could only be
-committed when the topology's checkpoint commits, and heron_spark tells tasks no such thing
-(there is no post-commit callback yet); and Tansu, the broker our tests run, accepts the
-transaction calls but shows aborted records to ``read_committed`` consumers, so an
-exactly-once sink could not be tested here. The sink logs this at start.
+Effectively-once (``kafka.transactions``: ``auto`` by default, ``true``, ``false``): the sink
+produces inside one Kafka transaction per checkpoint interval, with a ``transactional.id``
+fixed by topology, component and task index (``heron-<topology>-<component>-<index>``), so a
+restarted task's ``init_transactions`` fences its predecessor and aborts its open
+transaction. At ``pre_save(n)`` the open transaction is flushed and becomes checkpoint
+``n``'s; it is committed only once checkpoint ``n`` is committed, which the sink learns from
+the TMaster's committed-checkpoint record (polled every ``kafka.commit.poll.secs``, 0.5 s),
+from a restore of ``n`` or later, or at the end of input. A producer has one transaction at a
+time: records arriving while ``n``'s waits for its commit are held in memory (and put in the
+sink's checkpoint state if another checkpoint comes first) and produced in the next
+transaction. A rollback aborts every transaction of an uncommitted checkpoint; the spouts
+replay those records. Consumers see each record exactly once only when they read with
+``isolation.level=read_committed``; ``read_uncommitted`` consumers also see aborted records.
+Limits: a task that dies after its checkpoint ``n`` committed but before it committed ``n``'s
+transaction loses that transaction (its restarted successor's ``init_transactions`` aborts it,
+and Kafka has no way to resume it from librdkafka; the successor logs a warning naming the
+checkpoint); ``run_local``'s in-process runner records no committed checkpoint, so there
+transactions are committed at a restore and at the end of input only; a failure after a sink
+task's end of input and before the topology finishes may repeat the last interval. When the
+broker cannot do transactions (``init_transactions`` fails within ``kafka.check.timeout.secs``)
+``auto`` falls back to at-least-once with one warning (records since the last checkpoint are
+produced again after a rollback), ``true`` fails the task, and ``false`` never tries: at
+``pre_save`` the sink only flushes, so nothing a checkpoint covers is lost and records produced
+after it repeat after a rollback.
 
 Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported only there.
 """
@@ -31,6 +47,7 @@ Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported on
 from __future__ import annotations
 
 import functools
+import time
 import weakref
 from typing import Any
 
@@ -42,6 +59,7 @@ from heron_spark.errors import TopologyRuntimeError, TopologyValueError
 from heron_spark.io import kafka_config as kc
 
 TICK_SECS = 0.1
+STATE_KEY = "kafka.sink"  # effectively once: {"checkpoint": n, "txn": bool, "held": [(v, k)]}
 FLUSH_TIMEOUT_SECS = 60.0
 # The live sink of each task in this process: a restore (effectively once) builds the sink anew,
 # and ``initialize`` flushes the previous one's producer. Weak: a bolt has no ``close`` call in
@@ -71,6 +89,11 @@ def _report(sink_ref: weakref.ref, tup, error, message) -> None:
     sink = sink_ref()
     if sink is not None:
         sink._delivered(tup, error, message)
+
+
+def transactional_id(topology: str, component: str, task_index: int) -> str:
+    """Return the sink task's ``transactional.id``: the same for every run of the task."""
+    return f"heron-{topology}-{component}-{task_index}"
 
 
 def encode(value: Any) -> bytes | None:
@@ -103,12 +126,26 @@ class KafkaSink(Bolt, StatefulComponent):
         return super().spec(name=name, par=par, inputs=inputs, config=config,
                             optional_outputs=optional_outputs)
 
+    _state = None  # effectively once: the task's State (set by init_state)
+    _transactional = False            # effectively once with Kafka transactions
+    _open = False                     # a transaction is begun and takes records
+    _pending: int | None = None       # the checkpoint whose transaction awaits its commit
+
     def init_state(self, stateful_state) -> None:
-        """Effectively once: nothing of the sink's own is saved (see ``pre_save``)."""
+        """Keep the state: the checkpoint it was saved at and the records held then."""
+        self._state = stateful_state
 
     def pre_save(self, checkpoint_id) -> None:
-        """Flush: every record produced before the checkpoint is on the broker before it saves."""
+        """Flush; with transactions the open one becomes ``checkpoint_id``'s (see the module)."""
         self._flush()
+        if not self._transactional:
+            return
+        cid = int(checkpoint_id)
+        if self._pending is None and self._open:
+            self._pending, self._open = cid, False
+        if self._state is not None:
+            self._state.put(STATE_KEY, {"checkpoint": cid, "txn": self._pending == cid,
+                                        "held": list(self._held)})
 
     def initialize(self, config, context):
         """Create the producer and check that the broker answers and has the topic."""
@@ -120,8 +157,12 @@ class KafkaSink(Bolt, StatefulComponent):
         mode = TopologyConfig.from_config(config)
         self._reliable, self._effectively_once = mode.at_least_once, mode.effectively_once
         previous = _OPEN.pop(context.get_task_id(), None)
-        if previous is not None and previous is not self:
-            previous.close()
+        if previous is self:
+            previous = None
+        if previous is not None and not (self._effectively_once and
+                                         getattr(previous, "_transactional", False)):
+            previous.close()  # a transactional one is taken over below (a restore)
+            previous = None
         self._properties = kc.producer_properties(config)
         self._producer = self._ck.Producer(self._properties)
         try:
@@ -134,10 +175,115 @@ class KafkaSink(Bolt, StatefulComponent):
         self._ref = weakref.ref(self)
         self._positions: dict[tuple[str, str], tuple[int, int | None]] = {}
         self._errors = 0
+        self._transactional = False
+        self._open = False
+        self._pending = None
+        self._held: list[tuple[bytes | None, bytes | None]] = []  # (value, key) after it
+        self.transactions = {"committed": 0, "aborted": 0}
         if self._effectively_once:
-            self.log(f"KafkaSink {self._name}: under effectively-once the records reach Kafka "
-                     "at least once (no Kafka transactions; see heron_spark.io.kafka_sink)",
-                     "warning")
+            self._poll_secs = float(config[kc.COMMIT_POLL_SECS])
+            self._next_poll = 0.0
+            self._started_wall = time.time()
+            self._start_transactions(config, previous)
+
+    # ---- transactions (effectively once) ---------------------------------------------------
+    def _start_transactions(self, config: dict, previous: KafkaSink | None) -> None:
+        """Make the producer transactional, or fall back as ``kafka.transactions`` says."""
+        choice = config[kc.TRANSACTIONS]
+        saved = (self._state.get(STATE_KEY) if self._state is not None else None) or {}
+        restored = int(saved.get("checkpoint", 0))
+        if choice == "false":
+            if previous is not None:
+                previous.close()
+            self._fell_back("kafka.transactions is false")
+            return
+        if previous is not None and previous._transactional and previous._producer is not None:
+            self._take_over(previous, restored)  # a restore in this process: its producer
+        else:
+            timeout = float(config.get(kc.CHECK_TIMEOUT_SECS, 10.0))
+            txn_id = transactional_id(self._context.get_topology_name(), self._name,
+                                      self._context.get_task_index())
+            producer = self._ck.Producer({**self._properties, "transactional.id": txn_id})
+            try:
+                producer.init_transactions(timeout)  # fences a predecessor: aborts its open one
+            except self._ck.KafkaException as exc:
+                _shut(producer)
+                if choice == "true":
+                    msg = (f"the Kafka broker at {config[kc.BOOTSTRAP_SERVERS]} refused "
+                           f"transactions ({exc})")
+                    raise TopologyValueError(
+                        msg, component=self._name, value=choice, kind="config",
+                        fix=f"use a broker with transactions, or set {kc.TRANSACTIONS!r} to "
+                            "'auto' or false to accept at-least-once output") from exc
+                self._fell_back(f"the broker refused transactions: {exc}")
+                return
+            _shut(self._producer)
+            self._producer = producer
+            if saved.get("txn"):
+                self.log(f"KafkaSink {self._name}: restored checkpoint {restored}; its Kafka "
+                         "transaction was committed by the previous task unless that task died "
+                         "first, in which case its records are lost (see heron_spark.io."
+                         "kafka_sink)", "warning")
+        self._transactional = True
+        held = [tuple(r) for r in saved.get("held") or []]
+        if held:  # records of the restored (so committed) checkpoint not in any transaction
+            self._begin()
+            for value, key in held:
+                self._produce(value, key, None)
+            self._commit_open()
+
+    def _take_over(self, previous: KafkaSink, restored: int) -> None:
+        """Use the previous sink's producer: commit what ``restored`` covers, abort the rest."""
+        producer, previous._producer = previous._producer, None
+        _shut(self._producer)
+        self._producer = producer
+        pending = previous._pending
+        if pending is not None and pending <= restored:
+            self._call("commit_transaction")
+            self.transactions["committed"] += 1
+        elif pending is not None or previous._open:
+            self._call("abort_transaction")
+            self.transactions["aborted"] += 1
+
+    def _fell_back(self, why: str) -> None:
+        self.log(f"KafkaSink {self._name}: no Kafka transactions ({why}); under effectively-once "
+                 "its records reach Kafka at least once: those produced after the last "
+                 "checkpoint are produced again after a rollback", "warning")
+
+    def _call(self, name: str) -> None:
+        try:
+            getattr(self._producer, name)(FLUSH_TIMEOUT_SECS)
+        except self._ck.KafkaException as exc:
+            msg = f"the Kafka producer's {name} on topic {self._topic!r} failed: {exc}"
+            raise TopologyRuntimeError(msg, component=self._name) from exc
+
+    def _begin(self) -> None:
+        self._producer.begin_transaction()
+        self._open = True
+
+    def _commit_open(self) -> None:
+        self._flush()
+        self._call("commit_transaction")
+        self._open = False
+        self.transactions["committed"] += 1
+
+    def _commit_pending(self) -> None:
+        """Commit the waiting transaction, then produce what was held meanwhile."""
+        self._call("commit_transaction")
+        self._pending = None
+        self.transactions["committed"] += 1
+        held, self._held = self._held, []
+        if held:
+            self._begin()
+            for value, key in held:
+                self._produce(value, key, None)
+
+    def _committed_checkpoint(self) -> int:
+        """Return the last committed checkpoint (0: none, or its record predates this task)."""
+        record = self.delegate.committed_checkpoint() or {}
+        if float(record.get("time", 0)) < self._started_wall:
+            return 0
+        return int(record.get("id", 0))
 
     def process(self, tup):
         """Produce the tuple's record; ack or fail it when its delivery report arrives."""
@@ -148,27 +294,43 @@ class KafkaSink(Bolt, StatefulComponent):
             positions = self._positions[where] = field_positions(fields)
         value_at, key_at = positions
         key = None if key_at is None else encode(tup.values[key_at])
-        report = functools.partial(_report, self._ref, tup)
+        value = encode(tup.values[value_at])
+        if self._transactional:
+            if self._pending is not None:  # the producer's transaction waits for its commit
+                self._held.append((value, key))
+                return
+            if not self._open:
+                self._begin()
         if self._producer is None:  # closed at an end of input, yet more came: open anew
             self._producer = self._ck.Producer(self._properties)
             _OPEN[self._context.get_task_id()] = self
+        self._produce(value, key, tup)
+
+    def _produce(self, value: bytes | None, key: bytes | None, tup) -> None:
+        report = functools.partial(_report, self._ref, tup)
         while True:
             try:
-                self._producer.produce(self._topic, value=encode(tup.values[value_at]), key=key,
-                                       on_delivery=report)
+                self._producer.produce(self._topic, value=value, key=key, on_delivery=report)
                 break
             except BufferError:  # the local queue is full: wait for the broker
                 self._producer.poll(0.05)
         self._producer.poll(0)
 
     def process_tick(self, tup):
-        """Read the delivery reports that arrived (they ack or fail their tuples)."""
-        if self._producer is not None:  # None: the input ended and the producer was closed
-            self._producer.poll(0)
+        """Read the delivery reports; commit a transaction whose checkpoint is committed."""
+        if self._producer is None:  # the input ended and the producer was closed
+            return
+        self._producer.poll(0)
+        if self._transactional and self._pending is not None:
+            now = time.monotonic()
+            if now >= self._next_poll:
+                self._next_poll = now + self._poll_secs
+                if self._committed_checkpoint() >= self._pending:
+                    self._commit_pending()
 
     def _delivered(self, tup, error, message) -> None:
         if error is None:
-            if self._reliable:
+            if self._reliable and tup is not None:
                 self.ack(tup)
             return
         self._errors += 1
@@ -200,10 +362,19 @@ class KafkaSink(Bolt, StatefulComponent):
         sink is garbage-collected: an in-process run's tasks are cyclic garbage).
         """
         self._flush()
+        if self._transactional and self._producer is not None:  # without waiting for a checkpoint
+            if self._pending is not None:
+                self._commit_pending()
+            if self._open:
+                self._commit_open()
         self.close()
 
     def close(self):
-        """Deliver what is queued (reading the reports), then drop the producer."""
+        """Deliver what is queued (reading the reports), then drop the producer.
+
+        A transaction still open or waiting is left to the broker: it aborts it when it times
+        out or when the task's successor calls ``init_transactions``.
+        """
         producer = getattr(self, "_producer", None)
         if producer is not None:
             producer.flush(FLUSH_TIMEOUT_SECS)
