@@ -133,3 +133,67 @@ def test_update_of_the_spouts_parallelism_moves_partitions_without_loss(spark, k
     assert len(spouts) == 3
     assert kwc.seen(out) == every  # every partition has an owner after the update
     print(f"{len(out) - len(every)} words written twice")
+
+
+@pytest.mark.fault
+def test_effectively_once_sink_commits_per_checkpoint_and_rolls_back(spark, kafka, tmp_path,
+                                                                      hconf):
+    # EFFECTIVELY_ONCE with Kafka transactions, input in three waves: a wave's records follow
+    # the marker of the transaction holding the wave before (one producer, one transaction at
+    # a time), which the sink committed once the TMaster recorded its checkpoint committed (no
+    # end of input, no failure yet: nothing else ends a transaction). A kill -9 of a count
+    # instance then rolls every task back (the sink, in its own process, aborts what is not
+    # committed) and every count is committed in the end. Tansu has no isolation: aborted
+    # records are delivered too, so repeats are not checked.
+    import collections
+
+    import test_kafka_transactions as ktx
+    from heron_spark import Grouping, TopologyBuilder
+    from heron_spark.io import KafkaSink, KafkaSpout
+
+    name = "kafka-eo-txn"
+    source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(1)
+    text = kwc.lines(900)
+    builder = TopologyBuilder(name)
+    lines_in = builder.add_spout("kafka", KafkaSpout, par=2, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
+        "kafka.group.id": "eo-txn", "kafka.max.records.per.call": 8,
+        "kafka.decoder": ktx.as_line, "kafka.output.fields": ["line"]})
+    words = builder.add_bolt("split", ktx.Split, par=2, inputs={lines_in: Grouping.SHUFFLE})
+    counts = builder.add_bolt("count", ktx.CountOut, par=2,
+                              inputs={words: Grouping.fields("word")})
+    builder.add_bolt("out", KafkaSink, par=1, inputs={counts: Grouping.SHUFFLE}, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topic": sink,
+        "kafka.transactions": True})
+    builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
+                        "topology.stateful.checkpoint.interval.seconds": 0.5,
+                        "topology.stmgrs": 2, ktx.OUT: str(tmp_path)})
+
+    def expected(lines):
+        want = collections.Counter(word for line in lines for word in line.split())
+        return {(word, str(n)) for word, total in want.items() for n in range(1, total + 1)}
+
+    def wave(upto: int) -> list:
+        kafka.produce(source, [line.encode() for line in text[upto - 300:upto]], PARTITIONS)
+        return kafka.read(sink, 1, lambda m: ktx.pairs(m) >= expected(text[:upto]),
+                          timeout=TIMEOUT)
+
+    handle = _submit(spark, hconf, builder.build())
+    work = tmp_path / "work" / name
+    try:
+        wave(300)
+        got = wave(600)
+        offsets = {m.offset() for m in got}
+        between = max(offsets) + 1 - len(offsets)  # markers among the records so far
+        victims = faults.find(work, "instance", component="count")
+        assert victims, "no count instance to kill"
+        faults.kill9(victims[0])
+        got = wave(900)
+        failures = handle.status_detail()["instance_failures"]
+    finally:
+        handle.kill()
+    assert between >= 1
+    assert ktx.pairs(got) == expected(text)  # every count committed; none the input lacks
+    assert sum(failures.values()) >= 1
+    print(f"{between} transactions ended before the kill; "
+          f"{len(got) - len(expected(text))} records delivered twice (aborted ones)")
