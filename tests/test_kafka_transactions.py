@@ -65,14 +65,15 @@ def holes(kafka, topic: str, messages) -> int:
     return end - len(offsets)
 
 
-def _copy(kafka, source: str, sink: str, name: str, transactions, tmp_path: Path) -> str:
+def _copy(kafka, source: str, sink: str, name: str, transactions, tmp_path: Path,
+          properties: dict | None = None) -> str:
     builder = TopologyBuilder(name)
     spout = builder.add_spout("kafka", KafkaSpout, par=1, config={
         "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
         "kafka.group.id": name, "kafka.bounded": True, "kafka.max.records.per.call": 10})
     builder.add_bolt("out", KafkaSink, par=1, inputs={spout: Grouping.SHUFFLE}, config={
         "kafka.bootstrap.servers": kafka.servers, "kafka.topic": sink,
-        "kafka.transactions": transactions})
+        "kafka.transactions": transactions, "kafka.properties": properties or {}})
     builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
                         "topology.stateful.checkpoint.interval.seconds": 0.1})
     run = InProcessTopology(builder.build(), conf={"heron.work.dir": str(tmp_path / name)})
@@ -104,6 +105,38 @@ def test_effectively_once_produces_in_transactions_and_false_does_not(kafka, tmp
 def pairs(messages) -> set[tuple[str, str]]:
     """Return the ``(word, count)`` records read back (repeats folded)."""
     return {(m.key().decode(), m.value().decode()) for m in messages}
+
+
+# Tansu accepts every transaction call, so a refusal comes from the client here: librdkafka
+# refuses a transactional producer without idempotence, as it would refuse a broker that
+# cannot do transactions (init_transactions fails either way, before anything is produced).
+NO_IDEMPOTENCE = {"enable.idempotence": False}
+
+
+def test_auto_falls_back_to_at_least_once_when_transactions_are_refused(kafka, tmp_path, caplog):
+    source, sink = kafka.create_topic(1), kafka.create_topic(1)
+    kafka.produce(source, [b"r%d" % i for i in range(50)])
+    assert _copy(kafka, source, sink, "refused-auto", "auto", tmp_path,
+                 NO_IDEMPOTENCE) == "FINISHED"
+    got = kafka.read(sink, 1, lambda m: len(m) >= 50)
+    assert sorted(m.value() for m in got) == sorted(b"r%d" % i for i in range(50))
+    assert holes(kafka, sink, got) == 0  # produced without transactions
+    warned = [r.getMessage() for r in caplog.records if "no Kafka transactions" in r.getMessage()]
+    assert len(warned) == 1 and "KafkaSink out" in warned[0]
+    assert "enable.idempotence" in warned[0] and "produced again after a rollback" in warned[0]
+
+
+def test_true_fails_the_run_when_transactions_are_refused(kafka, tmp_path):
+    from heron_spark import TopologyRuntimeError
+
+    source, sink = kafka.create_topic(1), kafka.create_topic(1)
+    kafka.produce(source, [b"r%d" % i for i in range(5)])
+    with pytest.raises(TopologyRuntimeError) as info:
+        _copy(kafka, source, sink, "refused-true", True, tmp_path, NO_IDEMPOTENCE)
+    assert info.value.component == "out"
+    assert "could not start transactions" in str(info.value)
+    assert "kafka.transactions" in str(info.value)
+    assert kafka.ends(sink, 1) == {0: 0}  # nothing was produced
 
 
 class Split(Bolt):

@@ -203,19 +203,25 @@ class KafkaSink(Bolt, StatefulComponent):
             timeout = float(config.get(kc.CHECK_TIMEOUT_SECS, 10.0))
             txn_id = transactional_id(self._context.get_topology_name(), self._name,
                                       self._context.get_task_index())
-            producer = self._ck.Producer({**self._properties, "transactional.id": txn_id})
-            try:
+            producer = None
+            try:  # the client refuses (a setting), or the broker does
+                producer = self._ck.Producer({**self._properties, "transactional.id": txn_id})
                 producer.init_transactions(timeout)  # fences a predecessor: aborts its open one
             except self._ck.KafkaException as exc:
-                _shut(producer)
+                if producer is not None:
+                    _shut(producer)
                 if choice == "true":
-                    msg = (f"the Kafka broker at {config[kc.BOOTSTRAP_SERVERS]} refused "
-                           f"transactions ({exc})")
+                    _shut(self._producer)
+                    self._producer = None
+                    msg = ("the Kafka producer could not start transactions with the broker at "
+                           f"{config[kc.BOOTSTRAP_SERVERS]} ({exc})")
                     raise TopologyValueError(
                         msg, component=self._name, value=choice, kind="config",
-                        fix=f"use a broker with transactions, or set {kc.TRANSACTIONS!r} to "
-                            "'auto' or false to accept at-least-once output") from exc
-                self._fell_back(f"the broker refused transactions: {exc}")
+                        fix="use a broker with transactions and kafka.properties that allow "
+                            "them (enable.idempotence), or set "
+                            f"{kc.TRANSACTIONS!r} to 'auto' or false to accept at-least-once "
+                            "output") from exc
+                self._fell_back(f"transactions unavailable: {exc}")
                 return
             _shut(self._producer)
             self._producer = producer
