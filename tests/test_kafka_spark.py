@@ -143,17 +143,20 @@ def test_effectively_once_sink_commits_per_checkpoint_and_rolls_back(spark, kafk
     # a time), which the sink committed once the TMaster recorded its checkpoint committed (no
     # end of input, no failure yet: nothing else ends a transaction). A kill -9 of a count
     # instance then rolls every task back (the sink, in its own process, aborts what is not
-    # committed) and every count is committed in the end. Tansu has no isolation: aborted
-    # records are delivered too, so repeats are not checked.
+    # committed); a kill -9 of the sink's instance gives a new producer, whose
+    # init_transactions fences the dead one's, and which produces again the records of the
+    # restored checkpoint's waiting transaction. Every count is committed in the end. Tansu
+    # has no isolation: aborted records are delivered too, so repeats are not checked.
     import collections
 
     import test_kafka_transactions as ktx
     from heron_spark import Grouping, TopologyBuilder
     from heron_spark.io import KafkaSink, KafkaSpout
+    from heron_spark.io.kafka_sink import transactional_id
 
     name = "kafka-eo-txn"
     source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(1)
-    text = kwc.lines(900)
+    text = kwc.lines(1200)
     builder = TopologyBuilder(name)
     lines_in = builder.add_spout("kafka", KafkaSpout, par=2, config={
         "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
@@ -185,15 +188,21 @@ def test_effectively_once_sink_commits_per_checkpoint_and_rolls_back(spark, kafk
         got = wave(600)
         offsets = {m.offset() for m in got}
         between = max(offsets) + 1 - len(offsets)  # markers among the records so far
+        marked = kafka.committed(transactional_id(name, "out", 0), sink, 1)[0]
         victims = faults.find(work, "instance", component="count")
         assert victims, "no count instance to kill"
         faults.kill9(victims[0])
-        got = wave(900)
+        wave(900)
+        victims = faults.find(work, "instance", component="out")
+        assert victims, "no sink instance to kill"
+        faults.kill9(victims[0])
+        got = wave(1200)
         failures = handle.status_detail()["instance_failures"]
     finally:
         handle.kill()
     assert between >= 1
+    assert marked >= 1  # a checkpoint's transaction committed while running (its offset mark)
     assert ktx.pairs(got) == expected(text)  # every count committed; none the input lacks
-    assert sum(failures.values()) >= 1
+    assert sum(failures.values()) >= 2
     print(f"{between} transactions ended before the kill; "
           f"{len(got) - len(expected(text))} records delivered twice (aborted ones)")

@@ -24,6 +24,7 @@ from heron_spark.api.state import StatefulComponent
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.io import KafkaSink, KafkaSpout
 from heron_spark.io import kafka_config as kc
+from heron_spark.io import kafka_sink
 from heron_spark.io.kafka_sink import transactional_id
 
 TIMEOUT = 120
@@ -56,6 +57,9 @@ def as_line(key, value, *rest):
 
 def holes(kafka, topic: str, messages) -> int:
     """Offsets of ``topic`` (one partition) not delivered as records: transaction markers.
+
+    Markers of commits and of aborts look the same here; which transaction committed shows in
+    the sink's marker group (``KafkaSink._last_committed``).
 
     Tansu's high watermark is its last batch's base offset plus one (see ``kafka_support``):
     right when that batch is a marker (one record), too low after a batch of records.
@@ -90,6 +94,10 @@ def test_effectively_once_produces_in_transactions_and_false_does_not(kafka, tmp
     got = kafka.read(txn_out, 1, lambda m: len(m) >= 200)
     assert sorted(m.value() for m in got) == want  # no failure: nothing aborted, no repeat
     assert holes(kafka, txn_out, got) >= 1  # the broker wrote transaction markers
+    assert not kafka_sink._TXN  # the finished sink let its producer go
+    # each commit marks its checkpoint in the group named like the transactional.id (Kafka,
+    # and Tansu, apply that offset commit only when the transaction commits)
+    assert kafka.committed(transactional_id("txn", "out", 0), txn_out, 1)[0] >= 0  # -1001: none
     assert "no Kafka transactions" not in caplog.text
 
     plain_out = kafka.create_topic(1)
@@ -209,3 +217,5 @@ def test_effectively_once_count_to_kafka_with_a_crash_commits_every_count(kafka,
     assert pairs(got) == expected
     # transactions ended (markers): in process, at the restore and at the end of input
     assert holes(kafka, sink, got) >= 2
+    restored = run.checkpoints.status()["restored_from"][-1]
+    assert kafka.committed(transactional_id("kafka-txn-crash", "out", 0), sink, 1)[0] >= restored

@@ -67,6 +67,12 @@ FLUSH_TIMEOUT_SECS = 60.0
 # kept every finished run's producer connected, and logging once its broker went away, for
 # the rest of the process: the in-process runner's case).
 _OPEN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# Effectively once with transactions: the sink whose producer has a transaction open or
+# waiting, by transactional.id, held strongly: a restore drops the executor's reference to the
+# old sink before the new one's ``initialize``, which must find it to commit what the restored
+# checkpoint covers (else a new producer aborts it and its records are produced again).
+# Emptied when the sink ends its input or is taken over.
+_TXN: dict[str, KafkaSink] = {}
 
 
 def _shut(producer) -> None:
@@ -130,6 +136,8 @@ class KafkaSink(Bolt, StatefulComponent):
     _transactional = False            # effectively once with Kafka transactions
     _open = False                     # a transaction is begun and takes records
     _pending: int | None = None       # the checkpoint whose transaction awaits its commit
+    _marker: Any = None               # a Consumer of the transactions' marker group
+    _last_checkpoint = 0              # the last checkpoint saved
 
     def init_state(self, stateful_state) -> None:
         """Keep the state: the checkpoint it was saved at and the records held then."""
@@ -140,12 +148,14 @@ class KafkaSink(Bolt, StatefulComponent):
         self._flush()
         if not self._transactional:
             return
-        cid = int(checkpoint_id)
+        cid = self._last_checkpoint = int(checkpoint_id)
         if self._pending is None and self._open:
             self._pending, self._open = cid, False
-        if self._state is not None:
-            self._state.put(STATE_KEY, {"checkpoint": cid, "txn": self._pending == cid,
-                                        "held": list(self._held)})
+        if self._state is not None:  # "txn": the records of the transaction now waiting
+            self._state.put(STATE_KEY, {
+                "checkpoint": cid, "held": list(self._held),
+                "txn": list(self._in_txn) if self._pending is not None else [],
+                "txn_checkpoint": self._pending or 0})
 
     def initialize(self, config, context):
         """Create the producer and check that the broker answers and has the topic."""
@@ -157,6 +167,10 @@ class KafkaSink(Bolt, StatefulComponent):
         mode = TopologyConfig.from_config(config)
         self._reliable, self._effectively_once = mode.at_least_once, mode.effectively_once
         previous = _OPEN.pop(context.get_task_id(), None)
+        if self._effectively_once:
+            held = _TXN.pop(transactional_id(context.get_topology_name(), self._name,
+                                             context.get_task_index()), None)
+            previous = previous or held
         if previous is self:
             previous = None
         if previous is not None and not (self._effectively_once and
@@ -179,6 +193,7 @@ class KafkaSink(Bolt, StatefulComponent):
         self._open = False
         self._pending = None
         self._held: list[tuple[bytes | None, bytes | None]] = []  # (value, key) after it
+        self._in_txn: list[tuple[bytes | None, bytes | None]] = []  # in the open/waiting one
         self.transactions = {"committed": 0, "aborted": 0}
         if self._effectively_once:
             self._poll_secs = float(config[kc.COMMIT_POLL_SECS])
@@ -190,6 +205,8 @@ class KafkaSink(Bolt, StatefulComponent):
     def _start_transactions(self, config: dict, previous: KafkaSink | None) -> None:
         """Make the producer transactional, or fall back as ``kafka.transactions`` says."""
         choice = config[kc.TRANSACTIONS]
+        self._txn_id = transactional_id(self._context.get_topology_name(), self._name,
+                                        self._context.get_task_index())
         saved = (self._state.get(STATE_KEY) if self._state is not None else None) or {}
         restored = int(saved.get("checkpoint", 0))
         if choice == "false":
@@ -200,12 +217,13 @@ class KafkaSink(Bolt, StatefulComponent):
         if previous is not None and previous._transactional and previous._producer is not None:
             self._take_over(previous, restored)  # a restore in this process: its producer
         else:
+            if previous is not None:  # its input ended: it committed everything
+                previous.close()
             timeout = float(config.get(kc.CHECK_TIMEOUT_SECS, 10.0))
-            txn_id = transactional_id(self._context.get_topology_name(), self._name,
-                                      self._context.get_task_index())
             producer = None
             try:  # the client refuses (a setting), or the broker does
-                producer = self._ck.Producer({**self._properties, "transactional.id": txn_id})
+                producer = self._ck.Producer({**self._properties,
+                                              "transactional.id": self._txn_id})
                 producer.init_transactions(timeout)  # fences a predecessor: aborts its open one
             except self._ck.KafkaException as exc:
                 if producer is not None:
@@ -225,28 +243,59 @@ class KafkaSink(Bolt, StatefulComponent):
                 return
             _shut(self._producer)
             self._producer = producer
-            if saved.get("txn"):
-                self.log(f"KafkaSink {self._name}: restored checkpoint {restored}; its Kafka "
-                         "transaction was committed by the previous task unless that task died "
-                         "first, in which case its records are lost (see heron_spark.io."
-                         "kafka_sink)", "warning")
+            self._marker = self._ck.Consumer(kc.client_properties(
+                config, **{"group.id": self._txn_id, "enable.auto.commit": False}))
         self._transactional = True
+        _TXN[self._txn_id] = self
+        self._in_txn = []
         held = [tuple(r) for r in saved.get("held") or []]
+        waiting = int(saved.get("txn_checkpoint", 0))
+        if previous is None and saved.get("txn") and self._last_committed() < waiting:
+            # a new producer: init_transactions aborted the transaction of checkpoint
+            # ``waiting`` (covered by the restored, so committed, one): produce it again
+            self.log(f"KafkaSink {self._name}: the Kafka transaction of checkpoint {waiting} "
+                     "was not committed before the task stopped; its "
+                     f"{len(saved['txn'])} records are produced again", "info")
+            held = [tuple(r) for r in saved["txn"]] + held
         if held:  # records of the restored (so committed) checkpoint not in any transaction
             self._begin()
             for value, key in held:
                 self._produce(value, key, None)
-            self._commit_open()
+            self._commit_open(restored)
+
+    def _last_committed(self) -> int:
+        """Return the checkpoint of the last transaction committed under this transactional.id.
+
+        Every commit sends, inside its transaction, an offset commit of the group named like
+        the transactional.id: the checkpoint's id as the offset of partition 0 of the topic.
+        Kafka applies it only if the transaction commits.
+        """
+        found = self._marker.committed([self._ck.TopicPartition(self._topic, 0)],
+                                       timeout=FLUSH_TIMEOUT_SECS)
+        return max(found[0].offset, 0)
+
+    def _commit(self, checkpoint: int) -> None:
+        """Commit the producer's transaction, marking it with ``checkpoint``."""
+        try:
+            self._producer.send_offsets_to_transaction(
+                [self._ck.TopicPartition(self._topic, 0, checkpoint)],
+                self._marker.consumer_group_metadata(), FLUSH_TIMEOUT_SECS)
+        except self._ck.KafkaException as exc:
+            msg = f"the Kafka producer could not mark its transaction on {self._topic!r}: {exc}"
+            raise TopologyRuntimeError(msg, component=self._name) from exc
+        self._call("commit_transaction")
+        self.transactions["committed"] += 1
 
     def _take_over(self, previous: KafkaSink, restored: int) -> None:
         """Use the previous sink's producer: commit what ``restored`` covers, abort the rest."""
         producer, previous._producer = previous._producer, None
+        self._marker, previous._marker = previous._marker, None
+        previous._transactional = False
         _shut(self._producer)
         self._producer = producer
         pending = previous._pending
         if pending is not None and pending <= restored:
-            self._call("commit_transaction")
-            self.transactions["committed"] += 1
+            self._commit(pending)
         elif pending is not None or previous._open:
             self._call("abort_transaction")
             self.transactions["aborted"] += 1
@@ -266,22 +315,23 @@ class KafkaSink(Bolt, StatefulComponent):
     def _begin(self) -> None:
         self._producer.begin_transaction()
         self._open = True
+        self._in_txn = []
 
-    def _commit_open(self) -> None:
+    def _commit_open(self, checkpoint: int) -> None:
         self._flush()
-        self._call("commit_transaction")
+        self._commit(checkpoint)
         self._open = False
-        self.transactions["committed"] += 1
 
     def _commit_pending(self) -> None:
         """Commit the waiting transaction, then produce what was held meanwhile."""
-        self._call("commit_transaction")
+        self._commit(int(self._pending or 0))
         self._pending = None
-        self.transactions["committed"] += 1
+        self._in_txn = []
         held, self._held = self._held, []
         if held:
             self._begin()
             for value, key in held:
+                self._in_txn.append((value, key))
                 self._produce(value, key, None)
 
     def _committed_checkpoint(self) -> int:
@@ -307,6 +357,7 @@ class KafkaSink(Bolt, StatefulComponent):
                 return
             if not self._open:
                 self._begin()
+            self._in_txn.append((value, key))
         if self._producer is None:  # closed at an end of input, yet more came: open anew
             self._producer = self._ck.Producer(self._properties)
             _OPEN[self._context.get_task_id()] = self
@@ -372,7 +423,7 @@ class KafkaSink(Bolt, StatefulComponent):
             if self._pending is not None:
                 self._commit_pending()
             if self._open:
-                self._commit_open()
+                self._commit_open(self._last_checkpoint)
         self.close()
 
     def close(self):
@@ -387,4 +438,9 @@ class KafkaSink(Bolt, StatefulComponent):
             _shut(producer)
             if _OPEN.get(self._context.get_task_id()) is self:
                 del _OPEN[self._context.get_task_id()]
+            if _TXN.get(getattr(self, "_txn_id", "")) is self:
+                del _TXN[self._txn_id]
+        if self._marker is not None:
+            self._marker.close()
+            self._marker = None
             self._producer = None
