@@ -2,10 +2,12 @@
 
 What the broker shows: every ended transaction (committed or aborted) leaves a control record
 that takes an offset of the partition and is never delivered to a consumer, so the holes in
-the offsets of the records read back count the transactions the sink ended. What it does not
-show: Tansu has no transaction isolation (a ``read_committed`` consumer also gets aborted
-records), so these tests check that every record is committed and that transactions were used,
-not that aborted records stay invisible (see ``kafka_support``).
+the offsets of the records read back count the transactions the sink ended; the sink's marker
+group (an offset commit sent inside each transaction, applied only when it commits: Tansu does
+that right) shows the last committed checkpoint. What it does not show: Tansu has no
+transaction isolation (a ``read_committed`` consumer also gets aborted records), so these tests
+check that every record is committed and that transactions were used, not that aborted
+records stay invisible (see ``kafka_support``).
 """
 
 from __future__ import annotations

@@ -25,21 +25,33 @@ transaction. At ``pre_save(n)`` the open transaction is flushed and becomes chec
 the TMaster's committed-checkpoint record (polled every ``kafka.commit.poll.secs``, 0.5 s),
 from a restore of ``n`` or later, or at the end of input. A producer has one transaction at a
 time: records arriving while ``n``'s waits for its commit are held in memory (and put in the
-sink's checkpoint state if another checkpoint comes first) and produced in the next
-transaction. A rollback aborts every transaction of an uncommitted checkpoint; the spouts
-replay those records. Consumers see each record exactly once only when they read with
-``isolation.level=read_committed``; ``read_uncommitted`` consumers also see aborted records.
-Limits: a task that dies after its checkpoint ``n`` committed but before it committed ``n``'s
-transaction loses that transaction (its restarted successor's ``init_transactions`` aborts it,
-and Kafka has no way to resume it from librdkafka; the successor logs a warning naming the
-checkpoint); ``run_local``'s in-process runner records no committed checkpoint, so there
-transactions are committed at a restore and at the end of input only; a failure after a sink
-task's end of input and before the topology finishes may repeat the last interval. When the
-broker cannot do transactions (``init_transactions`` fails within ``kafka.check.timeout.secs``)
-``auto`` falls back to at-least-once with one warning (records since the last checkpoint are
-produced again after a rollback), ``true`` fails the task, and ``false`` never tries: at
-``pre_save`` the sink only flushes, so nothing a checkpoint covers is lost and records produced
-after it repeat after a rollback.
+sink's checkpoint state if another checkpoint comes first) and produced in the next one.
+Each commit also commits, inside the transaction, the offset ``n`` of partition 0 of the
+topic for the consumer group named like the transactional.id: Kafka applies it only if the
+transaction commits, so it records the last committed checkpoint on the broker.
+
+A rollback in the same process (another task failed) takes the producer over: the waiting
+transaction is committed if the restored checkpoint covers it, else aborted with the open
+one; the spouts replay what was aborted. A sink task that died is restarted with a new
+producer, whose ``init_transactions`` aborts whatever its predecessor left open; the restored
+state holds the records of the transaction that was waiting at the checkpoint, and the sink
+produces them again unless the marker group shows that transaction committed. So a reader
+sees every record exactly once when it reads with ``isolation.level=read_committed``;
+``read_uncommitted`` readers also see aborted records. Costs: a checkpoint's state holds the
+records of the transaction waiting then (one interval's output), and records wait in memory
+while a commit is outstanding. Limits: ``run_local``'s in-process runner records no committed
+checkpoint, so there a transaction is committed at a restore and at the end of input only
+(keep such runs shorter than ``transaction.timeout.ms``, 60 s by default, or raise it in
+``kafka.properties``); the end of input commits without waiting for a checkpoint, so a
+failure after a sink task's end of input and before the topology finishes may repeat the last
+interval.
+
+When transactions are unavailable (``init_transactions`` fails within
+``kafka.check.timeout.secs``: a broker without them, or client settings that forbid them such
+as ``enable.idempotence=false``) ``auto`` falls back to at-least-once with one warning naming
+the component (records produced after the last checkpoint are produced again after a
+rollback), ``true`` fails the task naming the component and the fix, and ``false`` never
+tries. Without transactions ``pre_save`` only flushes, so nothing a checkpoint covers is lost.
 
 Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported only there.
 """
