@@ -452,7 +452,8 @@ class KafkaSink(Bolt, StatefulComponent):
                 del _OPEN[self._context.get_task_id()]
             if _TXN.get(getattr(self, "_txn_id", "")) is self:
                 del _TXN[self._txn_id]
+            self._producer = None
+        self._transactional = False  # (records after an end of input: a plain producer)
         if self._marker is not None:
             self._marker.close()
             self._marker = None
-            self._producer = None
