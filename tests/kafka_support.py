@@ -8,7 +8,11 @@ confluent-kafka 2.16, see the report in the commit that added this file):
 - consumer-group rebalancing: a ``subscribe()`` consumer's JoinGroup never completes, so it is
   never assigned a partition (``assign()`` with committed offsets in a group works);
 - transaction isolation: ``init_transactions`` / ``commit_transaction`` / ``abort_transaction``
-  succeed, but a ``read_committed`` consumer also sees aborted records;
+  succeed, but a ``read_committed`` consumer also sees aborted records. What it does right:
+  each ended transaction writes a control record (it takes an offset, no consumer gets it),
+  a new producer's ``init_transactions`` aborts its predecessor's open transaction, and an
+  offset commit sent with ``send_offsets_to_transaction`` is applied only if the transaction
+  commits (checked with confluent-kafka 2.16; ``KafkaSink`` marks its commits that way);
 - topic auto-creation on produce or metadata requests (topics must be created);
 - a correct high watermark: it reports the base offset of the partition's last record batch
   plus one, not the last offset plus one, so a batch of 10 records into an empty partition

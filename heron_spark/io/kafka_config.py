@@ -30,6 +30,8 @@ METADATA_REFRESH_SECS = "kafka.metadata.refresh.secs"
 CHECK_TIMEOUT_SECS = "kafka.check.timeout.secs"
 BOUNDED = "kafka.bounded"              # spout: end at the end offsets seen at start
 TOPIC = "kafka.topic"                  # sink: the topic it produces to
+TRANSACTIONS = "kafka.transactions"    # sink, effectively once: 'auto' | True | False
+COMMIT_POLL_SECS = "kafka.commit.poll.secs"  # sink: how often a waiting transaction polls
 INSTALL_EXTRA = "kafka"
 
 SPOUT_FIELDS = ("key", "value", "topic", "partition", "offset", "timestamp")
@@ -108,8 +110,25 @@ def sink_settings(config: dict, component: str | None = None) -> dict:
     _need(config, BOOTSTRAP_SERVERS, component, _FIX_SERVERS)
     _need(config, TOPIC, component, f"set {TOPIC!r} to the topic to produce to")
     _properties(config, component)
+    config[TRANSACTIONS] = transactions_choice(config.get(TRANSACTIONS, "auto"), component)
+    config.setdefault(COMMIT_POLL_SECS, 0.5)
     config.setdefault(CHECK_TIMEOUT_SECS, 10.0)
     return config
+
+
+def transactions_choice(value: Any, component: str | None = None) -> str:
+    """Return ``kafka.transactions`` as ``'auto'``, ``'true'`` or ``'false'``; raise if invalid.
+
+    ``auto`` (the default): the sink uses Kafka transactions under effectively once when the
+    broker supports them, else falls back to at-least-once with a warning; ``true``: a broker
+    without transactions fails the task; ``false``: no transactions (at-least-once output).
+    """
+    text = str(value).strip().lower() if value is not None else "auto"
+    if text in ("auto", "true", "false"):
+        return text
+    msg = f"{TRANSACTIONS!r} must be 'auto', true or false"
+    raise TopologyValueError(msg, component=component, value=value, kind="config",
+                             fix=f"set {TRANSACTIONS!r} to 'auto' (the default), true or false")
 
 
 def client_properties(config: dict, **ours: Any) -> dict:

@@ -16,14 +16,42 @@ Delivery reports are read on the task thread in ``process`` and on tick tuples (
 ``topology.tick.tuple.freq.secs``, 0.1 s unless the component config sets it). A full local
 queue makes ``process`` wait for the broker, which is the sink's back pressure.
 
-Effectively-once: every record produced before a checkpoint is flushed to the broker before
-the sink's state is saved (``pre_save``), so nothing a checkpoint covers is lost; records
-produced after the last checkpoint are produced again when the topology rolls back, so Kafka
-receives them **at least once**. Kafka transactions are not used: a transaction could only be
-committed when the topology's checkpoint commits, and heron_spark tells tasks no such thing
-(there is no post-commit callback yet); and Tansu, the broker our tests run, accepts the
-transaction calls but shows aborted records to ``read_committed`` consumers, so an
-exactly-once sink could not be tested here. The sink logs this at start.
+Effectively-once (``kafka.transactions``: ``auto`` by default, ``true``, ``false``): the sink
+produces inside one Kafka transaction per checkpoint interval, with a ``transactional.id``
+fixed by topology, component and task index (``heron-<topology>-<component>-<index>``), so a
+restarted task's ``init_transactions`` fences its predecessor and aborts its open
+transaction. At ``pre_save(n)`` the open transaction is flushed and becomes checkpoint
+``n``'s; it is committed only once checkpoint ``n`` is committed, which the sink learns from
+the TMaster's committed-checkpoint record (polled every ``kafka.commit.poll.secs``, 0.5 s),
+from a restore of ``n`` or later, or at the end of input. A producer has one transaction at a
+time: records arriving while ``n``'s waits for its commit are held in memory (and put in the
+sink's checkpoint state if another checkpoint comes first) and produced in the next one.
+Each commit also commits, inside the transaction, the offset ``n`` of partition 0 of the
+topic for the consumer group named like the transactional.id: Kafka applies it only if the
+transaction commits, so it records the last committed checkpoint on the broker.
+
+A rollback in the same process (another task failed) takes the producer over: the waiting
+transaction is committed if the restored checkpoint covers it, else aborted with the open
+one; the spouts replay what was aborted. A sink task that died is restarted with a new
+producer, whose ``init_transactions`` aborts whatever its predecessor left open; the restored
+state holds the records of the transaction that was waiting at the checkpoint, and the sink
+produces them again unless the marker group shows that transaction committed. So a reader
+sees every record exactly once when it reads with ``isolation.level=read_committed``;
+``read_uncommitted`` readers also see aborted records. Costs: a checkpoint's state holds the
+records of the transaction waiting then (one interval's output), and records wait in memory
+while a commit is outstanding. Limits: ``run_local``'s in-process runner records no committed
+checkpoint, so there a transaction is committed at a restore and at the end of input only
+(keep such runs shorter than ``transaction.timeout.ms``, 60 s by default, or raise it in
+``kafka.properties``); the end of input commits without waiting for a checkpoint, so a
+failure after a sink task's end of input and before the topology finishes may repeat the last
+interval.
+
+When transactions are unavailable (``init_transactions`` fails within
+``kafka.check.timeout.secs``: a broker without them, or client settings that forbid them such
+as ``enable.idempotence=false``) ``auto`` falls back to at-least-once with one warning naming
+the component (records produced after the last checkpoint are produced again after a
+rollback), ``true`` fails the task naming the component and the fix, and ``false`` never
+tries. Without transactions ``pre_save`` only flushes, so nothing a checkpoint covers is lost.
 
 Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported only there.
 """
@@ -31,6 +59,7 @@ Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported on
 from __future__ import annotations
 
 import functools
+import time
 import weakref
 from typing import Any
 
@@ -42,6 +71,7 @@ from heron_spark.errors import TopologyRuntimeError, TopologyValueError
 from heron_spark.io import kafka_config as kc
 
 TICK_SECS = 0.1
+STATE_KEY = "kafka.sink"  # effectively once: {"checkpoint": n, "txn": bool, "held": [(v, k)]}
 FLUSH_TIMEOUT_SECS = 60.0
 # The live sink of each task in this process: a restore (effectively once) builds the sink anew,
 # and ``initialize`` flushes the previous one's producer. Weak: a bolt has no ``close`` call in
@@ -49,6 +79,12 @@ FLUSH_TIMEOUT_SECS = 60.0
 # kept every finished run's producer connected, and logging once its broker went away, for
 # the rest of the process: the in-process runner's case).
 _OPEN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# Effectively once with transactions: the sink whose producer has a transaction open or
+# waiting, by transactional.id, held strongly: a restore drops the executor's reference to the
+# old sink before the new one's ``initialize``, which must find it to commit what the restored
+# checkpoint covers (else a new producer aborts it and its records are produced again).
+# Emptied when the sink ends its input or is taken over.
+_TXN: dict[str, KafkaSink] = {}
 
 
 def _shut(producer) -> None:
@@ -71,6 +107,11 @@ def _report(sink_ref: weakref.ref, tup, error, message) -> None:
     sink = sink_ref()
     if sink is not None:
         sink._delivered(tup, error, message)
+
+
+def transactional_id(topology: str, component: str, task_index: int) -> str:
+    """Return the sink task's ``transactional.id``: the same for every run of the task."""
+    return f"heron-{topology}-{component}-{task_index}"
 
 
 def encode(value: Any) -> bytes | None:
@@ -103,12 +144,30 @@ class KafkaSink(Bolt, StatefulComponent):
         return super().spec(name=name, par=par, inputs=inputs, config=config,
                             optional_outputs=optional_outputs)
 
+    _state = None  # effectively once: the task's State (set by init_state)
+    _transactional = False            # effectively once with Kafka transactions
+    _open = False                     # a transaction is begun and takes records
+    _pending: int | None = None       # the checkpoint whose transaction awaits its commit
+    _marker: Any = None               # a Consumer of the transactions' marker group
+    _last_checkpoint = 0              # the last checkpoint saved
+
     def init_state(self, stateful_state) -> None:
-        """Effectively once: nothing of the sink's own is saved (see ``pre_save``)."""
+        """Keep the state: the checkpoint it was saved at and the records held then."""
+        self._state = stateful_state
 
     def pre_save(self, checkpoint_id) -> None:
-        """Flush: every record produced before the checkpoint is on the broker before it saves."""
+        """Flush; with transactions the open one becomes ``checkpoint_id``'s (see the module)."""
         self._flush()
+        if not self._transactional:
+            return
+        cid = self._last_checkpoint = int(checkpoint_id)
+        if self._pending is None and self._open:
+            self._pending, self._open = cid, False
+        if self._state is not None:  # "txn": the records of the transaction now waiting
+            self._state.put(STATE_KEY, {
+                "checkpoint": cid, "held": list(self._held),
+                "txn": list(self._in_txn) if self._pending is not None else [],
+                "txn_checkpoint": self._pending or 0})
 
     def initialize(self, config, context):
         """Create the producer and check that the broker answers and has the topic."""
@@ -120,8 +179,16 @@ class KafkaSink(Bolt, StatefulComponent):
         mode = TopologyConfig.from_config(config)
         self._reliable, self._effectively_once = mode.at_least_once, mode.effectively_once
         previous = _OPEN.pop(context.get_task_id(), None)
-        if previous is not None and previous is not self:
-            previous.close()
+        if self._effectively_once:
+            held = _TXN.pop(transactional_id(context.get_topology_name(), self._name,
+                                             context.get_task_index()), None)
+            previous = previous or held
+        if previous is self:
+            previous = None
+        if previous is not None and not (self._effectively_once and
+                                         getattr(previous, "_transactional", False)):
+            previous.close()  # a transactional one is taken over below (a restore)
+            previous = None
         self._properties = kc.producer_properties(config)
         self._producer = self._ck.Producer(self._properties)
         try:
@@ -134,10 +201,157 @@ class KafkaSink(Bolt, StatefulComponent):
         self._ref = weakref.ref(self)
         self._positions: dict[tuple[str, str], tuple[int, int | None]] = {}
         self._errors = 0
+        self._transactional = False
+        self._open = False
+        self._pending = None
+        self._held: list[tuple[bytes | None, bytes | None]] = []  # (value, key) after it
+        self._in_txn: list[tuple[bytes | None, bytes | None]] = []  # in the open/waiting one
+        self.transactions = {"committed": 0, "aborted": 0}
         if self._effectively_once:
-            self.log(f"KafkaSink {self._name}: under effectively-once the records reach Kafka "
-                     "at least once (no Kafka transactions; see heron_spark.io.kafka_sink)",
-                     "warning")
+            self._poll_secs = float(config[kc.COMMIT_POLL_SECS])
+            self._next_poll = 0.0
+            self._started_wall = time.time()
+            self._start_transactions(config, previous)
+
+    # ---- transactions (effectively once) ---------------------------------------------------
+    def _start_transactions(self, config: dict, previous: KafkaSink | None) -> None:
+        """Make the producer transactional, or fall back as ``kafka.transactions`` says."""
+        choice = config[kc.TRANSACTIONS]
+        self._txn_id = transactional_id(self._context.get_topology_name(), self._name,
+                                        self._context.get_task_index())
+        saved = (self._state.get(STATE_KEY) if self._state is not None else None) or {}
+        restored = int(saved.get("checkpoint", 0))
+        if choice == "false":
+            if previous is not None:
+                previous.close()
+            self._fell_back("kafka.transactions is false")
+            return
+        if previous is not None and previous._transactional and previous._producer is not None:
+            self._take_over(previous, restored)  # a restore in this process: its producer
+        else:
+            if previous is not None:  # its input ended: it committed everything
+                previous.close()
+            timeout = float(config.get(kc.CHECK_TIMEOUT_SECS, 10.0))
+            producer = None
+            try:  # the client refuses (a setting), or the broker does
+                producer = self._ck.Producer({**self._properties,
+                                              "transactional.id": self._txn_id})
+                producer.init_transactions(timeout)  # fences a predecessor: aborts its open one
+            except self._ck.KafkaException as exc:
+                if producer is not None:
+                    _shut(producer)
+                if choice == "true":
+                    _shut(self._producer)
+                    self._producer = None
+                    msg = ("the Kafka producer could not start transactions with the broker at "
+                           f"{config[kc.BOOTSTRAP_SERVERS]} ({exc})")
+                    raise TopologyValueError(
+                        msg, component=self._name, value=choice, kind="config",
+                        fix="use a broker with transactions and kafka.properties that allow "
+                            "them (enable.idempotence), or set "
+                            f"{kc.TRANSACTIONS!r} to 'auto' or false to accept at-least-once "
+                            "output") from exc
+                self._fell_back(f"transactions unavailable: {exc}")
+                return
+            _shut(self._producer)
+            self._producer = producer
+            self._marker = self._ck.Consumer(kc.client_properties(
+                config, **{"group.id": self._txn_id, "enable.auto.commit": False}))
+        self._transactional = True
+        _TXN[self._txn_id] = self
+        self._in_txn = []
+        held = [tuple(r) for r in saved.get("held") or []]
+        waiting = int(saved.get("txn_checkpoint", 0))
+        if previous is None and saved.get("txn") and self._last_committed() < waiting:
+            # a new producer: init_transactions aborted the transaction of checkpoint
+            # ``waiting`` (covered by the restored, so committed, one): produce it again
+            self.log(f"KafkaSink {self._name}: the Kafka transaction of checkpoint {waiting} "
+                     "was not committed before the task stopped; its "
+                     f"{len(saved['txn'])} records are produced again", "info")
+            held = [tuple(r) for r in saved["txn"]] + held
+        if held:  # records of the restored (so committed) checkpoint not in any transaction
+            self._begin()
+            for value, key in held:
+                self._produce(value, key, None)
+            self._commit_open(restored)
+
+    def _last_committed(self) -> int:
+        """Return the checkpoint of the last transaction committed under this transactional.id.
+
+        Every commit sends, inside its transaction, an offset commit of the group named like
+        the transactional.id: the checkpoint's id as the offset of partition 0 of the topic.
+        Kafka applies it only if the transaction commits.
+        """
+        found = self._marker.committed([self._ck.TopicPartition(self._topic, 0)],
+                                       timeout=FLUSH_TIMEOUT_SECS)
+        return max(found[0].offset, 0)
+
+    def _commit(self, checkpoint: int) -> None:
+        """Commit the producer's transaction, marking it with ``checkpoint``."""
+        try:
+            self._producer.send_offsets_to_transaction(
+                [self._ck.TopicPartition(self._topic, 0, checkpoint)],
+                self._marker.consumer_group_metadata(), FLUSH_TIMEOUT_SECS)
+        except self._ck.KafkaException as exc:
+            msg = f"the Kafka producer could not mark its transaction on {self._topic!r}: {exc}"
+            raise TopologyRuntimeError(msg, component=self._name) from exc
+        self._call("commit_transaction")
+        self.transactions["committed"] += 1
+
+    def _take_over(self, previous: KafkaSink, restored: int) -> None:
+        """Use the previous sink's producer: commit what ``restored`` covers, abort the rest."""
+        producer, previous._producer = previous._producer, None
+        self._marker, previous._marker = previous._marker, None
+        previous._transactional = False
+        _shut(self._producer)
+        self._producer = producer
+        pending = previous._pending
+        if pending is not None and pending <= restored:
+            self._commit(pending)
+        elif pending is not None or previous._open:
+            self._call("abort_transaction")
+            self.transactions["aborted"] += 1
+
+    def _fell_back(self, why: str) -> None:
+        self.log(f"KafkaSink {self._name}: no Kafka transactions ({why}); under effectively-once "
+                 "its records reach Kafka at least once: those produced after the last "
+                 "checkpoint are produced again after a rollback", "warning")
+
+    def _call(self, name: str) -> None:
+        try:
+            getattr(self._producer, name)(FLUSH_TIMEOUT_SECS)
+        except self._ck.KafkaException as exc:
+            msg = f"the Kafka producer's {name} on topic {self._topic!r} failed: {exc}"
+            raise TopologyRuntimeError(msg, component=self._name) from exc
+
+    def _begin(self) -> None:
+        self._producer.begin_transaction()
+        self._open = True
+        self._in_txn = []
+
+    def _commit_open(self, checkpoint: int) -> None:
+        self._flush()
+        self._commit(checkpoint)
+        self._open = False
+
+    def _commit_pending(self) -> None:
+        """Commit the waiting transaction, then produce what was held meanwhile."""
+        self._commit(int(self._pending or 0))
+        self._pending = None
+        self._in_txn = []
+        held, self._held = self._held, []
+        if held:
+            self._begin()
+            for value, key in held:
+                self._in_txn.append((value, key))
+                self._produce(value, key, None)
+
+    def _committed_checkpoint(self) -> int:
+        """Return the last committed checkpoint (0: none, or its record predates this task)."""
+        record = self.delegate.committed_checkpoint() or {}
+        if float(record.get("time", 0)) < self._started_wall:
+            return 0
+        return int(record.get("id", 0))
 
     def process(self, tup):
         """Produce the tuple's record; ack or fail it when its delivery report arrives."""
@@ -148,27 +362,44 @@ class KafkaSink(Bolt, StatefulComponent):
             positions = self._positions[where] = field_positions(fields)
         value_at, key_at = positions
         key = None if key_at is None else encode(tup.values[key_at])
-        report = functools.partial(_report, self._ref, tup)
+        value = encode(tup.values[value_at])
+        if self._transactional:
+            if self._pending is not None:  # the producer's transaction waits for its commit
+                self._held.append((value, key))
+                return
+            if not self._open:
+                self._begin()
+            self._in_txn.append((value, key))
         if self._producer is None:  # closed at an end of input, yet more came: open anew
             self._producer = self._ck.Producer(self._properties)
             _OPEN[self._context.get_task_id()] = self
+        self._produce(value, key, tup)
+
+    def _produce(self, value: bytes | None, key: bytes | None, tup) -> None:
+        report = functools.partial(_report, self._ref, tup)
         while True:
             try:
-                self._producer.produce(self._topic, value=encode(tup.values[value_at]), key=key,
-                                       on_delivery=report)
+                self._producer.produce(self._topic, value=value, key=key, on_delivery=report)
                 break
             except BufferError:  # the local queue is full: wait for the broker
                 self._producer.poll(0.05)
         self._producer.poll(0)
 
     def process_tick(self, tup):
-        """Read the delivery reports that arrived (they ack or fail their tuples)."""
-        if self._producer is not None:  # None: the input ended and the producer was closed
-            self._producer.poll(0)
+        """Read the delivery reports; commit a transaction whose checkpoint is committed."""
+        if self._producer is None:  # the input ended and the producer was closed
+            return
+        self._producer.poll(0)
+        if self._transactional and self._pending is not None:
+            now = time.monotonic()
+            if now >= self._next_poll:
+                self._next_poll = now + self._poll_secs
+                if self._committed_checkpoint() >= self._pending:
+                    self._commit_pending()
 
     def _delivered(self, tup, error, message) -> None:
         if error is None:
-            if self._reliable:
+            if self._reliable and tup is not None:
                 self.ack(tup)
             return
         self._errors += 1
@@ -200,14 +431,29 @@ class KafkaSink(Bolt, StatefulComponent):
         sink is garbage-collected: an in-process run's tasks are cyclic garbage).
         """
         self._flush()
+        if self._transactional and self._producer is not None:  # without waiting for a checkpoint
+            if self._pending is not None:
+                self._commit_pending()
+            if self._open:
+                self._commit_open(self._last_checkpoint)
         self.close()
 
     def close(self):
-        """Deliver what is queued (reading the reports), then drop the producer."""
+        """Deliver what is queued (reading the reports), then drop the producer.
+
+        A transaction still open or waiting is left to the broker: it aborts it when it times
+        out or when the task's successor calls ``init_transactions``.
+        """
         producer = getattr(self, "_producer", None)
         if producer is not None:
             producer.flush(FLUSH_TIMEOUT_SECS)
             _shut(producer)
             if _OPEN.get(self._context.get_task_id()) is self:
                 del _OPEN[self._context.get_task_id()]
+            if _TXN.get(getattr(self, "_txn_id", "")) is self:
+                del _TXN[self._txn_id]
             self._producer = None
+        self._transactional = False  # (records after an end of input: a plain producer)
+        if self._marker is not None:
+            self._marker.close()
+            self._marker = None

@@ -1,0 +1,223 @@
+"""KafkaSink under effectively-once: Kafka transactions against a real broker (Tansu).
+
+What the broker shows: every ended transaction (committed or aborted) leaves a control record
+that takes an offset of the partition and is never delivered to a consumer, so the holes in
+the offsets of the records read back count the transactions the sink ended; the sink's marker
+group (an offset commit sent inside each transaction, applied only when it commits: Tansu does
+that right) shows the last committed checkpoint. What it does not show: Tansu has no
+transaction isolation (a ``read_committed`` consumer also gets aborted records), so these tests
+check that every record is committed and that transactions were used, not that aborted
+records stay invisible (see ``kafka_support``).
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+import kafka_support
+import kafka_word_count as kwc
+from heron_spark import Bolt, Grouping, TopologyBuilder, TopologyValueError
+from heron_spark.api.state import StatefulComponent
+from heron_spark.inprocess import InProcessTopology
+from heron_spark.io import KafkaSink, KafkaSpout
+from heron_spark.io import kafka_config as kc
+from heron_spark.io import kafka_sink
+from heron_spark.io.kafka_sink import transactional_id
+
+TIMEOUT = 120
+OUT = "test.out.dir"
+CRASH_AT = "test.count.crash.at"
+SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
+                "heron.stmgr.backpressure.low.water.tuples": 50}
+
+
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    yield from kafka_support.broker(tmp_path_factory)
+
+
+def test_transactions_option_is_checked_and_the_transactional_id_is_stable():
+    base = {kc.BOOTSTRAP_SERVERS: "h:1", kc.TOPIC: "t"}
+    assert kc.sink_settings(base)[kc.TRANSACTIONS] == "auto"
+    assert kc.sink_settings({**base, kc.TRANSACTIONS: True})[kc.TRANSACTIONS] == "true"
+    assert kc.sink_settings({**base, kc.TRANSACTIONS: "False"})[kc.TRANSACTIONS] == "false"
+    with pytest.raises(TopologyValueError) as info:
+        kc.sink_settings({**base, kc.TRANSACTIONS: "maybe"}, component="out")
+    assert info.value.component == "out" and "'maybe'" in str(info.value)
+    assert transactional_id("wc", "out", 1) == transactional_id("wc", "out", 1) \
+        == "heron-wc-out-1"
+
+
+def as_line(key, value, *rest):
+    return (value.decode(),)
+
+
+def holes(kafka, topic: str, messages) -> int:
+    """Offsets of ``topic`` (one partition) not delivered as records: transaction markers.
+
+    Markers of commits and of aborts look the same here; which transaction committed shows in
+    the sink's marker group (``KafkaSink._last_committed``).
+
+    Tansu's high watermark is its last batch's base offset plus one (see ``kafka_support``):
+    right when that batch is a marker (one record), too low after a batch of records.
+    """
+    offsets = {m.offset() for m in messages}
+    end = max(kafka.ends(topic, 1)[0], max(offsets) + 1)
+    return end - len(offsets)
+
+
+def _copy(kafka, source: str, sink: str, name: str, transactions, tmp_path: Path,
+          properties: dict | None = None) -> str:
+    builder = TopologyBuilder(name)
+    spout = builder.add_spout("kafka", KafkaSpout, par=1, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
+        "kafka.group.id": name, "kafka.bounded": True, "kafka.max.records.per.call": 10})
+    builder.add_bolt("out", KafkaSink, par=1, inputs={spout: Grouping.SHUFFLE}, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topic": sink,
+        "kafka.transactions": transactions, "kafka.properties": properties or {}})
+    builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
+                        "topology.stateful.checkpoint.interval.seconds": 0.1})
+    run = InProcessTopology(builder.build(), conf={"heron.work.dir": str(tmp_path / name)})
+    return run.run(timeout=TIMEOUT)
+
+
+def test_effectively_once_produces_in_transactions_and_false_does_not(kafka, tmp_path, caplog):
+    source = kafka.create_topic(1)
+    kafka.produce(source, [b"r%d" % i for i in range(200)])
+    want = sorted(b"r%d" % i for i in range(200))
+
+    txn_out = kafka.create_topic(1)
+    assert _copy(kafka, source, txn_out, "txn", "auto", tmp_path) == "FINISHED"
+    got = kafka.read(txn_out, 1, lambda m: len(m) >= 200)
+    assert sorted(m.value() for m in got) == want  # no failure: nothing aborted, no repeat
+    assert holes(kafka, txn_out, got) >= 1  # the broker wrote transaction markers
+    assert not kafka_sink._TXN  # the finished sink let its producer go
+    # each commit marks its checkpoint in the group named like the transactional.id (Kafka,
+    # and Tansu, apply that offset commit only when the transaction commits)
+    assert kafka.committed(transactional_id("txn", "out", 0), txn_out, 1)[0] >= 0  # -1001: none
+    assert "no Kafka transactions" not in caplog.text
+
+    plain_out = kafka.create_topic(1)
+    assert _copy(kafka, source, plain_out, "plain", False, tmp_path) == "FINISHED"
+    got = kafka.read(plain_out, 1, lambda m: len(m) >= 200)
+    assert sorted(m.value() for m in got) == want
+    assert holes(kafka, plain_out, got) == 0  # no transactions: no markers
+    warned = [r for r in caplog.records if "no Kafka transactions" in r.getMessage()]
+    assert len(warned) == 1 and "out" in warned[0].getMessage()
+    assert "produced again after a rollback" in warned[0].getMessage()
+
+
+def pairs(messages) -> set[tuple[str, str]]:
+    """Return the ``(word, count)`` records read back (repeats folded)."""
+    return {(m.key().decode(), m.value().decode()) for m in messages}
+
+
+# Tansu accepts every transaction call, so a refusal comes from the client here: librdkafka
+# refuses a transactional producer without idempotence, as it would refuse a broker that
+# cannot do transactions (init_transactions fails either way, before anything is produced).
+NO_IDEMPOTENCE = {"enable.idempotence": False}
+
+
+def test_auto_falls_back_to_at_least_once_when_transactions_are_refused(kafka, tmp_path, caplog):
+    source, sink = kafka.create_topic(1), kafka.create_topic(1)
+    kafka.produce(source, [b"r%d" % i for i in range(50)])
+    assert _copy(kafka, source, sink, "refused-auto", "auto", tmp_path,
+                 NO_IDEMPOTENCE) == "FINISHED"
+    got = kafka.read(sink, 1, lambda m: len(m) >= 50)
+    assert sorted(m.value() for m in got) == sorted(b"r%d" % i for i in range(50))
+    assert holes(kafka, sink, got) == 0  # produced without transactions
+    warned = [r.getMessage() for r in caplog.records if "no Kafka transactions" in r.getMessage()]
+    assert len(warned) == 1 and "KafkaSink out" in warned[0]
+    assert "enable.idempotence" in warned[0] and "produced again after a rollback" in warned[0]
+
+
+def test_true_fails_the_run_when_transactions_are_refused(kafka, tmp_path):
+    from heron_spark import TopologyRuntimeError
+
+    source, sink = kafka.create_topic(1), kafka.create_topic(1)
+    kafka.produce(source, [b"r%d" % i for i in range(5)])
+    with pytest.raises(TopologyRuntimeError) as info:
+        _copy(kafka, source, sink, "refused-true", True, tmp_path, NO_IDEMPOTENCE)
+    assert info.value.component == "out"
+    assert "could not start transactions" in str(info.value)
+    assert "kafka.transactions" in str(info.value)
+    assert kafka.ends(sink, 1) == {0: 0}  # nothing was produced
+
+
+class Split(Bolt):
+    outputs = ["word"]
+
+    def process(self, tup):
+        time.sleep(0.001)  # a slower run: checkpoints complete before the crash
+        for word in tup.values[0].split():
+            self.emit([word])
+
+
+class CountOut(Bolt, StatefulComponent):
+    """Counts words in checkpointed state and emits ``(key=word, value=count)``; crashes once."""
+
+    outputs = ["key", "value"]
+
+    def init_state(self, stateful_state):
+        self.counts = stateful_state
+
+    def initialize(self, config, context):
+        self.out = Path(config[OUT])
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.crash_at = int(config.get(CRASH_AT, 0))
+        self.seen = 0
+
+    def process(self, tup):
+        word = tup.values[0]
+        count = (self.counts.get(word) or 0) + 1
+        self.counts.put(word, count)
+        self.emit([word, str(count)])
+        self.seen += 1
+        if self.crash_at and self.seen == self.crash_at:
+            marker = self.out / "crashed"
+            if not marker.exists():
+                marker.write_text(str(os.getpid()))
+                raise RuntimeError("crashing once, as the test asked")
+
+
+def test_effectively_once_count_to_kafka_with_a_crash_commits_every_count(kafka, tmp_path):
+    source, sink = kafka.create_topic(2), kafka.create_topic(1)
+    text = kwc.lines(1000)
+    kafka.produce(source, [line.encode() for line in text], 2)
+    out = tmp_path / "out"
+    out.mkdir()
+    builder = TopologyBuilder("kafka-txn-crash")
+    lines_in = builder.add_spout("kafka", KafkaSpout, par=2, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
+        "kafka.group.id": "txn-crash", "kafka.bounded": True, "kafka.max.records.per.call": 8,
+        "kafka.decoder": as_line, "kafka.output.fields": ["line"]})
+    words = builder.add_bolt("split", Split, par=2, inputs={lines_in: Grouping.SHUFFLE})
+    counts = builder.add_bolt("count", CountOut, par=2, inputs={words: Grouping.fields("word")})
+    builder.add_bolt("out", KafkaSink, par=1, inputs={counts: Grouping.SHUFFLE}, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topic": sink,
+        "kafka.transactions": True})
+    builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
+                        "topology.stateful.checkpoint.interval.seconds": 0.1,
+                        "topology.stmgrs": 2, OUT: str(out), CRASH_AT: 1500})
+    run = InProcessTopology(builder.build(), conf={"heron.work.dir": str(tmp_path / "work"),
+                                                   **SHORT_QUEUES})
+    assert run.run(timeout=TIMEOUT) == "FINISHED"
+    assert (out / "crashed").exists()
+    assert run.checkpoints.status()["restores"] >= 1
+    want = collections.Counter(word for line in text for word in line.split())
+    expected = {(word, str(n)) for word, total in want.items() for n in range(1, total + 1)}
+
+    got = kafka.read(sink, 1, lambda m: pairs(m) >= expected)
+    # every count of every word is committed, and no count the input does not give (a
+    # rolled-back count is produced again with the same value). Tansu also delivers the
+    # aborted records to read_committed consumers, so repeats cannot be ruled out here.
+    assert pairs(got) == expected
+    # transactions ended (markers): in process, at the restore and at the end of input
+    assert holes(kafka, sink, got) >= 2
+    restored = run.checkpoints.status()["restored_from"][-1]
+    assert kafka.committed(transactional_id("kafka-txn-crash", "out", 0), sink, 1)[0] >= restored
