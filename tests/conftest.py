@@ -223,6 +223,14 @@ def connect_server(tmp_path_factory):
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def kafka(tmp_path_factory):
+    """A Tansu broker (a Kafka-protocol server) for one test module; see ``kafka_support``."""
+    import kafka_support
+
+    yield from kafka_support.broker(tmp_path_factory)
+
+
 @pytest.fixture(scope="session")
 def hconf_for():
     """Return ``f(folder) -> conf`` isolating a run's state manager and work folder."""

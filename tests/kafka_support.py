@@ -157,3 +157,12 @@ def broker(tmp_path_factory):
 def wait_secs(seconds: float) -> float:
     """Return a deadline ``seconds`` from now (monotonic)."""
     return time.monotonic() + seconds
+
+
+def submit_running(spark, hconf, topology):
+    """Submit ``topology`` on the test session (``local[4]``); return its handle once RUNNING."""
+    from heron_spark.scheduler.submit import submit
+
+    handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
+    handle.wait_running(timeout=120)
+    return handle

@@ -21,11 +21,6 @@ TIMEOUT = 120
 PARTITIONS = 3
 
 
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory):
-    yield from kafka_support.broker(tmp_path_factory)
-
-
 def _run(topology, tmp_path):
     return run_local(topology, timeout=TIMEOUT, collect_dir=tmp_path / "collect",
                      conf={"heron.instance.restart.max": 1})

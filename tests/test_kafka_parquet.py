@@ -26,7 +26,6 @@ from heron_spark import Bolt, Grouping, TopologyBuilder
 from heron_spark.api.state import StatefulComponent
 from heron_spark.io import KafkaSink, KafkaSpout, ParquetSink
 from heron_spark.io.parquet_store import CommitLog
-from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
 from heron_spark.testing import wait_until
 from heron_spark.tracker.auth import tracker_token
@@ -36,17 +35,6 @@ PARTITIONS = 4
 # A checkpoint marker waits behind every tuple queued before it: short queues make it quick.
 SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
                 "heron.stmgr.backpressure.low.water.tuples": 50}
-
-
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory):
-    yield from kafka_support.broker(tmp_path_factory)
-
-
-def _submit(spark, hconf, topology):
-    handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
-    handle.wait_running(timeout=120)
-    return handle
 
 
 # ---- at-least-once: both sinks on one stream ------------------------------------------------
@@ -107,7 +95,7 @@ def test_kafka_and_parquet_out_with_spout_sinks_and_stmgr_killed(spark, kafka, t
     topology = _build_both(name, kafka.servers, source, sink, out, {
         "topology.stmgrs": 2, "topology.message.timeout.secs": 4,
         "topology.max.spout.pending": 100, kwc.SLEEP_MS: 3})
-    handle = _submit(spark, hconf, topology)
+    handle = kafka_support.submit_running(spark, hconf, topology)
     work = tmp_path / "work" / name
     try:
         for step, (role, component, container) in enumerate([
@@ -186,7 +174,7 @@ def test_effectively_once_parquet_exact_after_a_container_is_killed(spark, kafka
                                    for n in range(1, total + 1))
     topology = _build_eo(name, kafka.servers, source, out, {
         "topology.stmgrs": 2, kwc.SLEEP_MS: 3, **SHORT_QUEUES})
-    handle = _submit(spark, hconf, topology)
+    handle = kafka_support.submit_running(spark, hconf, topology)
     log = CommitLog.open(str(out))
 
     def committed() -> int:
@@ -228,7 +216,8 @@ def test_ui_components_table_shows_the_kafka_lag(spark, kafka, tmp_path, hconf):
     kafka.produce(source, [line.encode() for line in kwc.lines(200)], PARTITIONS)
     name = "kpq-ui-lag"
     driver = ui._browser()
-    handle = _submit(spark, hconf, kwc.build(name, kafka.servers, source, sink, group=name))
+    handle = kafka_support.submit_running(
+        spark, hconf, kwc.build(name, kafka.servers, source, sink, group=name))
     try:
         link = handle.ui_link()
         base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))

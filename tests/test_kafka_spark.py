@@ -22,22 +22,10 @@ import pytest
 import fault_support as faults
 import kafka_support
 import kafka_word_count as kwc
-from heron_spark.scheduler.submit import submit
 from heron_spark.testing import wait_until
 
 TIMEOUT = 180
 PARTITIONS = 4
-
-
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory):
-    yield from kafka_support.broker(tmp_path_factory)
-
-
-def _submit(spark, hconf, topology):
-    handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
-    handle.wait_running(timeout=120)
-    return handle
 
 
 def _all_committed(kafka, group, topic):
@@ -50,7 +38,7 @@ def test_resubmitted_topology_resumes_from_committed_offsets(spark, kafka, tmp_p
     kafka.produce(source, [line.encode() for line in kwc.lines(400)], PARTITIONS)
     topology = kwc.build("kafka-resume", kafka.servers, source, sink, group="resume",
                          config={"topology.stmgrs": 2})
-    handle = _submit(spark, hconf, topology)
+    handle = kafka_support.submit_running(spark, hconf, topology)
     try:
         want = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 400))
         kafka.read(sink, 2, lambda got: kwc.seen(got) >= want, timeout=TIMEOUT)
@@ -59,7 +47,7 @@ def test_resubmitted_topology_resumes_from_committed_offsets(spark, kafka, tmp_p
     finally:
         handle.kill()
     kafka.produce(source, [line.encode() for line in kwc.lines(100, start=400)], PARTITIONS)
-    handle = _submit(spark, hconf, topology)
+    handle = kafka_support.submit_running(spark, hconf, topology)
     try:
         every = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 500))
         out = kafka.read(sink, 2, lambda got: kwc.seen(got) >= every, timeout=TIMEOUT)
@@ -84,7 +72,7 @@ def test_spout_sink_and_stmgr_killed_at_least_once(spark, kafka, tmp_path, hconf
         "topology.stmgrs": 2, "topology.message.timeout.secs": 4,
         "topology.max.spout.pending": 100, kwc.SLEEP_MS: 3})
     want = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 1500))
-    handle = _submit(spark, hconf, topology)
+    handle = kafka_support.submit_running(spark, hconf, topology)
     work = tmp_path / "work" / name
     try:
         out: list = []
@@ -121,7 +109,7 @@ def test_update_of_the_spouts_parallelism_moves_partitions_without_loss(spark, k
     kafka.produce(source, [line.encode() for line in kwc.lines(200)], PARTITIONS)
     topology = kwc.build("kafka-update", kafka.servers, source, sink, group="update", spouts=1,
                          config={"topology.stmgrs": 2})
-    handle = _submit(spark, hconf, topology)
+    handle = kafka_support.submit_running(spark, hconf, topology)
     try:
         first = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 200))
         kafka.read(sink, 2, lambda got: kwc.seen(got) >= first, timeout=TIMEOUT)
@@ -185,7 +173,7 @@ def test_effectively_once_sink_commits_per_checkpoint_and_rolls_back(spark, kafk
         return kafka.read(sink, 1, lambda m: ktx.pairs(m) >= expected(text[:upto]),
                           timeout=TIMEOUT)
 
-    handle = _submit(spark, hconf, builder.build())
+    handle = kafka_support.submit_running(spark, hconf, builder.build())
     work = tmp_path / "work" / name
     try:
         wave(300)

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-import kafka_support
 import kafka_word_count as kwc
 from heron_spark import Bolt, Grouping, TopologyBuilder, TopologyValueError
 from heron_spark.api.state import StatefulComponent
@@ -34,11 +33,6 @@ OUT = "test.out.dir"
 CRASH_AT = "test.count.crash.at"
 SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
                 "heron.stmgr.backpressure.low.water.tuples": 50}
-
-
-@pytest.fixture(scope="module")
-def kafka(tmp_path_factory):
-    yield from kafka_support.broker(tmp_path_factory)
 
 
 def test_transactions_option_is_checked_and_the_transactional_id_is_stable():
