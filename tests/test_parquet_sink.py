@@ -253,17 +253,13 @@ def test_at_least_once_dedupe_window_bounds_what_is_read_back(tmp_path):
     assert set(got) == set(expected) and max(got.values()) == 2  # out of the window
 
 
-def test_dedupe_fields_must_be_input_fields(tmp_path):
+@pytest.mark.parametrize("rows, fields", [
+    ("fine", "nope"),  # a dedupe field that is not an input field
+    ("listed", "n"),   # a value (a list) that cannot identify a row
+])
+def test_a_bad_dedupe_field_or_value_fails_naming_the_sink(tmp_path, rows, fields):
     with pytest.raises(TopologyRuntimeError) as caught:
-        run_local(_dedupe_topology(tmp_path / "out", "fine", {"parquet.dedupe.fields": "nope"}),
-                  conf={**NO_RESTARTS, "topology.reliability.mode": "ATLEAST_ONCE"}, timeout=60)
-    assert caught.value.component == "out"
-    assert "parquet.dedupe.fields" in str(caught.value)
-
-
-def test_a_dedupe_value_that_cannot_identify_a_row_fails_naming_the_sink(tmp_path):
-    with pytest.raises(TopologyRuntimeError) as caught:
-        run_local(_dedupe_topology(tmp_path / "out", "listed", {"parquet.dedupe.fields": "n"}),
+        run_local(_dedupe_topology(tmp_path / "out", rows, {"parquet.dedupe.fields": fields}),
                   conf={**NO_RESTARTS, "topology.reliability.mode": "ATLEAST_ONCE"}, timeout=60)
     assert caught.value.component == "out"
     assert "parquet.dedupe.fields" in str(caught.value)
