@@ -216,15 +216,14 @@ def test_container_files_come_through_the_stmgr_and_stay_confined(running):
                            {"topology": "alpha", "container": 7, "path": "."})[0] == 404
 
 
-@pytest.mark.tmaster_in_driver("in container placement the Prometheus page lacks the per-instance "
-                               "series (instance=\"container_0_numbers_...\"); not investigated yet")
 def test_prometheus_metrics_cover_every_live_topology(running):
     tracker = running["tracker"]
-    def both() -> str | None:
+    def both() -> str | None:  # both topologies, and an instance's series (not only a stmgr's)
         text = tracker.get("/metrics").decode()
-        return text if 'topology="alpha"' in text and 'topology="beta"' in text else None
+        return text if 'topology="alpha"' in text and 'topology="beta"' in text \
+            and 'instance="container_0_numbers_' in text else None
 
-    text = wait_until(both, 120, message="metrics of both topologies")
+    text = wait_until(both, 120, message="metrics of both topologies and of an instance")
     sample = re.compile(r'^heron_\w+\{topology="(alpha|beta)",component="[^"]+",'
                         r'instance="[^"]+",metric="[^"]+"\} \S+$')
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
