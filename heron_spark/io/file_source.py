@@ -35,6 +35,7 @@ from heron_spark.api.state import StatefulComponent
 from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.errors import TopologyValueError
+from heron_spark.io._offset_store import OffsetStore
 
 PATH = "file.path"
 FORMAT = "file.format"
@@ -180,17 +181,13 @@ class FileSource(Spout, StatefulComponent):
         self._poll = float(config.get(POLL_SECS, 1.0))
         self._bounded = bool(config.get(BOUNDED, False))
         self._per_call = int(config.get(ROWS_PER_CALL, 256))
-        self._interval = float(config.get(COMMIT_INTERVAL_SECS, 0.2))
         self._tasks = context.get_component_parallelism(component) or 1
         self._index = context.get_task_index()
         mode = TopologyConfig.from_config(config, component)
         self._reliable = mode.at_least_once
-        if self._checkpointed is not None:
-            self._store = None
-            saved = self._checkpointed.get(STATE_KEY) or {}
-        else:
-            self._store = self.delegate.spout_state_store()
-            saved = self._store.load() or {}
+        self._saved = OffsetStore(self, self._checkpointed, STATE_KEY,
+                                  float(config.get(COMMIT_INTERVAL_SECS, 0.2)))
+        saved = self._saved.load()
         self._offsets = {name: Offsets(s) for name, s in saved.get("files", {}).items()}
         self._queue: collections.deque[str] = collections.deque()  # files ready to read
         self._taken: set[str] = set()  # files queued by this process (never queued twice)
@@ -202,7 +199,6 @@ class FileSource(Spout, StatefulComponent):
         self._next_poll = 0.0
         self._first_listing: set[str] | None = None
         self._dirty = False
-        self._committed_at = time.monotonic()
         self.emitted = 0
 
     def _mine(self, name: str) -> bool:
@@ -249,7 +245,7 @@ class FileSource(Spout, StatefulComponent):
                 break
             emitted += 1
         self.emitted += emitted
-        if self._dirty and time.monotonic() - self._committed_at >= self._interval:
+        if self._dirty and self._saved.due():
             self._commit()
         if self._bounded and emitted == 0 and self._exhausted():
             self._commit()
@@ -309,13 +305,8 @@ class FileSource(Spout, StatefulComponent):
         self._commit()
 
     def _commit(self) -> None:
-        state = {"files": {name: o.to_state() for name, o in self._offsets.items()}}
-        if self._store is not None:
-            self._store.save(state)
-        elif self._checkpointed is not None:
-            self._checkpointed.put(STATE_KEY, state)
+        self._saved.save({"files": {name: o.to_state() for name, o in self._offsets.items()}})
         self._dirty = False
-        self._committed_at = time.monotonic()
 
 
 __all__ = ["FileSource", "Offsets", "list_files", "read_rows"]

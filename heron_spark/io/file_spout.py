@@ -17,7 +17,6 @@ Under effectively once the offsets are part of each checkpoint instead (``init_s
 from __future__ import annotations
 
 import collections
-import time
 from pathlib import Path
 
 from heron_spark.api.spout import Spout
@@ -25,6 +24,7 @@ from heron_spark.api.state import StatefulComponent
 from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.errors import TopologyValueError
+from heron_spark.io._offset_store import OffsetStore
 
 PATH = "file.spout.path"
 PATTERN = "file.spout.pattern"
@@ -129,24 +129,19 @@ class FileSpout(Spout, StatefulComponent):
         if not paths:
             msg = f"FileSpout {context.get_component_id()}: no files at {root}"
             raise FileNotFoundError(msg)
-        if self._checkpointed is not None:
-            self._store = None
-            saved = self._checkpointed.get("file_spout") or {}
-        else:
-            self._store = self.delegate.spout_state_store()
-            saved = self._store.load() or {}
+        self._saved = OffsetStore(self, self._checkpointed, "file_spout",
+                                  float(config.get(COMMIT_INTERVAL_SECS, 0.2)))
+        saved = self._saved.load()
         self._files = [_File(p, saved.get("files", {}).get(p.name)) for p in paths]
         self._tasks = context.get_component_parallelism(context.get_component_id())
         self._index = context.get_task_index()
         self._per_call = int(config.get(LINES_PER_CALL, 64))
-        self._interval = float(config.get(COMMIT_INTERVAL_SECS, 0.2))
         self._acked_total = int(saved.get("acked_total", 0))
         self._pending: dict[tuple[int, int], str] = {}
         self._replay: collections.deque = collections.deque()
         self._reliable = TopologyConfig.from_config(config).at_least_once
         self._current = 0
         self._dirty = False
-        self._committed_at = time.monotonic()
 
     def next_tuple(self):
         """Emit up to a batch of lines: replays of failed lines first, then new ones."""
@@ -218,15 +213,10 @@ class FileSpout(Spout, StatefulComponent):
             file.close()
 
     def _maybe_commit(self) -> None:
-        if self._dirty and time.monotonic() - self._committed_at >= self._interval:
+        if self._dirty and self._saved.due():
             self._commit()
 
     def _commit(self) -> None:
-        state = {"files": {f.path.name: f.state() for f in self._files},
-                 "acked_total": self._acked_total}
-        if self._store is None:
-            self._checkpointed.put("file_spout", state)
-        else:
-            self._store.save(state)
+        self._saved.save({"files": {f.path.name: f.state() for f in self._files},
+                          "acked_total": self._acked_total})
         self._dirty = False
-        self._committed_at = time.monotonic()
