@@ -242,15 +242,21 @@ class TaskExecutor:
         return SpoutStateStore(self.statemgr_url, self.plan.logical.name,
                                f"{self.component_name}.{self.context.get_task_index()}")
 
-    def committed_checkpoint(self) -> dict | None:
-        """Return the TMaster's record of the last committed checkpoint (id, epoch, time), or None.
+    def committed_checkpoint(self, since_wall: float) -> int:
+        """Return the id of the last committed checkpoint the TMaster recorded (0: none).
 
-        Effectively once: a sink that commits its output with a checkpoint (``ParquetSink``)
-        polls this; it reads the topology's state manager (one connection, kept).
+        Effectively once: a sink that commits its output with a checkpoint (``ParquetSink``,
+        ``KafkaSink``) polls this; it reads the topology's state manager (one connection,
+        kept). A record older than ``since_wall`` (the component's start, ``time.time()``) is
+        ignored: it may be left by an earlier run of a topology of the same name (``run_local``
+        records no commits at all).
         """
         if self._record_store is None:
             self._record_store = self.spout_state_store()
-        return self._record_store.committed_checkpoint()
+        record = self._record_store.committed_checkpoint() or {}
+        if float(record.get("time", 0)) < since_wall:
+            return 0
+        return int(record.get("id", 0))
 
     # ---- life cycle ------------------------------------------------------------------------
     def start(self, epoch: int = 0, checkpoint_id: int = 0, hold: bool = False) -> None:

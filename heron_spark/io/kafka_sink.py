@@ -346,13 +346,6 @@ class KafkaSink(Bolt, StatefulComponent):
                 self._in_txn.append((value, key))
                 self._produce(value, key, None)
 
-    def _committed_checkpoint(self) -> int:
-        """Return the last committed checkpoint (0: none, or its record predates this task)."""
-        record = self.delegate.committed_checkpoint() or {}
-        if float(record.get("time", 0)) < self._started_wall:
-            return 0
-        return int(record.get("id", 0))
-
     def process(self, tup):
         """Produce the tuple's record; ack or fail it when its delivery report arrives."""
         where = (tup.component, tup.stream)
@@ -394,7 +387,7 @@ class KafkaSink(Bolt, StatefulComponent):
             now = time.monotonic()
             if now >= self._next_poll:
                 self._next_poll = now + self._poll_secs
-                if self._committed_checkpoint() >= self._pending:
+                if self.delegate.committed_checkpoint(self._started_wall) >= self._pending:
                     self._commit_pending()
 
     def _delivered(self, tup, error, message) -> None:

@@ -412,23 +412,13 @@ class ParquetSink(Bolt, StatefulComponent):
         self._put_state()
 
     def _commit_committed_checkpoints(self) -> None:
-        committed = self._committed_checkpoint()
+        committed = self.delegate.committed_checkpoint(self._started_wall)
         due = sorted(cid for cid in self._pending if cid <= committed)
         if not due:
             return
         self._commit([f for cid in due for f in self._pending.pop(cid)])
         self._put_state()
 
-    def _committed_checkpoint(self) -> int:
-        """Return the id of the last committed checkpoint the TMaster recorded (0: none).
-
-        A record older than this task's start is ignored: it may be left by an earlier run
-        of a topology of the same name (``run_local`` records no commits at all).
-        """
-        record = self.delegate.committed_checkpoint() or {}
-        if float(record.get("time", 0)) < self._started_wall:
-            return 0
-        return int(record.get("id", 0))
 
 
 def _input_fields(context, component: str) -> list[str]:
