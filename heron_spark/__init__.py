@@ -14,7 +14,8 @@ from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, Base
                              TopologyContext, TopologyReliabilityMode, TumblingWindowBolt, Tuple,
                              TupleHelper, WindowContext, api_constants, batch_source,
                              global_metrics)
-from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ConfigError,
+from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ComponentClassError,
+                                ComponentSpecError, ConfigError,
                                 ConnectExtrasError, DataSourceOptionError,
                                 DuplicateMetricError, ExtrasError, HeronSparkError,
                                 TopologyNotFoundError, TopologyRuntimeError,
@@ -70,7 +71,8 @@ _tracker_hook.register(_start_tracker_beside_tmaster)
 
 __all__ = [
     "AssignableMetric", "AssignableMetrics", "AuthenticationError", "BaseBolt", "BaseSpout",
-    "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
+    "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ComponentClassError",
+    "ComponentSpecError", "ConfigError", "ConnectExtrasError",
     "CountMetric", "DataSourceOptionError",
     "DuplicateMetricError", "ExtrasError", "FileSpout",
     "FileSource", "ParquetSink", "from_dataframe",

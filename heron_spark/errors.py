@@ -48,6 +48,43 @@ class TopologyTypeError(HeronSparkError, TypeError):
         super().__init__(_compose(problem, component, value, fix))
 
 
+class ComponentSpecError(TopologyValueError, AssertionError):
+    """A ``HeronComponentSpec`` argument heronpy refuses with an ``assert``.
+
+    heronpy's ``HeronComponentSpec`` asserts its name (None or a str), class path (a str),
+    ``is_spout`` (a bool) and ``par`` (an int > 0), so code written for heronpy catches
+    ``AssertionError``; this is also a ``TopologyValueError``, with ``kind`` one of ``name``,
+    ``class``, ``is_spout`` and ``parallelism``.
+    """
+
+
+class ComponentClassError(HeronSparkError, ImportError):
+    """A component's class path cannot be imported where its task runs, or names no component.
+
+    ``component`` is the component, ``path`` its ``"package.module.Class"``, ``python`` the
+    interpreter that tried (``sys.executable``), ``sys_path`` its ``sys.path`` and ``missing``
+    the module that did not import (None when the module imported but the class is wrong).
+    """
+
+    def __init__(self, problem: str, *, component: str, path: str, python: str,
+                 sys_path: list[str], missing: str | None) -> None:
+        if missing:
+            fix = (f"make module {missing!r} importable by {python} (install it there, or ship "
+                   f"it with spark-submit --py-files / spark.sparkContext.addPyFile), or pass "
+                   f"the class itself instead of its path")
+        else:
+            fix = "name a Spout or Bolt subclass by its dotted path 'package.module.Class'"
+        shown = ", ".join(sys_path[:8]) + (", ..." if len(sys_path) > 8 else "")
+        super().__init__(f"component {component!r}: class path {path!r}: {problem} (Python "
+                         f"{python}, sys.path [{shown}]). Fix: {fix}", name=missing)
+        self.problem = problem
+        self.component = component
+        self.path = path  # after ImportError.__init__, which sets its own ``path`` (a file)
+        self.python = python
+        self.sys_path = list(sys_path)
+        self.missing = missing
+
+
 class ConfigError(HeronSparkError, ValueError):
     """A configuration key has a value heron_spark cannot use."""
 

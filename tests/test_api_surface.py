@@ -8,7 +8,8 @@ import heron_spark
 EXPECTED = {
     "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout",
     "Bolt",
-    "ClusterCapacityError", "ConfigError", "ConnectExtrasError",
+    "ClusterCapacityError", "ComponentClassError", "ComponentSpecError", "ConfigError",
+    "ConnectExtrasError",
     "CountMetric", "DataSourceOptionError", "DuplicateMetricError", "FileSpout",
     "FileSource", "ParquetSink", "from_dataframe",  # connectors (issue 19)
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
@@ -48,6 +49,8 @@ def test_errors_inherit_matching_builtins():
     assert issubclass(heron_spark.TopologyTypeError, TypeError)
     assert issubclass(heron_spark.TopologyRuntimeError, RuntimeError)
     assert issubclass(heron_spark.TopologyNotFoundError, LookupError)
+    assert issubclass(heron_spark.ComponentSpecError, AssertionError)  # heronpy's spec asserts
+    assert issubclass(heron_spark.ComponentClassError, ImportError)
 
 
 def test_importing_the_api_starts_no_spark():

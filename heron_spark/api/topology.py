@@ -45,12 +45,27 @@ class TopologyType(type):
         if classname != "Topology":
             _check_class_keys(config, None)
             for spec in specs.values():
+                _sanitize_spec(spec)
                 if spec.custom_config:
                     _check_class_keys({**config, **spec.custom_config}, spec.name)
             class_dict["_heron_specs"] = list(specs.values())
             class_dict["_topo_config"] = config
             class_dict.setdefault("topology_name", classname)
         return super().__new__(mcs, classname, bases, class_dict)
+
+
+def _sanitize_spec(spec: HeronComponentSpec) -> None:
+    """Check a spec's config, outputs and inputs as heronpy's metaclass does.
+
+    heronpy checks them while building the protobuf topology: a config with a non-str key, an
+    output that is no field name or ``Stream`` and inputs of another type are ``TypeError``s
+    (ours: ``TopologyTypeError``), a bad grouping or input key a ``ValueError``
+    (``TopologyValueError``).
+    """
+    if spec.custom_config is not None:
+        HeronComponentSpec._sanitize_config(spec.custom_config, spec.name)
+    spec._sanitize_outputs()
+    spec._sanitize_inputs()
 
 
 def _check_class_keys(config: dict, component: str | None) -> None:
@@ -125,17 +140,29 @@ class TopologyBuilder:
 
     def add_spout(self, name: str, spout_cls, par: int, config: dict | None = None,
                   optional_outputs=None) -> HeronComponentSpec:
-        """Add a spout with ``par`` tasks; returns its spec (use it as a bolt input)."""
-        spec = spout_cls.spec(name=name, par=par, config=config,
-                              optional_outputs=optional_outputs)
+        """Add a spout with ``par`` tasks; returns its spec (use it as a bolt input).
+
+        ``spout_cls`` is the class or (ours) its dotted path, see ``_path_spec``.
+        """
+        if isinstance(spout_cls, str):
+            spec = _path_spec(name, spout_cls, True, par, None, config, optional_outputs)
+        else:
+            spec = spout_cls.spec(name=name, par=par, config=config,
+                                  optional_outputs=optional_outputs)
         self.add_spec(spec)
         return spec
 
     def add_bolt(self, name: str, bolt_cls, par: int, inputs, config: dict | None = None,
                  optional_outputs=None) -> HeronComponentSpec:
-        """Add a bolt with ``par`` tasks reading ``inputs`` ({spec or GlobalStreamId: Grouping})."""
-        spec = bolt_cls.spec(name=name, par=par, inputs=inputs, config=config,
-                             optional_outputs=optional_outputs)
+        """Add a bolt with ``par`` tasks reading ``inputs`` ({spec or GlobalStreamId: Grouping}).
+
+        ``bolt_cls`` is the class or (ours) its dotted path, see ``_path_spec``.
+        """
+        if isinstance(bolt_cls, str):
+            spec = _path_spec(name, bolt_cls, False, par, inputs, config, optional_outputs)
+        else:
+            spec = bolt_cls.spec(name=name, par=par, inputs=inputs, config=config,
+                                 optional_outputs=optional_outputs)
         self.add_spec(spec)
         return spec
 
@@ -158,3 +185,27 @@ class TopologyBuilder:
     def build_and_submit(self):
         """Build, submit and (under ``heron-spark submit``) hand over to the CLI."""
         return _entry_points.submit_from_builder(self.build())
+
+
+def _path_spec(name: str, path: str, is_spout: bool, par: int, inputs, config: dict | None,
+               optional_outputs) -> HeronComponentSpec:
+    """Return the spec of a component given by its class path (heronpy's builder takes classes).
+
+    When the path imports here, the class's own ``spec()`` builds it (its ``outputs``, and
+    whatever its ``spec`` adds); the spec keeps the path, which the tasks import. When it
+    imports only where the tasks run, the component's outputs are ``optional_outputs``.
+    """
+    from heron_spark.api._loading import class_here
+
+    HeronComponentSpec._sanitize_args(name, path, is_spout, par)
+    found = class_here(name, path.strip())
+    if found is None or not hasattr(found, "spec"):
+        return HeronComponentSpec(name, path, is_spout, par, inputs=inputs, outputs=[],
+                                  config=config, optional_outputs=optional_outputs)
+    if is_spout:
+        spec = found.spec(name=name, par=par, config=config, optional_outputs=optional_outputs)
+    else:
+        spec = found.spec(name=name, par=par, inputs=inputs, config=config,
+                          optional_outputs=optional_outputs)
+    spec.component_class, spec.python_class_path = None, path.strip()
+    return spec

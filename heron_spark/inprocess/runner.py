@@ -186,6 +186,7 @@ class InProcessTopology:
     def __init__(self, topology, conf: dict | None = None, name: str | None = None,
                  clock=time.monotonic, sleep=time.sleep) -> None:
         prepared = prepare(topology, conf, name)
+        prepared.logical.resolve_classes()  # class paths import here, where the tasks run
         self.name = prepared.logical.name
         self.config = prepared.system
         self.clock = clock

@@ -12,6 +12,7 @@ import sys
 from typing import Any, TypeGuard, cast
 
 from heron_spark.api import api_constants as keys
+from heron_spark.api._loading import class_here, load_component_class
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.component import GlobalStreamId, HeronComponentSpec
 from heron_spark.api.context import StreamId
@@ -55,17 +56,31 @@ class ComponentDecl:
     """A validated component: its class, tasks, streams and merged configuration.
 
     The merged configuration is the topology's keys overridden by the component's own, read
-    once into ``topology_config``.
+    once into ``topology_config``. ``class_path`` is the class's dotted path; ``given_class``
+    the class itself when the plan carries it (given as a class, or a path into the driver's
+    ``__main__``), else None: the tasks import ``class_path`` (``component_class``).
     """
 
     name: str
-    component_class: type
+    class_path: str
     is_spout: bool
     parallelism: int
     outputs: dict[str, StreamDecl]
     inputs: list[InputDecl]
     config: dict[str, Any]
     topology_config: TopologyConfig  # the component's view (tick freq, auto ack, max pending)
+    given_class: type | None = None
+
+    @property
+    def component_class(self) -> type:
+        """The component's class: ``given_class``, else ``class_path`` imported here.
+
+        Raise ``ComponentClassError`` naming the component, the path, this Python and its
+        ``sys.path`` when it does not import. Either side; imports on first use in a process.
+        """
+        if self.given_class is not None:
+            return self.given_class
+        return load_component_class(self.name, self.class_path)
 
 
 @dataclasses.dataclass
@@ -106,6 +121,16 @@ class LogicalPlan:
         """Return the names of the components that read from ``component``."""
         return sorted({c.name for c in self.components.values()
                        for i in c.inputs if i.component == component})
+
+    def resolve_classes(self) -> None:
+        """Import every component's class here; raise ``ComponentClassError`` for the first that fails.
+
+        Where the tasks will run: the in-process runner calls it before starting, Spark's
+        preflight probe on the executors.
+        """
+        for decl in self.components.values():
+            cls = decl.component_class
+            _check_class(decl.name, cls, decl.is_spout)
 
 
 def build_logical_plan(topology: type, name: str | None = None) -> LogicalPlan:
@@ -201,25 +226,48 @@ def _check_name(spec: HeronComponentSpec, seen: dict) -> str:
     return spec.name
 
 
-def _component(spec: HeronComponentSpec, topo_config: dict) -> ComponentDecl:
-    name, cls = spec.name, spec.component_class
-    assert name is not None  # build_logical_plan ran _check_name on every spec
-    par = spec.parallelism
-    # Heron asserts an int > 0; a bool slips past its assert but then fails in its packer.
-    if not isinstance(par, int) or isinstance(par, bool) or par < 1:
-        msg = "parallelism must be an integer >= 1"
-        raise TopologyValueError(msg, component=name, value=par, kind="parallelism", fix="pass par=1 or more")
-    base = Spout if spec.is_spout else Bolt
+def _component_class(name: str, spec: HeronComponentSpec) -> tuple[type | None, type | None]:
+    """Return (the class to check here, the class the plan carries) of ``spec``.
+
+    A class given as such is both. A class path is checked when it imports on the driver
+    (else the tasks' side checks it: Spark's preflight, the in-process runner); the plan
+    carries only the path, which the tasks import, unless it names the driver's ``__main__``
+    (a script's class travels by value, as a class given as such does).
+    """
+    given = getattr(spec, "component_class", None)
+    if given is not None:
+        return given, given
+    found = class_here(name, spec.python_class_path)
+    if found is not None and spec.python_class_path.split(".")[0] == "__main__":
+        return found, found
+    return found, None
+
+
+def _check_class(name: str, cls: object, is_spout: bool) -> None:
+    base = Spout if is_spout else Bolt
     # heronpy's spec() is a Spout/Bolt classmethod; only a hand-made spec can miss this.
     if not (isinstance(cls, type) and issubclass(cls, base)):
         msg = f"class must subclass {base.__name__}"
         raise TopologyValueError(msg, component=name,
                                  value=cls, kind="class", fix=f"derive it from {base.__name__}")
     # Heron accepts it, then raises NotImplementedError in every task: we say so up front.
-    required = "next_tuple" if spec.is_spout else "process"
+    required = "next_tuple" if is_spout else "process"
     if getattr(cls, required) is getattr(base, required):
         msg = f"{cls.__name__} does not implement {required}()"
         raise TopologyValueError(msg, component=name, kind="class", fix=f"define {required}(self, ...)")
+
+
+def _component(spec: HeronComponentSpec, topo_config: dict) -> ComponentDecl:
+    name = spec.name
+    assert name is not None  # build_logical_plan ran _check_name on every spec
+    par = spec.parallelism
+    # Heron asserts an int > 0; a bool slips past its assert but then fails in its packer.
+    if not isinstance(par, int) or isinstance(par, bool) or par < 1:
+        msg = "parallelism must be an integer >= 1"
+        raise TopologyValueError(msg, component=name, value=par, kind="parallelism", fix="pass par=1 or more")
+    checked, carried = _component_class(name, spec)
+    if checked is not None:
+        _check_class(name, checked, spec.is_spout)
     outputs = _outputs(name, spec.outputs)
     inputs = _inputs(name, spec)
     # heronpy's Spout.spec() takes no inputs; ours would silently ignore them.
@@ -232,8 +280,8 @@ def _component(spec: HeronComponentSpec, topo_config: dict) -> ComponentDecl:
                                  kind="inputs", fix="pass inputs={upstream_spec: Grouping...}")
     config = {**topo_config, **(spec.custom_config or {}),
               keys.TOPOLOGY_COMPONENT_PARALLELISM: par}
-    return ComponentDecl(name, cls, spec.is_spout, par, outputs, inputs, config,
-                         TopologyConfig.from_config(config, name))
+    return ComponentDecl(name, spec.python_class_path, spec.is_spout, par, outputs, inputs,
+                         config, TopologyConfig.from_config(config, name), carried)
 
 
 def _outputs(component: str, declared) -> dict[str, StreamDecl]:
@@ -402,7 +450,7 @@ def _check_picklable(plan: LogicalPlan) -> None:
     from heron_spark import _pickling
 
     for decl in plan.components.values():
-        for what, obj in (("class", decl.component_class), ("config", decl.config)):
+        for what, obj in (("class", decl.given_class), ("config", decl.config)):
             try:
                 _pickling.dumps(obj)
             except Exception as exc:  # noqa: BLE001 - any pickling failure is the user's to fix

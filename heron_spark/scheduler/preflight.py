@@ -65,6 +65,12 @@ def examine(modules, definition):
     except Exception as exc:
         found["problem"] = f"loading the topology's configured classes: {exc}"
         found["missing"] = getattr(exc.__cause__ or exc, "name", None)
+        return found
+    try:  # the components given by class path, imported here as their tasks will
+        plan.resolve_classes()
+    except Exception as exc:
+        found["problem"] = f"loading the topology's components: {exc}"
+        found["missing"] = getattr(exc, "missing", None)
     return found
 '''
 

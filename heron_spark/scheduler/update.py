@@ -131,8 +131,7 @@ def topology_proto(plan: LogicalPlan, topology_id: str,
     for decl in plan.components.values():
         comp = proto.components.add(name=decl.name, is_spout=decl.is_spout,
                                     parallelism=decl.parallelism,
-                                    class_name=f"{decl.component_class.__module__}."
-                                               f"{decl.component_class.__qualname__}")
+                                    class_name=decl.class_path)
         comp.config.update({k: str(v) for k, v in decl.config.items()})
         for stream in decl.outputs.values():
             comp.outputs.add(stream=stream.name, fields=list(stream.fields), direct=stream.direct)
