@@ -74,9 +74,10 @@ class ComponentClassError(HeronSparkError, ImportError):
                    f"the class itself instead of its path")
         else:
             fix = "name a Spout or Bolt subclass by its dotted path 'package.module.Class'"
-        shown = ", ".join(sys_path[:8]) + (", ..." if len(sys_path) > 8 else "")
-        super().__init__(f"component {component!r}: class path {path!r}: {problem} (Python "
-                         f"{python}, sys.path [{shown}]). Fix: {fix}", name=missing)
+        detail = (f"component {component!r}: class path {path!r}: {problem} (Python {python}, "
+                  f"sys.path [{', '.join(sys_path)}])")
+        super().__init__(f"{detail}. Fix: {fix}", name=missing)
+        self.detail = detail  # the message without its fix (a preflight report adds its own)
         self.problem = problem
         self.component = component
         self.path = path  # after ImportError.__init__, which sets its own ``path`` (a file)

@@ -119,12 +119,6 @@ def test_topology_class_names_string_specs_and_checks_them_as_heronpy():
         define(b=HeronComponentSpec(None, "a.B", False, 1, inputs=[5]))
 
 
-def test_bolt_spec_takes_heronpys_argument_order():
-    spout = comps.SentenceSpout.spec(name="s")
-    spec = comps.SplitBolt.spec("split", {spout: Grouping.SHUFFLE}, 3)
-    assert (spec.inputs, spec.parallelism) == ({spout: Grouping.SHUFFLE}, 3)
-
-
 def _proto(topology):
     return topology_proto(build_logical_plan(topology), "id", b"")
 

@@ -86,12 +86,13 @@ def load_component_class(component: str, path: str) -> type:
     try:
         return import_class_path(path)
     except ImportError as exc:
-        raise refuse(f"cannot import it ({type(exc).__name__}: {exc})",
-                     exc.name or path.rpartition(".")[0]) from exc
+        problem = f"cannot import it ({type(exc).__name__}: {exc})"
+        raise refuse(problem, exc.name or path.rpartition(".")[0]) from exc
     except (LookupError, ValueError) as exc:
         raise refuse(str(exc), None) from exc
     except Exception as exc:  # noqa: BLE001 - the user's module raised while importing
-        raise refuse(f"importing its module raised {type(exc).__name__}: {exc}", None) from exc
+        problem = f"importing its module raised {type(exc).__name__}: {exc}"
+        raise refuse(problem, None) from exc
 
 
 def class_here(component: str | None, path: str) -> type | None:

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from heron_spark.api.component import BaseComponent, HeronComponentSpec
+from heron_spark.api.component import BaseComponent
 from heron_spark.api.stream import Stream
 from heron_spark.api.tuple import TupleHelper
 
 
 class BaseBolt(BaseComponent):
     """What every bolt can do to the runtime: emit, ack, fail (heronpy's ``BaseBolt``)."""
-
-    @classmethod
-    def spec(cls, name: str | None = None, inputs=None, par: int = 1, config: dict | None = None,
-             optional_outputs=None) -> HeronComponentSpec:
-        """Return this bolt's spec; heronpy's argument order (``inputs`` before ``par``)."""
-        return super().spec(name=name, par=par, inputs=inputs, config=config,
-                            optional_outputs=optional_outputs)
 
     @staticmethod
     def is_tick(tup) -> bool:

@@ -69,7 +69,7 @@ def examine(modules, definition):
     try:  # the components given by class path, imported here as their tasks will
         plan.resolve_classes()
     except Exception as exc:
-        found["problem"] = f"loading the topology's components: {exc}"
+        found["problem"] = f"loading the topology's components: {getattr(exc, 'detail', exc)}"
         found["missing"] = getattr(exc, "missing", None)
     return found
 '''

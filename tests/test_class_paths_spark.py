@@ -1,0 +1,110 @@
+"""Components given by class path run on Spark ``local[2]``, including a path only the
+executors can import; a path nobody can import is refused once, before launch.
+
+One driver subprocess runs all three: its executors see a module folder on ``PYTHONPATH`` that
+the driver has removed from its own ``sys.path`` (the module, a copy of
+``class_path_components``, imports only on the executors: Spark hands the environment's
+``PYTHONPATH`` to its Python workers, and the containers hand the workers' ``sys.path`` to
+their instances).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import class_path_components as comps
+
+pytestmark = pytest.mark.spark
+
+DRIVER_TIMEOUT_SECS = 600
+EXEC_ONLY = "exec_only_words"
+
+DRIVER = r"""
+import importlib.util, json, os, sys, time
+
+exec_only, state = sys.argv[1], sys.argv[2]
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.getcwd()) != exec_only]
+outcome = {"driver_imports_it": importlib.util.find_spec("exec_only_words") is not None}
+
+import heron_spark
+from heron_spark.testing import run_local
+import class_path_components as comps
+
+conf = {"heron.statemgr": "file://" + state, "heron.work.dir": state + "-work"}
+runs = {"class": comps.class_style("exec_only_words", "ExecOnlyClassStyle"),
+        "builder": comps.builder_style("exec_only_words", "ExecOnlyBuilder",
+                                       importable_here=False).build()}
+for kind, topology in runs.items():
+    run = run_local(topology, conf=conf, engine="spark", timeout=240,
+                    collect_dir=os.path.join(state + "-collect", kind))
+    outcome[kind] = {"status": run.status, "counts": comps.final_counts(run.collected("sink"))}
+
+started = time.monotonic()
+try:
+    heron_spark.submit(comps.class_style("no_such_module_anywhere", "Unimportable"), conf=conf,
+                       master="local[2]")
+    outcome["unimportable"] = "submitted"
+except heron_spark.HeronSparkError as exc:
+    outcome["unimportable"] = {"error": type(exc).__name__, "message": str(exc),
+                               "missing": getattr(exc, "missing", None),
+                               "python": getattr(exc, "python", None),
+                               "seconds": time.monotonic() - started}
+from heron_spark.statemgr import open_state_manager
+outcome["unimportable_state"] = open_state_manager("file://" + state).get_execution_state(
+    "Unimportable") is not None
+print("OUTCOME " + json.dumps(outcome), flush=True)
+"""
+
+
+def _run_driver(tmp_path: Path) -> dict:
+    exec_only = tmp_path / "exec_only"
+    exec_only.mkdir()
+    (exec_only / f"{EXEC_ONLY}.py").write_text(Path(comps.__file__).read_text())
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(exec_only), env.get("PYTHONPATH", "")])
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["PYSPARK_PYTHON"] = sys.executable
+    out, err = tmp_path / "driver.out", tmp_path / "driver.err"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(exec_only),
+                                 str(tmp_path / "state")], cwd=tmp_path, env=env,
+                                stdout=stdout, stderr=stderr, start_new_session=True)
+    try:
+        proc.wait(timeout=DRIVER_TIMEOUT_SECS)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=30)
+    lines = [line for line in out.read_text().splitlines() if line.startswith("OUTCOME ")]
+    assert lines, f"driver printed no outcome (exit {proc.returncode})\n{err.read_text()[-6000:]}"
+    outcome = json.loads(lines[-1][len("OUTCOME "):])
+    outcome["stderr"] = err.read_text()
+    return outcome
+
+
+def test_class_paths_run_on_spark_and_an_unimportable_one_is_refused_before_launch(tmp_path):
+    outcome = _run_driver(tmp_path)
+    assert outcome["driver_imports_it"] is False, "the driver can import the module: proves nothing"
+    expected = comps.expected_counts(2)
+    for kind in ("class", "builder"):
+        assert outcome[kind]["status"] == "FINISHED", outcome["stderr"][-6000:]
+        assert outcome[kind]["counts"] == expected, kind
+
+    refused = outcome["unimportable"]
+    assert refused != "submitted", "submit accepted a class path the executors cannot import"
+    assert refused["error"] == "WorkerEnvironmentError"
+    assert refused["missing"] == "no_such_module_anywhere"
+    assert refused["python"] == sys.executable
+    message = refused["message"]
+    assert "'sentence'" in message and "no_such_module_anywhere.SentenceSpout" in message
+    assert "sys.path" in message and "--py-files" in message
+    # Refused by the preflight: nothing launched, nothing stored, nothing retried.
+    assert outcome["unimportable_state"] is False
+    assert "resubmitting" not in outcome["stderr"]
