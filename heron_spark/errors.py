@@ -53,8 +53,9 @@ class ComponentSpecError(TopologyValueError, AssertionError):
 
     heronpy's ``HeronComponentSpec`` asserts its name (None or a str), class path (a str),
     ``is_spout`` (a bool) and ``par`` (an int > 0), so code written for heronpy catches
-    ``AssertionError``; this is also a ``TopologyValueError``, with ``kind`` one of ``name``,
-    ``class``, ``is_spout`` and ``parallelism``.
+    ``AssertionError``; its ``spec()`` asserts ``optional_outputs`` (a list of field names and
+    ``Stream``s). This is also a ``TopologyValueError``, with ``kind`` one of ``name``,
+    ``class``, ``is_spout``, ``parallelism`` and ``outputs``.
     """
 
 

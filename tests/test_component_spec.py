@@ -55,6 +55,17 @@ def test_bad_arguments_raise_heronpys_assertion_error(args, kind):
     assert info.value.kind == kind
 
 
+def test_optional_outputs_are_added_and_checked_as_heronpys_spec():
+    spec = comps.SplitBolt.spec(name="split", optional_outputs=[Stream(["w"], name="side")])
+    assert spec.get_out_streamids() == {"default", "side"} and comps.SplitBolt.outputs == ["word"]
+    assert HeronComponentSpec("c", "a.B", False, 1, outputs=["x"],
+                              optional_outputs=["y"]).outputs == ["x", "y"]
+    for bad in ("word", ["word", 5]):
+        with pytest.raises(AssertionError) as info:
+            comps.SplitBolt.spec(name="split", optional_outputs=bad)
+        assert info.value.kind == "outputs"
+
+
 def test_spec_par_is_checked_when_spec_is_called():
     with pytest.raises(ComponentSpecError) as info:
         comps.SplitBolt.spec(name="split", par=0)

@@ -39,8 +39,10 @@ class HeronComponentSpec:
         self.is_spout = is_spout
         self.parallelism = par
         self.inputs = inputs
-        if optional_outputs:
-            outputs = [*(outputs or []), *optional_outputs]
+        if optional_outputs is not None:
+            self._check_optional_outputs(name, optional_outputs)
+            if outputs is None or isinstance(outputs, (list, tuple)):
+                outputs = [*(outputs or []), *optional_outputs]
         self.outputs = outputs
         self.custom_config = config
         self.uuid = str(uuid.uuid4())  # tells specs apart before they have a name
@@ -71,6 +73,16 @@ class HeronComponentSpec:
             msg = "parallelism must be an integer >= 1"
             raise ComponentSpecError(msg, component=component, value=par,
                                      kind="parallelism", fix="pass par=1 or more")
+
+    @staticmethod
+    def _check_optional_outputs(name, optional_outputs) -> None:
+        """Refuse what heronpy's ``spec()`` asserts: a list or tuple of str or ``Stream``."""
+        if not isinstance(optional_outputs, (list, tuple)) or not all(
+                isinstance(out, (str, Stream)) for out in optional_outputs):
+            msg = "optional_outputs must be a list of str field names or Streams"
+            raise ComponentSpecError(msg, component=name if isinstance(name, str) else None,
+                                     value=optional_outputs, kind="outputs",
+                                     fix="pass optional_outputs=['field', Stream([...], name=...)]")
 
     @staticmethod
     def _sanitize_config(custom_config, component: str | None = None) -> dict:
@@ -268,9 +280,14 @@ class BaseComponent:
     @classmethod
     def spec(cls, name: str | None = None, par: int = 1, inputs=None, config: dict | None = None,
              optional_outputs=None) -> HeronComponentSpec:
-        """Return this component's spec; validation happens when the topology is submitted."""
-        outputs = list(cls.outputs or [])
-        if optional_outputs:
+        """Return this component's spec.
+
+        heronpy's argument checks run here (``ComponentSpecError``), its config, input and
+        output checks when the ``Topology`` class is defined, ours when it is submitted.
+        """
+        outputs = list(cls.outputs or [])  # a copy: the class's list stays as it is
+        if optional_outputs is not None:
+            HeronComponentSpec._check_optional_outputs(name, optional_outputs)
             outputs.extend(optional_outputs)
         if config is not None and not isinstance(config, dict):  # Heron refuses it too
             msg = "component config must be a dict"

@@ -243,7 +243,7 @@ def _component_class(name: str, spec: HeronComponentSpec) -> tuple[type | None, 
     carries only the path, which the tasks import, unless it names the driver's ``__main__``
     (a script's class travels by value, as a class given as such does).
     """
-    given = getattr(spec, "component_class", None)
+    given = spec.component_class
     if given is not None:
         return given, given
     found = class_here(name, spec.python_class_path)
