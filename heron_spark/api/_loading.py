@@ -1,9 +1,9 @@
 """Resolve classes named by dotted path.
 
-The ones a topology config names (serializer, auto task hooks) and components given by class
-path (``HeronComponentSpec("w", "pkg.mod.Cls", ...)``). Driver and instances; imports the named module, nothing else. A component's path is checked on
-the driver when it imports there (``class_here``) and imported where its tasks run
-(``load_component_class``).
+The classes a topology config names (serializer, auto task hooks) and components given by
+class path (``HeronComponentSpec("w", "pkg.mod.Cls", ...)``). Driver and instances; imports
+the named module, nothing else. A component's path is checked on the driver when it imports
+there (``class_here``) and imported where its tasks run (``load_component_class``).
 """
 
 from __future__ import annotations
