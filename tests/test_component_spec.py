@@ -212,3 +212,24 @@ def test_a_class_still_works_as_a_component_class():
     decl = build_logical_plan(builder.build()).components["e"]
     assert decl.given_class is Echo and decl.component_class is Echo
     assert decl.class_path.endswith("Echo")
+
+
+def test_a_path_into_the_drivers_main_module_carries_the_class(monkeypatch):
+    main = sys.modules["__main__"]
+    monkeypatch.setattr(main, "MainScriptSpout", comps.SentenceSpout, raising=False)
+    topology = type("T", (Topology,), {
+        "s": HeronComponentSpec(None, "__main__.MainScriptSpout", True, 1, outputs=["sentence"])})
+    decl = build_logical_plan(topology).components["s"]
+    assert decl.given_class is comps.SentenceSpout  # executors have another __main__
+
+
+def test_a_plan_pickled_before_class_paths_still_loads():
+    from heron_spark.plan.logical import ComponentDecl
+
+    current = build_logical_plan(comps.class_style(MODULE, "t")).components["split"]
+    old_state = {k: v for k, v in vars(current).items() if k not in ("class_path", "given_class")}
+    old_state["component_class"] = comps.SplitBolt
+    decl = ComponentDecl.__new__(ComponentDecl)
+    decl.__setstate__(old_state)
+    assert (decl.given_class, decl.class_path) == (comps.SplitBolt, f"{MODULE}.SplitBolt")
+    assert decl.component_class is comps.SplitBolt

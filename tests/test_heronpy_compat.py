@@ -131,6 +131,25 @@ class WordCountTopology(Topology):
                          config={"sink.path": SINK_PATH})
 '''
 
+# heronpy's HeronComponentSpec with class path strings, as tools built on heronpy write them.
+CLASS_PATH_STYLE = '''
+from heronpy.api.component.component_spec import HeronComponentSpec
+from heronpy.api.topology import Topology
+
+
+class ClassPathWordCount(Topology):
+    config = {constants.TOPOLOGY_STMGRS: 2}
+    sentence = HeronComponentSpec(None, "heronpy_components.SentenceSpout", True, 2,
+                                  outputs=["sentence"])
+    split = HeronComponentSpec(None, "heronpy_components.SplitBolt", False, 2,
+                               inputs={sentence: Grouping.SHUFFLE}, outputs=["word"])
+    count = HeronComponentSpec(None, "heronpy_components.CountBolt", False, 2,
+                               inputs={split["default"]: Grouping.fields("word")},
+                               outputs=["word", "count"])
+    sink = HeronComponentSpec(None, "heronpy_components.FileSink", False, 1,
+                              inputs={count: Grouping.GLOBAL}, config={"sink.path": SINK_PATH})
+'''
+
 
 def _expected_counts() -> collections.Counter:
     counts: collections.Counter = collections.Counter()
@@ -271,3 +290,7 @@ def test_heronpy_builder_file_runs_unchanged_under_the_cli(tmp_path):
 
 def test_heronpy_class_file_runs_unchanged_under_the_cli(tmp_path):
     _run_heronpy_file(tmp_path, CLASS_STYLE, "WordCountTopology")
+
+
+def test_heronpy_class_path_specs_run_unchanged_under_the_cli(tmp_path):
+    _run_heronpy_file(tmp_path, CLASS_PATH_STYLE, "ClassPathWordCount")
