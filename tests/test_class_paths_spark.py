@@ -1,7 +1,8 @@
 """Components given by class path run on Spark ``local[2]``, including a path only the
-executors can import; a path nobody can import is refused once, before launch.
+executors can import; a path nobody can import, or one naming no component, is refused once,
+before launch.
 
-One driver subprocess runs all three: its executors see a module folder on ``PYTHONPATH`` that
+One driver subprocess runs them all: its executors see a module folder on ``PYTHONPATH`` that
 the driver has removed from its own ``sys.path`` (the module, a copy of
 ``class_path_components``, imports only on the executors: Spark hands the environment's
 ``PYTHONPATH`` to its Python workers, and the containers hand the workers' ``sys.path`` to
@@ -56,9 +57,19 @@ except heron_spark.HeronSparkError as exc:
                                "missing": getattr(exc, "missing", None),
                                "python": getattr(exc, "python", None),
                                "seconds": time.monotonic() - started}
+builder = heron_spark.TopologyBuilder("NoComponent")
+bad = builder.add_spout("bad", "exec_only_words.NotAComponent", 1, optional_outputs=["x"])
+builder.add_bolt("sink", "heron_spark.testing.CollectingBolt", 1, inputs=[bad])
+try:
+    heron_spark.submit(builder.build(), conf=conf, master="local[2]")
+    outcome["no_component"] = "submitted"
+except heron_spark.HeronSparkError as exc:
+    outcome["no_component"] = {"error": type(exc).__name__, "kind": getattr(exc, "kind", None),
+                               "component": getattr(exc, "component", None)}
 from heron_spark.statemgr import open_state_manager
-outcome["unimportable_state"] = open_state_manager("file://" + state).get_execution_state(
-    "Unimportable") is not None
+stored = open_state_manager("file://" + state)
+outcome["unimportable_state"] = any(stored.get_execution_state(name) is not None
+                                    for name in ("Unimportable", "NoComponent"))
 print("OUTCOME " + json.dumps(outcome), flush=True)
 """
 
@@ -89,7 +100,7 @@ def _run_driver(tmp_path: Path) -> dict:
     return outcome
 
 
-def test_class_paths_run_on_spark_and_an_unimportable_one_is_refused_before_launch(tmp_path):
+def test_class_paths_run_on_spark_and_bad_ones_are_refused_before_launch(tmp_path):
     outcome = _run_driver(tmp_path)
     assert outcome["driver_imports_it"] is False, "the driver can import the module: proves nothing"
     expected = comps.expected_counts(2)
@@ -105,6 +116,9 @@ def test_class_paths_run_on_spark_and_an_unimportable_one_is_refused_before_laun
     message = refused["message"]
     assert "'sentence'" in message and "no_such_module_anywhere.SentenceSpout" in message
     assert "sys.path" in message and "--py-files" in message
+    # A path only the executors import, naming a class that is no Spout: refused there too.
+    assert outcome["no_component"] == {"error": "TopologyValueError", "kind": "class",
+                                       "component": "bad"}
     # Refused by the preflight: nothing launched, nothing stored, nothing retried.
     assert outcome["unimportable_state"] is False
     assert "resubmitting" not in outcome["stderr"]

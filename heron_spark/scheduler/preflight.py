@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 
-from heron_spark.errors import WorkerEnvironmentError
+from heron_spark.errors import TopologyValueError, WorkerEnvironmentError
 from heron_spark.scheduler.session import is_connect
 
 log = logging.getLogger(__name__)
@@ -69,6 +69,10 @@ def examine(modules, definition):
     try:  # the components given by class path, imported here as their tasks will
         plan.resolve_classes()
     except Exception as exc:
+        if getattr(exc, "kind", None) == "class":  # it imports, but is no Spout / Bolt
+            found["invalid"] = {"component": exc.component, "problem": exc.problem,
+                                "fix": exc.fix}
+            return found
         found["problem"] = f"loading the topology's components: {getattr(exc, 'detail', exc)}"
         found["missing"] = getattr(exc, "missing", None)
     return found
@@ -115,6 +119,11 @@ def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
         if sc is not None:
             sc.setJobDescription(previous)
     for result in found:
+        invalid = result.get("invalid")
+        if invalid:  # a class path only the executors import names no Spout / Bolt
+            problem = f"{invalid['problem']} (found on executor host {result['host']})"
+            raise TopologyValueError(problem, component=invalid["component"], kind="class",
+                                     fix=invalid["fix"])
         if result["problem"] is not None:
             raise WorkerEnvironmentError(result["problem"], python=result["python"],
                                          host=result["host"], missing=result["missing"],
