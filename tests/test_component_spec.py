@@ -160,7 +160,6 @@ def test_a_path_the_driver_imports_is_checked_there_and_shipped_as_a_path():
     assert (spec.outputs, spec.component_class) == (["sentence"], None)
 
     with pytest.raises(TopologyValueError) as info:  # imports here, but is no Bolt
-        HeronComponentSpec("b", f"{MODULE}.NotAComponent", False, 1, inputs=[spec])
         build_logical_plan(type("T", (Topology,), {
             "s": spec, "b": HeronComponentSpec("b", f"{MODULE}.NotAComponent", False, 1,
                                                inputs=[spec])}))
