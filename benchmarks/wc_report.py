@@ -9,6 +9,7 @@ table per role (``report_mode``). Driver only.
 
 from __future__ import annotations
 
+import bisect
 import collections
 import math
 import os
@@ -212,6 +213,35 @@ def quantile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
 
 
+LATENCY_BUCKETS_MS = (0.5, 1, 2, 5, 10, 20, 50, 100)
+
+
+def latency_histogram(samples: list[float]) -> list[int]:
+    """Count latency samples (seconds) per bucket: <= each of ``LATENCY_BUCKETS_MS``, then above."""
+    counts = [0] * (len(LATENCY_BUCKETS_MS) + 1)
+    bounds = [b / 1000 for b in LATENCY_BUCKETS_MS]
+    for sample in samples:
+        counts[bisect.bisect_left(bounds, sample)] += 1
+    return counts
+
+
+def _histogram_lines(mode: str, paced: list[dict]) -> list[str]:
+    """One row per latency bucket: the latency runs' samples summed, count and % per bucket."""
+    hists = [r["latency_histogram"] for r in paced if "latency_histogram" in r]
+    if not hists:
+        return []
+    counts = [sum(column) for column in zip(*hists)]
+    total = max(1, sum(counts))
+    labels = [f"<= {b:g} ms" for b in LATENCY_BUCKETS_MS] + [f"> {LATENCY_BUCKETS_MS[-1]:g} ms"]
+    lines = [f"{mode} latency histogram, {len(hists)} latency run(s), {sum(counts):,} samples:"]
+    below = 0
+    for label, count in zip(labels, counts):
+        below += count
+        lines.append(f"  {label:>10} {count:>9,} {100 * count / total:6.2f} %  "
+                     f"(cumulative {100 * below / total:6.2f} %)")
+    return lines
+
+
 # ---- report --------------------------------------------------------------------------------
 def _line(mode: str, label: str, values: list[float], fmt) -> str:
     return (f"{mode} {label}: median {fmt(statistics.median(values))} "
@@ -282,7 +312,7 @@ def report_mode(mode: str, args, fast: list[dict], paced: list[dict]) -> dict:
     totals = [f"{statistics.median(sum(v['cpu_s'] for v in r['roles'].values()) for r in runs):.2f}"
               for runs in (fast, paced)]
     table.append(f"  {'all':<24} {'':>5}  {totals[0]:<34} {totals[1]:<34}")
-    print("\n".join(lines + table), flush=True)
+    print("\n".join(lines + _histogram_lines(mode, paced) + table), flush=True)
     return summary
 
 

@@ -72,8 +72,8 @@ from pyspark import cloudpickle  # noqa: E402
 import wc_topologies  # noqa: E402
 from heron_spark import submit  # noqa: E402
 from heron_spark.errors import TopologyRuntimeError  # noqa: E402
-from wc_report import (ProcessSampler, kill_descendants, machine_info, quantile,  # noqa: E402
-                       report_mode)
+from wc_report import (ProcessSampler, kill_descendants, latency_histogram,  # noqa: E402
+                       machine_info, quantile, report_mode)
 from wc_topologies import (CONTAINERS, COUNTERS, SPLITTERS, SPOUTS,  # noqa: E402
                            WORDS_PER_SENTENCE, build, build_batch, corpus_file, count_corpus)
 
@@ -182,6 +182,7 @@ class Bench:
             run["p50_ms"] = 1000 * quantile(samples, 0.50)
             run["p99_ms"] = 1000 * quantile(samples, 0.99)
             run["max_ms"] = 1000 * samples[-1] if samples else math.nan
+            run["latency_histogram"] = latency_histogram(samples)
         return run
 
     def _verify(self, mode, results, words, replayed, out_dir) -> None:
