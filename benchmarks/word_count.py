@@ -104,6 +104,8 @@ class Bench:
                      "heron.work.dir": str(work_root / "work")}
         if args.flush_ms is not None:
             self.conf["heron.batch.flush.interval.ms"] = args.flush_ms
+        if args.linger_ms is not None:
+            self.conf["heron.batch.linger.ms"] = args.linger_ms
 
     def run_once(self, mode: str, phase: str) -> dict:
         args = self.args
@@ -283,6 +285,8 @@ def parse_args(argv):
                         help="BATCH: sentences per batch the spouts emit at most (default 8192)")
     parser.add_argument("--flush-ms", type=float, default=None,
                         help="heron.batch.flush.interval.ms (default: the configured one)")
+    parser.add_argument("--linger-ms", type=float, default=None,
+                        help="heron.batch.linger.ms (default: the configured one)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run at most")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "heron_spark_bench")
     parser.add_argument("--json", type=Path, default=None, help="write every figure to this file")
