@@ -72,8 +72,8 @@ from pyspark import cloudpickle  # noqa: E402
 import wc_topologies  # noqa: E402
 from heron_spark import submit  # noqa: E402
 from heron_spark.errors import TopologyRuntimeError  # noqa: E402
-from wc_report import (ProcessSampler, kill_descendants, machine_info, quantile,  # noqa: E402
-                       report_mode)
+from wc_report import (ProcessSampler, kill_descendants, latency_histogram,  # noqa: E402
+                       machine_info, quantile, report_mode)
 from wc_topologies import (CONTAINERS, COUNTERS, SPLITTERS, SPOUTS,  # noqa: E402
                            WORDS_PER_SENTENCE, build, build_batch, corpus_file, count_corpus)
 
@@ -104,6 +104,8 @@ class Bench:
                      "heron.work.dir": str(work_root / "work")}
         if args.flush_ms is not None:
             self.conf["heron.batch.flush.interval.ms"] = args.flush_ms
+        if args.linger_ms is not None:
+            self.conf["heron.batch.linger.ms"] = args.linger_ms
 
     def run_once(self, mode: str, phase: str) -> dict:
         args = self.args
@@ -182,6 +184,7 @@ class Bench:
             run["p50_ms"] = 1000 * quantile(samples, 0.50)
             run["p99_ms"] = 1000 * quantile(samples, 0.99)
             run["max_ms"] = 1000 * samples[-1] if samples else math.nan
+            run["latency_histogram"] = latency_histogram(samples)
         return run
 
     def _verify(self, mode, results, words, replayed, out_dir) -> None:
@@ -282,6 +285,8 @@ def parse_args(argv):
                         help="BATCH: sentences per batch the spouts emit at most (default 8192)")
     parser.add_argument("--flush-ms", type=float, default=None,
                         help="heron.batch.flush.interval.ms (default: the configured one)")
+    parser.add_argument("--linger-ms", type=float, default=None,
+                        help="heron.batch.linger.ms (default: the configured one)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per run at most")
     parser.add_argument("--cache-dir", type=Path, default=Path.home() / ".cache" / "heron_spark_bench")
     parser.add_argument("--json", type=Path, default=None, help="write every figure to this file")

@@ -3,7 +3,8 @@
 Children: the metrics manager, the stmgr, and one process per instance; in container 0 with
 ``heron.tmaster.placement`` container, the TMaster too (started first; the stmgrs find it
 through the state manager). The supervisor never
-waits on a child: one poll loop looks at every child each ``_POLL_SECS`` and
+waits on a child: one poll loop looks at every child each ``_POLL_SECS`` (at heartbeats each
+``_STALL_CHECK_SECS``) and
 
 - restarts a child that exited, after a backoff (``heron.restart.backoff.secs``, doubled per
   consecutive death up to ``heron.restart.backoff.max.secs``), whether it died before or after
@@ -48,6 +49,11 @@ from heron_spark.contract.layout import (CONTAINER, METRICSMGR, STMGR, TMASTER, 
 
 log = logging.getLogger(__name__)
 _POLL_SECS = 0.05
+# Heartbeats are looked at this often, not every poll: children touch theirs every
+# ``_process.HEARTBEAT_INTERVAL_SECS`` and a stall takes ``heron.stall.timeout.secs`` (10 s) to
+# count, so reading every child's heartbeat (and the stmgr's stopping file) 20 times a second
+# only cost CPU while tuples flow.
+_STALL_CHECK_SECS = _process.HEARTBEAT_INTERVAL_SECS
 
 
 class _Child:
@@ -93,6 +99,7 @@ class Supervisor:
         self._instances_started_for: int | None = None  # pid of the stmgr they dialled
         self.stalls: collections.Counter = collections.Counter()
         self._stop = threading.Event()
+        self._next_stall_check = 0.0
 
     # ---- the loop ------------------------------------------------------------------------
     def run(self) -> int:
@@ -120,6 +127,9 @@ class Supervisor:
     def _tend(self) -> int | None:
         now = time.monotonic()
         stmgr = self.children[STMGR]
+        check_stalls = now >= self._next_stall_check
+        if check_stalls:
+            self._next_stall_check = now + _STALL_CHECK_SECS
         for child in self.children.values():
             if child.alive and child.proc.poll() is not None:
                 code = self._on_exit(child, child.proc.returncode, now)
@@ -127,7 +137,7 @@ class Supervisor:
                     return code
             elif child.alive:
                 self._check_ready(child)
-                if not self._stmgr_stopping():
+                if check_stalls and not self._stmgr_stopping():
                     self._check_stall(child)
             elif child.restart_at is not None and now >= child.restart_at \
                     and not self._stmgr_stopping():

@@ -20,7 +20,7 @@ from heron_spark.instance import batches, task_metrics
 from heron_spark.instance.acking import AckBuffer
 from heron_spark.instance.executor import TaskExecutor
 from heron_spark.proto import stmgr_pb2
-from heron_spark.wire import frames, tree_ids, tuple_batch
+from heron_spark.wire import arrow_numpy, frames, tree_ids, tuple_batch
 
 _new_tuple = tuple.__new__
 _data_head = frames.DATA_HEAD.unpack_from
@@ -202,7 +202,7 @@ class BoltExecutor(TaskExecutor):
                     values, repeat(now), repeat(()))):
                 process(tup)
         else:
-            edge_ids = batch.column(tuple_batch.KEY_COLUMN).to_numpy().tolist()
+            edge_ids = arrow_numpy.numbers(batch.column(tuple_batch.KEY_COLUMN)).tolist()
             tuples = map(_new_tuple, repeat(HeronTuple), zip(
                 edge_ids, repeat(component), repeat(stream), repeat(src), values, repeat(now),
                 roots))
@@ -233,7 +233,7 @@ class BoltExecutor(TaskExecutor):
             if self._input_failed:
                 self.acks.fail_rows(flat, batch.num_rows)
             else:
-                keys = batch.column(tuple_batch.KEY_COLUMN).to_numpy()
+                keys = arrow_numpy.numbers(batch.column(tuple_batch.KEY_COLUMN))
                 self.acks.ack_rows(flat, keys if counts is None else np.repeat(keys, counts),
                                    batch.num_rows)
 

@@ -28,14 +28,16 @@ import traceback
 from typing import Callable
 
 from heron_spark import _process
+from heron_spark.api.batch import BatchBolt, BatchSpout
 from heron_spark.container.files import ContainerFiles
 from heron_spark.contract import layout, roles
 from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.instance.executor import Stop, TaskExecutor
 from heron_spark.instance.shell import build_executor, report_failure
 from heron_spark.metrics.client import MetricsClient
+from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, stmgr_pb2
-from heron_spark.wire import frames, tuple_batch
+from heron_spark.wire import arrow_numpy, frames, tuple_batch
 from heron_spark.wire.connection import dial_with_retry
 from heron_spark.wire.loop import Channel, Loop, loop_traffic
 
@@ -55,8 +57,7 @@ class InstanceRuntime:
         self.logger = logging.getLogger(f"{self.component_name}.{task_id}")
         secret = files.load_secret()
         topology = plan.logical.name
-        tuple_batch.use_lean_memory_pool()
-        tuple_batch.warm_up()  # before registering: the topology starts into a warm process
+        prepare_arrow(plan, self.component_name)  # before registering: start warm
         self.loop = Loop()
         sock = dial_with_retry(stmgr_address, secret, topology, roles.INSTANCE, task_id,
                                self.config.startup_timeout_secs)
@@ -142,6 +143,20 @@ class InstanceRuntime:
         add(name="__metrics-dropped", value=self.metrics.dropped)
         loop_traffic(self.loop, add)
         return publish
+
+
+def prepare_arrow(plan: PlanView, component: str) -> None:
+    """Set Arrow up for ``component``'s task: its memory pool, warm kernels, and no pandas.
+
+    A per-tuple component's process keeps pyarrow from importing pandas for its own probes
+    (``arrow_numpy.settle_pandas_probe``; about 45 MB); a ``BatchBolt``/``BatchSpout`` may
+    take and emit pandas frames, so pyarrow's probe stays as it is there.
+    """
+    if not issubclass(plan.logical.components[component].component_class,
+                      (BatchBolt, BatchSpout)):
+        arrow_numpy.settle_pandas_probe()
+    tuple_batch.use_lean_memory_pool()
+    tuple_batch.warm_up()  # the first real batch does not pay for first use
 
 
 def serve(executor: TaskExecutor, loop: Loop, channel: Channel,

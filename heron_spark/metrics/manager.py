@@ -19,7 +19,7 @@ from heron_spark.container.files import ContainerFiles
 from heron_spark.contract import layout, roles
 from heron_spark.contract.child_args import statemgr_generation, MetricsManagerArgs
 from heron_spark.contract.exit_codes import ExitCode
-from heron_spark.proto import metrics_pb2
+from heron_spark.proto import metrics_pb2, packing_pb2
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener, dial
 
@@ -34,7 +34,7 @@ class MetricsManager:
         self.files = files
         self.config = files.load_config()
         self.secret = files.load_secret()
-        self.topology = files.load_plan().logical.name
+        self.topology = _topology_name(files)
         self.index = container_index
         self.tmaster_address = (tmaster_host, tmaster_port)
         self._latest: dict[tuple[str, int], metrics_pb2.MetricsPublish] = {}
@@ -115,6 +115,17 @@ class MetricsManager:
             log.warning("TMaster not taking metrics")
 
 
+def _topology_name(files: ContainerFiles) -> str:
+    """Read the topology's name from the packing plan.
+
+    Not from the logical plan: unpickling it imports the user's modules (and what they
+    import) into a process that runs no user code.
+    """
+    packing = packing_pb2.PackingPlan()
+    packing.ParseFromString(files.packing_plan.read_bytes())
+    return packing.topology_name
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point: ``python -m heron_spark.metrics``."""
     args = MetricsManagerArgs.from_argv(argv)
@@ -135,5 +146,5 @@ def _tmaster_from_statemgr(tmaster: str, files: ContainerFiles) -> tuple[str, in
     from heron_spark.statemgr import tmaster_address
 
     config = files.load_config()
-    return tmaster_address(tmaster, config.statemgr, files.load_plan().logical.name,
+    return tmaster_address(tmaster, config.statemgr, _topology_name(files),
                            config.startup_timeout_secs)

@@ -149,12 +149,22 @@ def set_gauge(spark: Any, name: str, value: float) -> None:
     _bridge_class(spark, PLUGIN_CLASS).setGauge(str(name), float(value))
 
 
+# (the session's JVM view, the class's py4j handle) per class name: py4j resolves each part
+# of a dotted name with one round trip to the JVM, and the gauges are set once per metric each
+# metrics interval.
+_HANDLES: dict[str, tuple[Any, Any]] = {}
+
+
 def _bridge_class(spark: Any, class_name: str):
     """Return the py4j handle of a bridge class; raise a clear error if the session lacks the bridge."""
     from py4j.java_gateway import JavaClass
 
     sc = getattr(spark, "sparkContext", spark)  # a SparkSession or a SparkContext
-    handle = sc._jvm
+    jvm = sc._jvm
+    cached = _HANDLES.get(class_name)
+    if cached is not None and cached[0] is jvm:
+        return cached[1]
+    handle = jvm
     for part in class_name.split("."):
         handle = getattr(handle, part)
     if not isinstance(handle, JavaClass):  # py4j hands out a JavaPackage for unknown classes
@@ -162,4 +172,5 @@ def _bridge_class(spark: Any, class_name: str):
                           f"{class_name} is not on the driver's classpath: start the "
                           f"SparkSession with heron_spark.scheduler.jvm_bridge.spark_conf("
                           f"build_jar()) (spark.jars only applies to a new SparkContext)")
+    _HANDLES[class_name] = (jvm, handle)
     return handle

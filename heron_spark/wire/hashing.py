@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from heron_spark.wire import arrow_numpy
+
 DICTIONARY_MIN_ROWS = 2048  # from this many values on, distinct values are hashed once
 _MULTIPLIER = 0x100000001B3
 _COMBINE = np.uint64(1000003)
@@ -45,10 +47,10 @@ def string_hash(array: pa.Array) -> np.ndarray:
     a few thousand).
     """
     if pa.types.is_dictionary(array.type):
-        return _hash_strings(array.dictionary)[array.indices.to_numpy(zero_copy_only=False)]
+        return _hash_strings(array.dictionary)[arrow_numpy.numbers(array.indices, zero_copy_only=False)]
     if len(array) >= DICTIONARY_MIN_ROWS:
         encoded = pc.dictionary_encode(array)
-        return _hash_strings(encoded.dictionary)[encoded.indices.to_numpy()]
+        return _hash_strings(encoded.dictionary)[arrow_numpy.numbers(encoded.indices)]
     return _hash_strings(array)
 
 

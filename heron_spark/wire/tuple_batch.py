@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
-from heron_spark.wire import hashing, serializer_loader
+from heron_spark.wire import arrow_numpy, hashing, serializer_loader
 
 PICKLED_KEY = b"heron_spark.pickled"
 _PICKLED_META = {PICKLED_KEY: b"1"}
@@ -204,10 +204,11 @@ def root_lists(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray | None]:
     """
     index = batch.schema.get_field_index(ROOT_COLUMN)
     if index >= 0:
-        return batch.column(index).to_numpy(), None
+        return arrow_numpy.numbers(batch.column(index)), None
     column = batch.column(ROOTS_COLUMN)
-    flat = column.flatten().to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-    return flat, np.diff(column.offsets.to_numpy())
+    flat = arrow_numpy.numbers(column.flatten(), zero_copy_only=False).astype(np.uint64,
+                                                                             copy=False)
+    return flat, np.diff(arrow_numpy.numbers(column.offsets))
 
 
 def row_roots(batch: pa.RecordBatch) -> list[tuple[int, ...]] | None:
@@ -310,7 +311,8 @@ def warm_up() -> None:
     batch = with_roots(batch, np.array([1, 2, 3], dtype=np.uint64), np.array([1, 1, 1]))
     with_roots(batch, np.array([1, 2], dtype=np.uint64), np.array([2, 0, 0]))
     batch = with_keys(batch, np.array([4, 5, 6], dtype=np.uint64))
-    decoded = decode(encode_batch(batch.take(pa.array([2, 0, 1]))).__getitem__(slice(None)))
+    order = pa.array([2, 0, 1], type=pa.int64())  # typed: inferring a type imports pandas
+    decoded = decode(encode_batch(batch.take(order)).__getitem__(slice(None)))
     rows(decoded, 3)
     row_roots(decoded)
     key_hash(key_columns(decoded, [0, 1]))
