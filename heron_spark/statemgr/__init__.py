@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from heron_spark.config import STATEMGR
 from heron_spark.errors import ConfigError
 from heron_spark.statemgr.base import StateManager
 from heron_spark.statemgr.localfs import LocalFileStateManager
-from heron_spark.statemgr.zookeeper import ZooKeeperStateManager
+
+if TYPE_CHECKING:
+    from heron_spark.statemgr.zookeeper import ZooKeeperStateManager
+
+
+def __getattr__(name: str) -> Any:
+    # ZooKeeperStateManager on first use: kazoo costs every process that never talks to
+    # ZooKeeper (an instance, a file-state-manager stmgr) about 7 MB.
+    if name == "ZooKeeperStateManager":
+        from heron_spark.statemgr.zookeeper import ZooKeeperStateManager
+
+        return ZooKeeperStateManager
+    message = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(message)
 
 
 def open_state_manager(url: str) -> StateManager:
@@ -22,6 +36,8 @@ def open_state_manager(url: str) -> StateManager:
     if parsed.scheme in ("", "file"):
         return LocalFileStateManager(parsed.path or url)
     if parsed.scheme == "zk":
+        from heron_spark.statemgr.zookeeper import ZooKeeperStateManager
+
         return ZooKeeperStateManager.from_url(url)
     raise ConfigError(STATEMGR, url, "use file:///path or zk://host:port/root")
 
