@@ -38,6 +38,9 @@ setup(
         # Pinned to the gencode version of the committed *_pb2.py (grpcio-tools 1.85.1).
         "protobuf>=7.35.1,<8",
         "kazoo>=2.9",
+        # Pickles topologies by value (PySpark's bundled copy would make every process that
+        # loads one import pyspark).
+        "cloudpickle>=3.0",
         # PySpark 4 does not support pandas 3 yet.
         "pandas>=2.0,<3",
         "numpy>=1.24",

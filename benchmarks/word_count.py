@@ -67,7 +67,7 @@ import bench_env  # first: the paths and environment the topology's processes in
 
 bench_env.prepare()
 
-from pyspark import cloudpickle  # noqa: E402
+import cloudpickle  # noqa: E402  (the copy heron_spark pickles topologies with)
 
 import wc_topologies  # noqa: E402
 from heron_spark import submit  # noqa: E402

@@ -122,3 +122,47 @@ def test_the_metrics_manager_reads_the_topology_name_without_unpickling_user_cod
     files.packing_plan.write_bytes(
         packing_pb2.PackingPlan(topology_name="word_count").SerializeToString())
     assert manager._topology_name(files) == "word_count"
+
+
+_DEFINE_BY_VALUE = textwrap.dedent("""
+    import sys
+    from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, _pickling
+    from heron_spark.plan.logical import build_logical_plan
+
+    class Lines(Spout):          # defined in __main__: pickled by value, as in a notebook
+        outputs = ["line"]
+        def next_tuple(self):
+            pass
+
+    class Count(Bolt):
+        def process(self, tup):
+            self.ack(tup)
+
+    builder = TopologyBuilder("by_value")
+    lines = builder.add_spout("lines", Lines, par=1)
+    builder.add_bolt("count", Count, par=1, inputs={lines: Grouping.SHUFFLE})
+    with open(sys.argv[1], "wb") as out:
+        out.write(_pickling.dumps(build_logical_plan(builder.build())))
+""")
+
+_LOAD_IN_INSTANCE = textwrap.dedent("""
+    import sys
+    from heron_spark import _pickling
+    from heron_spark.instance import runtime
+    with open(sys.argv[1], "rb") as definition:
+        plan = _pickling.loads(definition.read())
+    classes = sorted(c.component_class.__name__ for c in plan.components.values())
+    print(classes, sorted(m for m in ("pyspark", "kazoo", "pandas") if m in sys.modules))
+""")
+
+
+def test_a_plan_pickled_by_value_loads_without_pyspark_or_kazoo(tmp_path):
+    """An instance loads a topology whose classes travel by value without importing pyspark
+    (cloudpickle's own package, not PySpark's copy) or kazoo (a file state manager's child).
+    """
+    definition = tmp_path / "definition.pickle"
+    subprocess.run([sys.executable, "-c", _DEFINE_BY_VALUE, str(definition)], check=True,
+                   timeout=120)
+    loaded = subprocess.run([sys.executable, "-c", _LOAD_IN_INSTANCE, str(definition)],
+                            check=True, capture_output=True, text=True, timeout=120)
+    assert loaded.stdout.strip() == "['Count', 'Lines'] []"

@@ -79,9 +79,11 @@ def examine(modules, definition):
 '''
 
 # What a container imports: the package, its runtime roles, and through them pyarrow and
-# protobuf.
+# protobuf; cloudpickle loads the topology's definition, kazoo the ZooKeeper state manager
+# (both imported lazily by the roles).
 _MODULES = ("heron_spark", "heron_spark.container.task", "heron_spark.stmgr.server",
-            "heron_spark.instance.runtime", "heron_spark.metrics.manager")
+            "heron_spark.instance.runtime", "heron_spark.metrics.manager", "cloudpickle",
+            "kazoo.client")
 
 
 def _probe(definition: bytes):

@@ -1,4 +1,4 @@
-"""heronpy.api.cloudpickle: heronpy vendors cloudpickle here; we use PySpark's copy of it."""
+"""heronpy.api.cloudpickle: heronpy vendors cloudpickle here; we use the cloudpickle package."""
 
-from pyspark.cloudpickle import *  # noqa: F401,F403
-from pyspark.cloudpickle import CloudPickler, dumps, loads  # noqa: F401
+from cloudpickle import *  # noqa: F401,F403
+from cloudpickle import CloudPickler, dumps, loads  # noqa: F401
