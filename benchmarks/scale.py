@@ -140,7 +140,7 @@ REAL_ROWS = [
     ("driver RSS MB", lambda r: r["roles"].get("driver", {}).get("rss_mb_median"), "{:.0f}"),
     ("Spark JVM RSS MB", lambda r: r["roles"].get("Spark JVM", {}).get("rss_mb_median"),
      "{:.0f}"),
-    ("supervisor RSS MB (Spark py worker)",
+    ("supervisor RSS MB (Spark Python workers)",
      lambda r: r["roles"].get("Spark Python workers", {}).get("rss_mb_median"), "{:.0f}"),
     ("stmgr RSS MB", lambda r: r["roles"].get("stmgr", {}).get("rss_mb_median"), "{:.0f}"),
     ("stmgr HWM MB (max)", lambda r: r["roles"].get("stmgr", {}).get("hwm_mb_max"), "{:.0f}"),
@@ -169,7 +169,8 @@ def _table(title: str, sizes: list[int], rows: list[tuple[str, list[float], str]
     print("".ljust(width) + "".join(f"{'N=' + str(n):>11}" for n in sizes) + "   growth")
     for label, values, fmt in rows:
         cells = "".join(f"{'-' if v != v else fmt.format(v):>11}" for v in values)
-        print(label.ljust(width) + cells + "   " + fit(sizes, values))
+        growth = "" if label.startswith("load") else fit(sizes, values)
+        print(label.ljust(width) + cells + "   " + growth)
 
 
 def report(real: dict[int, list[dict]], sim: dict[int, dict]) -> None:
