@@ -13,7 +13,9 @@ measured. Two modes:
   TMaster shell's ``status()['received']`` counters), CPU per second per process role over the
   window, and in its middle VmRSS / VmHWM per process role and each stmgr's TCP connections by
   the role at the other end (``/proc/<pid>/fd`` + ``/proc/net/tcp``). The counts are checked
-  exactly (distinct ids per word) and every process must be gone at the end.
+  exactly (distinct ids per word) and every process must be gone at the end; a run that fails
+  (not RUNNING within --timeout, wrong counts, processes left) is listed and left out of the
+  medians, and the benchmark exits 1.
 - simulated (--sim-sizes, default 2,4,8,16,64): ``heron_spark.inprocess.control_plane``: the
   TMaster's core and one ``StmgrCore`` per container in this process, joined by a counting
   in-memory transport, for --sim-secs simulated seconds (default 30): plan bytes, the plan
@@ -37,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import sys
@@ -217,8 +220,9 @@ def main(argv: list[str] | None = None) -> int:
         sim[n] = sim_run(n, args.sim_secs)
         print(f"sim N={n}: {json.dumps({k: round(v, 3) for k, v in sim[n].items()})}", flush=True)
     real: dict[int, list[dict]] = {}
+    failed: list[str] = []
     if real_sizes:
-        from scale_real import real_run  # imports heron_spark's submit: Spark only when asked
+        from scale_real import ScaleRunError, real_run  # Spark only when asked
 
         work_root = Path(tempfile.mkdtemp(prefix="heron_spark_scale_"))
         spark = bench_env.local_session(f"local[{max(real_sizes)}]", "heron_spark scale")
@@ -226,7 +230,12 @@ def main(argv: list[str] | None = None) -> int:
             for n in real_sizes:
                 runs = args.big_runs if n >= args.big_from else args.runs
                 for i in range(runs):
-                    result = real_run(spark, n, args, work_root, i + 1)
+                    try:
+                        result = real_run(spark, n, args, work_root, i + 1)
+                    except ScaleRunError as exc:  # listed, left out of the medians
+                        failed.append(f"N={n} run {i + 1}: {exc} (load {os.getloadavg()[0]:.2f})")
+                        print(f"real N={n} run {i + 1} FAILED: {exc}", flush=True)
+                        continue
                     real.setdefault(n, []).append(result)
                     print(f"real N={n} run {i + 1}: RUNNING after "
                           f"{result['submit_to_running_s']:.1f} s; load "
@@ -235,10 +244,13 @@ def main(argv: list[str] | None = None) -> int:
             spark.stop()
             shutil.rmtree(work_root, ignore_errors=True)
     report(real, sim)
+    for line in failed:
+        print(f"FAILED run {line}")
     if args.json:
         args.json.write_text(json.dumps({"machine": info, "args": vars(args) | {"json": None},
-                                         "real": real, "sim": sim}, indent=1, default=str))
-    return 0
+                                         "real": real, "failed": failed, "sim": sim},
+                                        indent=1, default=str))
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ def real_run(spark, containers: int, args, work_root: Path, run_number: int) -> 
     finally:
         if handle is not None and handle.status in ("STARTING", "RUNNING"):
             handle.kill()
-    left = _wait_gone(30.0)
+        left = _wait_gone(30.0)  # also after a failure: the next run starts clean
     if left:
         raise ScaleRunError(f"{containers} containers: processes {left} alive 30 s after the end")
     if status != "FINISHED":
