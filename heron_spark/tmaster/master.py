@@ -15,6 +15,7 @@ topology has ended.
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -145,6 +146,9 @@ class TMaster:
         self.running = threading.Event()
         self.closed = threading.Event()  # containers gone, final metrics in
         self._connections: list[Connection] = []
+        # Frames and payload bytes received per peer role (``stmgr``: registrations,
+        # heartbeats, ...; ``metricsmgr``: metrics snapshots), shown by ``status``.
+        self._received: collections.Counter = collections.Counter()
         self.listener = Listener(host, 0, secret, self.name, self._on_peer, name="tmaster")
         self.host = host
         self.port = self.listener.port
@@ -297,7 +301,13 @@ class TMaster:
             if conn.peer_role == roles.STMGR and self.stmgrs.get(conn.peer_id) is conn:
                 self.core.on_stmgr_closed(conn.peer_id)
 
+    def _count(self, role: str, payload: bytes) -> None:
+        with self._lock:
+            self._received[role + ".frames"] += 1
+            self._received[role + ".bytes"] += len(payload)
+
     def _on_stmgr_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
+        self._count("stmgr", payload)
         message = tmaster_pb2.StmgrToTmaster()
         message.ParseFromString(payload)
 
@@ -308,6 +318,7 @@ class TMaster:
         self._event(deliver)
 
     def _on_metrics_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
+        self._count("metricsmgr", payload)
         snapshot = metrics_pb2.MetricsSnapshot()
         snapshot.ParseFromString(payload)
         self._event(self.core.on_metrics, snapshot)
@@ -466,6 +477,12 @@ class TMaster:
                                                 instances)
 
     def status(self) -> dict:
-        """Return a JSON-ready summary: state, times, stmgrs and their last heartbeat."""
+        """Return a JSON-ready summary: state, times, stmgrs and their last heartbeat.
+
+        Also ``received``: frames and payload bytes received so far from stmgrs
+        (``stmgr.frames``, ``stmgr.bytes``) and metrics managers (``metricsmgr.*``).
+        """
         with self._lock:
-            return self.core.status(time.monotonic())
+            status = self.core.status(time.monotonic())
+            status["received"] = dict(self._received)
+            return status
