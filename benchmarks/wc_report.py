@@ -250,8 +250,14 @@ def _histogram_lines(mode: str, paced: list[dict]) -> list[str]:
 
 
 # ---- report --------------------------------------------------------------------------------
+def _median(values) -> float:
+    """Return the median of ``values``; NaN if there are none (a phase not run)."""
+    values = list(values)
+    return statistics.median(values) if values else math.nan
+
+
 def _line(mode: str, label: str, values: list[float], fmt) -> str:
-    return (f"{mode} {label}: median {fmt(statistics.median(values))} "
+    return (f"{mode} {label}: median {fmt(_median(values))} "
             f"(runs: {', '.join(fmt(v) for v in values)})")
 
 
@@ -284,7 +290,8 @@ def report_mode(mode: str, args, fast: list[dict], paced: list[dict]) -> dict:
         _line(mode, "start-up s, submit() to first word counted",
               [r["startup_first_count_s"] for r in fast], _f2),
     ]
-    if "checkpoints" in fast[0]:
+    first = (fast or paced)[0]
+    if "checkpoints" in first:
         for label, key in (("checkpoints committed", "checkpoints"),
                            ("checkpoint ms, start to commit (mean)", "checkpoint_ms_mean"),
                            ("checkpoint ms, start to commit (max)", "checkpoint_ms_max")):
@@ -294,29 +301,30 @@ def report_mode(mode: str, args, fast: list[dict], paced: list[dict]) -> dict:
     for role in roles:
         lines.append(_line(mode, f"peak RSS MB {role}",
                            [r["roles"].get(role, {}).get("peak_rss_mb", 0.0) for r in fast], _f1))
-    summary = {"words_per_s": statistics.median(r["words_per_s"] for r in fast),
-               "p50_ms": statistics.median(r["p50_ms"] for r in paced),
-               "p99_ms": statistics.median(r["p99_ms"] for r in paced),
-               "startup_running_s": statistics.median(r["startup_running_s"] for r in fast),
-               "startup_first_count_s": statistics.median(r["startup_first_count_s"] for r in fast),
+    summary = {"words_per_s": _median(r["words_per_s"] for r in fast),
+               "p50_ms": _median(r["p50_ms"] for r in paced),
+               "p99_ms": _median(r["p99_ms"] for r in paced),
+               "startup_running_s": _median(r["startup_running_s"] for r in fast),
+               "startup_first_count_s": _median(r["startup_first_count_s"] for r in fast),
                "peak_rss_mb": {}, "cpu_s": {}}
     header = (f"{mode} CPU seconds per process role, median of {len(fast)} [every run]: throughput "
-              f"phase ({fast[0]['words']:,} words unpaced), latency phase ({args.rate:,.0f} words/s "
+              f"phase ({fast[0]['words'] if fast else 0:,} words unpaced), latency phase "
+              f"({args.rate:,.0f} words/s "
               f"for {args.latency_secs:g} s)")
     table = [header, f"  {'role':<24} {'procs':>5}  {'throughput phase':<34} {'latency phase':<34}"]
     for role in roles:
         cells = []
         for runs in (fast, paced):
             values = [r["roles"].get(role, {}).get("cpu_s", 0.0) for r in runs]
-            cells.append(f"{statistics.median(values):.2f} [{', '.join(f'{v:.2f}' for v in values)}]")
-        procs = fast[0]["roles"].get(role, {}).get("processes", 0)
+            cells.append(f"{_median(values):.2f} [{', '.join(f'{v:.2f}' for v in values)}]")
+        procs = first["roles"].get(role, {}).get("processes", 0)
         table.append(f"  {role:<24} {procs:>5}  {cells[0]:<34} {cells[1]:<34}")
         summary["cpu_s"][role] = {
-            phase: statistics.median(r["roles"].get(role, {}).get("cpu_s", 0.0) for r in runs)
+            phase: _median(r["roles"].get(role, {}).get("cpu_s", 0.0) for r in runs)
             for phase, runs in (("throughput", fast), ("latency", paced))}
-        summary["peak_rss_mb"][role] = statistics.median(
+        summary["peak_rss_mb"][role] = _median(
             r["roles"].get(role, {}).get("peak_rss_mb", 0.0) for r in fast)
-    totals = [f"{statistics.median(sum(v['cpu_s'] for v in r['roles'].values()) for r in runs):.2f}"
+    totals = [f"{_median(sum(v['cpu_s'] for v in r['roles'].values()) for r in runs):.2f}"
               for runs in (fast, paced)]
     table.append(f"  {'all':<24} {'':>5}  {totals[0]:<34} {totals[1]:<34}")
     print("\n".join(lines + _histogram_lines(mode, paced) + table), flush=True)

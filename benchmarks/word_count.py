@@ -7,7 +7,12 @@ Corpus: N sentences (--sentences, default 1,000,000) of 10 words over the vocabu
 
 Topology: ``sentence`` spout (2 tasks; task ``index`` reads the lines ``i % 2 == index``) ->
 ``split`` bolt (2 tasks, shuffle) -> ``count`` bolt (2 tasks, fields grouping on ``word``),
-``topology.stmgrs: 2``, Spark ``local[*]``. Every tuple carries its sentence's emit time
+``topology.stmgrs: 2``, Spark ``local[*]``. The tuple-API modes run in two styles (--styles,
+default both; ``wc_topologies`` has the code): ``plain``, written the way the README and heronpy
+teach (``tup.values``, ``self.emit(..., anchors=[tup])``, ``self.ack(tup)``, a spout with a
+``pending`` dict and ``ack``/``fail``), and ``tuned``, written for the engine (tuples read by
+index, ``process`` swapped for a closure, 64 lines per ``next_tuple``). Each figure is labelled
+with its mode and style (``ATLEAST_ONCE plain``). Every tuple carries its sentence's emit time
 (``time.time()`` in the spout); latency is the count bolt's ``process`` time minus it.
 
 Modes (--modes): ATMOST_ONCE; ATLEAST_ONCE (sentences emitted with message ids, words anchored
@@ -17,7 +22,7 @@ the spouts checkpoint their read position and the count bolt its counts every
 pickled to the local checkpoint store; reports how many checkpoints committed and how long
 one took, start to commit); BATCH (the Arrow ``process_batch`` API).
 
-Each mode runs --runs times (default 3) each of two phases:
+Each mode (and style) runs --runs times (default 3) each of two phases (--phases picks):
 - throughput: spouts unpaced, one pass over the corpus; words/s from the first emit to the
   last count; the counts are checked exactly against ``collections.Counter`` (a mismatch
   stops the benchmark with exit code 1);
@@ -46,7 +51,8 @@ the paths, environment and Spark session (shared with ``chaos_soak.py``) in ``be
 Run from the repository root (the full-size figures take a while; smoke test first):
     .venv/bin/python benchmarks/word_count.py
     .venv/bin/python benchmarks/word_count.py --runs 1 --sentences 20000 --latency-secs 3
-        [--modes ATMOST_ONCE,ATLEAST_ONCE,BATCH] [--rate 200000] [--json out.json]
+        [--modes ATMOST_ONCE,ATLEAST_ONCE,BATCH] [--styles plain] [--phases throughput]
+        [--rate 200000] [--json out.json]
 """
 
 from __future__ import annotations
@@ -75,13 +81,15 @@ from heron_spark.errors import TopologyRuntimeError  # noqa: E402
 from wc_report import (ProcessSampler, kill_descendants, latency_histogram,  # noqa: E402
                        machine_info, quantile, report_mode)
 from wc_topologies import (CONTAINERS, COUNTERS, SPLITTERS, SPOUTS,  # noqa: E402
-                           WORDS_PER_SENTENCE, build, build_batch, corpus_file, count_corpus)
+                           STYLES, WORDS_PER_SENTENCE, build, build_batch, corpus_file,
+                           count_corpus)
 
 # The topologies travel by value, as when they were defined in this file: the topology's
 # processes import neither wc_topologies nor what only the other mode's classes use (pyarrow).
 cloudpickle.register_pickle_by_value(wc_topologies)
 
 MODES = ("ATMOST_ONCE", "ATLEAST_ONCE", "EFFECTIVELY_ONCE", "BATCH")
+PHASES = ("throughput", "latency")
 LIVE = bench_env.LIVE
 
 
@@ -107,10 +115,10 @@ class Bench:
         if args.linger_ms is not None:
             self.conf["heron.batch.linger.ms"] = args.linger_ms
 
-    def run_once(self, mode: str, phase: str) -> dict:
+    def run_once(self, mode: str, phase: str, style: str | None = None) -> dict:
         args = self.args
         self.run_number += 1
-        out_dir = self.work_root / f"run-{self.run_number:03d}-{mode}-{phase}"
+        out_dir = self.work_root / f"run-{self.run_number:03d}-{mode}-{style or 'batch'}-{phase}"
         out_dir.mkdir(parents=True)
         if phase == "throughput":
             quota, rate_per_task, sample_every = 0, 0.0, 0
@@ -122,7 +130,7 @@ class Bench:
                                    args.batch_rows)
         else:
             topology = build(mode, self.corpus, out_dir, quota, rate_per_task, sample_every,
-                             args.max_pending, args.checkpoint_secs)
+                             args.max_pending, args.checkpoint_secs, style or "plain")
         sampler = ProcessSampler(args.sample_interval).start()
         self.handle = None
         submitted = time.time()
@@ -144,9 +152,11 @@ class Bench:
                                  f"end: {left}")
         if status != "FINISHED":
             raise BenchmarkError(f"{mode} {phase}: the topology ended {status}")
-        return self._measure(mode, phase, out_dir, quota, submitted, handle, placement, roles)
+        return self._measure(mode, style, phase, out_dir, quota, submitted, handle, placement,
+                             roles)
 
-    def _measure(self, mode, phase, out_dir, quota, submitted, handle, placement, roles) -> dict:
+    def _measure(self, mode, style, phase, out_dir, quota, submitted, handle, placement,
+                 roles) -> dict:
         results = [json.loads(p.read_text()) for p in sorted(out_dir.glob("count-*.json"))]
         spouts = [json.loads(p.read_text()) for p in sorted(out_dir.glob("spout-*.json"))]
         if len(results) != COUNTERS:
@@ -159,7 +169,7 @@ class Bench:
                          default=math.nan)
         first_count = min(r["first"] for r in counted) if counted else math.nan
         last_count = max(r["last"] for r in counted) if counted else math.nan
-        run = {"mode": mode, "phase": phase, "words": words, "sentences_replayed": replayed,
+        run = {"mode": mode, "style": style, "phase": phase, "words": words, "sentences_replayed": replayed,
                "words_per_s": words / max(last_count - first_emit, 1e-9),
                "startup_running_s": (handle.started_at or math.nan) - submitted,
                "startup_first_count_s": first_count - submitted,
@@ -260,11 +270,27 @@ def _parse_modes(text: str) -> list[str]:
     return modes
 
 
+def _choices(allowed: tuple[str, ...], what: str):
+    def parse(text: str) -> list[str]:
+        picked = [c.strip().lower() for c in text.split(",") if c.strip()]
+        unknown = [c for c in picked if c not in allowed]
+        if unknown or not picked:
+            raise argparse.ArgumentTypeError(
+                f"unknown {what} {unknown}: choose from {', '.join(allowed)}")
+        return [c for c in allowed if c in picked]
+    return parse
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--modes", type=_parse_modes, default=list(MODES),
                         help="comma-separated, of ATMOST_ONCE, ATLEAST_ONCE, BATCH (default: all)")
+    parser.add_argument("--styles", type=_choices(STYLES, "style(s)"), default=list(STYLES),
+                        help="comma-separated, of plain (the README's way), tuned (written for "
+                             "the engine); tuple-API modes only (default: both)")
+    parser.add_argument("--phases", type=_choices(PHASES, "phase(s)"), default=list(PHASES),
+                        help="comma-separated, of throughput, latency (default: both)")
     parser.add_argument("--runs", type=int, default=3, help="runs per phase and mode (default 3)")
     parser.add_argument("--sentences", type=int, default=1_000_000,
                         help="corpus size N in sentences of 10 words (default 1,000,000)")
@@ -325,7 +351,9 @@ def main(argv=None) -> int:
               f"{time.monotonic() - began:.1f} s; work folder {work_root}", flush=True)
         bench = Bench(args, spark, work_root, corpus, expected)
         for mode in args.modes:
-            report["modes"][mode] = bench_mode(bench, mode, args)
+            for style in ([None] if mode == "BATCH" else args.styles):
+                label = mode if style is None else f"{mode} {style}"
+                report["modes"][label] = bench_mode(bench, mode, style, args)
     except KeyboardInterrupt:
         print("\ninterrupted: stopping the topology and every process the benchmark started",
               file=sys.stderr, flush=True)
@@ -356,26 +384,30 @@ def main(argv=None) -> int:
     return code
 
 
-def bench_mode(bench: Bench, mode: str, args) -> dict:
+def bench_mode(bench: Bench, mode: str, style: str | None, args) -> dict:
+    """Run ``mode`` in ``style`` (None: the batch API) for each phase asked; print its report."""
     pending = f", max spout pending {args.max_pending}" if args.max_pending and \
         mode == "ATLEAST_ONCE" else ""
-    print(f"\n== {mode}: {SPOUTS} sentence / {SPLITTERS} split / {COUNTERS} count tasks, "
-          f"{CONTAINERS} stmgrs, local[*]{pending}", flush=True)
+    label = mode if style is None else f"{mode} {style}"
+    written = {None: "the Arrow batch API", "plain": "plain user code, as the README teaches",
+               "tuned": "user code tuned for the engine"}[style]
+    print(f"\n== {label}: {SPOUTS} sentence / {SPLITTERS} split / {COUNTERS} count tasks, "
+          f"{CONTAINERS} stmgrs, local[*]{pending}; {written}", flush=True)
     fast, paced = [], []
-    for i in range(args.runs):
-        r = bench.run_once(mode, "throughput")
+    for i in range(args.runs if "throughput" in args.phases else 0):
+        r = bench.run_once(mode, "throughput", style)
         fast.append(r)
         if i == 0:
             print(f"  placement: {'; '.join(f'{k}: {v}' for k, v in r['placement'].items())}")
-        print(f"  {mode} throughput run {i + 1}: {r['words']:,} words (exact counts verified), "
+        print(f"  {label} throughput run {i + 1}: {r['words']:,} words (exact counts verified), "
               f"{r['words_per_s']:,.0f} words/s, {r['sentences_replayed']} sentences replayed, "
               f"start-up {r['startup_running_s']:.2f} s to RUNNING, "
               f"{r['startup_first_count_s']:.2f} s to first count, {r['whole_run_s']:.1f} s in all",
               flush=True)
-    for i in range(args.runs):
-        r = bench.run_once(mode, "latency")
+    for i in range(args.runs if "latency" in args.phases else 0):
+        r = bench.run_once(mode, "latency", style)
         paced.append(r)
-        print(f"  {mode} latency run {i + 1}: {r['words']:,} words at {r['words_per_s']:,.0f} "
+        print(f"  {label} latency run {i + 1}: {r['words']:,} words at {r['words_per_s']:,.0f} "
               f"words/s (offered {args.rate:,.0f}), p50 {r['p50_ms']:.2f} ms, p99 {r['p99_ms']:.2f} "
               f"ms, max {r['max_ms']:.1f} ms over {r['latency_samples']:,} samples; spouts at most "
               f"{r['spout_max_lag_s']:.2f} s behind their schedule", flush=True)
@@ -383,7 +415,7 @@ def bench_mode(bench: Bench, mode: str, args) -> dict:
             print(f"  WARNING: the latency run reached {r['words_per_s']:,.0f} words/s, below the "
                   f"offered {args.rate:,.0f}: the topology cannot keep up, latency is queueing",
                   flush=True)
-    summary = report_mode(mode, args, fast, paced)
+    summary = report_mode(label, args, fast, paced)
     return {"summary": summary, "throughput_runs": fast, "latency_runs": paced}
 
 

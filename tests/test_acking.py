@@ -95,6 +95,21 @@ def test_spout_trees_close_time_out_and_cap_pending():
     assert (trees.acked, trees.timed_out) == (1, 1)
 
 
+def test_spout_trees_expire_every_timed_out_tree_oldest_first_after_acks_from_the_front():
+    clock = Clock()
+    trees = SpoutTrees(task_id=1, timeout_secs=5, max_pending=None, clock=clock)
+    roots = [trees.open(i, "odd" if i % 2 else "default") for i in range(1000)]
+    assert trees.close(tree_ids.pack(roots[:400]), tree_ids.pack([]))[0] == list(range(400))
+    clock.now += 1
+    trees.open("late")
+    clock.now += 4.5
+    assert trees.expired() == list(range(400, 1000))  # one call: every tree past the timeout
+    assert (trees.tally("odd").timed_out, trees.tally("default").timed_out) == (300, 300)
+    assert (len(trees), trees.timed_out, trees.acked) == (1, 600, 400)
+    clock.now += 1
+    assert trees.expired() == ["late"] and len(trees) == 0
+
+
 def test_ack_buffer_packs_one_pair_per_root():
     from heron_spark.api.tuple import HeronTuple
 

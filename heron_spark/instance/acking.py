@@ -30,6 +30,8 @@ _roots_of = itemgetter(6)  # HeronTuple.roots
 _source_of = itemgetter(1, 2)  # HeronTuple (component, stream)
 _stamp_of = itemgetter(5)  # HeronTuple.timestamp (time.time() when its batch arrived)
 _NS = 1_000_000_000
+_born_of = itemgetter(1)   # SpoutTrees entry (message id, birth, stream)
+_stream_of = itemgetter(2)
 
 
 class StreamTally:
@@ -96,10 +98,10 @@ class SpoutTrees:
 
     def _count(self, entries: list, now: float, acked: bool) -> None:
         """Add closed trees (message id, birth, stream) to their streams' tallies."""
-        streams = {entry[2] for entry in entries}
+        streams = set(map(_stream_of, entries))  # C-level passes: no Python per tree
         for stream in streams:
             mine = entries if len(streams) == 1 else [e for e in entries if e[2] == stream]
-            self.tally(stream).add(len(mine), (now * len(mine) - math.fsum(e[1] for e in mine))
+            self.tally(stream).add(len(mine), (now * len(mine) - math.fsum(map(_born_of, mine)))
                                    * _NS, acked)
 
     def close(self, acked_raw: bytes, failed_raw: bytes) -> tuple[list, list]:
@@ -149,14 +151,21 @@ class SpoutTrees:
         # emptied from the front skips its deleted slots on every look until it is resized.
         self._next_expiry_check = now + min(_EXPIRY_CHECK_SECS, self.timeout / 10)
         limit = now - self.timeout
-        out = []
-        while self._open:
-            root, (message_id, born, stream) = next(iter(self._open.items()))
-            if born > limit:
+        # One pass from the oldest, then the deletes: a fresh iterator per expired tree would
+        # skip the deleted slots again each time (quadratic when many trees time out at once).
+        old = []
+        for root, entry in self._open.items():
+            if entry[1] > limit:
                 break
-            del self._open[root]
-            out.append(message_id)
-            self.tally(stream).timed_out += 1
+            old.append((root, entry))
+        if not old:
+            return []
+        opened = self._open
+        for root, _ in old:
+            del opened[root]
+        out = [entry[0] for _, entry in old]
+        for _, entry in old:
+            self.tally(entry[2]).timed_out += 1
         self.timed_out += len(out)
         return out
 
