@@ -310,6 +310,19 @@ def test_an_executor_lost_restarts_the_current_generation_only():
         ["restart", "none: generation 0 runs"]
 
 
+def test_an_executor_loss_names_the_host_even_after_the_stage_was_replaced():
+    """Spark may fail the stage (and a new generation begin) before the loss event arrives:
+    the report still names the lost host, from the previous generation's registrations."""
+    core, io = _core()
+    _start(core)
+    core.executor_lost("3", (1,), "worker lost", 0, 110.0)
+    core.begin_generation(1, None, 111.0)
+    core.executor_lost("4", (0,), "worker lost", 0, 112.0)
+    assert [loss["hosts"] for loss in core.executor_losses] == [["127.0.0.1"], ["127.0.0.1"]]
+    core.executor_lost("5", (0,), "worker lost", 7, 113.0)
+    assert core.executor_losses[-1]["hosts"] == ["?"]
+
+
 def _stored(core: TMasterCore, checkpoint: int, now: float) -> None:
     for task in sorted(core.all_tasks):
         core.on_stmgr_message(core.plan.task_container[task], _message(

@@ -167,6 +167,8 @@ class TMasterCore:
         self.heartbeats: dict[int, float] = {}  # container index -> last heartbeat (epoch s)
         self.liveness = StmgrLiveness(stmgr_heartbeat_timeout_secs)
         self.executor_losses: list[dict] = []  # Spark executors lost with containers on them
+        # The previous generation's stmgr addresses: a late executor loss still names its host.
+        self.previous_hosts: tuple[int, dict[int, str]] = (-1, {})
         self.drained: set[int] = set()
         self.all_tasks = set(plan.task_component)
         self.metrics: dict[tuple[str, int], dict[str, float]] = {}
@@ -322,6 +324,8 @@ class TMasterCore:
         A new stage (``generation``) starts now, on ``plan`` when an update changed it. The
         shell closes the old stage's connections.
         """
+        self.previous_hosts = (self.generation, {index: register.host for index, register
+                                                 in self.registrations.items()})
         self.generation = generation
         if plan is not None:
             self.plan = plan
@@ -386,8 +390,14 @@ class TMasterCore:
             log.error("topology %s: %s", self.name, reason)
             self.io.recover(reason)
 
-    def stmgr_host(self, index: int) -> str:
-        """Return the address the stmgr of container ``index`` registered with ('?': none)."""
+    def stmgr_host(self, index: int, generation: int | None = None) -> str:
+        """Return the address container ``index``'s stmgr registered with ('?': unknown).
+
+        In ``generation``: the current one by default, or the one before it.
+        """
+        if generation is not None and generation != self.generation:
+            previous, hosts = self.previous_hosts
+            return hosts.get(index, "?") if previous == generation else "?"
         register = self.registrations.get(index)
         return register.host if register is not None else "?"
 
@@ -404,7 +414,7 @@ class TMasterCore:
         if self.state.ended:
             return
         current = generation == self.generation
-        hosts = sorted({self.stmgr_host(index) for index in containers})
+        hosts = sorted({self.stmgr_host(index, generation) for index in containers})
         self.executor_losses.append({
             "executor": executor, "containers": list(containers), "hosts": hosts,
             "reason": reason,
