@@ -35,7 +35,7 @@ from pathlib import Path
 from heron_spark.testing import wait_until
 
 PREFIX = f"hs{os.getpid()}"
-_NAME = re.compile(r"^hs(\d+)(?:-h\d+|br|v\d+)$")
+_NAME = re.compile(r"^hs(\d+)(?:-h\d+|br|v\d+|n\d+)$")
 IFACE = "eth0"
 
 
