@@ -122,6 +122,21 @@ def fault(hosts: Hosts, progress: Progress, handle, mode: str, name: str, apply,
            **observed)
 
 
+def check_listeners(hosts: Hosts) -> None:
+    """Every heron_spark listener binds its host's own address (or loopback), never all."""
+    seen = {}
+    for host in hosts.hosts:
+        ours = [(address, cmd.split(" -m ")[-1].split()[0] if " -m " in cmd else cmd[:60])
+                for address, _, cmd in hosts.listeners(host)
+                if "python" in cmd.split(" ")[0] and ("heron_spark" in cmd
+                                                      or "hosts_driver" in cmd)]
+        wrong = [(a, c) for a, c in ours
+                 if a.rsplit(":", 1)[0] not in (host.address, "127.0.0.1")]
+        assert not wrong, f"heron_spark listeners on {host.namespace} not on its address: {wrong}"
+        seen[host.address] = sorted({f"{c}@{a.rsplit(':', 1)[0]}" for a, c in ours})
+    print("LISTENERS " + json.dumps(seen), flush=True)
+
+
 def run_faults(hosts: Hosts, progress: Progress, handle, mode: str) -> None:
     h0, h1, h2, h3 = hosts[0], hosts[1], hosts[2], hosts[3]
 
@@ -156,7 +171,7 @@ def run_alo(spark, hosts: Hosts, tmp: Path, hconf: dict) -> None:
         print("PLACEMENT " + json.dumps(placement(handle)), flush=True)
         progress = Progress(lambda: topologies.marks(out))
         wait_until(lambda: progress.read() > 200, 60, message="the topology to make progress")
-        print("METRICS " + json.dumps(handle.metrics().get("__stmgr__")), flush=True)
+        check_listeners(hosts)
         run_faults(hosts, progress, handle, "alo")
         topologies.unpace(out)
         assert handle.wait(timeout=240) == "FINISHED", handle.status

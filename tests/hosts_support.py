@@ -227,6 +227,21 @@ class Hosts:
             thread.join(10)
         self._flappers.clear()
 
+    def listeners(self, host: Host) -> list[tuple[str, int, str]]:
+        """``(local address, pid, command line)`` of each TCP listener on ``host``."""
+        proc = subprocess.run([*host.exec_prefix(), "ss", "-ltnpH"], capture_output=True,
+                              text=True, timeout=30, check=True)
+        found = []
+        for line in proc.stdout.splitlines():
+            fields = line.split()
+            for pid in re.findall(r"pid=(\d+)", line):
+                try:
+                    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
+                except OSError:
+                    continue
+                found.append((fields[3], int(pid), cmd.decode(errors="replace")))
+        return found
+
     # -- processes -----------------------------------------------------------------------------
     def pids(self, host: Host) -> list[int]:
         return netns_pids(host.namespace)
