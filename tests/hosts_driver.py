@@ -126,7 +126,8 @@ def check_listeners(hosts: Hosts) -> None:
     """Every heron_spark listener binds its host's own address (or loopback), never all."""
     seen = {}
     for host in hosts.hosts:
-        ours = [(address, cmd.split(" -m ")[-1].split()[0] if " -m " in cmd else cmd[:60])
+        ours = [(address, cmd.split(" -m ")[-1].split()[0] if " -m " in cmd
+                 else "driver (TMaster, tracker)")
                 for address, _, cmd in hosts.listeners(host)
                 if "python" in cmd.split(" ")[0] and ("heron_spark" in cmd
                                                       or "hosts_driver" in cmd)]

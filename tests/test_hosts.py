@@ -41,7 +41,7 @@ def _skip_or_fail_without_netns() -> None:
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
+def cluster():
     """Hosts h0..h3, ZooKeeper and the master on h0, a worker on each of h1..h3."""
     _skip_or_fail_without_netns()
     hosts = Hosts(WORKERS + 1).create()
