@@ -114,12 +114,20 @@ class StandaloneCluster:
 
     ``worker_hosts`` gives each worker its own address (other loopback addresses, say
     127.0.0.2): its executors then advertise that address, as on a real multi-host cluster.
+    ``master_host`` is the master's address; ``master_prefix`` and ``worker_prefixes`` go in
+    front of a daemon's command line (``ip netns exec NS``: each daemon on a host of its own,
+    see ``hosts_support``).
     """
 
     def __init__(self, workers: int = 2, cores: int = 2, memory: str = "2g",
-                 ready_timeout_secs: float = 90.0, worker_hosts: list[str] | None = None) -> None:
+                 ready_timeout_secs: float = 90.0, worker_hosts: list[str] | None = None,
+                 master_host: str = HOST, master_prefix: list[str] | None = None,
+                 worker_prefixes: list[list[str]] | None = None) -> None:
         self.workers, self.cores, self.memory = workers, cores, memory
         self.worker_hosts = list(worker_hosts or [HOST] * workers)
+        self.master_host = master_host
+        self.master_prefix = list(master_prefix or [])
+        self.worker_prefixes = list(worker_prefixes or [[]] * workers)
         self.ready_timeout = ready_timeout_secs
         self.root = Path(tempfile.mkdtemp(prefix="heron_spark_cluster_"))
         self.port, self.webui_port = free_port(), free_port()
@@ -128,7 +136,7 @@ class StandaloneCluster:
 
     @property
     def url(self) -> str:
-        return f"spark://{HOST}:{self.port}"
+        return f"spark://{self.master_host}:{self.port}"
 
     @property
     def worker_pids(self) -> list[int]:
@@ -147,9 +155,11 @@ class StandaloneCluster:
                    SPARK_WORKER_DIR=str(self.root / "work"))
         return env
 
-    def _spawn(self, name: str, args: list[str], host: str = HOST) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], host: str = HOST,
+               prefix: list[str] | None = None) -> subprocess.Popen:
         with open(self.root / f"{name}.out", "wb") as log:
-            proc = subprocess.Popen([str(PYSPARK_BIN / "spark-class"), *args], env=self._env(host),
+            proc = subprocess.Popen([*(prefix or []), str(PYSPARK_BIN / "spark-class"), *args],
+                                    env=self._env(host),
                                     stdin=subprocess.DEVNULL, stdout=log,
                                     stderr=subprocess.STDOUT, start_new_session=True)
         self.procs.append(proc)
@@ -158,8 +168,10 @@ class StandaloneCluster:
     def start(self) -> "StandaloneCluster":
         """Start the master and the workers; return once all workers are ALIVE."""
         try:
-            self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", HOST,
-                                   "--port", str(self.port), "--webui-port", str(self.webui_port)])
+            self._spawn("master", ["org.apache.spark.deploy.master.Master",
+                                   "--host", self.master_host, "--port", str(self.port),
+                                   "--webui-port", str(self.webui_port)],
+                        self.master_host, self.master_prefix)
             for i in range(self.workers):
                 webui = free_port()
                 self.worker_webui_ports.append(webui)
@@ -169,7 +181,8 @@ class StandaloneCluster:
                 self._spawn(f"worker-{i}", [
                     "org.apache.spark.deploy.worker.Worker", "--host", host,
                     "--cores", str(self.cores), "--memory", self.memory,
-                    "--webui-port", str(webui), "--work-dir", str(work), self.url], host)
+                    "--webui-port", str(webui), "--work-dir", str(work), self.url], host,
+                    self.worker_prefixes[i])
             self._wait_ready()
         except BaseException:
             self.stop(keep_logs=True)
@@ -178,7 +191,7 @@ class StandaloneCluster:
 
     def master_state(self) -> dict:
         """The master's JSON status page."""
-        return http_json(f"http://{HOST}:{self.webui_port}/json/")
+        return http_json(f"http://{self.master_host}:{self.webui_port}/json/")
 
     def worker_state(self, index: int) -> dict:
         """Worker ``index``'s JSON status page (lists its running ``executors``)."""

@@ -46,7 +46,7 @@ os.environ["PYTHONPATH"] = os.pathsep.join(_pythonpath)
 
 SPARK_MASTER = "local[4]"
 
-TIERS = ("spark", "fault", "chaos", "cluster", "browser", "notebook", "connect")
+TIERS = ("spark", "fault", "chaos", "cluster", "browser", "notebook", "connect", "hosts")
 # Fixtures that start Spark or a server, and the tier a test asking for one is at least in.
 FIXTURE_TIERS = {"spark": "spark", "zookeeper": "cluster", "connect_server": "connect"}
 

@@ -152,12 +152,13 @@ def test_heartbeat_silence_means_dead_then_after_as_long_again_a_stage_restart()
     core.check_liveness(104.0)
     assert io.dropped == [] and io.recoveries == []
     _heartbeat(core, 0, 105.5)
-    core.check_liveness(105.5)  # 1 silent for 3.5 s > 3 s
-    assert io.dropped == [1] and core.status(105.5)["dead_stmgrs"] == [1]
+    core.check_liveness(105.5)  # 1 silent for 3.5 s > 3 s: dead, its connection kept
+    assert io.dropped == [] and core.status(105.5)["dead_stmgrs"] == [1]
     _heartbeat(core, 0, 108.0)
     core.check_liveness(108.0)
     assert io.recoveries == []  # dead for 2.5 s only
     core.check_liveness(108.6)
+    assert io.dropped == [1]
     assert len(io.recoveries) == 1 and "container(s) [1]" in io.recoveries[0]
     core.check_liveness(120.0)
     assert len(io.recoveries) == 1  # asked once per generation
@@ -165,11 +166,25 @@ def test_heartbeat_silence_means_dead_then_after_as_long_again_a_stage_restart()
     assert core.generation == 1 and core.physical_plan is None and core.registrations == {}
 
 
+def test_a_dead_stmgr_that_heartbeats_again_is_alive_without_a_restart():
+    """A partition longer than the timeout, healed before the second: nothing restarts."""
+    core, io = _core()
+    _start(core, 100.0)
+    _heartbeat(core, 0, 103.0)
+    core.check_liveness(103.5)
+    assert core.status(103.5)["dead_stmgrs"] == [1]
+    _heartbeat(core, 1, 105.0)  # healed: on the same connection
+    _heartbeat(core, 0, 105.0)
+    core.check_liveness(106.6)
+    core.check_liveness(108.0)
+    assert io.dropped == [] and io.recoveries == [] and core.status(108.0)["dead_stmgrs"] == []
+
+
 def test_a_stmgr_that_registers_again_is_alive():
     core, io = _core()
     _start(core, 100.0)
     core.check_liveness(103.5)
-    assert io.dropped == [0, 1]
+    assert io.dropped == [] and core.status(103.5)["dead_stmgrs"] == [0, 1]
     _register(core, 0, 104.0)
     _register(core, 1, 104.0)
     core.check_liveness(106.6)
@@ -293,6 +308,19 @@ def test_an_executor_lost_restarts_the_current_generation_only():
     assert len(io.recoveries) == 1
     assert [loss["action"] for loss in core.executor_losses] == \
         ["restart", "none: generation 0 runs"]
+
+
+def test_an_executor_loss_names_the_host_even_after_the_stage_was_replaced():
+    """Spark may fail the stage (and a new generation begin) before the loss event arrives:
+    the report still names the lost host, from the previous generation's registrations."""
+    core, io = _core()
+    _start(core)
+    core.executor_lost("3", (1,), "worker lost", 0, 110.0)
+    core.begin_generation(1, None, 111.0)
+    core.executor_lost("4", (0,), "worker lost", 0, 112.0)
+    assert [loss["hosts"] for loss in core.executor_losses] == [["127.0.0.1"], ["127.0.0.1"]]
+    core.executor_lost("5", (0,), "worker lost", 7, 113.0)
+    assert core.executor_losses[-1]["hosts"] == ["?"]
 
 
 def _stored(core: TMasterCore, checkpoint: int, now: float) -> None:

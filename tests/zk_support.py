@@ -54,7 +54,10 @@ def _java() -> str:
 class ZooKeeperServer:
     """One standalone ZooKeeper on ``127.0.0.1:<free port>`` with a temporary data folder."""
 
-    def __init__(self, ready_timeout_secs: float = 60.0, tick_time_ms: int = TICK_TIME_MS) -> None:
+    def __init__(self, ready_timeout_secs: float = 60.0, tick_time_ms: int = TICK_TIME_MS,
+                 host: str = HOST, prefix: list[str] | None = None) -> None:
+        self.host = host                  # the address it listens on
+        self.prefix = list(prefix or [])  # in front of its command line (ip netns exec NS)
         self.ready_timeout_secs = ready_timeout_secs
         self.tick_time_ms = tick_time_ms
         self.port = _free_port()
@@ -64,7 +67,7 @@ class ZooKeeperServer:
     @property
     def hosts(self) -> str:
         """The ``host:port`` connect string (kazoo's ``hosts``)."""
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -92,13 +95,13 @@ class ZooKeeperServer:
         config.write_text(f"tickTime={self.tick_time_ms}\n"
                           f"dataDir={data}\n"
                           f"clientPort={self.port}\n"
-                          f"clientPortAddress={HOST}\n"
+                          f"clientPortAddress={self.host}\n"
                           "admin.enableServer=false\n"
                           "4lw.commands.whitelist=ruok,srvr\n")
         try:
             with open(self.log_path, "wb") as log:
                 self.proc = subprocess.Popen(
-                    [_java(), "-Xmx256m", "-cp", f"{JARS}/*",
+                    [*self.prefix, _java(), "-Xmx256m", "-cp", f"{JARS}/*",
                      "-Dzookeeper.admin.enableServer=false", MAIN_CLASS, str(config)],
                     stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                     start_new_session=True)

@@ -14,6 +14,7 @@ import pickle
 
 from heron_spark.api.state import HashMapState, StatefulComponent
 from heron_spark.config import SystemConfig
+from heron_spark.errors import TopologyRuntimeError
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 
 
@@ -41,6 +42,14 @@ class TaskState:
         """Load ``checkpoint_id``'s state (0: empty) and give it to ``component``."""
         self.epoch, self.checkpoint_id = epoch, checkpoint_id
         data = self.store.load(checkpoint_id, self.task_id) if checkpoint_id else None
+        if data is None and checkpoint_id and isinstance(component, StatefulComponent):
+            # Committed means every stateful task saved: the file is gone or was written on
+            # another host's local disk (the default root). Never start from empty state.
+            msg = (f"the committed checkpoint {checkpoint_id} holds no state for this task "
+                   f"under heron.checkpoint.root {self._root!r} (saved on another host's "
+                   f"local disk?); set heron.checkpoint.root to storage every executor "
+                   f"reaches (hdfs://, s3://, a shared file:// mount)")
+            raise TopologyRuntimeError(msg, task_id=self.task_id)
         self.state = HashMapState(pickle.loads(data) if data else {})
         if isinstance(component, StatefulComponent):
             component.init_state(self.state)

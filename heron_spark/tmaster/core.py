@@ -25,8 +25,9 @@ What it decides:
 - the end of the topology: FINISHED once every task drained, FAILED once a task failed more
   than ``restart_max`` times within ``restart_window_secs``, KILLED or FAILED when asked;
   the shutdown (with its reason) goes to every stmgr;
-- liveness (``liveness.StmgrLiveness``): a stmgr silent past the heartbeat timeout is dropped;
-  one that stays away as long again asks the shell to restart the stage (``recover``);
+- liveness (``liveness.StmgrLiveness``): a stmgr silent past the heartbeat timeout is
+  reported dead (it keeps its connection: cut off by a partition, it heartbeats again once
+  healed); one silent as long again is dropped and the shell restarts the stage (``recover``);
 - effectively once (``checkpoints.CheckpointCoordinator``): checkpoints started on ``tick``,
   committed once every task saved its state, rolled back on any failure;
 - management: deactivate / activate, restart of containers, the updating state between a
@@ -166,6 +167,8 @@ class TMasterCore:
         self.heartbeats: dict[int, float] = {}  # container index -> last heartbeat (epoch s)
         self.liveness = StmgrLiveness(stmgr_heartbeat_timeout_secs)
         self.executor_losses: list[dict] = []  # Spark executors lost with containers on them
+        # The previous generation's stmgr addresses: a late executor loss still names its host.
+        self.previous_hosts: tuple[int, dict[int, str]] = (-1, {})
         self.drained: set[int] = set()
         self.all_tasks = set(plan.task_component)
         self.metrics: dict[tuple[str, int], dict[str, float]] = {}
@@ -202,6 +205,10 @@ class TMasterCore:
         if body == "heartbeat":
             container = message.heartbeat.container_index
             self.heartbeats[container] = self.wall(now)
+            if container in self.liveness.dead_since:
+                log.warning("topology %s: stmgr of container %d%s heartbeats again (was "
+                            "silent, say cut off): alive", self.name, container,
+                            self._on_host(container))
             self.liveness.beat(container, now)
         elif body == "register":
             self._on_register(message.register, now)
@@ -317,6 +324,8 @@ class TMasterCore:
         A new stage (``generation``) starts now, on ``plan`` when an update changed it. The
         shell closes the old stage's connections.
         """
+        self.previous_hosts = (self.generation, {index: register.host for index, register
+                                                 in self.registrations.items()})
         self.generation = generation
         if plan is not None:
             self.plan = plan
@@ -354,24 +363,46 @@ class TMasterCore:
             self.checkpoints.tick(now)
 
     def check_liveness(self, now: float) -> None:
-        """Drop stmgrs silent for longer than the heartbeat timeout.
+        """Report stmgrs silent past the heartbeat timeout as dead; restart after another.
 
-        Ask to restart the stage when one stays away for another timeout (its container is
-        stopped or its executor gone).
+        The stage restarts when one stays silent for another timeout (its container is
+        stopped, its executor gone, or its host cut off).
+
+        A dead stmgr keeps its connection until then: one that was only cut off (a network
+        partition) or slow heartbeats again on it once healed and is alive, with no restart.
+        Only an overdue one is dropped (its connection closed), as the stage restarts.
         """
         if self.state.ended:
             return
         newly, overdue = self.liveness.check(now)
         for index in newly:
-            log.error("topology %s: stmgr of container %d sent no heartbeat for %g s "
-                      "(heron.tmaster.stmgr.heartbeat.timeout.secs): treating it as dead",
-                      self.name, index, self.liveness.timeout_secs)
-            self.io.drop_stmgr(index)  # a stmgr that was only slow reconnects and registers
+            log.error("topology %s: stmgr of container %d%s sent no heartbeat for %g s "
+                      "(heron.tmaster.stmgr.heartbeat.timeout.secs): treating it as dead; "
+                      "the stage restarts if it stays silent for %g s more", self.name, index,
+                      self._on_host(index), self.liveness.timeout_secs,
+                      self.liveness.timeout_secs)
         if overdue:
-            reason = (f"the stmgr of container(s) {overdue} did not come back within "
-                      f"{self.liveness.timeout_secs:g} s of being found dead")
+            for index in overdue:
+                self.io.drop_stmgr(index)
+            reason = (f"the stmgr of container(s) {overdue} (host(s) "
+                      f"{sorted({self.stmgr_host(i) for i in overdue})}) did not come back "
+                      f"within {self.liveness.timeout_secs:g} s of being found dead")
             log.error("topology %s: %s", self.name, reason)
             self.io.recover(reason)
+
+    def stmgr_host(self, index: int, generation: int | None = None) -> str:
+        """Return the address container ``index``'s stmgr registered with ('?': unknown).
+
+        In ``generation``: the current one by default, or the one before it.
+        """
+        if generation is not None and generation != self.generation:
+            previous, hosts = self.previous_hosts
+            return hosts.get(index, "?") if previous == generation else "?"
+        register = self.registrations.get(index)
+        return register.host if register is not None else "?"
+
+    def _on_host(self, index: int) -> str:
+        return f" on host {self.stmgr_host(index)}"
 
     def executor_lost(self, executor: str, containers: tuple[int, ...], reason: str,
                       generation: int, now: float) -> None:
@@ -383,13 +414,15 @@ class TMasterCore:
         if self.state.ended:
             return
         current = generation == self.generation
+        hosts = sorted({self.stmgr_host(index, generation) for index in containers})
         self.executor_losses.append({
-            "executor": executor, "containers": list(containers), "reason": reason,
+            "executor": executor, "containers": list(containers), "hosts": hosts,
+            "reason": reason,
             "time": self.wall(now), "generation": generation,
             "action": "restart" if current else f"none: generation {self.generation} runs"})
         del self.executor_losses[:-20]
-        detail = (f"Spark removed executor {executor}, which hosted container(s) "
-                  f"{list(containers)} of generation {generation}: {reason}")
+        detail = (f"Spark removed executor {executor} on host(s) {hosts}, which hosted "
+                  f"container(s) {list(containers)} of generation {generation}: {reason}")
         if not current:
             log.warning("topology %s: %s; already replaced by generation %d", self.name, detail,
                         self.generation)
@@ -515,6 +548,8 @@ class TMasterCore:
                 "heartbeat_ages_secs": {str(k): v for k, v in
                                         self.liveness.ages(now).items()},
                 "dead_stmgrs": sorted(self.liveness.dead_since),
+                "dead_stmgr_hosts": {str(i): self.stmgr_host(i)
+                                     for i in sorted(self.liveness.dead_since)},
                 "executor_losses": list(self.executor_losses),
                 "drained_tasks": len(self.drained), "tasks": len(self.all_tasks),
                 "generation": self.generation, "paused": self.paused,

@@ -1,10 +1,11 @@
 """Which stmgrs are alive, from their heartbeats: the TMaster's liveness check. I/O-free.
 
 Heron's TMaster expires a stmgr whose last heartbeat is older than a timeout. Here a stmgr
-silent for longer than ``heron.tmaster.stmgr.heartbeat.timeout.secs`` is *dead*: the TMaster
-drops its connection (a stmgr that was only slow reconnects and registers again). One still
-dead a second timeout later is *overdue*: its container cannot bring it back (the whole
-container is stopped, or its executor is gone), so the TMaster restarts the Spark stage. That
+silent for longer than ``heron.tmaster.stmgr.heartbeat.timeout.secs`` is *dead*: reported,
+its connection kept (a stmgr on a host cut off by a partition, or only slow, heartbeats again
+on it once healed, and is alive again). One still dead a second timeout later is *overdue*:
+its container cannot bring it back (the whole container is stopped, its executor is gone, or
+its host stays cut off), so the TMaster drops it and restarts the Spark stage. That
 is asked once per generation; ``reset`` starts a new one.
 
 Runs in the driver; not thread-safe: the TMaster calls it under its lock. Times are seconds of

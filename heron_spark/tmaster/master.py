@@ -273,7 +273,7 @@ class TMaster:
             to_close, links.to_close = links.to_close, []
             recoveries, links.recoveries = links.recoveries, []
         for conn in to_close:
-            conn.close()  # a stmgr that was only slow reconnects and registers again
+            conn.close()  # overdue: the stage restarts; the stmgr, if alive, exits
         for reason in recoveries:
             if self.scheduler is not None:
                 self.scheduler.recover(reason)
