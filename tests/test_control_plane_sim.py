@@ -63,12 +63,18 @@ def test_64_containers_plan_mesh_and_traffic_as_computed():
     assert time.monotonic() - started < 10
 
 
-def test_a_silent_stmgr_is_dropped_after_the_heartbeat_timeout():
+def test_a_silent_stmgr_is_reported_dead_then_dropped_when_overdue():
+    """Silent past the heartbeat timeout: reported dead, its connection kept (a host cut off by
+    a partition comes back on healing); silent for a second timeout: dropped (the stage
+    restarts)."""
     sim = ControlPlaneSim(_topology(4), {"heron.tmaster.stmgr.heartbeat.timeout.secs": 5})
     sim.start()
     sim.run(3)
     sim.silent.add(2)
     sim.run(4)
-    assert sim.dropped_stmgrs == []  # silent for 4 s < 5 s
+    assert sim.tmaster.liveness.dead_since == {}  # silent for 4 s < 5 s
     sim.run(3)
+    assert list(sim.tmaster.liveness.dead_since) == [2]
+    assert sim.dropped_stmgrs == []  # dead for under 5 s: kept
+    sim.run(6)
     assert sim.dropped_stmgrs == [2]
