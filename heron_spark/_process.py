@@ -46,11 +46,16 @@ def _libc():
 
 
 _LIBC = _libc()
+# Resolved here, once: ``_die_with_parent`` runs in a forked child of a threaded process
+# (the container's supervisor) before ``exec``, where a first ``_LIBC.prctl`` lookup would call
+# dlsym, which takes the dynamic loader's lock that another thread may have held at the fork
+# (a child deadlocked before exec blocks ``Popen`` in the supervisor for good).
+_PRCTL = _LIBC.prctl if _LIBC is not None else None
 
 
 def _prctl(option: int, value) -> None:
-    if _LIBC is not None:
-        _LIBC.prctl(option, value, 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(option, value, 0, 0, 0)
 
 
 def _die_with_parent() -> None:
@@ -61,8 +66,8 @@ def _die_with_parent() -> None:
     process group, but stopping a container's children is its supervisor's job, in order.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if _LIBC is not None:
-        _LIBC.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if _PRCTL is not None:
+        _PRCTL(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 _health: dict = {"check": None, "on_unhealthy": None}
