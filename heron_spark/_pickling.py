@@ -11,14 +11,33 @@ submit's executor check reports it if an executor lacks it).
 from __future__ import annotations
 
 import pickle
+import sys
 from typing import Any
 
 
 def dumps(obj: Any) -> bytes:
-    """Pickle ``obj`` by value with cloudpickle."""
+    """Pickle ``obj`` by value with cloudpickle.
+
+    Modules registered by value with PySpark's copy (``pyspark.cloudpickle
+    .register_pickle_by_value``, as PySpark users ship a module of their own) travel by value
+    here too.
+    """
     import cloudpickle
 
+    _follow_pyspark_registrations(cloudpickle)
     return cloudpickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _follow_pyspark_registrations(cloudpickle) -> None:
+    pyspark_copy = sys.modules.get("pyspark.cloudpickle.cloudpickle")
+    listed = getattr(pyspark_copy, "list_registry_pickle_by_value", None)
+    if listed is None:
+        return  # pyspark not imported (nothing registered with it) or a copy without registry
+    ours = cloudpickle.list_registry_pickle_by_value()
+    for name in listed() - ours:
+        module = sys.modules.get(name)
+        if module is not None:
+            cloudpickle.register_pickle_by_value(module)
 
 
 def loads(data: bytes) -> Any:

@@ -166,3 +166,32 @@ def test_a_plan_pickled_by_value_loads_without_pyspark_or_kazoo(tmp_path):
     loaded = subprocess.run([sys.executable, "-c", _LOAD_IN_INSTANCE, str(definition)],
                             check=True, capture_output=True, text=True, timeout=120)
     assert loaded.stdout.strip() == "['Count', 'Lines'] []"
+
+
+_REGISTER_WITH_PYSPARK = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, sys.argv[1])
+    import shipped_by_value
+    from pyspark import cloudpickle as pyspark_cloudpickle
+    from heron_spark import _pickling
+    pyspark_cloudpickle.register_pickle_by_value(shipped_by_value)
+    with open(sys.argv[2], "wb") as out:
+        out.write(_pickling.dumps(shipped_by_value.Greeter))
+""")
+
+
+def test_a_module_registered_by_value_with_pyspark_travels_by_value(tmp_path):
+    """PySpark users ship a module with ``pyspark.cloudpickle.register_pickle_by_value``;
+    heron_spark's own cloudpickle follows that registry, so the module need not exist where
+    the plan is loaded."""
+    (tmp_path / "mods").mkdir()
+    (tmp_path / "mods" / "shipped_by_value.py").write_text(
+        "class Greeter:\n    def hello(self):\n        return 'hello from ' + __name__\n")
+    pickled = tmp_path / "greeter.pickle"
+    subprocess.run([sys.executable, "-c", _REGISTER_WITH_PYSPARK, str(tmp_path / "mods"),
+                    str(pickled)], check=True, timeout=120)
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import pickle, sys; "
+         "print(pickle.loads(open(sys.argv[1], 'rb').read())().hello())", str(pickled)],
+        check=True, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert loaded.stdout.strip() == "hello from shipped_by_value"
