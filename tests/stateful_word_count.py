@@ -31,6 +31,19 @@ SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
                 "heron.stmgr.backpressure.low.water.tuples": 50}
 
 
+
+def crash_once(bolt) -> None:
+    """Raise in ``bolt.process`` once per test when it has seen ``bolt.crash_at`` tuples.
+
+    ``bolt.crash_at`` (0: never), ``bolt.seen`` and ``bolt.out`` are the bolt's; the marker
+    file ``out/crashed`` keeps the restarted task (and a resubmitted stage) from crashing again.
+    """
+    if bolt.crash_at and bolt.seen == bolt.crash_at:
+        marker = bolt.out / "crashed"
+        if not marker.exists():
+            marker.write_text(str(os.getpid()))
+            raise RuntimeError("crashing once, as the test asked")
+
 class SplitBolt(Bolt):
     outputs = ["word"]
 
@@ -59,11 +72,7 @@ class StatefulCountBolt(Bolt, StatefulComponent):
         word = tup.values[0]
         self.counts.put(word, (self.counts.get(word) or 0) + 1)
         self.seen += 1
-        if self.crash_at and self.seen == self.crash_at:
-            marker = self.out / "crashed"
-            if not marker.exists():
-                marker.write_text(str(os.getpid()))
-                raise RuntimeError("crashing once, as the test asked")
+        crash_once(self)
 
     def end_of_input(self):
         target = self.out / f"counts-{self.task}.json"

@@ -13,13 +13,13 @@ records stay invisible (see ``kafka_support``).
 from __future__ import annotations
 
 import collections
-import os
 import time
 from pathlib import Path
 
 import pytest
 
 import kafka_word_count as kwc
+from stateful_word_count import CRASH_AT, crash_once
 from heron_spark import Bolt, Grouping, TopologyBuilder, TopologyValueError
 from heron_spark.api.state import StatefulComponent
 from heron_spark.inprocess import InProcessTopology
@@ -30,7 +30,6 @@ from heron_spark.io.kafka_sink import transactional_id
 
 TIMEOUT = 120
 OUT = "test.out.dir"
-CRASH_AT = "test.count.crash.at"
 SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
                 "heron.stmgr.backpressure.low.water.tuples": 50}
 
@@ -172,11 +171,7 @@ class CountOut(Bolt, StatefulComponent):
         self.counts.put(word, count)
         self.emit([word, str(count)])
         self.seen += 1
-        if self.crash_at and self.seen == self.crash_at:
-            marker = self.out / "crashed"
-            if not marker.exists():
-                marker.write_text(str(os.getpid()))
-                raise RuntimeError("crashing once, as the test asked")
+        crash_once(self)
 
 
 def test_effectively_once_count_to_kafka_with_a_crash_commits_every_count(kafka, tmp_path):
