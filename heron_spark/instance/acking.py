@@ -158,14 +158,11 @@ class SpoutTrees:
             if entry[1] > limit:
                 break
             old.append((root, entry))
-        if not old:
-            return []
-        opened = self._open
-        for root, _ in old:
-            del opened[root]
-        out = [entry[0] for _, entry in old]
-        for _, entry in old:
-            self.tally(entry[2]).timed_out += 1
+        out = []
+        for root, (message_id, _, stream) in old:
+            del self._open[root]
+            out.append(message_id)
+            self.tally(stream).timed_out += 1
         self.timed_out += len(out)
         return out
 
