@@ -48,6 +48,10 @@ class ContainerFiles(ContainerLayout):
     def load_plan(self) -> PlanView:
         """Rebuild the logical + packing plan view (user classes are unpickled here)."""
         logical: LogicalPlan = _pickling.loads(self.definition.read_bytes())
+        return PlanView(logical, self.load_packing())
+
+    def load_packing(self) -> packing_pb2.PackingPlan:
+        """Read the packing plan alone (no user code is unpickled: the metrics manager)."""
         packing = packing_pb2.PackingPlan()
         packing.ParseFromString(self.packing_plan.read_bytes())
-        return PlanView(logical, packing)
+        return packing

@@ -19,7 +19,7 @@ from heron_spark.container.files import ContainerFiles
 from heron_spark.contract import layout, roles
 from heron_spark.contract.child_args import statemgr_generation, MetricsManagerArgs
 from heron_spark.contract.exit_codes import ExitCode
-from heron_spark.proto import metrics_pb2, packing_pb2
+from heron_spark.proto import metrics_pb2
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, Listener, dial
 
@@ -121,9 +121,7 @@ def _topology_name(files: ContainerFiles) -> str:
     Not from the logical plan: unpickling it imports the user's modules (and what they
     import) into a process that runs no user code.
     """
-    packing = packing_pb2.PackingPlan()
-    packing.ParseFromString(files.packing_plan.read_bytes())
-    return packing.topology_name
+    return files.load_packing().topology_name
 
 
 def main(argv: list[str] | None = None) -> int:
