@@ -243,3 +243,25 @@ def http_json(url: str, timeout: float = 5.0):
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     with opener.open(url, timeout=timeout) as response:
         return json.loads(response.read())
+
+
+def cluster_driver_session(master: str, app_name: str, host: str, cores_max: int):
+    """Start a driver's SparkSession on a standalone cluster, with the JVM bridge loaded.
+
+    One core and 512 MB per executor, at most ``cores_max`` cores; the driver binds and
+    advertises ``host``; no UI; the barrier stage looks for a replacement executor's slot
+    every second, not every 15 s. For driver subprocesses (the executor-loss and hosts tests).
+    """
+    from pyspark.sql import SparkSession
+
+    from heron_spark.scheduler import jvm_bridge
+
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.executor.cores", "1").config("spark.cores.max", str(cores_max))
+               .config("spark.executor.memory", "512m")
+               .config("spark.driver.host", host).config("spark.driver.bindAddress", host)
+               .config("spark.ui.enabled", "false")
+               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s"))
+    for key, value in jvm_bridge.spark_conf(jvm_bridge.build_jar()).items():
+        builder = builder.config(key, value)
+    return builder.getOrCreate()

@@ -19,7 +19,8 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 
 import fault_support as faults  # noqa: E402
 import reliable_word_count as rwc  # noqa: E402
-from cluster_support import HOST, StandaloneCluster, ancestors, cmdline  # noqa: E402
+from cluster_support import (HOST, StandaloneCluster, ancestors, cluster_driver_session,  # noqa: E402
+                             cmdline)
 from heron_spark.testing import wait_until  # noqa: E402
 
 os.environ["SPARK_LOCAL_IP"] = HOST
@@ -27,22 +28,9 @@ EXECUTOR_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 
 
 def main(tmp: Path) -> None:
-    from pyspark.sql import SparkSession
-
-    from heron_spark.scheduler import jvm_bridge
-
     hconf = {"heron.statemgr": f"file://{tmp}/state", "heron.work.dir": f"{tmp}/work"}
     with StandaloneCluster(workers=2, cores=1) as cluster:
-        builder = (SparkSession.builder.master(cluster.url).appName("heron_spark-executor-loss")
-                   .config("spark.executor.cores", "1").config("spark.cores.max", "2")
-                   .config("spark.executor.memory", "512m")
-                   .config("spark.driver.host", HOST).config("spark.driver.bindAddress", HOST)
-                   .config("spark.ui.enabled", "false")
-                   # Look for the replacement executor's slot every second, not every 15 s.
-                   .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s"))
-        for key, value in jvm_bridge.spark_conf(jvm_bridge.build_jar()).items():
-            builder = builder.config(key, value)
-        spark = builder.getOrCreate()
+        spark = cluster_driver_session(cluster.url, "heron_spark-executor-loss", HOST, 2)
         spark.sparkContext.addPyFile(rwc.__file__)  # the executors see no test folder
         try:
             run(spark, tmp, hconf)

@@ -25,6 +25,7 @@ os.environ["PYSPARK_PYTHON"] = sys.executable
 import hosts_topologies as topologies  # noqa: E402
 import reliable_word_count as rwc  # noqa: E402
 import stateful_word_count as swc  # noqa: E402
+from cluster_support import cluster_driver_session  # noqa: E402
 from hosts_support import Host, Hosts  # noqa: E402
 from heron_spark.testing import wait_until  # noqa: E402
 
@@ -34,22 +35,10 @@ CUT_SECS = 7.0  # past the message and the liveness timeouts; under twice the la
 
 
 def main(mode: str, spec: dict) -> None:
-    from pyspark.sql import SparkSession
-
-    from heron_spark.scheduler import jvm_bridge
-
     tmp = Path(spec["tmp"])
     driver = spec["hosts"][0]["address"]
     os.environ["SPARK_LOCAL_IP"] = driver
-    builder = (SparkSession.builder.master(spec["master"]).appName(f"heron_spark-hosts-{mode}")
-               .config("spark.executor.cores", "1").config("spark.cores.max", "3")
-               .config("spark.executor.memory", "512m")
-               .config("spark.driver.host", driver).config("spark.driver.bindAddress", driver)
-               .config("spark.ui.enabled", "false")
-               .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s"))
-    for key, value in jvm_bridge.spark_conf(jvm_bridge.build_jar()).items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = cluster_driver_session(spec["master"], f"heron_spark-hosts-{mode}", driver, 3)
     for module in (rwc, swc, topologies):
         spark.sparkContext.addPyFile(module.__file__)
     hconf = {"heron.statemgr": spec["statemgr"], "heron.work.dir": f"{tmp}/work",
