@@ -70,12 +70,13 @@ class Clock:
         return self.now
 
 
-def _core(reliable: bool = False, **config):
+def _core(reliable: bool = False, mode: str | None = None, **config):
     builder = TopologyBuilder("core")
     words = builder.add_spout("words", Words, par=2)
     builder.add_bolt("count", Count, par=2, inputs={words: Grouping.fields("word")})
+    mode = mode or ("ATLEAST_ONCE" if reliable else None)
     builder.set_config({"topology.stmgrs": 2, **(
-        {"topology.reliability.mode": "ATLEAST_ONCE"} if reliable else {})})
+        {"topology.reliability.mode": mode} if mode else {})})
     logical = build_logical_plan(builder.build())
     view = PlanView(logical, pack(logical))
     io, clock = Recorder(), Clock()
@@ -187,6 +188,50 @@ def test_trees_complete_once_every_edge_is_acked_and_remote_ones_are_forwarded()
     forwarded = stmgr_pb2.StmgrToStmgr.FromString(io.to_peers[1][-1][frames.PREFIX_BYTES:])
     assert tree_ids.unpack(forwarded.xor.roots).tolist() == [remote_root]
     assert core.trees_acked == 1 and len(core.ledger) == 1  # root 2 still waits for its ack
+
+
+def test_a_restore_drops_the_old_epoch_but_not_the_new_one_sent_before_the_resume():
+    """A peer that got the TMaster's resume first sends the new epoch's tuples at once; they
+    arrive before this stmgr's resume and must reach the bolt (losing them lost spout lines
+    whose offsets the next checkpoint commits)."""
+    core, io, _, view = _core(mode="EFFECTIVELY_ONCE")
+    _start(core, io, view)
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    remote_spout = min(t for t, c in view.task_container.items()
+                       if c == 1 and t in view.component_tasks["words"])
+
+    def tmaster(**body):
+        core.on_tmaster_frame(frames.control_frame(tmaster_pb2.TmasterToStmgr(**body)))
+
+    def from_peer(rows):
+        io.to_task[bolt].clear()
+        core.on_peer_frame(frames.DATA, frames.data_frame(frames.TUPLES, remote_spout, bolt,
+                                                          rows, b"default", b"x"))
+        return [f for f in io.to_task[bolt] if f[4] == frames.DATA]
+
+    def from_bolt(rows):
+        routed = core.tuples_routed
+        core.on_instance_frame(bolt, frames.DATA, frames.data_frame(
+            frames.TUPLES, bolt, bolt, rows, b"default", b"x"))
+        return core.tuples_routed - routed
+
+    def fence(epoch):
+        core.on_peer_frame(frames.CONTROL, frames.control_frame(stmgr_pb2.StmgrToStmgr(
+            fence=stmgr_pb2.EpochFence(container_index=1, epoch=epoch))))
+
+    tmaster(restore=tmaster_pb2.RestoreState(epoch=1, checkpoint_id=0))  # the start's
+    fence(1)
+    tmaster(resume=tmaster_pb2.ResumeProcessing(epoch=1))
+    assert len(from_peer(3)) == 1 and from_bolt(3) == 3
+    tmaster(restore=tmaster_pb2.RestoreState(epoch=2, checkpoint_id=5))
+    assert _instance_message(io.to_task[bolt][-1]).restore.epoch == 2
+    assert from_peer(4) == [] and from_bolt(4) == 0  # the rolled-back epoch's: dropped
+    fence(2)
+    core.on_instance_frame(bolt, frames.CONTROL, _control({"restored": tmaster_pb2.InstanceRestored(
+        task_id=bolt, epoch=2, checkpoint_id=5)}))
+    assert core.restoring  # no resume yet, but the peer's spouts were resumed
+    assert len(from_peer(5)) == 1 and from_bolt(5) == 5
+    assert core.frames_dropped_in_restore == 2
 
 
 def test_a_full_queue_pauses_spouts_everywhere_until_it_drains():

@@ -21,7 +21,9 @@ What it does:
   END_OF_STREAM of ended tasks to a local instance that restarts;
 - effectively once: passes the TMaster's checkpoints to local spouts, aligns checkpoint
   markers for local bolts (``gateway``), and on a restore drops everything in flight: DATA
-  from local instances until they restored, DATA from each peer until that peer's epoch fence;
+  from each local instance until it reported that it restored the new epoch, DATA from each
+  peer until that peer's epoch fence. Not until the TMaster's resume: a peer that got the
+  resume first may already send the new epoch's tuples, and they must not be lost;
 - management: relays the topology state (deactivate / activate) to local spouts, also in the
   ``StartProcessing`` of any instance it (re)starts; on shutdown(RESTARTING) it ends with
   ``ExitCode.RESTART`` so its supervisor restarts the whole container.
@@ -205,6 +207,7 @@ class StmgrCore:
         self.epoch = 0
         self.restore_checkpoint = 0
         self.restoring = False
+        self.restored_tasks: set[int] = set()  # local tasks that restored ``epoch``
         self.peer_epochs: dict[int, int] = {}
         self.frames_dropped_in_restore = 0
 
@@ -240,8 +243,8 @@ class StmgrCore:
     def on_instance_frame(self, task: int, kind: int, frame: bytes) -> None:
         """Handle one frame from local ``task`` (prefix included)."""
         if kind == frames.DATA:
-            if self.restoring:  # sent before the task restored: from the abandoned epoch
-                self.frames_dropped_in_restore += 1
+            if self.restoring and task not in self.restored_tasks:
+                self.frames_dropped_in_restore += 1  # sent before it restored: the old epoch's
                 return
             self._relay(frame)
             return
@@ -267,11 +270,13 @@ class StmgrCore:
         elif body == "register":
             self._on_register(task, message.register.pid)
         elif body == "exhausted":
-            if not self.restoring:  # else it belongs to the epoch being rolled back
+            if not self.restoring or task in self.restored_tasks:  # else the old epoch's
                 self._on_exhausted(task)
         elif body == "stored":
             self._to_tmaster(tmaster_pb2.StmgrToTmaster(stored=message.stored))
         elif body == "restored":
+            if message.restored.epoch == self.epoch:
+                self.restored_tasks.add(task)
             self._to_tmaster(tmaster_pb2.StmgrToTmaster(restored=message.restored))
         elif body == "failed":
             self._failure_reported.add(task)  # its disconnect is the same failure
@@ -357,9 +362,10 @@ class StmgrCore:
             self.tuples_from_stmgrs += rows
             self.bytes_from_stmgrs += len(frame)
             # An unknown task maps to container -1, which never sent a fence: its frame drops.
-            if self.gateway is not None and (
-                    self.restoring or
-                    self.peer_epochs.get(self._task_container.get(src, -1)) != self.epoch):
+            # A frame behind the peer's fence of our epoch is the new epoch's, even before our
+            # resume: the TMaster resumed the peer's spouts, so every task here has restored.
+            if self.gateway is not None and \
+                    self.peer_epochs.get(self._task_container.get(src, -1)) != self.epoch:
                 self.frames_dropped_in_restore += 1  # sent before its stmgr's epoch fence
                 return
             if data_kind == _EOS:
@@ -628,6 +634,7 @@ class StmgrCore:
         log.info("restoring checkpoint %d in epoch %d", restore.checkpoint_id, restore.epoch)
         self.epoch, self.restore_checkpoint = restore.epoch, restore.checkpoint_id
         self.restoring = True
+        self.restored_tasks = set()
         assert self.gateway is not None  # the TMaster restores only effectively-once topologies
         self.gateway.reset()
         self.ended_sources.clear()
