@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from heron_spark.wire import arrow_numpy
 
@@ -49,7 +48,7 @@ def string_hash(array: pa.Array) -> np.ndarray:
     if pa.types.is_dictionary(array.type):
         return _hash_strings(array.dictionary)[arrow_numpy.numbers(array.indices, zero_copy_only=False)]
     if len(array) >= DICTIONARY_MIN_ROWS:
-        encoded = pc.dictionary_encode(array)
+        encoded = array.dictionary_encode()  # imports pyarrow.compute (~9 MB) on first use
         return _hash_strings(encoded.dictionary)[arrow_numpy.numbers(encoded.indices)]
     return _hash_strings(array)
 
