@@ -4,6 +4,7 @@ against each grouping's definition, per batch and per tuple."""
 import collections
 
 import numpy as np
+import pytest
 
 from heron_spark import Bolt, Grouping, Spout, Stream, TopologyBuilder
 from heron_spark.plan.logical import build_logical_plan
@@ -148,3 +149,36 @@ def test_remembered_key_slots_agree_with_the_hash():
     assert many.slots(keys[::-1]).tolist() == expected.tolist()[::-1]  # all remembered
     assert [hashing.text_hash(k.encode("utf-8", "surrogatepass")) for k in keys] == \
         hashing.string_hash(tuple_batch.canonical_keys(keys)).tolist()
+
+
+class Pairs(Spout):
+    outputs = ["k", "j", "v"]
+
+    def next_tuple(self):
+        pass
+
+
+@pytest.mark.parametrize("fields", [("k",), ("k", "j")])
+def test_rows_ordered_before_their_batch_is_built_go_where_the_batch_would_send_them(fields):
+    """An emitter holding Python rows orders them by task (``row_slots``, ``slot_order``):
+    each key reaches the task the Arrow batch's hash and the per-tuple choice name, whatever
+    its type (1, 1.0 and True are three keys), and each task's rows keep their order."""
+    builder = TopologyBuilder("f")
+    spout = builder.add_spout("s", Pairs, par=1)
+    builder.add_bolt("fields", B, par=3, inputs={spout: Grouping.fields(*fields)})
+    view = PlanView(*(lambda p: (p, pack(p)))(build_logical_plan(builder.build())))
+    target = grouping.stream_routing(view, "s")["default"].sorter
+    keys = ["a", "b", 1, 1.0, True, None, b"x", "\ud800", 2 ** 70, *[f"w{i}" for i in range(3000)]]
+    rows = [(key, str(i % 5), i) for i, key in enumerate(keys)]
+    for chunk in (rows[:9], rows[:12], rows):  # few rows, mixed types, more than a dictionary's
+        order, parts = target.slot_order(target.row_slots(chunk))
+        ordered = chunk if order is None else [chunk[i] for i in order.tolist()]
+        batch = tuple_batch.build(["k", "j", "v"], chunk)
+        arrow_slots = tuple_batch.key_hash(tuple_batch.key_columns(
+            batch, target.key_indices)) % np.uint64(3)
+        for task, part in parts.items():
+            got = ordered if part is None else ordered[part]
+            assert [v for *_, v in got] == sorted(v for *_, v in got)
+            for row in got:
+                assert [task] == target.choose(row, None)
+                assert target.task_list[int(arrow_slots[row[2]])] == task

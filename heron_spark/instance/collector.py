@@ -31,7 +31,6 @@ from heron_spark.proto.topology_pb2 import GroupingType
 from heron_spark.wire import frames, tree_ids, tuple_batch
 
 _U64_MAX = np.iinfo(np.uint64).max
-_STRING = pa.string()
 _DEFAULT = "default"
 
 
@@ -343,14 +342,20 @@ class OutputCollector:
         self.last_flush = self._clock()
         rows, dests, routed, roots = out.rows, out.dests, out.routed, out.roots
         out.rows, out.dests, out.routed, out.roots = [], None, None, None
-        batch, columns = tuple_batch.build_columns(out.fields, rows, self.serializer)
-        lone = out.routing.lone_key
-        keys = columns[lone] if lone is not None and dests is None \
-            and batch.column(lone).type == _STRING else None
+        parts = None
+        sorter = out.routing.sorter
+        if sorter is not None and dests is None:  # fields grouping: rows ordered by task here
+            order, parts = sorter.slot_order(sorter.row_slots(rows))
+            if order is not None:
+                pick = order.tolist()
+                rows = [rows[i] for i in pick]
+                if roots is not None:
+                    roots = [roots[i] for i in pick]
+        batch = tuple_batch.build_columns(out.fields, rows, self.serializer)[0]
         packed = None if roots is None else (
             np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
             np.fromiter(map(len, roots), dtype=np.int32, count=len(roots)))
-        self._send_batch(out, batch, dests, routed, packed, gathered, keys)
+        self._send_batch(out, batch, dests, routed, packed, gathered, parts)
 
     def _flush_batches(self, out: _StreamOut, gathered: tuple | None = None) -> None:
         """Send the stream's waiting small batches, joined into one where their columns agree."""
@@ -367,12 +372,14 @@ class OutputCollector:
             self._send_batch(out, batch, None, None, roots, gathered)
 
     def _send_batch(self, out: _StreamOut, batch: pa.RecordBatch, dests, routed, roots,
-                    gathered: tuple | None = None, keys: list | None = None) -> None:
+                    gathered: tuple | None = None, parts: dict | None = None) -> None:
+        """Partition ``batch`` and send its parts (``parts``: given when ordered already)."""
         count = batch.num_rows
         out.emitted += count
         if roots is not None:  # the roots column goes first: partitioning may reorder rows
             batch = tuple_batch.with_roots(batch, *roots)
-        batch, parts = out.routing.partition(batch, dests, routed, keys)
+        if parts is None:
+            batch, parts = out.routing.partition(batch, dests, routed)
         stream, task_id = out.name_bytes, self.task_id
         if roots is None:
             encoded_whole = None

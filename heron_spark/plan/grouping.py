@@ -14,6 +14,9 @@ entry points share the rules:
   travel in); all and lowest are constant; rows whose destinations were chosen per tuple go
   exactly there. A fields grouping on one string field remembers each key's task
   (``KeySlots``), so a key seen before costs one dict lookup instead of hashing its bytes.
+  An emitter that holds its tuples as Python rows orders them by destination before it
+  builds the batch (``Target.row_slots``, ``slot_order``), so a per-tuple instance never
+  takes rows out of an Arrow batch (``RecordBatch.take`` imports ``pyarrow.compute``, ~9 MB).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ _KEY_SLOTS_MAX = 1 << 16  # keys remembered per fields grouping (then forgotten 
 _FEW_KEYS = 8             # new keys hashed in plain Python; more take one NumPy pass
 SHUFFLE_SLICE_ROWS = 32   # shuffle slices batches of at least this many rows per task
 SMALL_BATCH_ROWS = 512    # an Arrow batch up to this size is hashed through KeySlots
+_STR_ONLY = {str}
 
 
 def _key_bytes(key) -> bytes:
@@ -66,7 +70,7 @@ class KeySlots:
                 self._known.update((key, hashing.text_hash(_key_bytes(key)) % count)
                                    for key in missing)
             else:
-                digest = tuple_batch.key_hash([tuple_batch.canonical_keys(missing)])
+                digest = tuple_batch.key_hash([tuple_batch.canonical_keys(missing)], dedupe=False)
                 self._known.update(zip(missing, (digest % self._count).tolist()))
             known = self._known
             slots = [known[key] for key in keys]
@@ -120,15 +124,14 @@ class Target:
             return split_by_task(chosen, rows)
         return self._shuffle(batch.num_rows if selected is None else selected.size, selected)
 
-    def sorted_partition(self, batch: pa.RecordBatch,
-                         keys: list | None = None) -> tuple[pa.RecordBatch, dict]:
+    def sorted_partition(self, batch: pa.RecordBatch) -> tuple[pa.RecordBatch, dict]:
         """Fields grouping of a whole batch.
 
         Reorder it by destination (one ``take``, stable so each task's rows keep their order)
-        and give each task a zero-copy slice. ``keys``: the Python values of the key column
-        when it is a string column (``KeySlots``).
+        and give each task a zero-copy slice.
         """
-        if keys is None and self.key_slots is not None and batch.num_rows <= SMALL_BATCH_ROWS:
+        keys = None
+        if self.key_slots is not None and batch.num_rows <= SMALL_BATCH_ROWS:
             column = batch.column(self.key_indices[0])
             if pa.types.is_string(column.type) and column.null_count == 0:
                 keys = column.to_pylist()  # few rows: remembered keys beat a NumPy hash pass
@@ -137,10 +140,35 @@ class Target:
         else:
             digest = tuple_batch.key_hash(tuple_batch.key_columns(batch, self.key_indices))
             slot = (digest % np.uint64(self.tasks.size)).astype(np.int64)
+        order, parts = self.slot_order(slot)
+        return (batch if order is None else batch.take(pa.array(order))), parts
+
+    def row_slots(self, rows: Sequence[Sequence]) -> np.ndarray:
+        """Return the task slot of each of ``rows`` (Python tuples of values): fields grouping.
+
+        The same slots the Arrow path gives (each key through its ``str`` form), read from the
+        Python values before any Arrow batch exists, and without ``pyarrow.compute``.
+        """
+        if self.key_slots is not None:
+            index = self.key_indices[0]
+            keys = [row[index] for row in rows]
+            if set(map(type, keys)) != _STR_ONLY:  # remembered by text: 1, 1.0, True differ
+                keys = [key if type(key) is str else str(key) for key in keys]
+            return self.key_slots.slots(keys)
+        digest = tuple_batch.key_hash(
+            [tuple_batch.canonical_keys([row[i] for row in rows]) for i in self.key_indices],
+            dedupe=False)
+        return (digest % np.uint64(self.tasks.size)).astype(np.int64)
+
+    def slot_order(self, slot: np.ndarray) -> tuple[np.ndarray | None, dict]:
+        """Return the row order that groups rows by ``slot``, stably, and each task's slice.
+
+        The order is None when every row goes to one task (its slice is then None: all rows).
+        """
         counts = np.bincount(slot, minlength=self.tasks.size)
         used = np.flatnonzero(counts)
         if used.size == 1:
-            return batch, {self.task_list[int(used[0])]: None}
+            return None, {self.task_list[int(used[0])]: None}
         if used.size <= 8:  # one pass per task beats a sort
             order = np.concatenate([np.flatnonzero(slot == i) for i in used.tolist()])
         else:
@@ -148,7 +176,7 @@ class Target:
         ends = np.cumsum(counts)
         parts = {self.task_list[int(i)]: slice(int(ends[i] - counts[i]), int(ends[i]))
                  for i in used}
-        return batch.take(pa.array(order)), parts
+        return order, parts
 
     def _shuffle(self, count: int, selected: np.ndarray | None) -> dict:
         """Shuffle grouping of a whole batch.
@@ -188,29 +216,27 @@ class StreamRouting:
         self.batched = [t for t in targets if t.grouping not in CHOSEN_PER_TUPLE]
         self.direct_tasks = frozenset(task for t in targets if t.grouping == GroupingType.DIRECT
                                       for task in t.task_list)
-        lone = self.batched[0] if len(targets) == 1 and self.batched else None
-        # The key field of a lone one-field fields grouping: its string values may be passed
-        # to ``partition`` as ``keys``.
-        self.lone_key = lone.key_indices[0] if lone is not None and lone.key_slots else None
+        # The one fields grouping that reorders a batch by destination (``partition`` with
+        # nothing chosen per tuple): an emitter holding Python rows orders them itself before
+        # it builds the batch (``row_slots``, ``slot_order``), instead of ``RecordBatch.take``.
+        self.sorter = self.batched[0] if len(self.batched) == 1 \
+            and self.batched[0].grouping == GroupingType.FIELDS else None
 
     def partition(self, batch: pa.RecordBatch, chosen: list | None = None,
-                  routed: list | None = None,
-                  keys: list | None = None) -> tuple[pa.RecordBatch, dict]:
+                  routed: list | None = None) -> tuple[pa.RecordBatch, dict]:
         """Return ``(batch', {destination task: rows of batch'})``.
 
         ``chosen[i]`` lists row i's destinations picked per tuple (or None); ``routed[i]`` is
         True when they are all of row i's destinations (the emitter asked for task ids), so the
         batched groupings skip that row. Rows come back in emission order for every task.
         ``batch'`` is ``batch``, or (one fields grouping, nothing chosen per tuple) ``batch``
-        reordered by destination so that every task's rows are one zero-copy slice. ``keys``
-        may give that grouping's key column as Python strings (see ``KeySlots``).
+        reordered by destination so that every task's rows are one zero-copy slice.
         """
         rows = batch.num_rows
         if rows == 0 or not self.targets:
             return batch, {}
-        if chosen is None and len(self.batched) == 1 \
-                and self.batched[0].grouping == GroupingType.FIELDS:
-            return self.batched[0].sorted_partition(batch, keys)
+        if chosen is None and self.sorter is not None:
+            return self.sorter.sorted_partition(batch)
         selected = None
         if routed is not None and any(routed):
             selected = np.flatnonzero(~np.asarray(routed, dtype=bool))

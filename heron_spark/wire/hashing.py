@@ -38,16 +38,16 @@ def _mix(h: np.ndarray) -> np.ndarray:
     return h ^ (h >> np.uint64(31))
 
 
-def string_hash(array: pa.Array) -> np.ndarray:
+def string_hash(array: pa.Array, dedupe: bool = True) -> np.ndarray:
     """Return the uint64 hash of each value of a string or binary ``array`` (no nulls).
 
-    ``array`` may also be a dictionary array of them. A big array is dictionary-encoded
-    first, so each distinct value is hashed once (keys repeat: a batch of 80,000 words holds
-    a few thousand).
+    ``array`` may also be a dictionary array of them. With ``dedupe``, a big array is
+    dictionary-encoded first, so each distinct value is hashed once (keys repeat: a batch of
+    80,000 words holds a few thousand).
     """
     if pa.types.is_dictionary(array.type):
         return _hash_strings(array.dictionary)[arrow_numpy.numbers(array.indices, zero_copy_only=False)]
-    if len(array) >= DICTIONARY_MIN_ROWS:
+    if dedupe and len(array) >= DICTIONARY_MIN_ROWS:
         encoded = array.dictionary_encode()  # imports pyarrow.compute (~9 MB) on first use
         return _hash_strings(encoded.dictionary)[arrow_numpy.numbers(encoded.indices)]
     return _hash_strings(array)
