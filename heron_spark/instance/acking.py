@@ -32,6 +32,8 @@ _stamp_of = itemgetter(5)  # HeronTuple.timestamp (time.time() when its batch ar
 _NS = 1_000_000_000
 _born_of = itemgetter(1)   # SpoutTrees entry (message id, birth, stream)
 _stream_of = itemgetter(2)
+_NO_IDS = np.empty(0, dtype=np.uint64)  # read-only: shared by every empty answer
+_NO_IDS.flags.writeable = False
 
 
 class StreamTally:
@@ -246,10 +248,10 @@ class AckBuffer:
         self.failed_count += len(failed)
         if acked:
             self._count(acked, True)
-        if failed:
-            self._count(failed, False)
         roots = None
-        if self.single_root:
+        if not acked:
+            roots = keys = _NO_IDS
+        elif self.single_root:
             try:  # two C-level passes, no Python per tuple
                 count = len(acked)
                 roots = np.fromiter(map(_first, map(_roots_of, acked)), np.uint64, count)
@@ -258,7 +260,11 @@ class AckBuffer:
                 roots = None  # not received tuples: the general path says so
         if roots is None:
             roots, keys = self._acked_pairs(acked)
-        failed_roots, _ = self._roots(failed)
+        if failed:
+            self._count(failed, False)
+            failed_roots, _ = self._roots(failed)
+        else:
+            failed_roots = _NO_IDS
         acked.clear()  # in place: the bolt's bound ``ack`` keeps appending to these lists
         failed.clear()
         if self.acked_arrays:

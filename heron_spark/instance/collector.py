@@ -191,15 +191,18 @@ class OutputCollector:
         batch alone) is one call; anything else goes through the executor's ``emit``.
         """
         out = self._plain.get(stream)
-        if out is None or anchors.__class__ is not list or len(anchors) != 1 \
-                or direct_task is not None or need_task_ids or len(values) != out.width \
-                or out.dests is not None or anchors[0].__class__ is not HeronTuple:
+        try:
+            (anchor,) = anchors  # one anchor, in a list or tuple: the common case
+        except (TypeError, ValueError):
+            anchor = None
+        if anchor.__class__ is not HeronTuple or out is None or direct_task is not None \
+                or need_task_ids or len(values) != out.width or out.dests is not None:
             return self.delegate_emit(values, stream, None, anchors, direct_task, need_task_ids)
         rows = out.rows
         roots = out.roots
         if roots is None:
             roots = out.roots = [()] * len(rows)
-        roots.append(anchors[0][6])
+        roots.append(anchor[6])
         rows.append(values)
         if len(rows) >= self._max:
             self._flush(out)
@@ -376,10 +379,14 @@ class OutputCollector:
         """Partition ``batch`` and send its parts (``parts``: given when ordered already)."""
         count = batch.num_rows
         out.emitted += count
+        one_each = False  # every row in exactly one tree (the usual case)
         if roots is not None:  # the roots column goes first: partitioning may reorder rows
-            batch = tuple_batch.with_roots(batch, *roots)
+            one_each = tuple_batch.one_root_each(*roots)
+            batch = tuple_batch.with_roots(batch, *roots, one_each)
         if parts is None:
+            rooted = batch
             batch, parts = out.routing.partition(batch, dests, routed)
+            one_each = one_each and batch is rooted  # rows not reordered: roots[0] is theirs
         stream, task_id = out.name_bytes, self.task_id
         if roots is None:
             encoded_whole = None
@@ -396,13 +403,22 @@ class OutputCollector:
                                                    payload))
             return
         frames_out, edge_roots, edge_values = [], [], []
-        for task, rows in parts.items():  # tree members: a fresh edge id per copy
-            part = grouping.take(batch, rows)
+        pieces = [(task, rows, grouping.take(batch, rows)) for task, rows in parts.items()]
+        # tree members: a fresh edge id per copy, drawn for all copies at once
+        edge_all = self._rng.integers(1, _U64_MAX, size=sum(p.num_rows for *_, p in pieces),
+                                      dtype=np.uint64, endpoint=True)
+        start = 0
+        for task, rows, part in pieces:
             size = part.num_rows
-            edge_ids = self._rng.integers(1, _U64_MAX, size=size, dtype=np.uint64, endpoint=True)
-            flat, counts = tuple_batch.root_lists(part)
-            edge_roots.append(flat)
-            edge_values.append(edge_ids if counts is None else np.repeat(edge_ids, counts))
+            edge_ids = edge_all[start:start + size]
+            start += size
+            if one_each:
+                edge_roots.append(roots[0] if rows is None else roots[0][rows])
+                edge_values.append(edge_ids)
+            else:
+                flat, counts = tuple_batch.root_lists(part)
+                edge_roots.append(flat)
+                edge_values.append(edge_ids if counts is None else np.repeat(edge_ids, counts))
             self.sent += size
             frames_out.append(frames.data_frame_parts(
                 frames.TUPLES, task_id, task, size, stream,

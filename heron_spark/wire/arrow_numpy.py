@@ -18,6 +18,9 @@ import numpy as np
 import pyarrow as pa
 
 
+_DTYPES: dict[pa.DataType, np.dtype] = {}  # Arrow integer/float type -> its NumPy dtype
+
+
 def numbers(array: pa.Array, zero_copy_only: bool = True) -> np.ndarray:
     """Return a fixed-width numeric ``array`` as NumPy, like ``array.to_numpy(zero_copy_only)``.
 
@@ -25,8 +28,10 @@ def numbers(array: pa.Array, zero_copy_only: bool = True) -> np.ndarray:
     another type) takes ``to_numpy``, which raises as it does there.
     """
     kind = array.type
-    if array.null_count == 0 and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
-        dtype = np.dtype(kind.to_pandas_dtype())
+    dtype = _DTYPES.get(kind)
+    if dtype is None and (pa.types.is_integer(kind) or pa.types.is_floating(kind)):
+        dtype = _DTYPES[kind] = np.dtype(kind.to_pandas_dtype())
+    if dtype is not None and array.null_count == 0:
         out = np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
                             offset=array.offset * dtype.itemsize)
         out.flags.writeable = False  # as to_numpy's zero-copy view: the batch is shared

@@ -136,13 +136,21 @@ def _field_meta(pickled: bool | bytes) -> dict | None:
     return _PICKLED_META if pickled is True else {SERIALIZER_KEY: pickled}
 
 
-def with_roots(batch: pa.RecordBatch, flat: np.ndarray, counts: np.ndarray) -> pa.RecordBatch:
+def one_root_each(flat: np.ndarray, counts: np.ndarray) -> bool:
+    """Return whether every row belongs to exactly one tree (``with_roots``'s arguments)."""
+    return counts.size == flat.size and (counts.size == 0 or bool(counts.min() == 1))
+
+
+def with_roots(batch: pa.RecordBatch, flat: np.ndarray, counts: np.ndarray,
+               one_each: bool | None = None) -> pa.RecordBatch:
     """Return ``batch`` with its roots column.
 
     Row i belongs to ``counts[i]`` trees, whose root ids follow each other in ``flat``
-    (uint64).
+    (uint64). ``one_each``: ``one_root_each(flat, counts)`` when the caller knows it.
     """
-    if counts.size == flat.size and (counts.size == 0 or counts.min() == 1):
+    if one_each is None:
+        one_each = one_root_each(flat, counts)
+    if one_each:
         return batch.append_column(_ROOT_FIELD, pa.array(flat, type=pa.uint64()))
     offsets = np.zeros(len(counts) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
