@@ -181,3 +181,33 @@ def test_auto_ack_bolt_anchors_and_acks_for_its_user(spark, tmp_path):
     assert not fails and raw == rwc.expected_counts(text)
     assert metrics["split"]["__ack-count"] == len(text)  # acked by the runtime
     assert metrics["lines"]["__ack-count"] == len(text)
+
+
+def test_a_spout_at_its_cap_resumes_once_half_of_it_closed_or_when_closes_stall():
+    """At ``topology.max.spout.pending`` the spout waits for half its trees to close (one
+    batch's worth), not for the first one, and never holds more than the cap; a spout whose
+    bolts hold back more than half resumes once trees stop closing for 5 ms."""
+    clock = Clock()
+    trees = SpoutTrees(task_id=1, timeout_secs=None, max_pending=100, clock=clock)
+    roots = [trees.open(i) for i in range(99)]
+    assert not trees.full
+    roots.append(trees.open(99))
+    assert trees.full
+    trees.close(tree_ids.pack(roots[:49]), tree_ids.pack([]))
+    assert trees.full and len(trees) == 51
+    trees.close(tree_ids.pack(roots[49:50]), tree_ids.pack([]))
+    assert not trees.full and len(trees) == 50
+    more = [trees.open(i) for i in range(49)]
+    assert not trees.full  # 99 open: room for one more
+    more.append(trees.open(49))
+    assert trees.full and len(trees) == 100
+    clock.now += 1.0
+    assert trees.full  # none closed: the cap holds however long it takes
+    trees.close(tree_ids.pack(more[:10]), tree_ids.pack([]))
+    assert trees.full  # trees are closing: wait for half
+    clock.now += 0.004
+    assert trees.full
+    clock.now += 0.002
+    assert not trees.full  # none closed for 5 ms: go on with the 10 free
+    trees.open("x")
+    assert not trees.full and len(trees) == 91

@@ -25,6 +25,7 @@ from heron_spark.wire.tree_ids import ROOT_SEQUENCE_MASK, ROOT_TASK_SHIFT, unpac
 
 
 _EXPIRY_CHECK_SECS = 0.1
+_CAP_STALL_SECS = 0.005  # a spout at its max pending resumes when no tree closed for this long
 _first = itemgetter(0)
 _roots_of = itemgetter(6)  # HeronTuple.roots
 _source_of = itemgetter(1, 2)  # HeronTuple (component, stream)
@@ -70,6 +71,15 @@ class SpoutTrees:
         self._open: dict[int, tuple[Any, float, str]] = {}  # insertion order: oldest first
         self.timeout = timeout_secs
         self.max_pending = max_pending
+        # Once at the cap, next_tuple waits until at most this many trees are open (half the
+        # cap closed), or until trees stop closing for _CAP_STALL_SECS with some closed: it
+        # then emits a batch of that half, not a batch per tree or two as acks trickle in
+        # (each batch costs every process on its way). The stall rule keeps a spout going
+        # whose bolts hold back more than half its cap (a window's tuples are acked when they
+        # leave it, so they close only while new ones come).
+        self.resume_at = None if max_pending is None else max_pending - max(1, max_pending // 2)
+        self._capped = False
+        self._last_close = 0.0  # when trees last closed (clock seconds)
         self._clock = clock
         self.acked = self.failed = self.timed_out = 0
         self.latency_ms_total = 0.0
@@ -81,8 +91,23 @@ class SpoutTrees:
 
     @property
     def full(self) -> bool:
-        """True while ``topology.max.spout.pending`` trees are open: stop calling next_tuple."""
-        return self.max_pending is not None and len(self._open) >= self.max_pending
+        """True from when ``topology.max.spout.pending`` trees are open: stop calling next_tuple.
+
+        It stays True until at most ``resume_at`` trees are open (half the cap closed; the
+        first close for a cap under 4), or until, with some closed, none closed for
+        ``_CAP_STALL_SECS``: never more than the cap are open, and the spout resumes with
+        room for a batch.
+        """
+        if self.max_pending is None:
+            return False
+        opened = len(self._open)
+        if self._capped:
+            self._capped = opened > self.resume_at and (  # type: ignore[operator]
+                opened >= self.max_pending
+                or self._clock() < self._last_close + _CAP_STALL_SECS)
+        else:
+            self._capped = opened >= self.max_pending
+        return self._capped
 
     def open(self, message_id: Any, stream: str = "default") -> int:
         """Start a tree for ``message_id``, emitted on ``stream``; return its root id."""
@@ -110,7 +135,7 @@ class SpoutTrees:
         """Close the trees a stmgr reported; return (acked, failed) message ids."""
         acked = self._pop(unpack(acked_raw).tolist())
         failed = self._pop(unpack(failed_raw).tolist())
-        now = self._clock()
+        now = self._last_close = self._clock()
         if acked:
             self._count(acked, now, True)
             ids, born, _ = zip(*acked)
@@ -160,6 +185,8 @@ class SpoutTrees:
             if entry[1] > limit:
                 break
             old.append((root, entry))
+        if old:
+            self._last_close = now
         out = []
         for root, (message_id, _, stream) in old:
             del self._open[root]
