@@ -211,3 +211,53 @@ def test_a_spout_at_its_cap_resumes_once_half_of_it_closed_or_when_closes_stall(
     assert not trees.full  # none closed for 5 ms: go on with the 10 free
     trees.open("x")
     assert not trees.full and len(trees) == 91
+
+
+def _delivered_batch(buffer, first_root, count, stamp=50.0):
+    from heron_spark.api.tuple import HeronTuple
+
+    roots = np.arange(first_root, first_root + count, dtype=np.uint64)
+    keys = roots + np.uint64(1000)
+    tuples = [HeronTuple(int(k), "c", "default", 1, (), stamp, (int(r),))
+              for r, k in zip(roots, keys)]
+    buffer.delivered(tuples, roots, keys, stamp, ("c", "default"))
+    return tuples
+
+
+@pytest.mark.parametrize("order", ["as delivered", "reversed", "partly", "one failed"])
+def test_acks_of_delivered_batches_give_the_pairs_the_tuples_give(order):
+    """A bolt that acks exactly the tuples delivered since the last take, in order, has its
+    (root, edge id) pairs taken from the batches' arrays; any other order, a missing ack or a
+    fail takes the per-tuple path; every way gives the same pairs and tallies."""
+    buffer = AckBuffer(only_input=("c", "default"))
+    tuples = _delivered_batch(buffer, 10, 3) + _delivered_batch(buffer, 20, 2)
+    acked = {"as delivered": tuples, "reversed": tuples[::-1], "partly": tuples[:4],
+             "one failed": tuples[1:]}[order]
+    for tup in acked:
+        buffer.ack(tup)
+    if order == "one failed":
+        buffer.fail(tuples[0])
+    roots, keys, failed = buffer.take()
+    assert roots.tolist() == [t.roots[0] for t in acked]
+    assert keys.tolist() == [t.id for t in acked]
+    assert failed.tolist() == ([10] if order == "one failed" else [])
+    tally = buffer.by_input[("c", "default")]
+    assert (tally.acked, tally.failed) == (len(acked), 1 if order == "one failed" else 0)
+    assert buffer.acked_count == len(acked)
+    # the next take starts afresh: nothing delivered is remembered
+    later = _delivered_batch(buffer, 30, 2)
+    buffer.ack(later[0])
+    roots, keys, _ = buffer.take()
+    assert roots.tolist() == [30] and keys.tolist() == [1030]
+
+
+def test_delivered_batches_are_forgotten_when_a_turn_acks_nothing():
+    buffer = AckBuffer(only_input=("c", "default"))
+    first = _delivered_batch(buffer, 10, 2)
+    buffer.forget_delivered()  # what the bolt does at the end of a turn with nothing acked
+    second = _delivered_batch(buffer, 20, 2)
+    for tup in first + second:  # acked a turn late: the per-tuple path
+        buffer.ack(tup)
+    roots, keys, _ = buffer.take()
+    assert roots.tolist() == [10, 11, 20, 21]
+    assert keys.tolist() == [1010, 1011, 1020, 1021]

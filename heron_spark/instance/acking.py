@@ -123,13 +123,19 @@ class SpoutTrees:
             tally = self.by_stream[stream] = StreamTally()
         return tally
 
-    def _count(self, entries: list, now: float, acked: bool) -> None:
-        """Add closed trees (message id, birth, stream) to their streams' tallies."""
+    def _count(self, entries: list, now: float, acked: bool) -> float:
+        """Add closed trees (message id, birth, stream) to their streams' tallies.
+
+        Return the sum of their ages in seconds.
+        """
         streams = set(map(_stream_of, entries))  # C-level passes: no Python per tree
+        total = 0.0
         for stream in streams:
             mine = entries if len(streams) == 1 else [e for e in entries if e[2] == stream]
-            self.tally(stream).add(len(mine), (now * len(mine) - math.fsum(map(_born_of, mine)))
-                                   * _NS, acked)
+            ages = now * len(mine) - math.fsum(map(_born_of, mine))
+            self.tally(stream).add(len(mine), ages * _NS, acked)
+            total += ages
+        return total
 
     def close(self, acked_raw: bytes, failed_raw: bytes) -> tuple[list, list]:
         """Close the trees a stmgr reported; return (acked, failed) message ids."""
@@ -137,10 +143,8 @@ class SpoutTrees:
         failed = self._pop(unpack(failed_raw).tolist())
         now = self._last_close = self._clock()
         if acked:
-            self._count(acked, now, True)
-            ids, born, _ = zip(*acked)
-            self.latency_ms_total += (now * len(born) - math.fsum(born)) * 1000.0
-            acked = list(ids)
+            self.latency_ms_total += self._count(acked, now, True) * 1000.0
+            acked = list(map(_first, acked))
         if failed:
             self._count(failed, now, False)
         failed = [entry[0] for entry in failed]
@@ -218,6 +222,10 @@ class AckBuffer:
         # True while every tuple this bolt received belongs to exactly one tree (the usual
         # case; the executor clears it for good at the first batch where that is not so).
         self.single_root = True
+        # Batches delivered to process() since the last take, in order: (tuples, root per
+        # tuple, edge id per tuple, arrival time, (component, stream)). When the bolt acked
+        # exactly these tuples, in order (the usual case), take uses these arrays.
+        self._delivered: list = []
 
     def __bool__(self) -> bool:
         return bool(self.acked or self.failed or self.acked_arrays or self.failed_arrays)
@@ -231,6 +239,42 @@ class AckBuffer:
         """Record ``rows`` rows of a batch as failed: their trees fail at once."""
         self.failed_arrays.append(roots)
         self.failed_count += rows
+
+    def delivered(self, tuples: list, roots: np.ndarray, keys: np.ndarray, stamp: float,
+                  source: tuple[str, str]) -> None:
+        """Note a batch of ``tuples`` handed to process(), each in the one tree ``roots[i]``.
+
+        ``keys``: their edge ids; ``stamp``: their ``creation_time``; ``source``: their
+        (component, stream).
+        """
+        self._delivered.append((tuples, roots, keys, stamp, source))
+
+    def forget_delivered(self) -> None:
+        """Forget the delivered batches (their tuples were not all acked at once)."""
+        if self._delivered:
+            self._delivered = []
+
+    def _take_delivered(self, acked: list) -> tuple[np.ndarray, np.ndarray] | None:
+        """Return the (roots, edge ids) of ``acked`` when it is the delivered tuples in order.
+
+        Tally them as the tuple path does. Forget the delivered batches either way.
+        """
+        delivered, self._delivered = self._delivered, []
+        if not delivered or sum(len(entry[0]) for entry in delivered) != len(acked):
+            return None
+        start = 0
+        for entry in delivered:
+            end = start + len(entry[0])
+            if acked[start:end] != entry[0]:  # identity first: a C-level pass
+                return None
+            start = end
+        now = time.time()
+        for tuples, _, _, stamp, source in delivered:
+            self.tally(source).add(len(tuples), (now - stamp) * len(tuples) * _NS, True)
+        if len(delivered) == 1:
+            return delivered[0][1], delivered[0][2]
+        return (np.concatenate([entry[1] for entry in delivered]),
+                np.concatenate([entry[2] for entry in delivered]))
 
     def ack(self, tup) -> None:
         """Record ``tup`` (a ``HeronTuple``) as processed."""
@@ -273,20 +317,23 @@ class AckBuffer:
         acked, failed = self.acked, self.failed
         self.acked_count += len(acked)
         self.failed_count += len(failed)
-        if acked:
-            self._count(acked, True)
-        roots = None
+        roots = keys = None
         if not acked:
+            self.forget_delivered()
             roots = keys = _NO_IDS
-        elif self.single_root:
-            try:  # two C-level passes, no Python per tuple
-                count = len(acked)
-                roots = np.fromiter(map(_first, map(_roots_of, acked)), np.uint64, count)
-                keys = np.fromiter(map(_first, acked), np.uint64, count)
-            except (TypeError, IndexError, ValueError, OverflowError):
-                roots = None  # not received tuples: the general path says so
-        if roots is None:
-            roots, keys = self._acked_pairs(acked)
+        elif (as_delivered := self._take_delivered(acked)) is not None:
+            roots, keys = as_delivered  # the delivered batches' arrays: no pass per tuple
+        else:
+            self._count(acked, True)
+            if self.single_root:
+                try:  # two C-level passes, no Python per tuple
+                    count = len(acked)
+                    roots = np.fromiter(map(_first, map(_roots_of, acked)), np.uint64, count)
+                    keys = np.fromiter(map(_first, acked), np.uint64, count)
+                except (TypeError, IndexError, ValueError, OverflowError):
+                    roots = None  # not received tuples: the general path says so
+            if roots is None:
+                roots, keys = self._acked_pairs(acked)
         if failed:
             self._count(failed, False)
             failed_roots, _ = self._roots(failed)

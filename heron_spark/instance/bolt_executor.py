@@ -191,10 +191,14 @@ class BoltExecutor(TaskExecutor):
         if self.hooks is not None:
             process = self.hooks.executing(process)
         now = time.time()
-        roots = tuple_batch.row_roots(batch) if self.reliable else None
-        if self.reliable and (roots is None or
-                              tuple_batch.ROOT_COLUMN not in batch.schema.names):
-            self.acks.single_root = False  # some tuples belong to no tree, or to several
+        roots = flat = None
+        if self.reliable:
+            if tuple_batch.ROOT_COLUMN in batch.schema.names:  # one tree per tuple, as usual
+                flat = tuple_batch.root_lists(batch)[0]
+                roots = list(zip(flat.tolist()))
+            else:
+                roots = tuple_batch.row_roots(batch)
+                self.acks.single_root = False  # some tuples belong to no tree, or to several
         if roots is None:
             # tuples built by C-level iteration: no Python frame per tuple before process()
             for tup in map(_new_tuple, repeat(HeronTuple), zip(
@@ -202,13 +206,16 @@ class BoltExecutor(TaskExecutor):
                     values, repeat(now), repeat(()))):
                 process(tup)
         else:
-            edge_ids = arrow_numpy.numbers(batch.column(tuple_batch.KEY_COLUMN)).tolist()
+            keys = arrow_numpy.numbers(batch.column(tuple_batch.KEY_COLUMN))
             tuples = map(_new_tuple, repeat(HeronTuple), zip(
-                edge_ids, repeat(component), repeat(stream), repeat(src), values, repeat(now),
-                roots))
+                keys.tolist(), repeat(component), repeat(stream), repeat(src), values,
+                repeat(now), roots))
             if self.auto_ack:
                 self._process_auto_acked(tuples)
             else:
+                if flat is not None:  # acked as delivered, they are acked by these arrays
+                    tuples = list(tuples)
+                    self.acks.delivered(tuples, flat, keys, now, (component, stream))
                 for tup in tuples:
                     process(tup)
         self.executed += rows
@@ -279,6 +286,7 @@ class BoltExecutor(TaskExecutor):
         if self.lingers(now, force):
             return  # acks wait with the emits they may anchor
         if not self.acks:
+            self.acks.forget_delivered()  # none acked this turn: they are acked one by one
             self.collector.flush_all()
             return
         if not force and now < self._acks_due and not self.collector.buffered:

@@ -8,6 +8,7 @@ calls ``next_tuple`` only while its output gate is open and the stmgr lets it em
 from __future__ import annotations
 
 import time
+from collections import deque
 from itertools import count, repeat
 
 import numpy as np
@@ -198,8 +199,7 @@ class SpoutExecutor(TaskExecutor):
             ack = self.hooks.spout_acking(ack, self.trees.ages_ms(done.acked))
             fail = self.hooks.spout_failing(fail, self.trees.ages_ms(done.failed))
         acked, failed = self.trees.close(done.acked, done.failed)
-        for message_id in acked:
-            ack(message_id)
+        deque(map(ack, acked), maxlen=0)  # one ack(message id) each, looped in C
         for message_id in failed:
             self.exhausted = False
             fail(message_id)
