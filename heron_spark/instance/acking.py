@@ -317,7 +317,8 @@ class AckBuffer:
         acked, failed = self.acked, self.failed
         self.acked_count += len(acked)
         self.failed_count += len(failed)
-        roots = keys = None
+        roots: np.ndarray | None = None
+        keys: np.ndarray = _NO_IDS
         if not acked:
             self.forget_delivered()
             roots = keys = _NO_IDS
@@ -341,6 +342,7 @@ class AckBuffer:
             failed_roots = _NO_IDS
         acked.clear()  # in place: the bolt's bound ``ack`` keeps appending to these lists
         failed.clear()
+        assert roots is not None  # every branch above set it
         if self.acked_arrays:
             roots = np.concatenate([roots, *(r for r, _ in self.acked_arrays)])
             keys = np.concatenate([keys, *(k for _, k in self.acked_arrays)])

@@ -191,7 +191,8 @@ class BoltExecutor(TaskExecutor):
         if self.hooks is not None:
             process = self.hooks.executing(process)
         now = time.time()
-        roots = flat = None
+        roots: list | None = None
+        flat: np.ndarray | None = None
         if self.reliable:
             if tuple_batch.ROOT_COLUMN in batch.schema.names:  # one tree per tuple, as usual
                 flat = tuple_batch.root_lists(batch)[0]
@@ -212,10 +213,12 @@ class BoltExecutor(TaskExecutor):
                 repeat(now), roots))
             if self.auto_ack:
                 self._process_auto_acked(tuples)
+            elif flat is not None:  # acked as delivered, they are acked by these arrays
+                delivered = list(tuples)
+                self.acks.delivered(delivered, flat, keys, now, (component, stream))
+                for tup in delivered:
+                    process(tup)
             else:
-                if flat is not None:  # acked as delivered, they are acked by these arrays
-                    tuples = list(tuples)
-                    self.acks.delivered(tuples, flat, keys, now, (component, stream))
                 for tup in tuples:
                     process(tup)
         self.executed += rows

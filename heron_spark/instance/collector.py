@@ -382,7 +382,7 @@ class OutputCollector:
         one_each = False  # every row in exactly one tree (the usual case)
         if roots is not None:  # the roots column goes first: partitioning may reorder rows
             one_each = tuple_batch.one_root_each(*roots)
-            batch = tuple_batch.with_roots(batch, *roots, one_each)
+            batch = tuple_batch.with_roots(batch, roots[0], roots[1], one_each)
         if parts is None:
             rooted = batch
             batch, parts = out.routing.partition(batch, dests, routed)
