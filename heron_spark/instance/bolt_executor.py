@@ -194,8 +194,9 @@ class BoltExecutor(TaskExecutor):
         roots: list | None = None
         flat: np.ndarray | None = None
         if self.reliable:
-            if tuple_batch.ROOT_COLUMN in batch.schema.names:  # one tree per tuple, as usual
-                flat = tuple_batch.root_lists(batch)[0]
+            root_index = batch.schema.get_field_index(tuple_batch.ROOT_COLUMN)
+            if root_index >= 0:  # one tree per tuple, as usual
+                flat = arrow_numpy.numbers(batch.column(root_index))
                 roots = list(zip(flat.tolist()))
             else:
                 roots = tuple_batch.row_roots(batch)
@@ -207,7 +208,9 @@ class BoltExecutor(TaskExecutor):
                     values, repeat(now), repeat(()))):
                 process(tup)
         else:
-            keys = arrow_numpy.numbers(batch.column(tuple_batch.KEY_COLUMN))
+            key_index = batch.schema.get_field_index(tuple_batch.KEY_COLUMN)  # by name: 1 us
+            keys = arrow_numpy.numbers(batch.column(
+                key_index if key_index >= 0 else tuple_batch.KEY_COLUMN))  # absent: KeyError
             tuples = map(_new_tuple, repeat(HeronTuple), zip(
                 keys.tolist(), repeat(component), repeat(stream), repeat(src), values,
                 repeat(now), roots))
