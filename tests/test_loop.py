@@ -92,6 +92,30 @@ def test_a_peer_hanging_up_inside_a_big_frame_closes_the_channel():
     loop.close()
 
 
+def test_what_before_flush_queues_leaves_in_the_same_turn():
+    loop = Loop()
+    received = []
+    channel, peer = _pair(loop, received)
+    turns = []
+
+    def before_flush():
+        turns.append(loop.turns)
+        if received:
+            channel.send(frames.frame(frames.CONTROL, b"answer"))
+            received.clear()
+
+    peer.sendall(frames.frame(frames.CONTROL, b"question"))
+    for _ in range(1000):
+        loop.poll(0.05, before_flush)
+        if channel.bytes_sent:
+            break
+    assert peer.recv(100) == frames.frame(frames.CONTROL, b"answer")
+    assert channel.queued_bytes == 0 and len(turns) == loop.turns
+    channel.close()
+    peer.close()
+    loop.close()
+
+
 def test_output_is_coalesced_and_queued_when_the_peer_does_not_read():
     loop = Loop()
     channel, peer = _pair(loop, [])

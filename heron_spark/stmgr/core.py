@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 _EOS = frames.END_OF_STREAM
 _data_head = frames.DATA_HEAD.unpack_from
 _PREFIX_BYTES = frames.PREFIX_BYTES
+_ROOT_SHIFT = tree_ids.ROOT_TASK_SHIFT
+_SMALL_UPDATE_BYTES = 8 * acking.SMALL_UPDATE_PAIRS  # packed uint64 roots of a small update
 
 
 class StmgrState(enum.Enum):
@@ -164,6 +166,7 @@ class StmgrCore:
         self._owner = np.full(max(plan.task_component) + 1, -1, dtype=np.int64)
         for task, container in plan.task_container.items():
             self._owner[task] = container
+        self._owner_of = dict(plan.task_container)  # the same, for one root at a time
         self.backpressure = Backpressure(config.backpressure_high_water_bytes,
                                          config.backpressure_low_water_bytes,
                                          config.backpressure_high_water_tuples,
@@ -181,11 +184,12 @@ class StmgrCore:
         self._routed_step = max(1, config.backpressure_high_water_tuples // 4)
         self._failure_reported: set[int] = set()
         self._next_expiry = 0.0
-        # At-least-once updates of this turn, applied (or forwarded) together by ``tick``: one
-        # XOR pass, one message per owner and one TreesDone per spout per turn.
-        self._xor_roots: list[np.ndarray] = []
-        self._xor_values: list[np.ndarray] = []
-        self._done: dict[int, tuple[list, list]] = {}
+        # At-least-once updates of this turn, as received (packed roots, packed values),
+        # applied (or forwarded) together at the end of the turn: one XOR pass, one message
+        # per owner and one TreesDone per spout per turn.
+        self._xor_parts: list[tuple[bytes, bytes]] = []
+        self._xor_bytes = 0
+        self._done: dict[int, tuple[list, list]] = {}  # spout task -> (acked, failed) chunks
         self.state = StmgrState.WAITING_PLAN
         self.paused = False  # the topology is deactivated: local spouts do not emit
         self.tuples_routed = 0
@@ -258,13 +262,20 @@ class StmgrCore:
                 marks.popleft()
         elif body in ("acks", "edges"):
             xor = getattr(message, body)
-            self._xor_roots.append(tree_ids.unpack(xor.roots))
-            self._xor_values.append(tree_ids.unpack(xor.values))
+            roots = xor.roots
+            self._xor_parts.append((roots, xor.values))
+            self._xor_bytes += len(roots)
         elif body == "opened":
-            edges = message.opened.edges
-            self._trees_done(self.ledger.start(tree_ids.unpack(message.opened.roots),
-                                               tree_ids.unpack(edges.roots),
-                                               tree_ids.unpack(edges.values)), [])
+            opened = message.opened
+            edges = opened.edges
+            if len(edges.roots) <= _SMALL_UPDATE_BYTES:
+                self._trees_done(self.ledger.start_pairs(
+                    acking.unpack_ids(opened.roots), acking.unpack_ids(edges.roots),
+                    acking.unpack_ids(edges.values)), [])
+            else:
+                self._trees_done(self.ledger.start(tree_ids.unpack(opened.roots),
+                                                   tree_ids.unpack(edges.roots),
+                                                   tree_ids.unpack(edges.values)), [])
         elif body == "fails":
             self._fail_trees(tree_ids.unpack(message.fails.roots))
         elif body == "register":
@@ -377,8 +388,9 @@ class StmgrCore:
         message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
         body = message.WhichOneof("body")
         if body == "xor":
-            self._xor_roots.append(tree_ids.unpack(message.xor.roots))
-            self._xor_values.append(tree_ids.unpack(message.xor.values))
+            roots = message.xor.roots
+            self._xor_parts.append((roots, message.xor.values))
+            self._xor_bytes += len(roots)
         elif body == "fail":
             self._trees_done([], self.ledger.fail(tree_ids.unpack(message.fail.roots)))
         elif body == "fence":
@@ -433,13 +445,41 @@ class StmgrCore:
         reach zero early if an ack is applied without those creations; applying more updates
         at once only removes intermediate states.
         """
-        if not self._xor_roots:
+        parts = self._xor_parts
+        if not parts:
             return
-        roots = np.concatenate(self._xor_roots) if len(self._xor_roots) > 1 else self._xor_roots[0]
-        values = np.concatenate(self._xor_values) if len(self._xor_values) > 1 \
-            else self._xor_values[0]
-        self._xor_roots, self._xor_values = [], []
-        self._xor_into_trees(roots, values)
+        small = self._xor_bytes <= _SMALL_UPDATE_BYTES
+        self._xor_parts, self._xor_bytes = [], 0
+        if len(parts) == 1:
+            raw_roots, raw_values = parts[0]
+        else:
+            raw_roots = b"".join([roots for roots, _ in parts])
+            raw_values = b"".join([values for _, values in parts])
+        if small:
+            self._xor_pairs_into_trees(acking.unpack_ids(raw_roots), acking.unpack_ids(raw_values))
+        else:
+            self._xor_into_trees(tree_ids.unpack(raw_roots), tree_ids.unpack(raw_values))
+
+    def _xor_pairs_into_trees(self, roots: list[int], values: list[int]) -> None:
+        """``_xor_into_trees`` for a few pairs, as lists of ints (see ``acking``)."""
+        get = self._owner_of.get
+        owners = [get(root >> _ROOT_SHIFT, -1) for root in roots]
+        first = owners[0]
+        if owners.count(first) == len(owners):
+            by_owner = {first: (roots, values)}
+        else:
+            by_owner = {container: ([], []) for container in sorted(set(owners))}
+            for container, root, value in zip(owners, roots, values):
+                chosen = by_owner[container]
+                chosen[0].append(root)
+                chosen[1].append(value)
+        for container, (chosen_roots, chosen_values) in by_owner.items():
+            if container == self.index:
+                self._trees_done(self.ledger.apply_pairs(chosen_roots, chosen_values), [])
+            else:
+                self.io.to_peer(container, frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                    xor=stmgr_pb2.XorBatch(roots=acking.pack_ids(chosen_roots),
+                                           values=acking.pack_ids(chosen_values)))))
 
     def _xor_into_trees(self, roots: np.ndarray, values: np.ndarray) -> None:
         """Apply (root, value) XOR updates here, or forward them to the trees' stmgrs."""
@@ -476,8 +516,16 @@ class StmgrCore:
         """Note which local spout trees completed or failed (sent by ``_send_trees_done``)."""
         self.trees_acked += len(acked)
         self.trees_failed += len(failed)
+        done = self._done
         for roots, slot in ((acked, 0), (failed, 1)):
             if not roots:
+                continue
+            if len(roots) <= acking.SMALL_UPDATE_PAIRS:
+                by_task: dict[int, list[int]] = {}
+                for root in roots:
+                    by_task.setdefault(root >> _ROOT_SHIFT, []).append(root)
+                for task, chosen in by_task.items():
+                    done.setdefault(task, ([], []))[slot].append(chosen)
                 continue
             array = np.asarray(roots, dtype=np.uint64)
             tasks = tree_ids.root_task(array)
@@ -512,14 +560,24 @@ class StmgrCore:
                 gate=stmgr_pb2.SpoutGate(paused=self._gate_paused,
                                          routed=self.routed_from[spout]))))
 
-    def tick(self, now: float) -> None:
-        """Apply the turn's tree updates and report finished trees (once per loop turn).
+    def end_turn(self) -> None:
+        """Apply the turn's tree updates and report finished trees.
 
-        Also check the water marks; now and then expire old trees.
+        The shell calls this at the end of each loop turn, before the turn's output is written,
+        so forwarded updates and ``TreesDone`` share system calls with the turn's relays;
+        ``tick`` calls it too (a no-op when nothing arrived since).
         """
-        self._apply_turn_updates()
+        if self._xor_parts:
+            self._apply_turn_updates()
         if self._done:
             self._send_trees_done()
+
+    def tick(self, now: float) -> None:
+        """End the turn (``end_turn``), check the water marks; now and then expire old trees.
+
+        Once per loop turn, after its output was written (queues are measured then).
+        """
+        self.end_turn()
         io = self.io
         queued = io.peer_queued_bytes()
         tuples = 0
@@ -754,8 +812,11 @@ class StmgrCore:
         return publish
 
 
-def _packed(arrays: list[np.ndarray]) -> bytes:
-    """Return uint64 ``arrays`` (possibly none) as one packed array."""
-    if not arrays:
+def _packed(chunks: list) -> bytes:
+    """Return uint64 ``chunks`` (NumPy arrays or lists of ints; possibly none) packed as one."""
+    if not chunks:
         return b""
-    return tree_ids.pack(arrays[0] if len(arrays) == 1 else np.concatenate(arrays))
+    if len(chunks) == 1:
+        only = chunks[0]
+        return acking.pack_ids(only) if type(only) is list else tree_ids.pack(only)
+    return tree_ids.pack(np.concatenate([np.asarray(chunk, dtype=np.uint64) for chunk in chunks]))

@@ -2,10 +2,11 @@
 
 One loop thread (``wire.loop``) owns every connection: local instances (dialled in over a
 Unix socket, or loopback elsewhere, whatever address the stmgr advertises), peer stmgrs in
-both directions, and the TMaster; it feeds the core every frame and calls its ``tick`` once
-per turn. Other threads only hand over new sockets: two listeners (peers dial the advertised
-``host``; local instances the local address; the secret is checked on both), one dialer per
-peer stmgr (``peers.PeerLink``), plus the metrics client and the watchdog, which stops the
+both directions, and the TMaster; it feeds the core every frame, calls its ``end_turn`` just
+before the turn's output is written (so the turn's acking shares its system calls) and its
+``tick`` once per turn. Other threads only hand over new sockets: two listeners (peers dial
+the advertised ``host``; local instances the local address; the secret is checked on both),
+one dialer per peer stmgr (``peers.PeerLink``), plus the metrics client and the watchdog, which stops the
 heartbeat if the loop stops turning. Nothing on the loop blocks: not a send, not a peer that is
 down. The metrics client's thread never reads the core: the loop builds a metrics snapshot
 every half metrics interval and hands it over (``_metrics_publish``, a reference swapped whole;
@@ -138,7 +139,7 @@ class StreamManager:
             self._connect_tmaster()
             self._heartbeat()
             while self._exit is None:
-                loop.poll(_POLL_SECS)
+                loop.poll(_POLL_SECS, core.end_turn)  # the turn's acking leaves with its relays
                 now = loop.clock()
                 self._loop_tick = now
                 core.tick(now)

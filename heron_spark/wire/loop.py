@@ -109,10 +109,13 @@ class Loop:
         return timers[0][0] if timers else None
 
     # ---- running -------------------------------------------------------------------------
-    def poll(self, timeout: float | None) -> None:
+    def poll(self, timeout: float | None,
+             before_flush: Callable[[], None] | None = None) -> None:
         """Run one turn: handle I/O, run due timers and hand-offs, then write queued output.
 
         Wait up to ``timeout`` seconds (None: until something happens) for the I/O.
+        ``before_flush`` runs just before the writes, so what it queues (say, the turn's
+        acknowledgements) leaves with the turn's other output, in the same system calls.
         """
         if self._handoffs:
             timeout = 0.0
@@ -128,6 +131,8 @@ class Loop:
         self.turns += 1
         self._run_handoffs()
         self._run_timers()
+        if before_flush is not None:
+            before_flush()
         self.flush()
 
     def flush(self) -> None:
