@@ -581,9 +581,15 @@ class StmgrCore:
         io = self.io
         queued = io.peer_queued_bytes()
         tuples = 0
-        for task in self.connected:
-            queued = max(queued, io.instance_queued_bytes(task))
-            tuples = max(tuples, self.sent_tuples[task] - self.executed_tuples[task])
+        sent, executed, queued_bytes = self.sent_tuples, self.executed_tuples, \
+            io.instance_queued_bytes
+        for task in self.connected:  # the largest queue, in bytes and in tuples
+            task_bytes = queued_bytes(task)
+            if task_bytes > queued:
+                queued = task_bytes
+            task_tuples = sent[task] - executed[task]
+            if task_tuples > tuples:
+                tuples = task_tuples
         backpressure = self.backpressure
         change = backpressure.observe(queued, tuples)
         if change is not None:

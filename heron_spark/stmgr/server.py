@@ -261,7 +261,12 @@ class StreamManager:
 
     def peer_queued_bytes(self) -> int:
         """Return the bytes queued towards the most loaded peer stmgr."""
-        return max((link.queued_bytes for link in self.peers.values()), default=0)
+        most = 0
+        for link in self.peers.values():
+            queued = link.queued_bytes
+            if queued > most:
+                most = queued
+        return most
 
     def retarget_peers(self, addresses: dict[int, tuple[str, int]]) -> None:
         """Point the link to each peer container at its (host, port), creating missing links."""
