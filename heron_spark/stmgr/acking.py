@@ -45,7 +45,7 @@ def pack_ids(ids: list[int]) -> bytes:
     return packed.tobytes()
 
 
-def _xor_pairs(roots: list[int], values: list[int]) -> dict[int, int]:
+def xor_pairs(roots: list[int], values: list[int]) -> dict[int, int]:
     """Return ``xor_by_root`` of lists: each root's XOR of its values, roots in first-seen order."""
     combined: dict[int, int] = {}
     get = combined.get
@@ -97,7 +97,7 @@ class XorLedger:
     def start_pairs(self, roots: list[int], update_roots: list[int],
                     update_values: list[int]) -> list[int]:
         """Return ``start`` for lists of ints (small updates); the same trees, in the same order."""
-        combined = _xor_pairs(update_roots, update_values)
+        combined = xor_pairs(update_roots, update_values)
         self._open.update(combined)
         self._born.append((self._clock(), list(combined)))
         if len(combined) == len(roots):
@@ -106,9 +106,13 @@ class XorLedger:
 
     def apply_pairs(self, roots: list[int], values: list[int]) -> list[int]:
         """Return ``apply`` for lists of ints (small updates): the completed trees, sorted."""
+        return self.apply_combined(xor_pairs(roots, values))
+
+    def apply_combined(self, combined: dict[int, int]) -> list[int]:
+        """Return ``apply`` for updates already combined per root (``xor_pairs``), sorted."""
         opened = self._open
         finished = []
-        for root, value in _xor_pairs(roots, values).items():
+        for root, value in combined.items():
             current = opened.get(root, 0)
             if current == 0:
                 continue  # unknown: completed, failed or expired already

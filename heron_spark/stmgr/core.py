@@ -461,25 +461,28 @@ class StmgrCore:
             self._xor_into_trees(tree_ids.unpack(raw_roots), tree_ids.unpack(raw_values))
 
     def _xor_pairs_into_trees(self, roots: list[int], values: list[int]) -> None:
-        """``_xor_into_trees`` for a few pairs, as lists of ints (see ``acking``)."""
+        """``_xor_into_trees`` for a few pairs, as lists of ints (see ``acking``).
+
+        The pairs are combined per root first (one XOR per tree and turn), so what goes to a
+        peer is already as small as it gets and the ledger does one step per tree.
+        """
         get = self._owner_of.get
-        owners = [get(root >> _ROOT_SHIFT, -1) for root in roots]
-        first = owners[0]
-        if owners.count(first) == len(owners):
-            by_owner = {first: (roots, values)}
-        else:
-            by_owner = {container: ([], []) for container in sorted(set(owners))}
-            for container, root, value in zip(owners, roots, values):
-                chosen = by_owner[container]
-                chosen[0].append(root)
-                chosen[1].append(value)
-        for container, (chosen_roots, chosen_values) in by_owner.items():
-            if container == self.index:
-                self._trees_done(self.ledger.apply_pairs(chosen_roots, chosen_values), [])
+        mine = self.index
+        local: dict[int, int] = {}
+        remote: dict[int, dict[int, int]] = {}
+        for root, value in acking.xor_pairs(roots, values).items():
+            container = get(root >> _ROOT_SHIFT, -1)
+            if container == mine:
+                local[root] = value
             else:
-                self.io.to_peer(container, frames.control_frame(stmgr_pb2.StmgrToStmgr(
-                    xor=stmgr_pb2.XorBatch(roots=acking.pack_ids(chosen_roots),
-                                           values=acking.pack_ids(chosen_values)))))
+                remote.setdefault(container, {})[root] = value
+        if local:
+            self._trees_done(self.ledger.apply_combined(local), [])
+        for container in sorted(remote):
+            pairs = remote[container]
+            self.io.to_peer(container, frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                xor=stmgr_pb2.XorBatch(roots=acking.pack_ids(list(pairs)),
+                                       values=acking.pack_ids(list(pairs.values()))))))
 
     def _xor_into_trees(self, roots: np.ndarray, values: np.ndarray) -> None:
         """Apply (root, value) XOR updates here, or forward them to the trees' stmgrs."""
