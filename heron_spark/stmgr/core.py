@@ -110,10 +110,10 @@ class StmgrStateError(HeronSparkError, RuntimeError):
 class StmgrTransport(Protocol):
     """What the core asks of its shell. Every call returns at once."""
 
-    def to_instance(self, task: int, frame: bytes) -> bool:
+    def to_instance(self, task: int, frame: bytes | bytearray) -> bool:
         """Queue ``frame`` for local ``task``; False when it is not connected."""
 
-    def to_peer(self, container: int, frame: bytes) -> None:
+    def to_peer(self, container: int, frame: bytes | bytearray) -> None:
         """Queue ``frame`` for the stmgr of ``container`` (buffered while it is down)."""
 
     def to_tmaster(self, frame: bytes) -> None:
@@ -244,7 +244,7 @@ class StmgrCore:
         if task in self.spout_tasks and self.backpressure.spouts_paused:
             self.io.set_reading(task, self.restoring)
 
-    def on_instance_frame(self, task: int, kind: int, frame: bytes) -> None:
+    def on_instance_frame(self, task: int, kind: int, frame: bytes | bytearray) -> None:
         """Handle one frame from local ``task`` (prefix included)."""
         if kind == frames.DATA:
             if self.restoring and task not in self.restored_tasks:
@@ -352,7 +352,7 @@ class StmgrCore:
                 self.io.to_instance(task, frames.data_frame(_EOS, source, task, 0, b""))
 
     # ---- data ----------------------------------------------------------------------------
-    def _relay(self, frame: bytes) -> None:
+    def _relay(self, frame: bytes | bytearray) -> None:
         """Pass a local instance's batch on to its destination task, without decoding it."""
         kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
         self.tuples_from_workers += rows
@@ -366,7 +366,7 @@ class StmgrCore:
             self._count_routed(src, rows)
         self._send_to_task(dest, frame, rows)
 
-    def on_peer_frame(self, kind: int, frame: bytes) -> None:
+    def on_peer_frame(self, kind: int, frame: bytes | bytearray) -> None:
         """Handle one frame from a peer stmgr (prefix included)."""
         if kind == frames.DATA:
             data_kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
@@ -400,14 +400,14 @@ class StmgrCore:
             self.backpressure.set_remote(signal.container_index, signal.active)
             self._apply_spout_gate()
 
-    def _send_to_task(self, task: int, frame: bytes, rows: int = 0) -> None:
+    def _send_to_task(self, task: int, frame: bytes | bytearray, rows: int = 0) -> None:
         container = self._task_container[task]
         if container != self.index:
             self.io.to_peer(container, frame)
         elif not self._deliver_local(task, frame, rows):
             self.tuples_dropped += rows  # at-least-once replays them; at-most-once loses them
 
-    def _deliver_local(self, task: int, frame: bytes, rows: int = 0) -> bool:
+    def _deliver_local(self, task: int, frame: bytes | bytearray, rows: int = 0) -> bool:
         """Send ``frame`` (``rows`` tuples) to a local instance; False when it is not connected.
 
         Under effectively once the frame goes through the checkpoint gateway. An instance that
@@ -417,7 +417,7 @@ class StmgrCore:
             return self.gateway.offer(task, frame, rows)
         return self._deliver_now(task, frame, rows)
 
-    def _deliver_now(self, task: int, frame: bytes, rows: int = 0) -> bool:
+    def _deliver_now(self, task: int, frame: bytes | bytearray, rows: int = 0) -> bool:
         if task not in self.connected or not self.io.to_instance(task, frame):
             return False
         self.tuples_to_workers += rows
@@ -643,7 +643,7 @@ class StmgrCore:
                                    pid=self.instance_pids.get(task, 0))
         return tmaster_pb2.StmgrToTmaster(register=register)
 
-    def on_tmaster_frame(self, frame: bytes) -> int | None:
+    def on_tmaster_frame(self, frame: bytes | bytearray) -> int | None:
         """Handle one TMaster frame; return the exit code when the stmgr must end."""
         message = tmaster_pb2.TmasterToStmgr()
         message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])

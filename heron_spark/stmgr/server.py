@@ -194,7 +194,7 @@ class StreamManager:
         self.to_tmaster(frames.control_frame(self.core.register_message(
             self.host, self.listener.port, os.getpid(), self.generation)))
 
-    def _on_tmaster_frame(self, channel: Channel, kind: int, frame: bytes) -> None:
+    def _on_tmaster_frame(self, channel: Channel, kind: int, frame: bytes | bytearray) -> None:
         code = self.core.on_tmaster_frame(frame)
         if code is not None and self._exit is None:
             self._exit = code
@@ -227,12 +227,12 @@ class StreamManager:
         self.loop.close()
 
     # ---- StmgrTransport ------------------------------------------------------------------
-    def to_instance(self, task: int, frame: bytes) -> bool:
+    def to_instance(self, task: int, frame: bytes | bytearray) -> bool:
         """Queue ``frame`` for local ``task``; False when it is not connected."""
         channel = self.instances.get(task)
         return channel is not None and channel.send(frame)
 
-    def to_peer(self, container: int, frame: bytes) -> None:
+    def to_peer(self, container: int, frame: bytes | bytearray) -> None:
         """Queue ``frame`` for the stmgr of ``container`` (its ``PeerLink`` buffers while it is down)."""
         link = self.peers.get(container)
         if link is not None:

@@ -182,7 +182,7 @@ class Channel:
     """
 
     def __init__(self, loop: Loop, sock: socket.socket, name: str,
-                 on_frame: Callable[["Channel", int, bytes], None],
+                 on_frame: Callable[["Channel", int, bytes | bytearray], None],
                  on_close: Callable[["Channel"], None] | None = None, *,
                  max_frame_bytes: int) -> None:
         sock.setblocking(False)
