@@ -134,7 +134,10 @@ class XorLedger:
         checksum is never 0), NumPy XORs, one C-level pass writes them back; only completed
         trees are removed one by one.
         """
-        unique, combined = xor_by_root(roots, values)
+        return self.apply_unique(*xor_by_root(roots, values))
+
+    def apply_unique(self, unique: np.ndarray, combined: np.ndarray) -> list[int]:
+        """Return ``apply`` for updates already combined per root (``xor_by_root``)."""
         if unique.size == 0:
             return []
         keys = unique.tolist()
