@@ -14,6 +14,7 @@ import reliable_word_count as rwc
 from heron_spark.errors import TopologyValueError
 from heron_spark.instance.acking import AckBuffer, SpoutTrees
 from heron_spark.scheduler.submit import submit
+from heron_spark.stmgr import acking
 from heron_spark.stmgr.acking import XorLedger, xor_by_root
 from heron_spark.wire import tree_ids
 
@@ -75,6 +76,37 @@ def test_ledger_completes_unrouted_trees_at_once_and_fails_and_expires():
     ledger.start(_u64([4]), _u64([4]), _u64([0xE]))
     clock.now += 11
     assert ledger.expire() == 1 and len(ledger) == 0
+
+
+def test_small_updates_as_lists_of_ints_match_the_vectorised_ledger():
+    """``start_pairs``/``apply_pairs`` (a few pairs per turn) and ``start``/``apply`` (NumPy)
+    open, complete and ignore the same trees, in the same order, step by step."""
+    rng = np.random.default_rng(7)
+    vectorised, pairs = XorLedger(expiry_secs=60), XorLedger(expiry_secs=60)
+    roots = [(3 << tree_ids.ROOT_TASK_SHIFT) | i for i in range(1, 41)]
+    edges = {root: [int(e) for e in rng.integers(1, 1 << 63, size=3)] for root in roots}
+    update_roots = [root for root in roots[:-2] for _ in range(3)]  # the last two: unrouted
+    update_values = [edge for root in roots[:-2] for edge in edges[root]]
+    assert vectorised.start(_u64(roots), _u64(update_roots), _u64(update_values)) == \
+        pairs.start_pairs(roots, update_roots, update_values) == roots[-2:]
+    acks = [(root, edge) for root in roots[:-2] for edge in edges[root]]
+    acks += [(roots[0], 12345), (roots[0], 12345)]  # cancels out: changes nothing
+    order = rng.permutation(len(acks))
+    completed = []
+    for chunk in np.array_split(order, 12):
+        chunk_roots = [acks[i][0] for i in chunk] + [(9 << tree_ids.ROOT_TASK_SHIFT) | 1]
+        chunk_values = [acks[i][1] for i in chunk] + [77]  # an unknown tree: ignored
+        done = pairs.apply_pairs(chunk_roots, chunk_values)
+        assert vectorised.apply(_u64(chunk_roots), _u64(chunk_values)) == done
+        assert len(vectorised) == len(pairs)
+        completed += done
+    assert sorted(completed) == roots[:-2] and len(pairs) == 0
+
+
+def test_tree_ids_packed_as_lists_read_back_as_arrays_and_the_other_way():
+    ids = [0, 1, (5 << tree_ids.ROOT_TASK_SHIFT) | 9, (1 << 64) - 1]
+    assert tree_ids.unpack(acking.pack_ids(ids)).tolist() == ids
+    assert acking.unpack_ids(tree_ids.pack(_u64(ids))) == ids
 
 
 def test_spout_trees_close_time_out_and_cap_pending():

@@ -8,6 +8,7 @@ import pytest
 
 from heron_spark.contract import roles
 from heron_spark.wire import frames
+from heron_spark.wire import loop as loop_module
 from heron_spark.wire.connection import Listener, dial_address, local_socket_address
 from heron_spark.wire.loop import Channel, Loop
 
@@ -55,6 +56,64 @@ def test_many_frames_of_one_read_are_each_delivered_untouched():
     assert [frame for _, frame in received] == sent
     channel.close()
     peer.close()
+
+
+def test_big_frames_are_received_in_place_across_torn_reads_between_small_ones():
+    loop = Loop()
+    received = []
+    channel, peer = _pair(loop, received, max_frame_bytes=4 << 20)
+    big = frames.data_frame(frames.TUPLES, 1, 2, 3, b"s", bytes(range(256)) * 4096)  # 1 MiB
+    small = frames.frame(frames.CONTROL, b"after")
+    stream = frames.frame(frames.CONTROL, b"before") + big + small + big
+    for start in range(0, len(stream), 100_003):  # pieces that tear prefixes and bodies
+        peer.sendall(stream[start:start + 100_003])
+        loop.poll(0)
+    _poll_until(loop, lambda: len(received) == 4)
+    assert [frame for _, frame in received] == [frames.frame(frames.CONTROL, b"before"), big,
+                                                small, big]
+    assert [kind for kind, _ in received] == [frames.CONTROL, frames.DATA, frames.CONTROL,
+                                              frames.DATA]
+    assert type(received[1][1]) is bytearray and len(received[1][1]) >= loop_module.BIG_FRAME_BYTES
+    peer.close()
+    _poll_until(loop, lambda: channel.closed)
+    loop.close()
+
+
+def test_a_peer_hanging_up_inside_a_big_frame_closes_the_channel():
+    loop = Loop()
+    received, closed = [], []
+    channel, peer = _pair(loop, received, closed)
+    big = frames.data_frame(frames.TUPLES, 1, 2, 3, b"s", b"x" * 200_000)
+    peer.sendall(big[:150_000])
+    _poll_until(loop, lambda: channel.bytes_received == 150_000)
+    peer.close()
+    _poll_until(loop, lambda: channel.closed)
+    assert received == [] and closed == [channel]
+    loop.close()
+
+
+def test_what_before_flush_queues_leaves_in_the_same_turn():
+    loop = Loop()
+    received = []
+    channel, peer = _pair(loop, received)
+    turns = []
+
+    def before_flush():
+        turns.append(loop.turns)
+        if received:
+            channel.send(frames.frame(frames.CONTROL, b"answer"))
+            received.clear()
+
+    peer.sendall(frames.frame(frames.CONTROL, b"question"))
+    for _ in range(1000):
+        loop.poll(0.05, before_flush)
+        if channel.bytes_sent:
+            break
+    assert peer.recv(100) == frames.frame(frames.CONTROL, b"answer")
+    assert channel.queued_bytes == 0 and len(turns) == loop.turns
+    channel.close()
+    peer.close()
+    loop.close()
 
 
 def test_output_is_coalesced_and_queued_when_the_peer_does_not_read():

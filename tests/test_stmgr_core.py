@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 
 import numpy as np
+import pytest
 
 from heron_spark import Grouping, TopologyBuilder
 from heron_spark.config import SystemConfig
@@ -188,6 +189,36 @@ def test_trees_complete_once_every_edge_is_acked_and_remote_ones_are_forwarded()
     forwarded = stmgr_pb2.StmgrToStmgr.FromString(io.to_peers[1][-1][frames.PREFIX_BYTES:])
     assert tree_ids.unpack(forwarded.xor.roots).tolist() == [remote_root]
     assert core.trees_acked == 1 and len(core.ledger) == 1  # root 2 still waits for its ack
+
+
+@pytest.mark.parametrize("trees", [3, 300])  # a few pairs as lists of ints; many with NumPy
+def test_a_turns_updates_complete_local_trees_and_forward_remote_ones_whatever_their_size(trees):
+    core, io, clock, view = _core(reliable=True)
+    _start(core, io, view)
+    spout = min(core.spout_tasks)
+    other = max(set(view.component_tasks["words"]) - core.spout_tasks)  # owned by container 1
+    roots = [(spout << tree_ids.ROOT_TASK_SHIFT) + i for i in range(1, trees + 1)]
+    remote = [(other << tree_ids.ROOT_TASK_SHIFT) + i for i in range(1, trees + 1)]
+    edges = [1000 + i for i in range(trees)]
+    core.on_instance_frame(spout, frames.CONTROL, _control({"opened": stmgr_pb2.TreesOpened(
+        roots=tree_ids.pack(roots), edges=stmgr_pb2.XorBatch(
+            roots=tree_ids.pack(roots + roots), values=tree_ids.pack(edges + [7] * trees)))}))
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    for part in (slice(0, trees // 2), slice(trees // 2, trees)):  # two frames, one turn
+        core.on_instance_frame(bolt, frames.CONTROL, _control({"edges": stmgr_pb2.XorBatch(
+            roots=tree_ids.pack(roots[part] + remote[part] + roots[part]),
+            values=tree_ids.pack(edges[part] + edges[part] + [7] * len(roots[part])))}))
+    core.tick(clock())
+    done = [_instance_message(f).trees for f in io.to_task[spout]
+            if _instance_message(f).WhichOneof("body") == "trees"]
+    assert [tree_ids.unpack(d.acked).tolist() for d in done] == [roots]
+    forwarded = [stmgr_pb2.StmgrToStmgr.FromString(f[frames.PREFIX_BYTES:]).xor
+                 for f in io.to_peers[1]]
+    forwarded = [x for x in forwarded if x.roots]
+    assert len(forwarded) == 1  # one message per owner per turn
+    assert tree_ids.unpack(forwarded[0].roots).tolist() == remote
+    assert tree_ids.unpack(forwarded[0].values).tolist() == edges
+    assert core.trees_acked == trees and len(core.ledger) == 0
 
 
 def test_a_restore_drops_the_old_epoch_but_not_the_new_one_sent_before_the_resume():

@@ -3,8 +3,11 @@
 A spout tuple emitted with a message id roots a tree (root ids: ``wire.tree_ids``). Every
 copy of a tuple sent to a task gets a random 64-bit edge id, drawn by the emitting instance
 and XORed into each of its roots' checksum once when created and once when acked, so a
-checksum of zero means every edge of the tree was created and acked. All updates are
-vectorised per batch with NumPy; only the per-root dictionary step is a Python loop.
+checksum of zero means every edge of the tree was created and acked. Updates are vectorised
+per batch with NumPy; only the per-root dictionary step is a Python loop. Small updates (up
+to ``SMALL_UPDATE_PAIRS`` pairs: a few tuples per turn, as when few trees are in flight) take
+plain lists of ints instead (``start_pairs``, ``apply_pairs``): a NumPy call costs about a
+microsecond whatever its size, and a vectorised pass takes dozens of them.
 
 Ordering keeps this sound: an instance's edge creations, emits and acks travel the same
 connection in order (creations ahead of the frames that carry the copies), and its stmgr
@@ -15,10 +18,40 @@ creation always reaches the owner before its parent's ack.
 from __future__ import annotations
 
 import collections
+import sys
 import time
+from array import array
 from itertools import repeat
 
 import numpy as np
+
+SMALL_UPDATE_PAIRS = 64  # up to this many (root, value) pairs, lists of ints beat NumPy
+_BIG_ENDIAN = sys.byteorder == "big"
+
+
+def unpack_ids(raw: bytes) -> list[int]:
+    """Return the little-endian uint64 ids of ``raw`` (``tree_ids.pack``) as a list of ints."""
+    ids = array("Q", raw)
+    if _BIG_ENDIAN:
+        ids.byteswap()
+    return ids.tolist()
+
+
+def pack_ids(ids: list[int]) -> bytes:
+    """Return a list of uint64 ids as the little-endian bytes ``tree_ids.unpack`` reads."""
+    packed = array("Q", ids)
+    if _BIG_ENDIAN:
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def xor_pairs(roots: list[int], values: list[int]) -> dict[int, int]:
+    """Return ``xor_by_root`` of lists: each root's XOR of its values, roots in first-seen order."""
+    combined: dict[int, int] = {}
+    get = combined.get
+    for root, value in zip(roots, values):
+        combined[root] = get(root, 0) ^ value
+    return combined
 
 
 def xor_by_root(roots: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -61,6 +94,38 @@ class XorLedger:
             return []
         return np.setdiff1d(roots, unique).tolist()
 
+    def start_pairs(self, roots: list[int], update_roots: list[int],
+                    update_values: list[int]) -> list[int]:
+        """Return ``start`` for lists of ints (small updates); the same trees, in the same order."""
+        combined = xor_pairs(update_roots, update_values)
+        self._open.update(combined)
+        self._born.append((self._clock(), list(combined)))
+        if len(combined) == len(roots):
+            return []
+        return sorted(set(roots).difference(combined))
+
+    def apply_pairs(self, roots: list[int], values: list[int]) -> list[int]:
+        """Return ``apply`` for lists of ints (small updates): the completed trees, sorted."""
+        return self.apply_combined(xor_pairs(roots, values))
+
+    def apply_combined(self, combined: dict[int, int]) -> list[int]:
+        """Return ``apply`` for updates already combined per root (``xor_pairs``), sorted."""
+        opened = self._open
+        finished = []
+        for root, value in combined.items():
+            current = opened.get(root, 0)
+            if current == 0:
+                continue  # unknown: completed, failed or expired already
+            current ^= value
+            if current:
+                opened[root] = current
+            else:
+                del opened[root]
+                finished.append(root)
+        if len(finished) > 1:
+            finished.sort()
+        return finished
+
     def apply(self, roots: np.ndarray, values: np.ndarray) -> list[int]:
         """XOR ``values`` into the trees ``roots``; return the trees that completed.
 
@@ -69,7 +134,10 @@ class XorLedger:
         checksum is never 0), NumPy XORs, one C-level pass writes them back; only completed
         trees are removed one by one.
         """
-        unique, combined = xor_by_root(roots, values)
+        return self.apply_unique(*xor_by_root(roots, values))
+
+    def apply_unique(self, unique: np.ndarray, combined: np.ndarray) -> list[int]:
+        """Return ``apply`` for updates already combined per root (``xor_by_root``)."""
         if unique.size == 0:
             return []
         keys = unique.tolist()

@@ -58,6 +58,8 @@ log = logging.getLogger(__name__)
 _EOS = frames.END_OF_STREAM
 _data_head = frames.DATA_HEAD.unpack_from
 _PREFIX_BYTES = frames.PREFIX_BYTES
+_ROOT_SHIFT = tree_ids.ROOT_TASK_SHIFT
+_SMALL_UPDATE_BYTES = 8 * acking.SMALL_UPDATE_PAIRS  # packed uint64 roots of a small update
 
 
 class StmgrState(enum.Enum):
@@ -108,10 +110,10 @@ class StmgrStateError(HeronSparkError, RuntimeError):
 class StmgrTransport(Protocol):
     """What the core asks of its shell. Every call returns at once."""
 
-    def to_instance(self, task: int, frame: bytes) -> bool:
+    def to_instance(self, task: int, frame: bytes | bytearray) -> bool:
         """Queue ``frame`` for local ``task``; False when it is not connected."""
 
-    def to_peer(self, container: int, frame: bytes) -> None:
+    def to_peer(self, container: int, frame: bytes | bytearray) -> None:
         """Queue ``frame`` for the stmgr of ``container`` (buffered while it is down)."""
 
     def to_tmaster(self, frame: bytes) -> None:
@@ -164,6 +166,7 @@ class StmgrCore:
         self._owner = np.full(max(plan.task_component) + 1, -1, dtype=np.int64)
         for task, container in plan.task_container.items():
             self._owner[task] = container
+        self._owner_of = dict(plan.task_container)  # the same, for one root at a time
         self.backpressure = Backpressure(config.backpressure_high_water_bytes,
                                          config.backpressure_low_water_bytes,
                                          config.backpressure_high_water_tuples,
@@ -181,11 +184,12 @@ class StmgrCore:
         self._routed_step = max(1, config.backpressure_high_water_tuples // 4)
         self._failure_reported: set[int] = set()
         self._next_expiry = 0.0
-        # At-least-once updates of this turn, applied (or forwarded) together by ``tick``: one
-        # XOR pass, one message per owner and one TreesDone per spout per turn.
-        self._xor_roots: list[np.ndarray] = []
-        self._xor_values: list[np.ndarray] = []
-        self._done: dict[int, tuple[list, list]] = {}
+        # At-least-once updates of this turn, as received (packed roots, packed values),
+        # applied (or forwarded) together at the end of the turn: one XOR pass, one message
+        # per owner and one TreesDone per spout per turn.
+        self._xor_parts: list[tuple[bytes, bytes]] = []
+        self._xor_bytes = 0
+        self._done: dict[int, tuple[list, list]] = {}  # spout task -> (acked, failed) chunks
         self.state = StmgrState.WAITING_PLAN
         self.paused = False  # the topology is deactivated: local spouts do not emit
         self.tuples_routed = 0
@@ -240,7 +244,7 @@ class StmgrCore:
         if task in self.spout_tasks and self.backpressure.spouts_paused:
             self.io.set_reading(task, self.restoring)
 
-    def on_instance_frame(self, task: int, kind: int, frame: bytes) -> None:
+    def on_instance_frame(self, task: int, kind: int, frame: bytes | bytearray) -> None:
         """Handle one frame from local ``task`` (prefix included)."""
         if kind == frames.DATA:
             if self.restoring and task not in self.restored_tasks:
@@ -258,13 +262,20 @@ class StmgrCore:
                 marks.popleft()
         elif body in ("acks", "edges"):
             xor = getattr(message, body)
-            self._xor_roots.append(tree_ids.unpack(xor.roots))
-            self._xor_values.append(tree_ids.unpack(xor.values))
+            roots = xor.roots
+            self._xor_parts.append((roots, xor.values))
+            self._xor_bytes += len(roots)
         elif body == "opened":
-            edges = message.opened.edges
-            self._trees_done(self.ledger.start(tree_ids.unpack(message.opened.roots),
-                                               tree_ids.unpack(edges.roots),
-                                               tree_ids.unpack(edges.values)), [])
+            opened = message.opened
+            edges = opened.edges
+            if len(edges.roots) <= _SMALL_UPDATE_BYTES:
+                self._trees_done(self.ledger.start_pairs(
+                    acking.unpack_ids(opened.roots), acking.unpack_ids(edges.roots),
+                    acking.unpack_ids(edges.values)), [])
+            else:
+                self._trees_done(self.ledger.start(tree_ids.unpack(opened.roots),
+                                                   tree_ids.unpack(edges.roots),
+                                                   tree_ids.unpack(edges.values)), [])
         elif body == "fails":
             self._fail_trees(tree_ids.unpack(message.fails.roots))
         elif body == "register":
@@ -341,7 +352,7 @@ class StmgrCore:
                 self.io.to_instance(task, frames.data_frame(_EOS, source, task, 0, b""))
 
     # ---- data ----------------------------------------------------------------------------
-    def _relay(self, frame: bytes) -> None:
+    def _relay(self, frame: bytes | bytearray) -> None:
         """Pass a local instance's batch on to its destination task, without decoding it."""
         kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
         self.tuples_from_workers += rows
@@ -355,7 +366,7 @@ class StmgrCore:
             self._count_routed(src, rows)
         self._send_to_task(dest, frame, rows)
 
-    def on_peer_frame(self, kind: int, frame: bytes) -> None:
+    def on_peer_frame(self, kind: int, frame: bytes | bytearray) -> None:
         """Handle one frame from a peer stmgr (prefix included)."""
         if kind == frames.DATA:
             data_kind, src, dest, rows, _ = _data_head(frame, _PREFIX_BYTES)
@@ -377,8 +388,9 @@ class StmgrCore:
         message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
         body = message.WhichOneof("body")
         if body == "xor":
-            self._xor_roots.append(tree_ids.unpack(message.xor.roots))
-            self._xor_values.append(tree_ids.unpack(message.xor.values))
+            roots = message.xor.roots
+            self._xor_parts.append((roots, message.xor.values))
+            self._xor_bytes += len(roots)
         elif body == "fail":
             self._trees_done([], self.ledger.fail(tree_ids.unpack(message.fail.roots)))
         elif body == "fence":
@@ -388,14 +400,14 @@ class StmgrCore:
             self.backpressure.set_remote(signal.container_index, signal.active)
             self._apply_spout_gate()
 
-    def _send_to_task(self, task: int, frame: bytes, rows: int = 0) -> None:
+    def _send_to_task(self, task: int, frame: bytes | bytearray, rows: int = 0) -> None:
         container = self._task_container[task]
         if container != self.index:
             self.io.to_peer(container, frame)
         elif not self._deliver_local(task, frame, rows):
             self.tuples_dropped += rows  # at-least-once replays them; at-most-once loses them
 
-    def _deliver_local(self, task: int, frame: bytes, rows: int = 0) -> bool:
+    def _deliver_local(self, task: int, frame: bytes | bytearray, rows: int = 0) -> bool:
         """Send ``frame`` (``rows`` tuples) to a local instance; False when it is not connected.
 
         Under effectively once the frame goes through the checkpoint gateway. An instance that
@@ -405,7 +417,7 @@ class StmgrCore:
             return self.gateway.offer(task, frame, rows)
         return self._deliver_now(task, frame, rows)
 
-    def _deliver_now(self, task: int, frame: bytes, rows: int = 0) -> bool:
+    def _deliver_now(self, task: int, frame: bytes | bytearray, rows: int = 0) -> bool:
         if task not in self.connected or not self.io.to_instance(task, frame):
             return False
         self.tuples_to_workers += rows
@@ -433,19 +445,55 @@ class StmgrCore:
         reach zero early if an ack is applied without those creations; applying more updates
         at once only removes intermediate states.
         """
-        if not self._xor_roots:
+        parts = self._xor_parts
+        if not parts:
             return
-        roots = np.concatenate(self._xor_roots) if len(self._xor_roots) > 1 else self._xor_roots[0]
-        values = np.concatenate(self._xor_values) if len(self._xor_values) > 1 \
-            else self._xor_values[0]
-        self._xor_roots, self._xor_values = [], []
-        self._xor_into_trees(roots, values)
+        small = self._xor_bytes <= _SMALL_UPDATE_BYTES
+        self._xor_parts, self._xor_bytes = [], 0
+        if len(parts) == 1:
+            raw_roots, raw_values = parts[0]
+        else:
+            raw_roots = b"".join([roots for roots, _ in parts])
+            raw_values = b"".join([values for _, values in parts])
+        if small:
+            self._xor_pairs_into_trees(acking.unpack_ids(raw_roots), acking.unpack_ids(raw_values))
+        else:
+            self._xor_into_trees(tree_ids.unpack(raw_roots), tree_ids.unpack(raw_values))
+
+    def _xor_pairs_into_trees(self, roots: list[int], values: list[int]) -> None:
+        """``_xor_into_trees`` for a few pairs, as lists of ints (see ``acking``).
+
+        The pairs are combined per root first (one XOR per tree and turn), so what goes to a
+        peer is already as small as it gets and the ledger does one step per tree.
+        """
+        get = self._owner_of.get
+        mine = self.index
+        local: dict[int, int] = {}
+        remote: dict[int, dict[int, int]] = {}
+        for root, value in acking.xor_pairs(roots, values).items():
+            container = get(root >> _ROOT_SHIFT, -1)
+            if container == mine:
+                local[root] = value
+            else:
+                remote.setdefault(container, {})[root] = value
+        if local:
+            self._trees_done(self.ledger.apply_combined(local), [])
+        for container in sorted(remote):
+            pairs = remote[container]
+            self.io.to_peer(container, frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                xor=stmgr_pb2.XorBatch(roots=acking.pack_ids(list(pairs)),
+                                       values=acking.pack_ids(list(pairs.values()))))))
 
     def _xor_into_trees(self, roots: np.ndarray, values: np.ndarray) -> None:
-        """Apply (root, value) XOR updates here, or forward them to the trees' stmgrs."""
+        """Apply (root, value) XOR updates here, or forward them to the trees' stmgrs.
+
+        Combined per root first (one sort for the turn): one step per tree in the ledger, and
+        what goes to a peer is no bigger than the number of its trees.
+        """
+        roots, values = acking.xor_by_root(roots, values)
         for container, chosen in self._by_owner(roots):
             if container == self.index:
-                self._trees_done(self.ledger.apply(roots[chosen], values[chosen]), [])
+                self._trees_done(self.ledger.apply_unique(roots[chosen], values[chosen]), [])
             else:
                 self.io.to_peer(container, frames.control_frame(stmgr_pb2.StmgrToStmgr(
                     xor=stmgr_pb2.XorBatch(roots=tree_ids.pack(roots[chosen]),
@@ -476,8 +524,16 @@ class StmgrCore:
         """Note which local spout trees completed or failed (sent by ``_send_trees_done``)."""
         self.trees_acked += len(acked)
         self.trees_failed += len(failed)
+        done = self._done
         for roots, slot in ((acked, 0), (failed, 1)):
             if not roots:
+                continue
+            if len(roots) <= acking.SMALL_UPDATE_PAIRS:
+                by_task: dict[int, list[int]] = {}
+                for root in roots:
+                    by_task.setdefault(root >> _ROOT_SHIFT, []).append(root)
+                for task, chosen in by_task.items():
+                    done.setdefault(task, ([], []))[slot].append(chosen)
                 continue
             array = np.asarray(roots, dtype=np.uint64)
             tasks = tree_ids.root_task(array)
@@ -512,20 +568,36 @@ class StmgrCore:
                 gate=stmgr_pb2.SpoutGate(paused=self._gate_paused,
                                          routed=self.routed_from[spout]))))
 
-    def tick(self, now: float) -> None:
-        """Apply the turn's tree updates and report finished trees (once per loop turn).
+    def end_turn(self) -> None:
+        """Apply the turn's tree updates and report finished trees.
 
-        Also check the water marks; now and then expire old trees.
+        The shell calls this at the end of each loop turn, before the turn's output is written,
+        so forwarded updates and ``TreesDone`` share system calls with the turn's relays;
+        ``tick`` calls it too (a no-op when nothing arrived since).
         """
-        self._apply_turn_updates()
+        if self._xor_parts:
+            self._apply_turn_updates()
         if self._done:
             self._send_trees_done()
+
+    def tick(self, now: float) -> None:
+        """End the turn (``end_turn``), check the water marks; now and then expire old trees.
+
+        Once per loop turn, after its output was written (queues are measured then).
+        """
+        self.end_turn()
         io = self.io
         queued = io.peer_queued_bytes()
         tuples = 0
-        for task in self.connected:
-            queued = max(queued, io.instance_queued_bytes(task))
-            tuples = max(tuples, self.sent_tuples[task] - self.executed_tuples[task])
+        sent, executed, queued_bytes = self.sent_tuples, self.executed_tuples, \
+            io.instance_queued_bytes
+        for task in self.connected:  # the largest queue, in bytes and in tuples
+            task_bytes = queued_bytes(task)
+            if task_bytes > queued:
+                queued = task_bytes
+            task_tuples = sent[task] - executed[task]
+            if task_tuples > tuples:
+                tuples = task_tuples
         backpressure = self.backpressure
         change = backpressure.observe(queued, tuples)
         if change is not None:
@@ -576,7 +648,7 @@ class StmgrCore:
                                    pid=self.instance_pids.get(task, 0))
         return tmaster_pb2.StmgrToTmaster(register=register)
 
-    def on_tmaster_frame(self, frame: bytes) -> int | None:
+    def on_tmaster_frame(self, frame: bytes | bytearray) -> int | None:
         """Handle one TMaster frame; return the exit code when the stmgr must end."""
         message = tmaster_pb2.TmasterToStmgr()
         message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
@@ -754,8 +826,11 @@ class StmgrCore:
         return publish
 
 
-def _packed(arrays: list[np.ndarray]) -> bytes:
-    """Return uint64 ``arrays`` (possibly none) as one packed array."""
-    if not arrays:
+def _packed(chunks: list) -> bytes:
+    """Return uint64 ``chunks`` (NumPy arrays or lists of ints; possibly none) packed as one."""
+    if not chunks:
         return b""
-    return tree_ids.pack(arrays[0] if len(arrays) == 1 else np.concatenate(arrays))
+    if len(chunks) == 1:
+        only = chunks[0]
+        return acking.pack_ids(only) if type(only) is list else tree_ids.pack(only)
+    return tree_ids.pack(np.concatenate([np.asarray(chunk, dtype=np.uint64) for chunk in chunks]))

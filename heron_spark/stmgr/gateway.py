@@ -23,14 +23,14 @@ class CheckpointGateway:
     """See the module docstring. ``upstream``: local bolt task -> tasks that feed it."""
 
     def __init__(self, upstream: dict[int, frozenset[int]],
-                 deliver: Callable[[int, bytes, int], bool]) -> None:
+                 deliver: Callable[[int, bytes | bytearray, int], bool]) -> None:
         self.upstream = upstream
         self._deliver = deliver
         self._aligning: dict[int, tuple[int, set[int]]] = {}  # task -> (checkpoint, arrived)
-        self._held: dict[int, list[tuple[bytes, int]]] = {}
+        self._held: dict[int, list[tuple[bytes | bytearray, int]]] = {}
         self.held_frames = 0
 
-    def offer(self, task: int, frame: bytes, rows: int) -> bool:
+    def offer(self, task: int, frame: bytes | bytearray, rows: int) -> bool:
         """Deliver ``frame`` (a DATA frame for local ``task``) now or hold it.
 
         Return False when delivery failed (the task is not connected).

@@ -88,7 +88,7 @@ class PeerLink:
             channel.close()
         self._wake.set()
 
-    def send(self, frame: bytes) -> None:
+    def send(self, frame: bytes | bytearray) -> None:
         """Queue ``frame`` for the peer; never blocks."""
         channel = self._channel
         if channel is not None and channel.send(frame):
@@ -162,5 +162,5 @@ class PeerLink:
             backoff = _BACKOFF_START_SECS
 
 
-def _ignore(channel: Channel, kind: int, frame: bytes) -> None:
+def _ignore(channel: Channel, kind: int, frame: bytes | bytearray) -> None:
     """Peers never answer on an outbound link."""

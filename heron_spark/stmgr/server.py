@@ -2,10 +2,11 @@
 
 One loop thread (``wire.loop``) owns every connection: local instances (dialled in over a
 Unix socket, or loopback elsewhere, whatever address the stmgr advertises), peer stmgrs in
-both directions, and the TMaster; it feeds the core every frame and calls its ``tick`` once
-per turn. Other threads only hand over new sockets: two listeners (peers dial the advertised
-``host``; local instances the local address; the secret is checked on both), one dialer per
-peer stmgr (``peers.PeerLink``), plus the metrics client and the watchdog, which stops the
+both directions, and the TMaster; it feeds the core every frame, calls its ``end_turn`` just
+before the turn's output is written (so the turn's acking shares its system calls) and its
+``tick`` once per turn. Other threads only hand over new sockets: two listeners (peers dial
+the advertised ``host``; local instances the local address; the secret is checked on both),
+one dialer per peer stmgr (``peers.PeerLink``), plus the metrics client and the watchdog, which stops the
 heartbeat if the loop stops turning. Nothing on the loop blocks: not a send, not a peer that is
 down. The metrics client's thread never reads the core: the loop builds a metrics snapshot
 every half metrics interval and hands it over (``_metrics_publish``, a reference swapped whole;
@@ -138,7 +139,7 @@ class StreamManager:
             self._connect_tmaster()
             self._heartbeat()
             while self._exit is None:
-                loop.poll(_POLL_SECS)
+                loop.poll(_POLL_SECS, core.end_turn)  # the turn's acking leaves with its relays
                 now = loop.clock()
                 self._loop_tick = now
                 core.tick(now)
@@ -193,7 +194,7 @@ class StreamManager:
         self.to_tmaster(frames.control_frame(self.core.register_message(
             self.host, self.listener.port, os.getpid(), self.generation)))
 
-    def _on_tmaster_frame(self, channel: Channel, kind: int, frame: bytes) -> None:
+    def _on_tmaster_frame(self, channel: Channel, kind: int, frame: bytes | bytearray) -> None:
         code = self.core.on_tmaster_frame(frame)
         if code is not None and self._exit is None:
             self._exit = code
@@ -226,12 +227,12 @@ class StreamManager:
         self.loop.close()
 
     # ---- StmgrTransport ------------------------------------------------------------------
-    def to_instance(self, task: int, frame: bytes) -> bool:
+    def to_instance(self, task: int, frame: bytes | bytearray) -> bool:
         """Queue ``frame`` for local ``task``; False when it is not connected."""
         channel = self.instances.get(task)
         return channel is not None and channel.send(frame)
 
-    def to_peer(self, container: int, frame: bytes) -> None:
+    def to_peer(self, container: int, frame: bytes | bytearray) -> None:
         """Queue ``frame`` for the stmgr of ``container`` (its ``PeerLink`` buffers while it is down)."""
         link = self.peers.get(container)
         if link is not None:
@@ -260,7 +261,12 @@ class StreamManager:
 
     def peer_queued_bytes(self) -> int:
         """Return the bytes queued towards the most loaded peer stmgr."""
-        return max((link.queued_bytes for link in self.peers.values()), default=0)
+        most = 0
+        for link in self.peers.values():
+            queued = link.queued_bytes
+            if queued > most:
+                most = queued
+        return most
 
     def retarget_peers(self, addresses: dict[int, tuple[str, int]]) -> None:
         """Point the link to each peer container at its (host, port), creating missing links."""

@@ -67,7 +67,7 @@ def data_frame_parts(kind: int, src_task: int, dest_task: int, rows: int, stream
                                                             len(stream)), stream)), *body]
 
 
-def data_head(frame: bytes) -> tuple[int, int, int, int, int]:
+def data_head(frame: bytes | bytearray) -> tuple[int, int, int, int, int]:
     """Return ``(data kind, source task, destination task, rows, stream name length)``.
 
     ``frame`` is a DATA frame, prefix included.
@@ -75,7 +75,7 @@ def data_head(frame: bytes) -> tuple[int, int, int, int, int]:
     return DATA_HEAD.unpack_from(frame, PREFIX_BYTES)
 
 
-def data_stream(frame: bytes, stream_length: int) -> str:
+def data_stream(frame: bytes | bytearray, stream_length: int) -> str:
     """Return the stream name of a DATA frame whose head gave ``stream_length``."""
     return frame[STREAM_OFFSET:STREAM_OFFSET + stream_length].decode()
 
