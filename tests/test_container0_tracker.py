@@ -141,3 +141,29 @@ def test_a_stop_under_a_live_topology_is_stored_with_its_reason_an_ended_one_is_
     tmaster.kill("killed by the test")  # ended: its own record stays
     _record_stop(tmaster, tmaster.statemgr, "KILLED", task_ended_detail(3))
     assert tmaster.statemgr.get_execution_state("c0-unit").detail == "killed by the test"
+
+
+def test_the_final_metrics_wait_for_every_metrics_manager_to_hang_up(tmaster):
+    """Container 0's TMaster writes the final metrics once every metrics manager hung up: the
+    other containers stop on their own clock, and their last snapshot must be in."""
+    from heron_spark.contract import roles
+    from heron_spark.proto import metrics_pb2
+    from heron_spark.wire import frames
+    from heron_spark.wire.connection import Connection, dial
+
+    tmaster.start()
+    assert tmaster.await_final_metrics(0.0)  # none connected
+    conn = Connection(dial("127.0.0.1", tmaster.port, "s" * 64, "c0-unit", roles.METRICSMGR, 1),
+                      "test-metricsmgr", lambda *a: None, lambda c: None,
+                      max_frame_bytes=1 << 20).start()
+    wait_until(lambda: not tmaster.await_final_metrics(0.0), 10,
+               message="the TMaster to adopt the metrics manager's connection")
+    assert not tmaster.await_final_metrics(0.05)  # connected: waits, then says so
+    snapshot = metrics_pb2.MetricsSnapshot(container_index=1, publishes=[
+        metrics_pb2.MetricsPublish(component="count", task_id=6, metrics=[
+            metrics_pb2.Metric(name="__execute-count/split/default", value=7433)])])
+    conn.send(frames.control_frame(snapshot))
+    conn.flush(5)
+    conn.close()  # its last snapshot sent: hang up
+    assert tmaster.await_final_metrics(10)
+    assert tmaster.metrics_by_component()["count"]["__execute-count/split/default"] == 7433

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import threading
+import time
 
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
@@ -40,6 +41,7 @@ class MetricsManager:
         self._latest: dict[tuple[str, int], metrics_pb2.MetricsPublish] = {}
         self._lock = threading.Lock()
         self._clients: list[Connection] = []
+        self._client_gone = threading.Condition(self._lock)
         self._stop = threading.Event()
         self.listener = Listener("127.0.0.1", 0, self.secret, self.topology, self._on_peer,
                                  name=f"metricsmgr-{container_index}")
@@ -58,6 +60,7 @@ class MetricsManager:
         with self._lock:
             if conn in self._clients:
                 self._clients.remove(conn)
+                self._client_gone.notify_all()
 
     def _on_frame(self, conn: Connection, kind: int, payload: bytes) -> None:
         publish = metrics_pb2.MetricsPublish()
@@ -82,6 +85,8 @@ class MetricsManager:
             stopping = self._stop.wait(interval)
             if tmaster is None or tmaster.closed:
                 tmaster = self._dial_tmaster(interval)
+            if stopping:  # the container stopped its tasks first: read their last snapshots
+                self._await_clients(interval)
             if tmaster is not None:
                 self._forward(tmaster, interval)
                 if stopping:  # the final values, before exiting
@@ -92,6 +97,18 @@ class MetricsManager:
             tmaster.close()
         self.listener.close()
         return ExitCode.OK
+
+    def _await_clients(self, timeout: float) -> None:
+        """Wait (at most ``timeout``) until every client hung up, its last frame read."""
+        deadline = time.monotonic() + timeout
+        with self._client_gone:
+            while self._clients:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    log.warning("%d metrics client(s) still connected at the end",
+                                len(self._clients))
+                    return
+                self._client_gone.wait(remaining)
 
     def _dial_tmaster(self, timeout: float) -> Connection | None:
         host, port = self.tmaster_address

@@ -122,6 +122,10 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
         log.info("TMaster of %s (generation %d) listening on %s:%d; tracker %s", name,
                  args.generation, args.host, tmaster.port, tmaster.tracker_url)
         stop.wait()
+        if tmaster.state.ended and not tmaster.await_final_metrics(
+                min(5.0, config.kill_grace_secs / 2)):
+            log.warning("TMaster of %s: a metrics manager did not hang up; its last values "
+                        "may be missing from the final metrics", name)
         tmaster.close()
         if recover:
             log.error("replacing every container: %s", recover[0])

@@ -146,6 +146,7 @@ class TMaster:
         self.running = threading.Event()
         self.closed = threading.Event()  # containers gone, final metrics in
         self._connections: list[Connection] = []
+        self._metrics_hung_up = threading.Condition(self._lock)  # a metrics manager closed
         # Frames and payload bytes received per peer role (``stmgr``: registrations,
         # heartbeats, ...; ``metricsmgr``: metrics snapshots), shown by ``status``.
         self._received: collections.Counter = collections.Counter()
@@ -300,6 +301,27 @@ class TMaster:
         with self._lock:
             if conn.peer_role == roles.STMGR and self.stmgrs.get(conn.peer_id) is conn:
                 self.core.on_stmgr_closed(conn.peer_id)
+            elif conn.peer_role == roles.METRICSMGR:
+                self._metrics_hung_up.notify_all()
+
+    def await_final_metrics(self, timeout_secs: float) -> bool:
+        """Wait until every metrics manager connected here hung up; return whether all did.
+
+        A metrics manager sends its last snapshot, then closes its connection, and this side
+        reads every frame before it sees the close: once all are closed, every container's
+        final values are in. The TMaster of container 0 calls this when the topology ended,
+        before it writes what the submitter reads, since the other containers stop on their
+        own clock.
+        """
+        deadline = time.monotonic() + timeout_secs
+        with self._metrics_hung_up:
+            while any(c.peer_role == roles.METRICSMGR and not c.closed
+                      for c in self._connections):
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._metrics_hung_up.wait(remaining)
+            return True
 
     def _count(self, role: str, payload: bytes) -> None:
         with self._lock:
