@@ -14,7 +14,6 @@ import reliable_word_count as rwc
 from heron_spark.errors import TopologyValueError
 from heron_spark.instance.acking import AckBuffer, SpoutTrees
 from heron_spark.scheduler.submit import submit
-from heron_spark.stmgr import acking
 from heron_spark.stmgr.acking import XorLedger, xor_by_root
 from heron_spark.wire import tree_ids
 
@@ -105,8 +104,8 @@ def test_small_updates_as_lists_of_ints_match_the_vectorised_ledger():
 
 def test_tree_ids_packed_as_lists_read_back_as_arrays_and_the_other_way():
     ids = [0, 1, (5 << tree_ids.ROOT_TASK_SHIFT) | 9, (1 << 64) - 1]
-    assert tree_ids.unpack(acking.pack_ids(ids)).tolist() == ids
-    assert acking.unpack_ids(tree_ids.pack(_u64(ids))) == ids
+    assert tree_ids.unpack(tree_ids.pack_list(ids)).tolist() == ids
+    assert tree_ids.unpack_list(tree_ids.pack(_u64(ids))) == ids
 
 
 def test_spout_trees_close_time_out_and_cap_pending():

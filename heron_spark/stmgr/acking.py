@@ -18,31 +18,12 @@ creation always reaches the owner before its parent's ack.
 from __future__ import annotations
 
 import collections
-import sys
 import time
-from array import array
 from itertools import repeat
 
 import numpy as np
 
 SMALL_UPDATE_PAIRS = 64  # up to this many (root, value) pairs, lists of ints beat NumPy
-_BIG_ENDIAN = sys.byteorder == "big"
-
-
-def unpack_ids(raw: bytes) -> list[int]:
-    """Return the little-endian uint64 ids of ``raw`` (``tree_ids.pack``) as a list of ints."""
-    ids = array("Q", raw)
-    if _BIG_ENDIAN:
-        ids.byteswap()
-    return ids.tolist()
-
-
-def pack_ids(ids: list[int]) -> bytes:
-    """Return a list of uint64 ids as the little-endian bytes ``tree_ids.unpack`` reads."""
-    packed = array("Q", ids)
-    if _BIG_ENDIAN:
-        packed.byteswap()
-    return packed.tobytes()
 
 
 def xor_pairs(roots: list[int], values: list[int]) -> dict[int, int]:

@@ -270,8 +270,8 @@ class StmgrCore:
             edges = opened.edges
             if len(edges.roots) <= _SMALL_UPDATE_BYTES:
                 self._trees_done(self.ledger.start_pairs(
-                    acking.unpack_ids(opened.roots), acking.unpack_ids(edges.roots),
-                    acking.unpack_ids(edges.values)), [])
+                    tree_ids.unpack_list(opened.roots), tree_ids.unpack_list(edges.roots),
+                    tree_ids.unpack_list(edges.values)), [])
             else:
                 self._trees_done(self.ledger.start(tree_ids.unpack(opened.roots),
                                                    tree_ids.unpack(edges.roots),
@@ -456,7 +456,7 @@ class StmgrCore:
             raw_roots = b"".join([roots for roots, _ in parts])
             raw_values = b"".join([values for _, values in parts])
         if small:
-            self._xor_pairs_into_trees(acking.unpack_ids(raw_roots), acking.unpack_ids(raw_values))
+            self._xor_pairs_into_trees(tree_ids.unpack_list(raw_roots), tree_ids.unpack_list(raw_values))
         else:
             self._xor_into_trees(tree_ids.unpack(raw_roots), tree_ids.unpack(raw_values))
 
@@ -481,8 +481,8 @@ class StmgrCore:
         for container in sorted(remote):
             pairs = remote[container]
             self.io.to_peer(container, frames.control_frame(stmgr_pb2.StmgrToStmgr(
-                xor=stmgr_pb2.XorBatch(roots=acking.pack_ids(list(pairs)),
-                                       values=acking.pack_ids(list(pairs.values()))))))
+                xor=stmgr_pb2.XorBatch(roots=tree_ids.pack_list(list(pairs)),
+                                       values=tree_ids.pack_list(list(pairs.values()))))))
 
     def _xor_into_trees(self, roots: np.ndarray, values: np.ndarray) -> None:
         """Apply (root, value) XOR updates here, or forward them to the trees' stmgrs.
@@ -832,5 +832,5 @@ def _packed(chunks: list) -> bytes:
         return b""
     if len(chunks) == 1:
         only = chunks[0]
-        return acking.pack_ids(only) if type(only) is list else tree_ids.pack(only)
+        return tree_ids.pack_list(only) if type(only) is list else tree_ids.pack(only)
     return tree_ids.pack(np.concatenate([np.asarray(chunk, dtype=np.uint64) for chunk in chunks]))

@@ -7,11 +7,15 @@ tree. Arrays of root and edge ids travel as little-endian uint64 ``bytes`` field
 
 from __future__ import annotations
 
+import sys
+from array import array
+
 import numpy as np
 
 ROOT_TASK_SHIFT = 48
 ROOT_SEQUENCE_MASK = (1 << ROOT_TASK_SHIFT) - 1
 _U64 = np.dtype("<u8")
+_BIG_ENDIAN = sys.byteorder == "big"
 
 
 def root_task(roots: np.ndarray) -> np.ndarray:
@@ -27,6 +31,22 @@ def pack(values) -> bytes:
 def unpack(raw: bytes) -> np.ndarray:
     """Return the uint64 array in little-endian ``raw`` bytes."""
     return np.frombuffer(raw, dtype=_U64).astype(np.uint64)
+
+
+def unpack_list(raw: bytes) -> list[int]:
+    """Return ``unpack`` as a list of ints (small updates: no NumPy call)."""
+    ids = array("Q", raw)
+    if _BIG_ENDIAN:
+        ids.byteswap()
+    return ids.tolist()
+
+
+def pack_list(ids: list[int]) -> bytes:
+    """Return ``pack`` of a list of ints (small updates: no NumPy call)."""
+    packed = array("Q", ids)
+    if _BIG_ENDIAN:
+        packed.byteswap()
+    return packed.tobytes()
 
 
 def xor_runs(roots: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
