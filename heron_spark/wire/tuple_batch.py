@@ -85,7 +85,7 @@ def column_array(values: Sequence, serializer=None) -> tuple[pa.Array, bool | by
         if arrow_type is not None:
             try:
                 return pa.array(values, type=arrow_type), False
-            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, UnicodeEncodeError):
                 pass  # e.g. an int beyond int64, or a str with lone surrogates
     elif not kinds:
         return pa.nulls(len(values)), False
