@@ -11,6 +11,7 @@ from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
 from heron_spark.plan import grouping
+from heron_spark.proto.topology_pb2 import GroupingType
 from heron_spark.wire import hashing, tuple_batch
 
 
@@ -182,3 +183,60 @@ def test_rows_ordered_before_their_batch_is_built_go_where_the_batch_would_send_
             for row in got:
                 assert [task] == target.choose(row, None)
                 assert target.task_list[int(arrow_slots[row[2]])] == task
+
+
+def _batches_of_every_key_layout(rows):
+    """The rows as the Arrow batches an emitter may hold: built from Python values (mixed types
+    go pickled), native strings with nulls, and dictionary-typed strings."""
+    yield tuple_batch.build(["k", "j", "v"], rows)
+    strings = [(None if k is None else str(k), j, v) for k, j, v in rows]
+    yield tuple_batch.build(["k", "j", "v"], strings)
+    if all(k is not None for k, *_ in strings):
+        native = tuple_batch.build(["k", "j", "v"], strings)
+        yield native.set_column(0, "k", native.column(0).dictionary_encode())
+
+
+@pytest.mark.parametrize("task_count", [1, 2, 3, 12])
+@pytest.mark.parametrize("fields", [(0,), (0, 1)])
+def test_every_arrow_path_sends_a_key_where_the_per_tuple_choice_does(task_count, fields):
+    """A fields grouping's Arrow paths agree with ``Target.choose`` row by row: the reorder of
+    a whole batch (``sorted_partition``: a mask for 2 tasks, a division for 3 and 12; a
+    pass per task up to 8 tasks, a sort beyond), ``partition`` beside another grouping, and
+    ``row_slots`` on Python rows; for keys of mixed types with nulls, native and dictionary
+    string columns, and batches whose key bytes span several hashing chunks."""
+    tasks = list(range(10, 10 + task_count))
+    fields_target = grouping.Target(GroupingType.FIELDS, tasks, fields)
+    alone = grouping.StreamRouting([fields_target])
+    beside = grouping.StreamRouting([grouping.Target(GroupingType.FIELDS, tasks, fields),
+                                     grouping.Target(GroupingType.SHUFFLE, [99], [])])
+    odd = ["a", 1, 1.0, True, None, b"x", "\ud800", 2 ** 70, "", "x" * 5000, "ü漢"]
+    mixed = [(k, i % 5, i) for i, k in enumerate(odd)]
+    words = [(f"w{i % 2000}", i % 5, 100 + i) for i in range(40_000)]  # > 128 KiB of keys
+    chosen: dict = {}
+
+    def expected(row):
+        key = tuple((type(row[i]), row[i]) for i in fields)
+        if key not in chosen:
+            chosen[key] = fields_target.choose(row, None)
+        return chosen[key]
+
+    for rows in (mixed, mixed + words, words):
+        slots = fields_target.row_slots(rows)
+        assert [[tasks[s]] for s in slots.tolist()] == [expected(r) for r in rows]
+        for batch in _batches_of_every_key_layout(rows):
+            values = tuple_batch.rows(batch, 3)
+            reordered, parts = alone.partition(batch)
+            got = {}
+            for task, part in parts.items():
+                sent = tuple_batch.rows(grouping.take(reordered, part), 3)
+                assert [v for *_, v in sent] == sorted(v for *_, v in sent)  # order kept
+                got.update((v, task) for *_, v in sent)
+            assert len(got) == len(rows)
+            same, parts = beside.partition(batch)
+            assert same is batch
+            for task, part in parts.items():
+                if task != 99:
+                    for row in grouping.as_indices(part, len(rows)).tolist():
+                        assert got[values[row][2]] == task
+            for row in values:
+                assert [got[row[2]]] == expected(row)

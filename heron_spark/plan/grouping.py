@@ -36,6 +36,7 @@ _KEY_SLOTS_MAX = 1 << 16  # keys remembered per fields grouping (then forgotten 
 _FEW_KEYS = 8             # new keys hashed in plain Python; more take one NumPy pass
 SHUFFLE_SLICE_ROWS = 32   # shuffle slices batches of at least this many rows per task
 SMALL_BATCH_ROWS = 512    # an Arrow batch up to this size is hashed through KeySlots
+_PASS_PER_TASK_MAX = 8    # ordering rows by task: a pass per task for up to this many, else a sort
 _STR_ONLY = {str}
 
 
@@ -119,7 +120,7 @@ class Target:
             digest = tuple_batch.key_hash(tuple_batch.key_columns(batch, self.key_indices))
             if selected is not None:
                 digest = digest[selected]
-            chosen = self.tasks[(digest % np.uint64(self.tasks.size)).astype(np.int64)]
+            chosen = self.tasks[task_slots(digest, self.tasks.size)]
             rows = np.arange(batch.num_rows) if selected is None else selected
             return split_by_task(chosen, rows)
         return self._shuffle(batch.num_rows if selected is None else selected.size, selected)
@@ -139,7 +140,7 @@ class Target:
             slot = self.key_slots.slots(keys)
         else:
             digest = tuple_batch.key_hash(tuple_batch.key_columns(batch, self.key_indices))
-            slot = (digest % np.uint64(self.tasks.size)).astype(np.int64)
+            slot = task_slots(digest, self.tasks.size)
         order, parts = self.slot_order(slot)
         return (batch if order is None else batch.take(pa.array(order))), parts
 
@@ -165,17 +166,26 @@ class Target:
 
         The order is None when every row goes to one task (its slice is then None: all rows).
         """
-        counts = np.bincount(slot, minlength=self.tasks.size)
-        used = np.flatnonzero(counts)
-        if used.size == 1:
-            return None, {self.task_list[int(used[0])]: None}
-        if used.size <= 8:  # one pass per task beats a sort
-            order = np.concatenate([np.flatnonzero(slot == i) for i in used.tolist()])
+        if self.tasks.size <= _PASS_PER_TASK_MAX:  # one pass per task beats a count and a sort
+            rows = [np.flatnonzero(slot == i) for i in range(self.tasks.size)]
+            counts = [r.size for r in rows]
+            used = [i for i, count in enumerate(counts) if count]
+            if len(used) == 1:
+                return None, {self.task_list[used[0]]: None}
+            order = np.concatenate([rows[i] for i in used])
         else:
-            order = np.argsort(slot, kind="stable")
-        ends = np.cumsum(counts)
-        parts = {self.task_list[int(i)]: slice(int(ends[i] - counts[i]), int(ends[i]))
-                 for i in used}
+            counts = np.bincount(slot, minlength=self.tasks.size).tolist()
+            used = [i for i, count in enumerate(counts) if count]
+            if len(used) == 1:
+                return None, {self.task_list[used[0]]: None}
+            if len(used) <= _PASS_PER_TASK_MAX:
+                order = np.concatenate([np.flatnonzero(slot == i) for i in used])
+            else:
+                order = np.argsort(slot, kind="stable")
+        parts, start = {}, 0
+        for i in used:
+            parts[self.task_list[i]] = slice(start, start + counts[i])
+            start += counts[i]
         return order, parts
 
     def _shuffle(self, count: int, selected: np.ndarray | None) -> dict:
@@ -260,6 +270,19 @@ class StreamRouting:
             else:
                 parts[task] = np.union1d(as_indices(parts[task], rows), more)  # sorted
         return batch, parts
+
+
+def task_slots(digest: np.ndarray, count: int) -> np.ndarray:
+    """Return ``digest % count`` (uint64 key hashes, ``count`` tasks): each row's task slot.
+
+    A power of two takes a mask instead of a division (the same numbers); the slots come as
+    the smallest unsigned type that holds them, which the per-task passes read fastest.
+    """
+    if count & (count - 1) == 0:
+        slot = digest & np.uint64(count - 1)
+    else:
+        slot = digest % np.uint64(count)
+    return slot.astype(np.uint8 if count <= 256 else np.intp)
 
 
 def split_by_task(dests: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
