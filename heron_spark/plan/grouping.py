@@ -142,7 +142,7 @@ class Target:
             digest = tuple_batch.key_hash(tuple_batch.key_columns(batch, self.key_indices))
             slot = task_slots(digest, self.tasks.size)
         order, parts = self.slot_order(slot)
-        return (batch if order is None else batch.take(pa.array(order))), parts
+        return (batch if order is None else _take_rows(batch, order)), parts
 
     def row_slots(self, rows: Sequence[Sequence]) -> np.ndarray:
         """Return the task slot of each of ``rows`` (Python tuples of values): fields grouping.
@@ -310,7 +310,18 @@ def take(batch: pa.RecordBatch, rows) -> pa.RecordBatch:
         return batch
     if isinstance(rows, slice):
         return batch.slice(rows.start, rows.stop - rows.start)
-    return batch.take(pa.array(rows))
+    return _take_rows(batch, rows)
+
+
+def _take_rows(batch: pa.RecordBatch, rows: np.ndarray) -> pa.RecordBatch:
+    """Return ``batch.take(rows)`` for row indices this module computed (all in range).
+
+    Without Arrow's bounds check, a tenth of the take (``pyarrow.compute``, ~9 MB, is imported
+    on first use, as ``RecordBatch.take`` would).
+    """
+    import pyarrow.compute as pc
+
+    return pc.take(batch, pa.array(rows), boundscheck=False)
 
 
 def stream_routing(plan: PlanView, component: str, context=None) -> dict[str, StreamRouting]:
