@@ -22,7 +22,7 @@ from heron_spark.wire import arrow_numpy
 
 DICTIONARY_MIN_ROWS = 2048  # from this many values on, long values are hashed once per value
 _DEDUPE_MIN_BYTES = 12      # ... when they average more bytes than this (measured crossover)
-_CHUNK_BYTES = 1 << 17      # bytes per running-sum pass: the power tables hold 2 MiB
+_CHUNK_BYTES = 1 << 16      # bytes per running-sum pass: the power tables hold 1 MiB
 _MULTIPLIER = 0x100000001B3
 _INVERSE = pow(_MULTIPLIER, -1, 1 << 64)
 _COMBINE = np.uint64(1000003)
@@ -42,8 +42,8 @@ def _geometric(base: int, size: int) -> np.ndarray:
 def _tables(size: int) -> tuple[np.ndarray, np.ndarray]:
     """Return the powers and inverse powers of the multiplier for ``size`` bytes (size + 1)."""
     global _powers, _inverses
-    if _inverses.size <= size:
-        grown = max(size + 1, 2 * _inverses.size)
+    if _inverses.size <= size:  # a chunk's worth, or one longer value's
+        grown = max(size + 1, min(2 * _inverses.size, _CHUNK_BYTES + 1))
         _powers, _inverses = _geometric(_MULTIPLIER, grown), _geometric(_INVERSE, grown)
     return _powers, _inverses
 
