@@ -13,7 +13,10 @@ entry points share the rules:
   value's ``str`` form, so equal keys meet in one task whatever process or column type they
   travel in); all and lowest are constant; rows whose destinations were chosen per tuple go
   exactly there. A fields grouping on one string field remembers each key's task
-  (``KeySlots``), so a key seen before costs one dict lookup instead of hashing its bytes.
+  (``KeySlots``), so a key of a small batch seen before costs one dict lookup instead of
+  hashing its bytes; a big batch is hashed whole (``hashing``, ~10 ns a short key) and, when
+  it is the stream's only grouping, reordered by task with one ``take`` so that each task
+  gets a zero-copy slice (``Target.sorted_partition``).
   An emitter that holds its tuples as Python rows orders them by destination before it
   builds the batch (``Target.row_slots``, ``slot_order``), so a per-tuple instance never
   takes rows out of an Arrow batch (``RecordBatch.take`` imports ``pyarrow.compute``, ~9 MB).

@@ -266,8 +266,8 @@ def key_hash(columns: Sequence[pa.Array], dedupe: bool = True) -> np.ndarray:
 
     Every key value is hashed through its ``str`` form (``str`` values as they are), so equal
     values hash equal whatever batch, column type or process they travel in. ``dedupe``:
-    hash each distinct value of a big column once (``hashing.string_hash``); False when the
-    values are known distinct, or to keep ``pyarrow.compute`` unimported.
+    hash each distinct value of a big column of long values once (``hashing.string_hash``);
+    False when the values are known distinct, or to keep ``pyarrow.compute`` unimported.
     """
     return hashing.combine([hashing.string_hash(column, dedupe) for column in columns])
 
