@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from heron_spark.plan.view import PlanView
 from heron_spark.proto.topology_pb2 import GroupingType
-from heron_spark.wire import hashing, tuple_batch
+from heron_spark.wire import arrow_numpy, hashing, tuple_batch
 
 CHOSEN_PER_TUPLE = (GroupingType.DIRECT, GroupingType.CUSTOM)
 _KEY_SLOTS_MAX = 1 << 16  # keys remembered per fields grouping (then forgotten at once)
@@ -120,10 +120,8 @@ class Target:
         if self.grouping == GroupingType.LOWEST:
             return {self.task_list[0]: selected}
         if self.grouping == GroupingType.FIELDS:
-            digest = tuple_batch.key_hash(tuple_batch.key_columns(batch, self.key_indices))
-            if selected is not None:
-                digest = digest[selected]
-            chosen = self.tasks[task_slots(digest, self.tasks.size)]
+            slot = self.batch_slots(batch)
+            chosen = self.tasks[slot if selected is None else slot[selected]]
             rows = np.arange(batch.num_rows) if selected is None else selected
             return split_by_task(chosen, rows)
         return self._shuffle(batch.num_rows if selected is None else selected.size, selected)
@@ -142,10 +140,23 @@ class Target:
         if keys is not None and self.key_slots is not None:
             slot = self.key_slots.slots(keys)
         else:
-            digest = tuple_batch.key_hash(tuple_batch.key_columns(batch, self.key_indices))
-            slot = task_slots(digest, self.tasks.size)
+            slot = self.batch_slots(batch)
         order, parts = self.slot_order(slot)
         return (batch if order is None else _take_rows(batch, order)), parts
+
+    def batch_slots(self, batch: pa.RecordBatch) -> np.ndarray:
+        """Return the task slot of every row of ``batch`` (fields grouping), with NumPy.
+
+        A lone dictionary-typed key column takes each dictionary value's slot once, then one
+        gather by the indices: the slots the rows' hashes give.
+        """
+        columns = tuple_batch.key_columns(batch, self.key_indices)
+        if len(columns) == 1 and pa.types.is_dictionary(columns[0].type):
+            column = columns[0]
+            by_value = task_slots(hashing.string_hash(column.dictionary, dedupe=False),
+                                  self.tasks.size)
+            return by_value[arrow_numpy.numbers(column.indices, zero_copy_only=False)]
+        return task_slots(tuple_batch.key_hash(columns), self.tasks.size)
 
     def row_slots(self, rows: Sequence[Sequence]) -> np.ndarray:
         """Return the task slot of each of ``rows`` (Python tuples of values): fields grouping.
