@@ -49,8 +49,8 @@ class BoltExecutor(TaskExecutor):
         self._reported = 0
         self._next_progress = 0.0
         self._acks_due = 0.0  # acks with no emits to ride with leave at most once per _ack_secs
-        # Acks alone leave at most once per linger; once per TREES_DONE_HOLD_SECS when no spout
-        # of the topology caps its open trees (nothing but the spouts' ack() calls wait on them).
+        # Acks alone leave at most once per linger; once per ACK_HOLD_SECS when no spout of the
+        # topology caps its open trees (nothing but the spouts' ack() calls wait on them).
         self._ack_secs = self.config.batch_linger_ms / 1000.0
         components = self.plan.logical.components.values()
         if all(c.topology_config.max_spout_pending is None for c in components if c.is_spout):
@@ -303,7 +303,7 @@ class BoltExecutor(TaskExecutor):
             self.collector.flush_all()
             return
         if not force and now < self._acks_due and not self.collector.buffered:
-            return  # acks alone: they wait for the linger, with any later emits and acks
+            return  # acks alone: they wait (_ack_secs), with any later emits and acks
         self._acks_due = now + self._ack_secs
         roots, edge_ids, failed = self.acks.take()
         self.collector.flush_all((roots, edge_ids))
