@@ -161,3 +161,36 @@ def test_small_record_batches_leave_joined_and_in_order_with_tuples():
     collector.emit_batch(pa.RecordBatch.from_pydict(
         {"word": [f"w{i}" for i in range(1000)]}), "default")  # a full batch leaves at once
     assert sent and collector.buffered == 0
+
+
+def test_a_spouts_edge_ids_are_fresh_for_every_copy_across_many_flushes():
+    """Edge ids come from a pool drawn ahead: never 0, never reused, each announced as sent."""
+    builder = TopologyBuilder("c")
+    words = builder.add_spout("words", Words, par=1)
+    builder.add_bolt("sink", Sink, par=1, inputs={words: Grouping.SHUFFLE})
+    view = PlanView(*(lambda p: (p, pack(p)))(build_logical_plan(builder.build())))
+    spout_task = view.component_tasks["words"][0]
+    sent = []
+    collector = OutputCollector(view, spout_task, None, sent.append, 100_000)
+    base = spout_task << tree_ids.ROOT_TASK_SHIFT
+    root = 0
+    for size in [7] * 300 + [5000, 3] + [9000] + [11] * 200:  # past the pool, and around it
+        for _ in range(size):
+            root += 1
+            collector.emit([f"w{root}"], "default", None, False, (base + root,))
+        collector.flush_all()
+    announced, carried, keys = {}, {}, []
+    for kind, message, batch in _frames(sent):
+        if kind == "control":
+            edges = message.opened.edges
+            assert tree_ids.unpack(message.opened.roots).tolist() == \
+                tree_ids.unpack(edges.roots).tolist()  # each new tree once, in order
+            announced.update(zip(tree_ids.unpack(edges.roots).tolist(),
+                                 tree_ids.unpack(edges.values).tolist()))
+        else:
+            batch_keys = batch.column(tuple_batch.KEY_COLUMN).to_numpy().tolist()
+            keys += batch_keys
+            carried.update(zip(batch.column(tuple_batch.ROOT_COLUMN).to_numpy().tolist(),
+                               batch_keys))
+    assert len(keys) == root and 0 not in keys and len(set(keys)) == root
+    assert announced == carried and len(carried) == root

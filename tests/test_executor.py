@@ -9,7 +9,7 @@ import numpy as np
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 from heron_spark.config import SystemConfig
-from heron_spark.instance.bolt_executor import BoltExecutor
+from heron_spark.instance.bolt_executor import ACK_HOLD_SECS, BoltExecutor
 from heron_spark.instance.spout_executor import SpoutExecutor
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
@@ -51,6 +51,11 @@ class Sink(Bolt):
         pass
 
 
+class AckingSink(Bolt):
+    def process(self, tup):
+        self.ack(tup)
+
+
 class Clock:
     def __init__(self) -> None:
         self.now = 10.0
@@ -59,13 +64,15 @@ class Clock:
         return self.now
 
 
-def _view(reliable: bool) -> PlanView:
+def _view(reliable: bool, acker: bool = False, **config) -> PlanView:
     builder = TopologyBuilder("exec")
     numbers = builder.add_spout("numbers", Numbers, par=1)
     echo = builder.add_bolt("echo", Echo, par=1, inputs={numbers: Grouping.SHUFFLE})
     builder.add_bolt("sink", Sink, par=2, inputs={echo: Grouping.fields("n")})
+    if acker:
+        builder.add_bolt("acker", AckingSink, par=1, inputs={numbers: Grouping.SHUFFLE})
     builder.set_config({"topology.reliability.mode":
-                        "ATLEAST_ONCE" if reliable else "ATMOST_ONCE"})
+                        "ATLEAST_ONCE" if reliable else "ATMOST_ONCE", **config})
     logical = build_logical_plan(builder.build())
     return PlanView(logical, pack(logical))
 
@@ -167,3 +174,33 @@ def test_at_most_once_bolt_sends_data_only_and_reports_progress():
             body = memoryview(frame)[frames.data_body_offset(length):]
             rows += tuple_batch.rows(tuple_batch.decode(body), 2)
     assert sorted(rows) == [(7, 14), (8, 16)]
+
+
+def _deliver_rooted(bolt, view, values, first_root):
+    spout_task = view.component_tasks["numbers"][0]
+    base = spout_task << tree_ids.ROOT_TASK_SHIFT
+    count = len(values)
+    batch = tuple_batch.build(["n"], [(v,) for v in values])
+    batch = tuple_batch.with_roots(batch, np.arange(base + first_root, base + first_root + count,
+                                                    dtype=np.uint64), np.ones(count, dtype=np.int64))
+    batch = tuple_batch.with_keys(batch, np.arange(1, count + 1, dtype=np.uint64))
+    bolt.on_frame(frames.DATA, frames.data_frame(frames.TUPLES, spout_task, bolt.task_id, count,
+                                                 b"default", tuple_batch.encode_batch(batch)))
+
+
+def test_acks_alone_leave_once_per_hold_when_no_spout_is_capped_else_once_per_linger():
+    for pending, every in ((None, ACK_HOLD_SECS), (10, 0.001)):
+        view = _view(reliable=True, acker=True, **{"topology.max.spout.pending": pending})
+        bolt, sent, clock = _executor(BoltExecutor, view, "acker")
+        _deliver_rooted(bolt, view, [1, 2], 1)
+        bolt.turn(clock())  # the first acks leave at once
+        assert _kinds(sent) == ["edges", "progress"]
+        sent.clear()
+        first = clock()
+        clock.now += 0.0005
+        _deliver_rooted(bolt, view, [3], 3)
+        assert bolt.turn(clock()) == first + every and sent == []  # held until then
+        clock.now = first + every
+        bolt.turn(clock())
+        assert _kinds(sent)[0] == "edges"
+        assert bolt.acks.acked_count == 3

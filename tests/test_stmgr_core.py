@@ -14,7 +14,7 @@ from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import physical_plan_pb2, stmgr_pb2, tmaster_pb2
-from heron_spark.stmgr.core import StmgrCore
+from heron_spark.stmgr.core import TREES_DONE_HOLD_SECS, StmgrCore
 from heron_spark.wire import frames, tree_ids
 from idle_components import Count, Words
 
@@ -71,13 +71,14 @@ class Clock:
         return self.now
 
 
-def _core(reliable: bool = False, mode: str | None = None, **config):
+def _core(reliable: bool = False, mode: str | None = None, topology: dict | None = None,
+          **config):
     builder = TopologyBuilder("core")
     words = builder.add_spout("words", Words, par=2)
     builder.add_bolt("count", Count, par=2, inputs={words: Grouping.fields("word")})
     mode = mode or ("ATLEAST_ONCE" if reliable else None)
     builder.set_config({"topology.stmgrs": 2, **(
-        {"topology.reliability.mode": mode} if mode else {})})
+        {"topology.reliability.mode": mode} if mode else {}), **(topology or {})})
     logical = build_logical_plan(builder.build())
     view = PlanView(logical, pack(logical))
     io, clock = Recorder(), Clock()
@@ -189,6 +190,61 @@ def test_trees_complete_once_every_edge_is_acked_and_remote_ones_are_forwarded()
     forwarded = stmgr_pb2.StmgrToStmgr.FromString(io.to_peers[1][-1][frames.PREFIX_BYTES:])
     assert tree_ids.unpack(forwarded.xor.roots).tolist() == [remote_root]
     assert core.trees_acked == 1 and len(core.ledger) == 1  # root 2 still waits for its ack
+
+
+def _trees_sent(io, spout) -> list[stmgr_pb2.TreesDone]:
+    return [_instance_message(f).trees for f in io.to_task[spout]
+            if _instance_message(f).WhichOneof("body") == "trees"]
+
+
+def test_an_uncapped_spout_hears_of_completed_trees_at_most_every_hold_interval():
+    core, io, clock, view = _core(reliable=True, topology={"topology.max.spout.pending": None})
+    _start(core, io, view)
+    spout = min(core.spout_tasks)
+    roots = [(spout << tree_ids.ROOT_TASK_SHIFT) + i for i in (1, 2, 3)]
+    core.on_instance_frame(spout, frames.CONTROL, _control({"opened": stmgr_pb2.TreesOpened(
+        roots=tree_ids.pack(roots), edges=stmgr_pb2.XorBatch(
+            roots=tree_ids.pack(roots), values=tree_ids.pack([11, 22, 33])))}))
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+
+    def ack(root, edge):
+        core.on_instance_frame(bolt, frames.CONTROL, _control({"edges": stmgr_pb2.XorBatch(
+            roots=tree_ids.pack([root]), values=tree_ids.pack([edge]))}))
+        core.tick(clock())
+
+    assert core.next_deadline() is None
+    ack(roots[0], 11)
+    first = clock()
+    assert core.trees_acked == 1 and _trees_sent(io, spout) == []  # held
+    assert core.next_deadline() == pytest.approx(first + TREES_DONE_HOLD_SECS)
+    clock.now += TREES_DONE_HOLD_SECS / 2
+    ack(roots[1], 22)
+    assert _trees_sent(io, spout) == []  # still held: the first one is not due yet
+    clock.now = first + TREES_DONE_HOLD_SECS
+    core.tick(clock())
+    sent = _trees_sent(io, spout)
+    assert [tree_ids.unpack(d.acked).tolist() for d in sent] == [roots[:2]]  # one frame, both
+    assert core.next_deadline() is None
+    core.on_instance_frame(bolt, frames.CONTROL, _control(
+        {"fails": stmgr_pb2.FailBatch(roots=tree_ids.pack([roots[2]]))}))
+    core.tick(clock())  # a failed tree is replayed: no wait
+    assert tree_ids.unpack(_trees_sent(io, spout)[-1].failed).tolist() == [roots[2]]
+
+
+def test_a_capped_spout_hears_of_completed_trees_at_the_end_of_the_turn():
+    core, io, clock, view = _core(reliable=True, topology={"topology.max.spout.pending": 10})
+    _start(core, io, view)
+    spout = min(core.spout_tasks)
+    root = (spout << tree_ids.ROOT_TASK_SHIFT) + 1
+    core.on_instance_frame(spout, frames.CONTROL, _control({"opened": stmgr_pb2.TreesOpened(
+        roots=tree_ids.pack([root]), edges=stmgr_pb2.XorBatch(
+            roots=tree_ids.pack([root]), values=tree_ids.pack([11])))}))
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    core.on_instance_frame(bolt, frames.CONTROL, _control({"edges": stmgr_pb2.XorBatch(
+        roots=tree_ids.pack([root]), values=tree_ids.pack([11]))}))
+    core.end_turn()
+    assert [tree_ids.unpack(d.acked).tolist() for d in _trees_sent(io, spout)] == [[root]]
+    assert core.next_deadline() is None
 
 
 @pytest.mark.parametrize("trees", [3, 300])  # a few pairs as lists of ints; many with NumPy

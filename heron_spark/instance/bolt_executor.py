@@ -26,6 +26,7 @@ _new_tuple = tuple.__new__
 _data_head = frames.DATA_HEAD.unpack_from
 _PREFIX_BYTES = frames.PREFIX_BYTES
 _PROGRESS_SECS = 0.01    # a bolt reports its progress at most this often
+ACK_HOLD_SECS = 0.005    # acks alone, no spout capped: they leave at most this often
 _clock_ns = time.perf_counter_ns  # latency metrics: one read before and one after each batch
 
 
@@ -47,7 +48,13 @@ class BoltExecutor(TaskExecutor):
         self._next_tick: float | None = None
         self._reported = 0
         self._next_progress = 0.0
-        self._acks_due = 0.0  # acks with no emits to ride with leave at most once per linger
+        self._acks_due = 0.0  # acks with no emits to ride with leave at most once per _ack_secs
+        # Acks alone leave at most once per linger; once per ACK_HOLD_SECS when no spout of the
+        # topology caps its open trees (nothing but the spouts' ack() calls wait on them).
+        self._ack_secs = self.config.batch_linger_ms / 1000.0
+        components = self.plan.logical.components.values()
+        if all(c.topology_config.max_spout_pending is None for c in components if c.is_spout):
+            self._ack_secs = max(self._ack_secs, ACK_HOLD_SECS)
         self._held: list = []                     # data that came before start
         self.batch_mode = False                   # a BatchBolt: process_batch per batch
         # batch mode: the input batch's roots, as ``tuple_batch.root_lists`` gives them
@@ -296,8 +303,8 @@ class BoltExecutor(TaskExecutor):
             self.collector.flush_all()
             return
         if not force and now < self._acks_due and not self.collector.buffered:
-            return  # acks alone: they wait for the linger, with any later emits and acks
-        self._acks_due = now + self.collector.linger
+            return  # acks alone: they wait (_ack_secs), with any later emits and acks
+        self._acks_due = now + self._ack_secs
         roots, edge_ids, failed = self.acks.take()
         self.collector.flush_all((roots, edge_ids))
         if failed.size:

@@ -31,6 +31,10 @@ from heron_spark.proto.topology_pb2 import GroupingType
 from heron_spark.wire import frames, tree_ids, tuple_batch
 
 _U64_MAX = np.iinfo(np.uint64).max
+_EDGE_POOL = 16384  # edge ids drawn ahead at once (128 KiB)
+_ONE = {1}
+_ONES = np.ones(4096, dtype=np.int32)  # read-only: each row's root count, one each
+_ONES.flags.writeable = False
 _DEFAULT = "default"
 
 
@@ -93,6 +97,8 @@ class OutputCollector:
         self._clock = clock
         self.last_flush = -1e18  # when buffered tuples last left (size or turn)
         self._rng = np.random.default_rng()
+        self._edge_pool = np.empty(0, dtype=np.uint64)  # random edge ids drawn ahead
+        self._edge_next = 0
         decl = plan.logical.components[self.component]
         routing = grouping.stream_routing(plan, self.component, context)
         self._streams = {name: _StreamOut(name, stream.fields, routing[name])
@@ -337,6 +343,22 @@ class OutputCollector:
         for frame in frames_out:
             self._send(frame)
 
+    def _edge_ids(self, count: int) -> np.ndarray:
+        """Return ``count`` fresh random edge ids (uint64, never 0), each used once.
+
+        Drawn ahead in a pool of ``_EDGE_POOL`` (one generator call per pool instead of one per
+        flush); a big request is drawn by itself.
+        """
+        if count > _EDGE_POOL // 4:
+            return self._rng.integers(1, _U64_MAX, size=count, dtype=np.uint64, endpoint=True)
+        start = self._edge_next
+        if start + count > self._edge_pool.size:
+            self._edge_pool = self._rng.integers(1, _U64_MAX, size=_EDGE_POOL, dtype=np.uint64,
+                                                 endpoint=True)
+            start = 0
+        self._edge_next = start + count
+        return self._edge_pool[start:start + count]
+
     def emitted(self) -> dict[str, int]:
         """Tuples emitted so far, per stream."""
         return {name: out.emitted for name, out in self._streams.items()}
@@ -346,19 +368,33 @@ class OutputCollector:
         rows, dests, routed, roots = out.rows, out.dests, out.routed, out.roots
         out.rows, out.dests, out.routed, out.roots = [], None, None, None
         parts = None
+        packed = None
+        one_each = False
+        if roots is not None:
+            count = len(roots)
+            # Every row in exactly one tree (the usual case): one flat array, no counts pass.
+            one_each = set(map(len, roots)) == _ONE
+            packed = (np.fromiter(chain.from_iterable(roots), dtype=np.uint64, count=count),
+                      _ONES[:count] if count <= _ONES.size else np.ones(count, dtype=np.int32)) \
+                if one_each else (np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
+                                  np.fromiter(map(len, roots), dtype=np.int32, count=count))
         sorter = out.routing.sorter
         if sorter is not None and dests is None:  # fields grouping: rows ordered by task here
             order, parts = sorter.slot_order(sorter.row_slots(rows))
             if order is not None:
                 pick = order.tolist()
                 rows = [rows[i] for i in pick]
-                if roots is not None:
-                    roots = [roots[i] for i in pick]
+                if packed is not None:
+                    if one_each:
+                        packed = (packed[0][order], packed[1])
+                    else:
+                        roots = [roots[i] for i in pick]  # type: ignore[index]
+                        packed = (np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
+                                  packed[1][order])
         batch = tuple_batch.build_columns(out.fields, rows, self.serializer)[0]
-        packed = None if roots is None else (
-            np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
-            np.fromiter(map(len, roots), dtype=np.int32, count=len(roots)))
-        self._send_batch(out, batch, dests, routed, packed, gathered, parts)
+        # A spout's per-tuple rows each open a tree of their own: their roots are distinct.
+        self._send_batch(out, batch, dests, routed, packed, gathered, parts,
+                         one_each, one_each and self._is_spout)
 
     def _flush_batches(self, out: _StreamOut, gathered: tuple | None = None) -> None:
         """Send the stream's waiting small batches, joined into one where their columns agree."""
@@ -375,13 +411,18 @@ class OutputCollector:
             self._send_batch(out, batch, None, None, roots, gathered)
 
     def _send_batch(self, out: _StreamOut, batch: pa.RecordBatch, dests, routed, roots,
-                    gathered: tuple | None = None, parts: dict | None = None) -> None:
-        """Partition ``batch`` and send its parts (``parts``: given when ordered already)."""
+                    gathered: tuple | None = None, parts: dict | None = None,
+                    one_each: bool | None = None, distinct: bool = False) -> None:
+        """Partition ``batch`` and send its parts (``parts``: given when ordered already).
+
+        ``one_each``: whether every row is in exactly one tree (None: find out); ``distinct``:
+        besides, no two rows share a tree (a spout's per-tuple emits).
+        """
         count = batch.num_rows
         out.emitted += count
-        one_each = False  # every row in exactly one tree (the usual case)
         if roots is not None:  # the roots column goes first: partitioning may reorder rows
-            one_each = tuple_batch.one_root_each(*roots)
+            if one_each is None:
+                one_each = tuple_batch.one_root_each(*roots)
             batch = tuple_batch.with_roots(batch, roots[0], roots[1], one_each)
         if parts is None:
             rooted = batch
@@ -405,8 +446,7 @@ class OutputCollector:
         frames_out, edge_roots, edge_values = [], [], []
         pieces = [(task, rows, grouping.take(batch, rows)) for task, rows in parts.items()]
         # tree members: a fresh edge id per copy, drawn for all copies at once
-        edge_all = self._rng.integers(1, _U64_MAX, size=sum(p.num_rows for *_, p in pieces),
-                                      dtype=np.uint64, endpoint=True)
+        edge_all = self._edge_ids(sum(p.num_rows for *_, p in pieces))
         start = 0
         for task, rows, part in pieces:
             size = part.num_rows
@@ -428,13 +468,16 @@ class OutputCollector:
             gathered[1].extend(edge_values)
             gathered[2].extend(frames_out)
             return
-        roots_out, values_out = tree_ids.xor_runs(
-            np.concatenate(edge_roots) if edge_roots else np.empty(0, dtype=np.uint64),
-            np.concatenate(edge_values) if edge_values else np.empty(0, dtype=np.uint64))
+        if len(edge_roots) == 1 and distinct:  # no runs to combine: each root once
+            roots_out, values_out = edge_roots[0], edge_values[0]
+        else:
+            roots_out, values_out = tree_ids.xor_runs(
+                np.concatenate(edge_roots) if edge_roots else np.empty(0, dtype=np.uint64),
+                np.concatenate(edge_values) if edge_values else np.empty(0, dtype=np.uint64))
         edges = stmgr_pb2.XorBatch(roots=tree_ids.pack(roots_out), values=tree_ids.pack(values_out))
         if self._is_spout:  # the edges of new trees: announced before the copies leave
-            opened = stmgr_pb2.TreesOpened(roots=tree_ids.pack(tree_ids.distinct_runs(roots[0])),
-                                           edges=edges)
+            opened = stmgr_pb2.TreesOpened(roots=tree_ids.pack(
+                roots[0] if distinct else tree_ids.distinct_runs(roots[0])), edges=edges)
             self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(opened=opened)))
         elif edge_roots:
             self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(edges=edges)))

@@ -60,6 +60,10 @@ _data_head = frames.DATA_HEAD.unpack_from
 _PREFIX_BYTES = frames.PREFIX_BYTES
 _ROOT_SHIFT = tree_ids.ROOT_TASK_SHIFT
 _SMALL_UPDATE_BYTES = 8 * acking.SMALL_UPDATE_PAIRS  # packed uint64 roots of a small update
+# A spout without topology.max.spout.pending gets its completed trees at most this often: each
+# TreesDone wakes the spout for a turn, and nothing waits on an uncapped spout's acks but its
+# own ack() calls. Capped spouts, and failed trees, get theirs at the end of the turn.
+TREES_DONE_HOLD_SECS = 0.005
 
 
 class StmgrState(enum.Enum):
@@ -190,6 +194,12 @@ class StmgrCore:
         self._xor_parts: list[tuple[bytes, bytes]] = []
         self._xor_bytes = 0
         self._done: dict[int, tuple[list, list]] = {}  # spout task -> (acked, failed) chunks
+        # Local spouts with no cap on their open trees: their acks leave at most every
+        # TREES_DONE_HOLD_SECS (the first held one's time per task in _done_since).
+        self._uncapped_spouts = frozenset(
+            t for t in self.spout_tasks
+            if components[plan.task_component[t]].topology_config.max_spout_pending is None)
+        self._done_since: dict[int, float] = {}
         self.state = StmgrState.WAITING_PLAN
         self.paused = False  # the topology is deactivated: local spouts do not emit
         self.tuples_routed = 0
@@ -314,6 +324,8 @@ class StmgrCore:
         """Local ``task``'s connection ended: report the failure (unless stopping)."""
         self.connected.discard(task)
         self._reset_queue(task)
+        self._done.pop(task, None)  # its trees died with it: the next instance replays them
+        self._done_since.pop(task, None)
         if self.stopping:
             return
         log.error("instance task %d disconnected", task)
@@ -543,13 +555,36 @@ class StmgrCore:
             for task in np.unique(tasks).tolist():
                 self._done.setdefault(task, ([], []))[slot].append(array[tasks == task])
 
-    def _send_trees_done(self) -> None:
-        """Tell each local spout task which of its trees completed or failed this turn."""
+    def _send_trees_done(self, force: bool = False) -> None:
+        """Tell each local spout task which of its trees completed or failed.
+
+        A capped spout (``topology.max.spout.pending``) hears at the end of each turn, as does
+        any spout with failed trees; an uncapped one at most every ``TREES_DONE_HOLD_SECS``
+        (``force``: now).
+        """
         by_task, self._done = self._done, {}
+        held = self._uncapped_spouts
+        since = self._done_since
+        now = self.clock() if held and not force else 0.0
         for task, (done, lost) in by_task.items():
+            if task in held and not force and not lost:
+                first = since.get(task)
+                if first is None:
+                    since[task] = first = now
+                if now < first + TREES_DONE_HOLD_SECS:
+                    self._done[task] = (done, lost)  # held: its acks wait for company
+                    continue
+            since.pop(task, None)
             if task in self.connected:  # else it restarted: it forgot these trees and replays
                 self.io.to_instance(task, frames.control_frame(stmgr_pb2.StmgrToInstance(
                     trees=stmgr_pb2.TreesDone(acked=_packed(done), failed=_packed(lost)))))
+
+    def next_deadline(self) -> float | None:
+        """Return when held completed trees must leave (clock seconds), or None."""
+        since = self._done_since
+        if not since:
+            return None
+        return min(since.values()) + TREES_DONE_HOLD_SECS
 
     # ---- backpressure ----------------------------------------------------------------------
     def _count_routed(self, spout: int, rows: int) -> None:

@@ -138,9 +138,12 @@ class StreamManager:
             self.metrics.start()
             self._connect_tmaster()
             self._heartbeat()
+            clock = loop.clock
             while self._exit is None:
-                loop.poll(_POLL_SECS, core.end_turn)  # the turn's acking leaves with its relays
-                now = loop.clock()
+                due = core.next_deadline()  # held acks for uncapped spouts
+                wait = _POLL_SECS if due is None else min(_POLL_SECS, max(0.0, due - clock()))
+                loop.poll(wait, core.end_turn)  # the turn's acking leaves with its relays
+                now = clock()
                 self._loop_tick = now
                 core.tick(now)
                 loop.flush()
