@@ -555,19 +555,18 @@ class StmgrCore:
             for task in np.unique(tasks).tolist():
                 self._done.setdefault(task, ([], []))[slot].append(array[tasks == task])
 
-    def _send_trees_done(self, force: bool = False) -> None:
+    def _send_trees_done(self) -> None:
         """Tell each local spout task which of its trees completed or failed.
 
         A capped spout (``topology.max.spout.pending``) hears at the end of each turn, as does
-        any spout with failed trees; an uncapped one at most every ``TREES_DONE_HOLD_SECS``
-        (``force``: now).
+        any spout with failed trees; an uncapped one at most every ``TREES_DONE_HOLD_SECS``.
         """
         by_task, self._done = self._done, {}
         held = self._uncapped_spouts
         since = self._done_since
-        now = self.clock() if held and not force else 0.0
+        now = self.clock() if held else 0.0
         for task, (done, lost) in by_task.items():
-            if task in held and not force and not lost:
+            if task in held and not lost:
                 first = since.get(task)
                 if first is None:
                     since[task] = first = now
