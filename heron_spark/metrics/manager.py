@@ -13,7 +13,6 @@ import logging
 import os
 import signal
 import threading
-import time
 
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
@@ -100,15 +99,9 @@ class MetricsManager:
 
     def _await_clients(self, timeout: float) -> None:
         """Wait (at most ``timeout``) until every client hung up, its last frame read."""
-        deadline = time.monotonic() + timeout
         with self._client_gone:
-            while self._clients:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    log.warning("%d metrics client(s) still connected at the end",
-                                len(self._clients))
-                    return
-                self._client_gone.wait(remaining)
+            if not self._client_gone.wait_for(lambda: not self._clients, timeout):
+                log.warning("%d metrics client(s) still connected at the end", len(self._clients))
 
     def _dial_tmaster(self, timeout: float) -> Connection | None:
         host, port = self.tmaster_address

@@ -313,15 +313,10 @@ class TMaster:
         before it writes what the submitter reads, since the other containers stop on their
         own clock.
         """
-        deadline = time.monotonic() + timeout_secs
         with self._metrics_hung_up:
-            while any(c.peer_role == roles.METRICSMGR and not c.closed
-                      for c in self._connections):
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._metrics_hung_up.wait(remaining)
-            return True
+            return self._metrics_hung_up.wait_for(
+                lambda: not any(c.peer_role == roles.METRICSMGR and not c.closed
+                                for c in self._connections), timeout_secs)
 
     def _count(self, role: str, payload: bytes) -> None:
         with self._lock:
