@@ -45,6 +45,9 @@ from heron_spark.plan.view import PlanView  # noqa: E402
 from heron_spark.proto import stmgr_pb2  # noqa: E402
 from heron_spark.wire import frames  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from wc_topologies import WordSplitBolt  # noqa: E402  the word count benchmark's plain split
+
 SENTENCE = "the quick brown fox jumps over the lazy dog again"  # ten words
 MODES = ("ATMOST_ONCE", "ATLEAST_ONCE")
 ROLES = ("sentence", "split", "count")
@@ -78,16 +81,6 @@ class SentenceSpout(Spout):
 
     def fail(self, tup_id):
         pass
-
-
-class WordSplitBolt(Bolt):
-    outputs = ["word", "ts"]
-
-    def process(self, tup):
-        sentence, ts = tup.values
-        for word in sentence.split():
-            self.emit([word, ts], anchors=[tup])
-        self.ack(tup)
 
 
 class WordCountBolt(Bolt):
