@@ -51,6 +51,7 @@ from wc_topologies import WordSplitBolt  # noqa: E402  the word count benchmark'
 SENTENCE = "the quick brown fox jumps over the lazy dog again"  # ten words
 MODES = ("ATMOST_ONCE", "ATLEAST_ONCE")
 ROLES = ("sentence", "split", "count")
+_NEXT = {"sentence": "split", "split": "count"}  # where each role's tuple frames go
 
 
 # ---- the word count, plain style --------------------------------------------------------------
@@ -126,9 +127,9 @@ class _Task:
         for frame in self.sent:
             whole = b"".join(bytes(p) for p in frame) if isinstance(frame, (list, tuple)) \
                 else bytes(frame)
-            if whole[frames.PREFIX_BYTES - 1] != frames.DATA:
+            if frames.PREFIX.unpack_from(whole)[1] != frames.DATA:
                 continue
-            kind, _, dest, _, _ = frames.DATA_HEAD.unpack_from(whole, frames.PREFIX_BYTES)
+            kind, _, dest, _, _ = frames.data_head(whole)
             if kind == frames.TUPLES:
                 out.append((dest, whole))
         self.sent.clear()
@@ -139,8 +140,7 @@ def measure(mode: str, sentences: int, turns: int, profile: str | None = None) -
     """Return each role's median CPU microseconds per turn over ``turns`` rounds."""
     plan = _plan(mode)
     tasks = {role: _Task(plan, plan.component_tasks[role][0]) for role in ROLES}
-    split_tasks = set(plan.component_tasks["split"])
-    count_tasks = set(plan.component_tasks["count"])
+    next_tasks = {role: set(plan.component_tasks[role]) for role in _NEXT.values()}
     spout = tasks["sentence"].executor
     cpu: dict[str, list[float]] = {role: [] for role in ROLES}
     profiler = cProfile.Profile() if profile else None
@@ -164,16 +164,11 @@ def measure(mode: str, sentences: int, turns: int, profile: str | None = None) -
                 took[role] = clock() - started
                 if profiler is not None and role == profile:
                     profiler.disable()
-                if role == "sentence":
-                    for dest, frame in tasks[role].data_frames():
-                        if dest in split_tasks:  # both split tasks' frames go to the one here
-                            tasks["split"].executor.offer(frames.DATA, frame)
-                elif role == "split":
-                    for dest, frame in tasks[role].data_frames():
-                        if dest in count_tasks:
-                            tasks["count"].executor.offer(frames.DATA, frame)
-                else:
-                    tasks[role].sent.clear()
+                after = _NEXT.get(role)
+                # the frames for either task of the next component go to the one task here
+                for dest, frame in tasks[role].data_frames():
+                    if after is not None and dest in next_tasks[after]:
+                        tasks[after].executor.offer(frames.DATA, frame)
             if i >= warm:
                 for role in ROLES:
                     cpu[role].append(took[role] / 1000.0)
