@@ -172,11 +172,12 @@ def test_effectively_once_parquet_exact_after_a_container_is_killed(spark, kafka
                                  for word in m.value().decode().split())
     expected = collections.Counter((word, n) for word, total in totals.items()
                                    for n in range(1, total + 1))
-    # 16 ms a line in each of 2 split tasks: at least 24 s of work, so the kill lands mid-run
+    # 24 ms a line in each of 2 split tasks: at least 36 s of work, so the kill lands mid-run
     # after two committed checkpoints and two sink commits (3 ms left 4.5 s, which a slow
-    # first commit outlasted; 8 ms left 12 s, which a loaded CI run outlasted once).
+    # first commit outlasted; 8 ms left 12 s and 16 ms 24 s, which loaded CI runs outlasted
+    # once each).
     topology = _build_eo(name, kafka.servers, source, out, {
-        "topology.stmgrs": 2, kwc.SLEEP_MS: 16, **SHORT_QUEUES})
+        "topology.stmgrs": 2, kwc.SLEEP_MS: 24, **SHORT_QUEUES})
     handle = kafka_support.submit_running(spark, hconf, topology)
     log = CommitLog.open(str(out))
 
