@@ -7,8 +7,10 @@
   and the Parquet folder (read with ``spark.read.parquet``), each de-duplicated by the word's
   position in the input (at-least-once may repeat, never lose).
 - ``fault``, effectively-once: a bounded Kafka spout -> split -> a stateful count emitting
-  ``(word, count)`` on every update -> ``ParquetSink``. Once a checkpoint has committed and the
-  sink has committed files, every process of container 1 is killed with ``kill -9``. After the
+  ``(word, count)`` on every update -> ``ParquetSink``. Each spout task stops after its first
+  500 records until the test opens a gate (a file); once two checkpoints and two sink batches
+  have committed, the test opens it and every process of container 1 is killed with
+  ``kill -9``: the kill lands mid-run whatever the machine's speed. After the
   rollback and the end of input ``spark.read.parquet`` returns exactly one row per
   ``(word, n)`` for ``n`` in ``1..count(word)``: nothing lost, nothing twice.
 """
@@ -16,6 +18,7 @@
 from __future__ import annotations
 
 import collections
+import os
 
 import pytest
 
@@ -146,9 +149,35 @@ class StatefulCountBolt(Bolt, StatefulComponent):
         self.emit([word, count])
 
 
+GATE = "test.gate.path"
+BEFORE_GATE = 500
+
+
+class GatedKafkaSpout(KafkaSpout):
+    """A ``KafkaSpout`` whose tasks stop after ``BEFORE_GATE`` records until ``GATE`` exists.
+
+    While it waits the topology drains and keeps checkpointing, so the test sees committed
+    checkpoints before most of the input is read, however slow the machine: a timed margin
+    (a sleep per line) lost that race on loaded CI runs, because a checkpoint marker queues
+    behind everything the spout has already emitted.
+    """
+
+    def initialize(self, config, context):
+        super().initialize(config, context)
+        self.gate, self.records = config[GATE], 0
+
+    def next_tuple(self):
+        if self.records < BEFORE_GATE or os.path.exists(self.gate):
+            super().next_tuple()
+
+    def emit(self, tup, *args, **kwargs):
+        self.records += 1
+        return super().emit(tup, *args, **kwargs)
+
+
 def _build_eo(name: str, servers: str, source: str, out, config: dict):
     builder = TopologyBuilder(name)
-    lines = builder.add_spout("kafka", KafkaSpout, par=2, config={
+    lines = builder.add_spout("kafka", GatedKafkaSpout, par=2, config={
         "kafka.bootstrap.servers": servers, "kafka.topics": source, "kafka.group.id": name,
         "kafka.bounded": True})
     words = builder.add_bolt("split", kwc.SplitBolt, par=2, inputs={lines: Grouping.SHUFFLE})
@@ -172,12 +201,11 @@ def test_effectively_once_parquet_exact_after_a_container_is_killed(spark, kafka
                                  for word in m.value().decode().split())
     expected = collections.Counter((word, n) for word, total in totals.items()
                                    for n in range(1, total + 1))
-    # 24 ms a line in each of 2 split tasks: at least 36 s of work, so the kill lands mid-run
-    # after two committed checkpoints and two sink commits (3 ms left 4.5 s, which a slow
-    # first commit outlasted; 8 ms left 12 s and 16 ms 24 s, which loaded CI runs outlasted
-    # once each).
+    gate = tmp_path / "gate"
+    # 4 ms a line in each of 2 split tasks: the 2,000 lines behind the gate are at least 4 s of
+    # work once it opens, while the kill takes milliseconds.
     topology = _build_eo(name, kafka.servers, source, out, {
-        "topology.stmgrs": 2, kwc.SLEEP_MS: 24, **SHORT_QUEUES})
+        "topology.stmgrs": 2, kwc.SLEEP_MS: 4, GATE: str(gate), **SHORT_QUEUES})
     handle = kafka_support.submit_running(spark, hconf, topology)
     log = CommitLog.open(str(out))
 
@@ -192,7 +220,8 @@ def test_effectively_once_parquet_exact_after_a_container_is_killed(spark, kafka
         victims = faults.find(work, "instance", container=1) + \
             faults.find(work, "stmgr", container=1)
         assert len(victims) >= 2, victims
-        assert handle.status == "RUNNING"  # the kill lands mid-run
+        assert handle.status == "RUNNING"  # the spouts wait at the gate: the topology cannot end
+        gate.touch()
         for pid in victims:
             faults.kill9(pid)
         assert handle.wait(timeout=300) == "FINISHED", handle.status_detail()
