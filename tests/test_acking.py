@@ -46,6 +46,20 @@ def test_xor_runs_combine_neighbours_of_one_tree_only():
     assert tree_ids.xor_runs(same, same)[0] is same  # nothing to combine: unchanged
 
 
+@pytest.mark.parametrize("size", [0, 1, 7, 64, 65, 500])
+def test_xor_runs_packed_is_xor_runs_of_the_joined_arrays(size):
+    """The small (Python) and big (NumPy) paths pack what ``xor_runs`` gives, runs across parts too."""
+    rng = np.random.default_rng(size)
+    roots = np.sort(rng.integers(1, 6, size=size)).astype(np.uint64)  # long runs
+    values = rng.integers(1, 2**64 - 1, size=size, dtype=np.uint64, endpoint=True)
+    cuts = sorted(rng.integers(0, size + 1, size=3).tolist())
+    parts = [slice(a, b) for a, b in zip([0, *cuts], [*cuts, size])]
+    want_roots, want_values = tree_ids.xor_runs(roots, values)
+    got = tree_ids.xor_runs_packed([roots[p] for p in parts], [values[p] for p in parts])
+    assert got == (tree_ids.pack(want_roots), tree_ids.pack(want_values))
+    assert tree_ids.unpack(got[0]).size == len(set(roots.tolist()))  # one pair per run
+
+
 def test_distinct_runs_keeps_each_run_once():
     roots = np.array([4, 4, 4, 9, 2, 2, 4], dtype=np.uint64)
     assert tree_ids.distinct_runs(roots).tolist() == [4, 9, 2, 4]

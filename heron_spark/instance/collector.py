@@ -335,11 +335,10 @@ class OutputCollector:
             if out.batches:
                 self._flush_batches(out, gathered)
         edge_roots, edge_values, frames_out = gathered
-        roots = np.concatenate(edge_roots)
-        if roots.size:
-            roots, values = tree_ids.xor_runs(roots, np.concatenate(edge_values))
+        if any(part.size for part in edge_roots):
+            roots, values = tree_ids.xor_runs_packed(edge_roots, edge_values)
             self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(edges=stmgr_pb2.XorBatch(
-                roots=tree_ids.pack(roots), values=tree_ids.pack(values)))))
+                roots=roots, values=values))))
         for frame in frames_out:
             self._send(frame)
 
@@ -420,9 +419,11 @@ class OutputCollector:
         """
         count = batch.num_rows
         out.emitted += count
+        layout = None
         if roots is not None:  # the roots column goes first: partitioning may reorder rows
             if one_each is None:
                 one_each = tuple_batch.one_root_each(*roots)
+            layout = (batch.schema, bool(one_each))  # each part's schema, for encode_parts
             batch = tuple_batch.with_roots(batch, roots[0], roots[1], one_each)
         if parts is None:
             rooted = batch
@@ -462,19 +463,17 @@ class OutputCollector:
             self.sent += size
             frames_out.append(frames.data_frame_parts(
                 frames.TUPLES, task_id, task, size, stream,
-                tuple_batch.encode_parts(tuple_batch.with_keys(part, edge_ids))))
+                tuple_batch.encode_parts(tuple_batch.with_keys(part, edge_ids), layout)))
         if gathered is not None and not self._is_spout:  # sent by flush_all, with the acks
             gathered[0].extend(edge_roots)
             gathered[1].extend(edge_values)
             gathered[2].extend(frames_out)
             return
         if len(edge_roots) == 1 and distinct:  # no runs to combine: each root once
-            roots_out, values_out = edge_roots[0], edge_values[0]
+            roots_out, values_out = tree_ids.pack(edge_roots[0]), tree_ids.pack(edge_values[0])
         else:
-            roots_out, values_out = tree_ids.xor_runs(
-                np.concatenate(edge_roots) if edge_roots else np.empty(0, dtype=np.uint64),
-                np.concatenate(edge_values) if edge_values else np.empty(0, dtype=np.uint64))
-        edges = stmgr_pb2.XorBatch(roots=tree_ids.pack(roots_out), values=tree_ids.pack(values_out))
+            roots_out, values_out = tree_ids.xor_runs_packed(edge_roots, edge_values)
+        edges = stmgr_pb2.XorBatch(roots=roots_out, values=values_out)
         if self._is_spout:  # the edges of new trees: announced before the copies leave
             opened = stmgr_pb2.TreesOpened(roots=tree_ids.pack(
                 roots[0] if distinct else tree_ids.distinct_runs(roots[0])), edges=edges)

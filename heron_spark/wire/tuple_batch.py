@@ -36,7 +36,8 @@ _SERIALIZERS: dict[bytes, object] = {}  # dotted class name -> a serializer of t
 ROOT_COLUMN = "__hs_root"
 ROOTS_COLUMN = "__hs_roots"
 KEY_COLUMN = "__hs_key"
-_ROOT_FIELD = pa.field(ROOT_COLUMN, pa.uint64())
+_U64_TYPE = pa.uint64()
+_ROOT_FIELD = pa.field(ROOT_COLUMN, _U64_TYPE)
 _KEY_FIELD = pa.field(KEY_COLUMN, pa.uint64())
 EMPTY_COLUMN = "__hs_rows"  # placeholder so a stream with no fields still has a row count
 _NATIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
@@ -47,7 +48,9 @@ _U32 = struct.Struct(">I")
 _SCHEMA_CACHE_MAX = 256
 _SCHEMAS: dict[bytes, pa.Schema] = {}  # schema message -> schema (decoding side)
 _BUILT_SCHEMAS: dict[tuple, pa.Schema] = {}  # (fields, column kinds) -> schema (building side)
-_SCHEMA_BYTES: dict[int, tuple] = {}  # id(schema) -> (schema, its framed IPC message)
+# id(schema), or (id(schema), one_each) for a layout (``encode_parts``) -> (that schema, the
+# framed IPC message of the batch's schema)
+_SCHEMA_BYTES: dict[int | tuple[int, bool], tuple] = {}
 _EMPTY_SCHEMA = pa.schema([pa.field(EMPTY_COLUMN, pa.null())])
 
 
@@ -151,16 +154,26 @@ def with_roots(batch: pa.RecordBatch, flat: np.ndarray, counts: np.ndarray,
     if one_each is None:
         one_each = one_root_each(flat, counts)
     if one_each:
-        return batch.append_column(_ROOT_FIELD, pa.array(flat, type=pa.uint64()))
+        return batch.append_column(_ROOT_FIELD, _u64_array(flat))
     offsets = np.zeros(len(counts) + 1, dtype=np.int32)
     np.cumsum(counts, out=offsets[1:])
-    roots = pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat, type=pa.uint64()))
+    roots = pa.ListArray.from_arrays(pa.array(offsets), _u64_array(flat))
     return batch.append_column(pa.field(ROOTS_COLUMN, _ROOTS_TYPE), roots)
 
 
 def with_keys(batch: pa.RecordBatch, keys: np.ndarray) -> pa.RecordBatch:
     """Return ``batch`` with its edge-id column ``keys`` (uint64, one per row)."""
-    return batch.append_column(_KEY_FIELD, pa.array(keys, type=pa.uint64()))
+    return batch.append_column(_KEY_FIELD, _u64_array(keys))
+
+
+def _u64_array(values: np.ndarray) -> pa.Array:
+    """Return uint64 ``values`` as an Arrow array over the same memory.
+
+    ``pa.array`` would give the same array, after asking pyarrow's pandas shim (and the
+    environment) what ``values`` is: that is half its cost for a small frame's ids.
+    """
+    values = np.ascontiguousarray(values, dtype=np.uint64)
+    return pa.Array.from_buffers(_U64_TYPE, values.size, [None, pa.py_buffer(values)])
 
 
 def encode(fields: Sequence[str], rows: Sequence[Sequence]) -> bytes:
@@ -178,18 +191,23 @@ def encode_batch(batch: pa.RecordBatch) -> bytes:
     return b"".join(encode_parts(batch))
 
 
-def encode_parts(batch: pa.RecordBatch) -> tuple[bytes, pa.Buffer]:
+def encode_parts(batch: pa.RecordBatch, layout: tuple[pa.Schema, bool] | None = None
+                 ) -> tuple[bytes, pa.Buffer]:
     """Return ``encode_batch`` as two buffers: the framed schema, the record batch message.
 
-    They serve scatter-gather writes that copy neither.
+    They serve scatter-gather writes that copy neither. ``layout``: ``(schema, one_each)``
+    when ``batch`` is a batch of that schema given ``with_roots(..., one_each)`` and then
+    ``with_keys``, whose schema objects are new each time: its schema is then serialized once
+    per layout, not once per frame.
     """
-    schema = batch.schema
-    cached = _SCHEMA_BYTES.get(id(schema))
+    schema = batch.schema if layout is None else layout[0]
+    key = id(schema) if layout is None else (id(schema), layout[1])
+    cached = _SCHEMA_BYTES.get(key)
     if cached is None or cached[0] is not schema:
         if len(_SCHEMA_BYTES) >= _SCHEMA_CACHE_MAX:
             _SCHEMA_BYTES.clear()
-        message = schema.serialize().to_pybytes()
-        cached = _SCHEMA_BYTES[id(schema)] = (schema, _U32.pack(len(message)) + message)
+        message = batch.schema.serialize().to_pybytes()
+        cached = _SCHEMA_BYTES[key] = (schema, _U32.pack(len(message)) + message)
     return cached[1], batch.serialize()
 
 
