@@ -335,8 +335,8 @@ class OutputCollector:
             if out.batches:
                 self._flush_batches(out, gathered)
         edge_roots, edge_values, frames_out = gathered
-        if any(part.size for part in edge_roots):
-            roots, values = tree_ids.xor_runs_packed(edge_roots, edge_values)
+        roots, values = tree_ids.xor_runs_packed(edge_roots, edge_values)
+        if roots:
             self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(edges=stmgr_pb2.XorBatch(
                 roots=roots, values=values))))
         for frame in frames_out:

@@ -5,9 +5,9 @@ copy of a tuple sent to a task gets a random 64-bit edge id, drawn by the emitti
 and XORed into each of its roots' checksum once when created and once when acked, so a
 checksum of zero means every edge of the tree was created and acked. Updates are vectorised
 per batch with NumPy; only the per-root dictionary step is a Python loop. Small updates (up
-to ``SMALL_UPDATE_PAIRS`` pairs: a few tuples per turn, as when few trees are in flight) take
-plain lists of ints instead (``start_pairs``, ``apply_pairs``): a NumPy call costs about a
-microsecond whatever its size, and a vectorised pass takes dozens of them.
+to ``tree_ids.SMALL_UPDATE_PAIRS`` pairs: a few tuples per turn, as when few trees are in
+flight) take plain lists of ints instead (``start_pairs``, ``apply_pairs``): a NumPy call
+costs about a microsecond whatever its size, and a vectorised pass takes dozens of them.
 
 Ordering keeps this sound: an instance's edge creations, emits and acks travel the same
 connection in order (creations ahead of the frames that carry the copies), and its stmgr
@@ -22,8 +22,6 @@ import time
 from itertools import repeat
 
 import numpy as np
-
-SMALL_UPDATE_PAIRS = 64  # up to this many (root, value) pairs, lists of ints beat NumPy
 
 
 def xor_pairs(roots: list[int], values: list[int]) -> dict[int, int]:

@@ -59,7 +59,7 @@ _EOS = frames.END_OF_STREAM
 _data_head = frames.DATA_HEAD.unpack_from
 _PREFIX_BYTES = frames.PREFIX_BYTES
 _ROOT_SHIFT = tree_ids.ROOT_TASK_SHIFT
-_SMALL_UPDATE_BYTES = 8 * acking.SMALL_UPDATE_PAIRS  # packed uint64 roots of a small update
+_SMALL_UPDATE_BYTES = 8 * tree_ids.SMALL_UPDATE_PAIRS  # packed uint64 roots of a small update
 # A spout without topology.max.spout.pending gets its completed trees at most this often: each
 # TreesDone wakes the spout for a turn, and nothing waits on an uncapped spout's acks but its
 # own ack() calls. Capped spouts, and failed trees, get theirs at the end of the turn.
@@ -540,7 +540,7 @@ class StmgrCore:
         for roots, slot in ((acked, 0), (failed, 1)):
             if not roots:
                 continue
-            if len(roots) <= acking.SMALL_UPDATE_PAIRS:
+            if len(roots) <= tree_ids.SMALL_UPDATE_PAIRS:
                 by_task: dict[int, list[int]] = {}
                 for root in roots:
                     by_task.setdefault(root >> _ROOT_SHIFT, []).append(root)

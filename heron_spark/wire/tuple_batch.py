@@ -38,7 +38,7 @@ ROOTS_COLUMN = "__hs_roots"
 KEY_COLUMN = "__hs_key"
 _U64_TYPE = pa.uint64()
 _ROOT_FIELD = pa.field(ROOT_COLUMN, _U64_TYPE)
-_KEY_FIELD = pa.field(KEY_COLUMN, pa.uint64())
+_KEY_FIELD = pa.field(KEY_COLUMN, _U64_TYPE)
 EMPTY_COLUMN = "__hs_rows"  # placeholder so a stream with no fields still has a row count
 _NATIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
            bytes: pa.binary()}
