@@ -103,6 +103,20 @@ def test_tuple_batch_round_trips_python_values(values):
     assert [type(v) for v, _ in decoded] == [type(v) for v in values]
 
 
+@pytest.mark.parametrize("values", [
+    [1.5, -0.0, float("inf"), float("nan")], [0, -(2 ** 63), 2 ** 63 - 1], [7] * 1000, [2.5],
+])
+def test_int_and_float_columns_are_the_arrays_pa_array_builds(values):
+    """Columns of one numeric type without nulls skip pa.array; the result must not differ."""
+    built, serialized = tuple_batch.column_array(values)
+    assert serialized is False
+    expected = pa.array(values, type=built.type)
+    assert built.type == (pa.float64() if type(values[0]) is float else pa.int64())
+    assert built.null_count == 0
+    assert built.buffers()[1].to_pybytes() == expected.buffers()[1].to_pybytes()
+    assert built.validate(full=True) is None
+
+
 @pytest.mark.parametrize("one_each", [True, False])
 def test_encode_parts_by_layout_writes_each_frame_s_own_schema(one_each):
     """A tracked part encoded by its layout is byte for byte the part encoded by its schema."""

@@ -25,6 +25,7 @@ entry points share the rules:
 from __future__ import annotations
 
 import random
+from itertools import chain
 from typing import Sequence
 
 import numpy as np
@@ -34,7 +35,12 @@ from heron_spark.plan.view import PlanView
 from heron_spark.proto.topology_pb2 import GroupingType
 from heron_spark.wire import arrow_numpy, hashing, tuple_batch
 
-CHOSEN_PER_TUPLE = (GroupingType.DIRECT, GroupingType.CUSTOM)
+# The grouping types as plain ints: each ``GroupingType.X`` is a Python-level attribute lookup
+# on protobuf's enum wrapper, which the per-batch paths below would pay several times a call.
+_ALL, _LOWEST, _FIELDS, _DIRECT, _CUSTOM = (
+    GroupingType.ALL, GroupingType.LOWEST, GroupingType.FIELDS, GroupingType.DIRECT,
+    GroupingType.CUSTOM)
+CHOSEN_PER_TUPLE = (_DIRECT, _CUSTOM)
 _KEY_SLOTS_MAX = 1 << 16  # keys remembered per fields grouping (then forgotten at once)
 _FEW_KEYS = 8             # new keys hashed in plain Python; more take one NumPy pass
 SHUFFLE_SLICE_ROWS = 32   # shuffle slices batches of at least this many rows per task
@@ -93,21 +99,21 @@ class Target:
         self.key_indices = list(key_indices)
         self.chooser = chooser  # custom grouping: the user's CustomGrouping, prepared
         self.offset = random.randrange(max(1, len(self.task_list)))  # shuffle: next task first
-        self.received = np.zeros(len(self.task_list), dtype=np.int64)  # shuffle: rows per task
+        self.received = [0] * len(self.task_list)  # shuffle: rows per task
         self.key_slots = KeySlots(len(self.task_list)) \
-            if grouping == GroupingType.FIELDS and len(self.key_indices) == 1 else None
+            if grouping == _FIELDS and len(self.key_indices) == 1 else None
 
     def choose(self, values, direct_task: int | None) -> list[int]:
         """Return this subscription's destinations for one tuple of ``values``."""
-        if self.grouping == GroupingType.DIRECT:
+        if self.grouping == _DIRECT:
             return [direct_task] if direct_task in self.task_set else []
-        if self.grouping == GroupingType.CUSTOM:
+        if self.grouping == _CUSTOM:
             return list(self.chooser.choose_tasks(values))
-        if self.grouping == GroupingType.ALL:
+        if self.grouping == _ALL:
             return list(self.task_list)
-        if self.grouping == GroupingType.LOWEST:
+        if self.grouping == _LOWEST:
             return [self.task_list[0]]
-        if self.grouping == GroupingType.FIELDS:
+        if self.grouping == _FIELDS:
             digest = tuple_batch.key_hash(
                 [tuple_batch.canonical_keys([values[i]]) for i in self.key_indices])[0]
             return [self.task_list[int(digest % np.uint64(len(self.task_list)))]]
@@ -115,11 +121,11 @@ class Target:
 
     def partition(self, batch: pa.RecordBatch, selected: np.ndarray | None) -> dict:
         """Return {task: rows} for the rows ``selected`` (None: all) of ``batch``."""
-        if self.grouping == GroupingType.ALL:
+        if self.grouping == _ALL:
             return {task: selected for task in self.task_list}
-        if self.grouping == GroupingType.LOWEST:
+        if self.grouping == _LOWEST:
             return {self.task_list[0]: selected}
-        if self.grouping == GroupingType.FIELDS:
+        if self.grouping == _FIELDS:
             slot = self.batch_slots(batch)
             chosen = self.tasks[slot if selected is None else slot[selected]]
             rows = np.arange(batch.num_rows) if selected is None else selected
@@ -210,9 +216,9 @@ class Target:
         """
         k = len(self.task_list)
         if count < SHUFFLE_SLICE_ROWS * k:
-            order = (np.arange(k) + self.offset) % k  # ties go round, from a random start
-            index = int(order[np.argmin(self.received[order])])
-            self.received[index] += count
+            received = self.received  # ties go round, from a random start
+            index = min(chain(range(self.offset, k), range(self.offset)), key=received.__getitem__)
+            received[index] += count
             self.offset = (index + 1) % k
             return {self.task_list[index]: selected} if count else {}
         out: dict = {}
@@ -238,13 +244,13 @@ class StreamRouting:
         self.targets = targets
         self.per_tuple = [t for t in targets if t.grouping in CHOSEN_PER_TUPLE]
         self.batched = [t for t in targets if t.grouping not in CHOSEN_PER_TUPLE]
-        self.direct_tasks = frozenset(task for t in targets if t.grouping == GroupingType.DIRECT
+        self.direct_tasks = frozenset(task for t in targets if t.grouping == _DIRECT
                                       for task in t.task_list)
         # The one fields grouping that reorders a batch by destination (``partition`` with
         # nothing chosen per tuple): an emitter holding Python rows orders them itself before
         # it builds the batch (``row_slots``, ``slot_order``), instead of ``RecordBatch.take``.
         self.sorter = self.batched[0] if len(self.batched) == 1 \
-            and self.batched[0].grouping == GroupingType.FIELDS else None
+            and self.batched[0].grouping == _FIELDS else None
 
     def partition(self, batch: pa.RecordBatch, chosen: list | None = None,
                   routed: list | None = None) -> tuple[pa.RecordBatch, dict]:
@@ -351,7 +357,7 @@ def stream_routing(plan: PlanView, component: str, context=None) -> dict[str, St
         for bolt, sub in plan.logical.subscribers(component, name):
             tasks = plan.component_tasks[bolt]
             chooser = None
-            if sub.grouping == GroupingType.CUSTOM:
+            if sub.grouping == _CUSTOM:
                 from heron_spark import _pickling
 
                 assert sub.custom is not None  # the planner keeps the pickle of every CUSTOM input

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pickle
 import struct
+from array import array as _typed_array
 from typing import Sequence
 
 import numpy as np
@@ -43,6 +44,8 @@ EMPTY_COLUMN = "__hs_rows"  # placeholder so a stream with no fields still has a
 _NATIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
            bytes: pa.binary()}
 _NONE = type(None)
+# float and int columns without nulls: the array typecode of their Arrow type's values buffer
+_FIXED_WIDTH = {float: ("d", pa.float64()), int: ("q", pa.int64())}
 _ROOTS_TYPE = pa.list_(pa.uint64())
 _U32 = struct.Struct(">I")
 _SCHEMA_CACHE_MAX = 256
@@ -82,6 +85,16 @@ def column_array(values: Sequence, serializer=None) -> tuple[pa.Array, bool | by
     ``IHeronSerializer``, None: pickle), which leaves None values null.
     """
     kinds = set(map(type, values))
+    if len(kinds) == 1:
+        fixed = _FIXED_WIDTH.get(next(iter(kinds)))
+        if fixed is not None:  # no nulls: one C-level copy, without pa.array's probes
+            try:
+                data = _typed_array(fixed[0], values)
+            except OverflowError:
+                pass  # an int beyond int64: pa.array says so too, and it is pickled
+            else:
+                return pa.Array.from_buffers(fixed[1], len(values), [None, pa.py_buffer(data)]), \
+                    False
     kinds.discard(_NONE)
     if len(kinds) == 1:
         arrow_type = _NATIVE.get(next(iter(kinds)))
