@@ -105,16 +105,18 @@ def test_tuple_batch_round_trips_python_values(values):
 
 @pytest.mark.parametrize("values", [
     [1.5, -0.0, float("inf"), float("nan")], [0, -(2 ** 63), 2 ** 63 - 1], [7] * 1000, [2.5],
+    ["a", "", "héllo wörld", "\u65e5\u672c"], ["word"] * 32, [f"w{i}" for i in range(33)], [""],
 ])
-def test_int_and_float_columns_are_the_arrays_pa_array_builds(values):
-    """Columns of one numeric type without nulls skip pa.array; the result must not differ."""
+def test_columns_built_without_pa_array_are_the_arrays_it_builds(values):
+    """Numeric columns and small string columns without nulls skip pa.array: nothing differs."""
     built, serialized = tuple_batch.column_array(values)
+    expected = pa.array(values)
     assert serialized is False
-    expected = pa.array(values, type=built.type)
-    assert built.type == (pa.float64() if type(values[0]) is float else pa.int64())
-    assert built.null_count == 0
-    assert built.buffers()[1].to_pybytes() == expected.buffers()[1].to_pybytes()
+    assert built.type == expected.type
     assert built.validate(full=True) is None
+    assert built.null_count == 0
+    assert [b and b.to_pybytes() for b in built.buffers()[1:]] == \
+        [b and b.to_pybytes() for b in expected.buffers()[1:]]
 
 
 @pytest.mark.parametrize("one_each", [True, False])

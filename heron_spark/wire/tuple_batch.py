@@ -23,6 +23,7 @@ from __future__ import annotations
 import pickle
 import struct
 from array import array as _typed_array
+from itertools import accumulate
 from typing import Sequence
 
 import numpy as np
@@ -45,6 +46,9 @@ _NATIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool
            bytes: pa.binary()}
 _NONE = type(None)
 # float and int columns without nulls: the array typecode of their Arrow type's values buffer
+_SMALL_STRINGS = 32  # up to this many str values, _small_strings beats pa.array
+_STRING_TYPE = pa.string()
+_ZERO_OFFSET = [0]
 _FIXED_WIDTH = {float: ("d", pa.float64()), int: ("q", pa.int64())}
 _ROOTS_TYPE = pa.list_(pa.uint64())
 _U32 = struct.Struct(">I")
@@ -85,16 +89,17 @@ def column_array(values: Sequence, serializer=None) -> tuple[pa.Array, bool | by
     ``IHeronSerializer``, None: pickle), which leaves None values null.
     """
     kinds = set(map(type, values))
-    if len(kinds) == 1:
-        fixed = _FIXED_WIDTH.get(next(iter(kinds)))
-        if fixed is not None:  # no nulls: one C-level copy, without pa.array's probes
-            try:
-                data = _typed_array(fixed[0], values)
-            except OverflowError:
-                pass  # an int beyond int64: pa.array says so too, and it is pickled
-            else:
-                return pa.Array.from_buffers(fixed[1], len(values), [None, pa.py_buffer(data)]), \
-                    False
+    if len(kinds) == 1:  # one type, no None: the small and fixed-width shortcuts
+        kind = next(iter(kinds))
+        try:
+            fixed = _FIXED_WIDTH.get(kind)
+            if fixed is not None:  # one C-level copy, without pa.array's probes
+                return pa.Array.from_buffers(fixed[1], len(values), [
+                    None, pa.py_buffer(_typed_array(fixed[0], values))]), False
+            if kind is str and len(values) <= _SMALL_STRINGS:
+                return _small_strings(values), False
+        except (OverflowError, UnicodeEncodeError):
+            pass  # an int beyond int64, a lone surrogate: pa.array fails too, and it is pickled
     kinds.discard(_NONE)
     if len(kinds) == 1:
         arrow_type = _NATIVE.get(next(iter(kinds)))
@@ -111,6 +116,22 @@ def column_array(values: Sequence, serializer=None) -> tuple[pa.Array, bool | by
             register_serializer(serializer)
     return pa.array([pickle.dumps(v, protocol=pickle.HIGHEST_PROTOCOL) for v in values],
                     type=pa.binary()), True
+
+
+def _small_strings(values: Sequence[str]) -> pa.Array:
+    """Return a few ``str`` values (no None) as an Arrow string array, built from two buffers.
+
+    For a handful of values this is a third of ``pa.array``'s cost, whose fixed part (probes
+    for pandas, array protocols and an environment variable) dominates a small frame.
+    """
+    joined = "".join(values)
+    data = joined.encode()
+    lengths = map(len, values) if len(data) == len(joined) else \
+        (len(value.encode()) for value in values)  # not ASCII: lengths in UTF-8 bytes
+    offsets = _typed_array("i", _ZERO_OFFSET)
+    offsets.extend(accumulate(lengths))
+    return pa.Array.from_buffers(_STRING_TYPE, len(values),
+                                 [None, pa.py_buffer(offsets), pa.py_buffer(data)])
 
 
 def build(fields: Sequence[str], rows: Sequence[Sequence]) -> pa.RecordBatch:
