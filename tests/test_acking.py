@@ -8,6 +8,7 @@ line acked exactly once, and replays where a bolt failed or dropped tuples.
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import reliable_word_count as rwc
@@ -265,17 +266,18 @@ def _delivered_batch(buffer, first_root, count, stamp=50.0):
     keys = roots + np.uint64(1000)
     tuples = [HeronTuple(int(k), "c", "default", 1, (), stamp, (int(r),))
               for r, k in zip(roots, keys)]
-    buffer.delivered(tuples, roots, keys, stamp, ("c", "default"))
+    buffer.delivered(tuples, pa.array(roots), pa.array(keys), stamp, ("c", "default"))
     return tuples
 
 
+@pytest.mark.parametrize("sizes", [(3, 2), (40, 30)])  # taken through lists, through NumPy
 @pytest.mark.parametrize("order", ["as delivered", "reversed", "partly", "one failed"])
-def test_acks_of_delivered_batches_give_the_pairs_the_tuples_give(order):
+def test_acks_of_delivered_batches_give_the_pairs_the_tuples_give(order, sizes):
     """A bolt that acks exactly the tuples delivered since the last take, in order, has its
     (root, edge id) pairs taken from the batches' arrays; any other order, a missing ack or a
     fail takes the per-tuple path; every way gives the same pairs and tallies."""
     buffer = AckBuffer(only_input=("c", "default"))
-    tuples = _delivered_batch(buffer, 10, 3) + _delivered_batch(buffer, 20, 2)
+    tuples = _delivered_batch(buffer, 10, sizes[0]) + _delivered_batch(buffer, 200, sizes[1])
     acked = {"as delivered": tuples, "reversed": tuples[::-1], "partly": tuples[:4],
              "one failed": tuples[1:]}[order]
     for tup in acked:

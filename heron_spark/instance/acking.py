@@ -18,10 +18,12 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from heron_spark.api.tuple import HeronTuple
 from heron_spark.errors import TopologyValueError
-from heron_spark.wire.tree_ids import ROOT_SEQUENCE_MASK, ROOT_TASK_SHIFT, unpack
+from heron_spark.wire.arrow_numpy import numbers
+from heron_spark.wire.tree_ids import ROOT_SEQUENCE_MASK, ROOT_TASK_SHIFT, SMALL_UPDATE_PAIRS, unpack
 
 
 _EXPIRY_CHECK_SECS = 0.1
@@ -35,6 +37,19 @@ _born_of = itemgetter(1)   # SpoutTrees entry (message id, birth, stream)
 _stream_of = itemgetter(2)
 _NO_IDS = np.empty(0, dtype=np.uint64)  # read-only: shared by every empty answer
 _NO_IDS.flags.writeable = False
+
+
+def _joined_ids(columns: list, total: int) -> np.ndarray:
+    """Return uint64 id columns (Arrow arrays, ``total`` ids in all) as one NumPy array.
+
+    A few ids go through one list of ints: cheaper than a NumPy view per column and a join.
+    """
+    if total <= SMALL_UPDATE_PAIRS:
+        return np.array(list(chain.from_iterable(column.to_pylist() for column in columns)),
+                        dtype=np.uint64)
+    if len(columns) == 1:
+        return numbers(columns[0])
+    return np.concatenate([numbers(column) for column in columns])
 
 
 class StreamTally:
@@ -222,9 +237,9 @@ class AckBuffer:
         # True while every tuple this bolt received belongs to exactly one tree (the usual
         # case; the executor clears it for good at the first batch where that is not so).
         self.single_root = True
-        # Batches delivered to process() since the last take, in order: (tuples, root per
-        # tuple, edge id per tuple, arrival time, (component, stream)). When the bolt acked
-        # exactly these tuples, in order (the usual case), take uses these arrays.
+        # Batches delivered to process() since the last take, in order: (tuples, their root
+        # and edge-id columns (Arrow), arrival time, (component, stream)). When the bolt acked
+        # exactly these tuples, in order (the usual case), take uses these columns.
         self._delivered: list = []
 
     def __bool__(self) -> bool:
@@ -240,12 +255,12 @@ class AckBuffer:
         self.failed_arrays.append(roots)
         self.failed_count += rows
 
-    def delivered(self, tuples: list, roots: np.ndarray, keys: np.ndarray, stamp: float,
+    def delivered(self, tuples: list, roots: pa.Array, keys: pa.Array, stamp: float,
                   source: tuple[str, str]) -> None:
         """Note a batch of ``tuples`` handed to process(), each in the one tree ``roots[i]``.
 
-        ``keys``: their edge ids; ``stamp``: their ``creation_time``; ``source``: their
-        (component, stream).
+        ``roots``, ``keys``: the batch's uint64 root and edge-id columns; ``stamp``: their
+        ``creation_time``; ``source``: their (component, stream).
         """
         self._delivered.append((tuples, roots, keys, stamp, source))
 
@@ -271,10 +286,8 @@ class AckBuffer:
         now = time.time()
         for tuples, _, _, stamp, source in delivered:
             self.tally(source).add(len(tuples), (now - stamp) * len(tuples) * _NS, True)
-        if len(delivered) == 1:
-            return delivered[0][1], delivered[0][2]
-        return (np.concatenate([entry[1] for entry in delivered]),
-                np.concatenate([entry[2] for entry in delivered]))
+        return _joined_ids([entry[1] for entry in delivered], len(acked)), \
+            _joined_ids([entry[2] for entry in delivered], len(acked))
 
     def ack(self, tup) -> None:
         """Record ``tup`` (a ``HeronTuple``) as processed."""

@@ -11,6 +11,7 @@ import time
 from itertools import repeat
 
 import numpy as np
+import pyarrow as pa
 
 from heron_spark.api.batch import BatchBolt
 from heron_spark.api.bolt import Bolt
@@ -199,12 +200,14 @@ class BoltExecutor(TaskExecutor):
             process = self.hooks.executing(process)
         now = time.time()
         roots: list | None = None
-        flat: np.ndarray | None = None
+        root_column: pa.Array | None = None
         if self.reliable:
             root_index = batch.schema.get_field_index(tuple_batch.ROOT_COLUMN)
             if root_index >= 0:  # one tree per tuple, as usual
-                flat = arrow_numpy.numbers(batch.column(root_index))
-                roots = list(zip(flat.tolist()))
+                # Python ints straight from Arrow: NumPy arrays are made only if the acks need
+                # them (AckBuffer.take), once per turn for all the batches
+                root_column = batch.column(root_index)
+                roots = list(zip(root_column.to_pylist()))
             else:
                 roots = tuple_batch.row_roots(batch)
                 self.acks.single_root = False  # some tuples belong to no tree, or to several
@@ -216,16 +219,15 @@ class BoltExecutor(TaskExecutor):
                 process(tup)
         else:
             key_index = batch.schema.get_field_index(tuple_batch.KEY_COLUMN)  # by name: 1 us
-            keys = arrow_numpy.numbers(batch.column(
-                key_index if key_index >= 0 else tuple_batch.KEY_COLUMN))  # absent: KeyError
+            key_column = batch.column(key_index if key_index >= 0 else tuple_batch.KEY_COLUMN)
             tuples = map(_new_tuple, repeat(HeronTuple), zip(
-                keys.tolist(), repeat(component), repeat(stream), repeat(src), values,
+                key_column.to_pylist(), repeat(component), repeat(stream), repeat(src), values,
                 repeat(now), roots))
             if self.auto_ack:
                 self._process_auto_acked(tuples)
-            elif flat is not None:  # acked as delivered, they are acked by these arrays
+            elif root_column is not None:  # acked as delivered, they are acked by these columns
                 delivered = list(tuples)
-                self.acks.delivered(delivered, flat, keys, now, (component, stream))
+                self.acks.delivered(delivered, root_column, key_column, now, (component, stream))
                 for tup in delivered:
                     process(tup)
             else:
