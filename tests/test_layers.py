@@ -66,7 +66,7 @@ def test_the_wire_loads_an_unseen_serializer_through_the_registered_loader(monke
     from heron_spark.wire import tuple_batch
 
     writer = _Reversed()
-    batch = tuple_batch.decode(tuple_batch.encode_batch(tuple_batch.build_columns(
+    batch = tuple_batch.decode(tuple_batch.encode_batch(tuple_batch.build_rows(
         ["obj"], [({"a": 1},)], writer)[0]))
     monkeypatch.setattr(tuple_batch, "_SERIALIZERS", {})  # as in another process
     assert tuple_batch.rows(batch, 1) == [({"a": 1},)]

@@ -54,7 +54,7 @@ def test_a_custom_serializer_writes_the_columns_arrow_cannot_type():
     serializer = load_serializer({"topology.serializer.classname": "test_serializer.TaggedJson"})
     rows = [({"a": 1}, "x", 1), ([1, 2], "y", None), (None, "z", 3)]
     before = dict(CALLS)
-    encoded = tuple_batch.encode_batch(tuple_batch.build_columns(["obj", "s", "i"], rows,
+    encoded = tuple_batch.encode_batch(tuple_batch.build_rows(["obj", "s", "i"], rows,
                                                                  serializer)[0])
     batch = tuple_batch.decode(encoded)
     assert batch.schema.field(0).metadata == {tuple_batch.SERIALIZER_KEY:
@@ -66,7 +66,7 @@ def test_a_custom_serializer_writes_the_columns_arrow_cannot_type():
     assert CALLS["serialize"] - before["serialize"] == 2       # None stays null
     assert CALLS["deserialize"] - before["deserialize"] == 2
     # the default (no serializer) still pickles, flagged as before
-    pickled = tuple_batch.build_columns(["obj"], [({"a": 1},)])[0]
+    pickled = tuple_batch.build_rows(["obj"], [({"a": 1},)])[0]
     assert tuple_batch.is_pickled(pickled.schema.field(0))
 
 

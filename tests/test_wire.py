@@ -119,22 +119,26 @@ def test_columns_built_without_pa_array_are_the_arrays_it_builds(values):
         [b and b.to_pybytes() for b in expected.buffers()[1:]]
 
 
-@pytest.mark.parametrize("one_each", [True, False])
+@pytest.mark.parametrize("one_each", [True, False, None])
 def test_encode_parts_by_layout_writes_each_frame_s_own_schema(one_each):
-    """A tracked part encoded by its layout is byte for byte the part encoded by its schema."""
-    base = tuple_batch.build(("word", "n"), [("a", 1), ("b", 2), ("c", 3)])
-    counts = np.ones(3, dtype=np.int32) if one_each else np.array([1, 2, 0], dtype=np.int32)
+    """A part encoded by its layout is byte for byte the part encoded by its own schema.
+
+    ``one_each`` None: an untracked part (no acking columns).
+    """
+    counts = np.ones(3, dtype=np.int32) if one_each is not False \
+        else np.array([1, 2, 0], dtype=np.int32)
     flat = np.arange(10, 10 + int(counts.sum()), dtype=np.uint64)
-    layout = (base.schema, one_each)
     for keys in ([4, 5, 6], [7, 8, 9]):  # the second hits the layout's cached schema
-        part = tuple_batch.with_keys(tuple_batch.with_roots(base, flat, counts, one_each),
-                                     np.array(keys, dtype=np.uint64))
-        by_layout = tuple_batch.encode_parts(part, layout)
+        base, schema = tuple_batch.build_rows(("word", "n"), [("a", 1), ("b", 2), ("c", keys[0])])
+        assert base.schema is not schema and base.schema.equals(schema)
+        part = base if one_each is None else tuple_batch.with_keys(
+            tuple_batch.with_roots(base, flat, counts, one_each), np.array(keys, dtype=np.uint64))
+        by_layout = tuple_batch.encode_parts(part, (schema, one_each))
         assert by_layout[0] == tuple_batch.encode_parts(part)[0]
         decoded = tuple_batch.decode(b"".join([by_layout[0], by_layout[1].to_pybytes()]))
         assert decoded.equals(part)
-        assert tuple_batch.row_roots(decoded) == ([(10,), (11,), (12,)] if one_each
-                                                  else [(10,), (11, 12), ()])
+        assert tuple_batch.row_roots(decoded) == {
+            True: [(10,), (11,), (12,)], False: [(10,), (11, 12), ()], None: None}[one_each]
 
 
 def test_key_hash_is_the_same_whatever_the_column_type():

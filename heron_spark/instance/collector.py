@@ -390,10 +390,10 @@ class OutputCollector:
                         roots = [roots[i] for i in pick]  # type: ignore[index]
                         packed = (np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
                                   packed[1][order])
-        batch = tuple_batch.build_columns(out.fields, rows, self.serializer)[0]
+        batch, schema = tuple_batch.build_rows(out.fields, rows, self.serializer)
         # A spout's per-tuple rows each open a tree of their own: their roots are distinct.
         self._send_batch(out, batch, dests, routed, packed, gathered, parts,
-                         one_each, one_each and self._is_spout)
+                         one_each, one_each and self._is_spout, schema)
 
     def _flush_batches(self, out: _StreamOut, gathered: tuple | None = None) -> None:
         """Send the stream's waiting small batches, joined into one where their columns agree."""
@@ -411,19 +411,22 @@ class OutputCollector:
 
     def _send_batch(self, out: _StreamOut, batch: pa.RecordBatch, dests, routed, roots,
                     gathered: tuple | None = None, parts: dict | None = None,
-                    one_each: bool | None = None, distinct: bool = False) -> None:
+                    one_each: bool | None = None, distinct: bool = False,
+                    schema: pa.Schema | None = None) -> None:
         """Partition ``batch`` and send its parts (``parts``: given when ordered already).
 
         ``one_each``: whether every row is in exactly one tree (None: find out); ``distinct``:
-        besides, no two rows share a tree (a spout's per-tuple emits).
+        besides, no two rows share a tree (a spout's per-tuple emits); ``schema``: the one
+        object for ``batch``'s schema (``tuple_batch.build_rows``), if known.
         """
         count = batch.num_rows
         out.emitted += count
-        layout = None
+        # each part's schema, for encode_parts (None: serialized for each frame)
+        layout: tuple[pa.Schema, bool | None] | None = None if schema is None else (schema, None)
         if roots is not None:  # the roots column goes first: partitioning may reorder rows
             if one_each is None:
                 one_each = tuple_batch.one_root_each(*roots)
-            layout = (batch.schema, bool(one_each))  # each part's schema, for encode_parts
+            layout = (batch.schema if schema is None else schema, bool(one_each))
             batch = tuple_batch.with_roots(batch, roots[0], roots[1], one_each)
         if parts is None:
             rooted = batch
@@ -435,11 +438,11 @@ class OutputCollector:
             for task, rows in parts.items():
                 if rows is None:  # all and lowest groupings: encode once for every task
                     if encoded_whole is None:
-                        encoded_whole = tuple_batch.encode_parts(batch)
+                        encoded_whole = tuple_batch.encode_parts(batch, layout)
                     payload, size = encoded_whole, count
                 else:
                     part = grouping.take(batch, rows)
-                    payload, size = tuple_batch.encode_parts(part), part.num_rows
+                    payload, size = tuple_batch.encode_parts(part, layout), part.num_rows
                 self.sent += size
                 self._send(frames.data_frame_parts(frames.TUPLES, task_id, task, size, stream,
                                                    payload))

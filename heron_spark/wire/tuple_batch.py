@@ -55,9 +55,9 @@ _U32 = struct.Struct(">I")
 _SCHEMA_CACHE_MAX = 256
 _SCHEMAS: dict[bytes, pa.Schema] = {}  # schema message -> schema (decoding side)
 _BUILT_SCHEMAS: dict[tuple, pa.Schema] = {}  # (fields, column kinds) -> schema (building side)
-# id(schema), or (id(schema), one_each) for a layout (``encode_parts``) -> (that schema, the
-# framed IPC message of the batch's schema)
-_SCHEMA_BYTES: dict[int | tuple[int, bool], tuple] = {}
+# (id(schema), roots) of a layout (``encode_parts``) -> (that schema, the framed IPC message of
+# its batches' schema)
+_SCHEMA_BYTES: dict[tuple[int, bool | None], tuple] = {}
 _EMPTY_SCHEMA = pa.schema([pa.field(EMPTY_COLUMN, pa.null())])
 
 
@@ -136,23 +136,24 @@ def _small_strings(values: Sequence[str]) -> pa.Array:
 
 def build(fields: Sequence[str], rows: Sequence[Sequence]) -> pa.RecordBatch:
     """Return ``rows`` (each a sequence of values in field order) as one record batch."""
-    return build_columns(fields, rows)[0]
+    return build_rows(fields, rows)[0]
 
 
-def build_columns(fields: Sequence[str], rows: Sequence[Sequence],
-                  serializer=None) -> tuple[pa.RecordBatch, list]:
-    """Return what ``build`` returns, plus each column's Python values (lists).
+def build_rows(fields: Sequence[str], rows: Sequence[Sequence],
+               serializer=None) -> tuple[pa.RecordBatch, pa.Schema]:
+    """Return what ``build`` returns, and its schema as one object per layout.
 
+    ``batch.schema`` is a new object at every access; the second is the same object for every
+    batch of these fields and column types, which ``encode_parts`` caches its bytes by.
     ``serializer``: the topology's ``IHeronSerializer`` for values Arrow cannot type (None:
     pickle).
     """
     if not fields:
-        return pa.RecordBatch.from_arrays([pa.nulls(len(rows))], schema=_EMPTY_SCHEMA), []
-    arrays, kinds, columns = [], [], []
+        return pa.RecordBatch.from_arrays([pa.nulls(len(rows))], schema=_EMPTY_SCHEMA), \
+            _EMPTY_SCHEMA
+    arrays, kinds = [], []
     for i in range(len(fields)):
-        column = [row[i] for row in rows]
-        array, pickled = column_array(column, serializer)
-        columns.append(column)
+        array, pickled = column_array([row[i] for row in rows], serializer)
         arrays.append(array)
         kinds.append((array.type, pickled))
     key = (tuple(fields), tuple(kinds))
@@ -163,7 +164,7 @@ def build_columns(fields: Sequence[str], rows: Sequence[Sequence],
         schema = _BUILT_SCHEMAS[key] = pa.schema(
             [pa.field(name, arrow_type, metadata=_field_meta(pickled))
              for name, (arrow_type, pickled) in zip(fields, kinds)])
-    return pa.RecordBatch.from_arrays(arrays, schema=schema), columns
+    return pa.RecordBatch.from_arrays(arrays, schema=schema), schema
 
 
 def _field_meta(pickled: bool | bytes) -> dict | None:
@@ -225,17 +226,21 @@ def encode_batch(batch: pa.RecordBatch) -> bytes:
     return b"".join(encode_parts(batch))
 
 
-def encode_parts(batch: pa.RecordBatch, layout: tuple[pa.Schema, bool] | None = None
+def encode_parts(batch: pa.RecordBatch, layout: tuple[pa.Schema, bool | None] | None = None
                  ) -> tuple[bytes, pa.Buffer]:
     """Return ``encode_batch`` as two buffers: the framed schema, the record batch message.
 
-    They serve scatter-gather writes that copy neither. ``layout``: ``(schema, one_each)``
-    when ``batch`` is a batch of that schema given ``with_roots(..., one_each)`` and then
-    ``with_keys``, whose schema objects are new each time: its schema is then serialized once
-    per layout, not once per frame.
+    They serve scatter-gather writes that copy neither. ``layout``: ``(schema, roots)`` when
+    ``schema`` (the one object ``build_rows`` gives) is ``batch``'s fields, and ``roots`` says
+    which acking columns follow them: None (none), else ``with_roots``'s ``one_each`` (then
+    ``with_keys``). The framed schema is then made once per layout, not once per frame:
+    ``batch.schema`` is a new object each time, so without a layout it is serialized again.
     """
-    schema = batch.schema if layout is None else layout[0]
-    key = id(schema) if layout is None else (id(schema), layout[1])
+    if layout is None:
+        message = batch.schema.serialize().to_pybytes()
+        return _U32.pack(len(message)) + message, batch.serialize()
+    schema = layout[0]
+    key = (id(schema), layout[1])
     cached = _SCHEMA_BYTES.get(key)
     if cached is None or cached[0] is not schema:
         if len(_SCHEMA_BYTES) >= _SCHEMA_CACHE_MAX:
