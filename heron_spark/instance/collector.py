@@ -311,7 +311,11 @@ class OutputCollector:
     @property
     def buffered(self) -> int:
         """Tuples waiting in the buffers, all streams."""
-        return sum(len(out.rows) + out.batch_rows for out in self._outs)
+        outs = self._outs
+        if len(outs) == 1:  # the usual: read many times a turn (a spout's slice, its gate)
+            out = outs[0]
+            return len(out.rows) + out.batch_rows
+        return sum(len(out.rows) + out.batch_rows for out in outs)
 
     def flush_all(self, acks: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         """Send every buffered tuple now.
@@ -337,8 +341,9 @@ class OutputCollector:
         edge_roots, edge_values, frames_out = gathered
         roots, values = tree_ids.xor_runs_packed(edge_roots, edge_values)
         if roots:
-            self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(edges=stmgr_pb2.XorBatch(
-                roots=roots, values=values))))
+            message = stmgr_pb2.InstanceToStmgr()
+            message.edges.roots, message.edges.values = roots, values
+            self._send(frames.control_frame(message))
         for frame in frames_out:
             self._send(frame)
 
@@ -476,12 +481,19 @@ class OutputCollector:
             roots_out, values_out = tree_ids.pack(edge_roots[0]), tree_ids.pack(edge_values[0])
         else:
             roots_out, values_out = tree_ids.xor_runs_packed(edge_roots, edge_values)
-        edges = stmgr_pb2.XorBatch(roots=roots_out, values=values_out)
+        # Sub-messages are filled in place: nested constructors copy each one (twice as slow).
+        message = stmgr_pb2.InstanceToStmgr()
         if self._is_spout:  # the edges of new trees: announced before the copies leave
-            opened = stmgr_pb2.TreesOpened(roots=tree_ids.pack(
-                roots[0] if distinct else tree_ids.distinct_runs(roots[0])), edges=edges)
-            self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(opened=opened)))
+            opened = message.opened
+            opened.roots = tree_ids.pack(
+                roots[0] if distinct else tree_ids.distinct_runs(roots[0]))
+            edges = opened.edges
         elif edge_roots:
-            self._send(frames.control_frame(stmgr_pb2.InstanceToStmgr(edges=edges)))
+            edges = message.edges
+        else:
+            edges = None
+        if edges is not None:
+            edges.roots, edges.values = roots_out, values_out
+            self._send(frames.control_frame(message))
         for frame in frames_out:
             self._send(frame)
