@@ -9,7 +9,7 @@ import numpy as np
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 from heron_spark.config import SystemConfig
-from heron_spark.instance.bolt_executor import ACK_HOLD_SECS, BoltExecutor
+from heron_spark.instance.bolt_executor import ACK_HOLD_SECS, ACKS_HELD_MAX, BoltExecutor
 from heron_spark.instance.spout_executor import SpoutExecutor
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
@@ -204,3 +204,22 @@ def test_acks_alone_leave_once_per_hold_when_no_spout_is_capped_else_once_per_li
         bolt.turn(clock())
         assert _kinds(sent)[0] == "edges"
         assert bolt.acks.acked_count == 3
+
+
+def test_held_acks_leave_early_once_acks_held_max_tuples_wait():
+    """Uncapped, acks alone wait for the hold, unless ACKS_HELD_MAX acked tuples are held."""
+    view = _view(reliable=True, acker=True, **{"topology.max.spout.pending": None})
+    bolt, sent, clock = _executor(BoltExecutor, view, "acker")
+    _deliver_rooted(bolt, view, [0], 1)
+    bolt.turn(clock())  # the first ack leaves at once: the hold starts now
+    sent.clear()
+    clock.now += 0.0005
+    _deliver_rooted(bolt, view, list(range(ACKS_HELD_MAX - 1)), 10)
+    bolt.turn(clock())
+    assert sent == []  # one short of the limit: held
+    clock.now += 0.0005
+    _deliver_rooted(bolt, view, [7], 5000)
+    bolt.turn(clock())  # the limit reached, well inside the hold
+    assert _kinds(sent)[0] == "edges"
+    assert bolt.acks.acked_count == ACKS_HELD_MAX + 1 and not bolt.acks
+

@@ -28,6 +28,9 @@ _data_head = frames.DATA_HEAD.unpack_from
 _PREFIX_BYTES = frames.PREFIX_BYTES
 _PROGRESS_SECS = 0.01    # a bolt reports its progress at most this often
 ACK_HOLD_SECS = 0.005    # acks alone, no spout capped: they leave at most this often
+# ... or once this many acked tuples wait: each is held (and its memory kept from the cache)
+# until its ack leaves, and a frame of this many acks costs the stmgr little more than one
+ACKS_HELD_MAX = 1024
 _clock_ns = time.perf_counter_ns  # latency metrics: one read before and one after each batch
 
 
@@ -304,7 +307,8 @@ class BoltExecutor(TaskExecutor):
             self.acks.forget_delivered()  # none acked this turn: they are acked one by one
             self.collector.flush_all()
             return
-        if not force and now < self._acks_due and not self.collector.buffered:
+        if not force and now < self._acks_due and not self.collector.buffered \
+                and len(self.acks.acked) < ACKS_HELD_MAX:
             return  # acks alone: they wait (_ack_secs), with any later emits and acks
         self._acks_due = now + self._ack_secs
         roots, edge_ids, failed = self.acks.take()
