@@ -431,7 +431,8 @@ class OutputCollector:
         if roots is not None:  # the roots column goes first: partitioning may reorder rows
             if one_each is None:
                 one_each = tuple_batch.one_root_each(*roots)
-            layout = (batch.schema if schema is None else schema, bool(one_each))
+            if schema is not None:
+                layout = (schema, bool(one_each))
             batch = tuple_batch.with_roots(batch, roots[0], roots[1], one_each)
         if parts is None:
             rooted = batch

@@ -45,11 +45,11 @@ EMPTY_COLUMN = "__hs_rows"  # placeholder so a stream with no fields still has a
 _NATIVE = {str: pa.string(), int: pa.int64(), float: pa.float64(), bool: pa.bool_(),
            bytes: pa.binary()}
 _NONE = type(None)
-# float and int columns without nulls: the array typecode of their Arrow type's values buffer
 _SMALL_STRINGS = 32  # up to this many str values, _small_strings beats pa.array
-_STRING_TYPE = pa.string()
+_STRING_TYPE = _NATIVE[str]
 _ZERO_OFFSET = [0]
-_FIXED_WIDTH = {float: ("d", pa.float64()), int: ("q", pa.int64())}
+# float and int columns without nulls: the array typecode of their Arrow type's values buffer
+_FIXED_WIDTH = {float: ("d", _NATIVE[float]), int: ("q", _NATIVE[int])}
 _ROOTS_TYPE = pa.list_(pa.uint64())
 _U32 = struct.Struct(">I")
 _SCHEMA_CACHE_MAX = 256
