@@ -161,9 +161,10 @@ class Pairs(Spout):
 
 @pytest.mark.parametrize("fields", [("k",), ("k", "j")])
 def test_rows_ordered_before_their_batch_is_built_go_where_the_batch_would_send_them(fields):
-    """An emitter holding Python rows orders them by task (``row_slots``, ``slot_order``):
-    each key reaches the task the Arrow batch's hash and the per-tuple choice name, whatever
-    its type (1, 1.0 and True are three keys), and each task's rows keep their order."""
+    """An emitter holding Python rows orders them by task (``row_order``: plain Python for a
+    few rows, ``row_slots`` and ``slot_order`` for many): each key reaches the task the Arrow
+    batch's hash and the per-tuple choice name, whatever its type (1, 1.0 and True are three
+    keys), and each task's rows keep their order; both ways give the same order and slices."""
     builder = TopologyBuilder("f")
     spout = builder.add_spout("s", Pairs, par=1)
     builder.add_bolt("fields", B, par=3, inputs={spout: Grouping.fields(*fields)})
@@ -171,9 +172,16 @@ def test_rows_ordered_before_their_batch_is_built_go_where_the_batch_would_send_
     target = grouping.stream_routing(view, "s")["default"].sorter
     keys = ["a", "b", 1, 1.0, True, None, b"x", "\ud800", 2 ** 70, *[f"w{i}" for i in range(3000)]]
     rows = [(key, str(i % 5), i) for i, key in enumerate(keys)]
-    for chunk in (rows[:9], rows[:12], rows):  # few rows, mixed types, more than a dictionary's
-        order, parts = target.slot_order(target.row_slots(chunk))
-        ordered = chunk if order is None else [chunk[i] for i in order.tolist()]
+    single = [row for row in rows if target.choose(row, None) == target.choose(rows[0], None)]
+    # few rows, mixed types, one task only, the most and one more than plain Python orders,
+    # more than a dictionary's
+    for chunk in (rows[:9], rows[:12], single[:5], rows[:256], rows[:257], rows):
+        order, parts = target.row_order(chunk)
+        numpy_order, numpy_parts = target.slot_order(target.row_slots(chunk))
+        assert order == (None if numpy_order is None else numpy_order.tolist())
+        assert parts == numpy_parts
+        ordered = chunk if order is None else [chunk[i] for i in order]
+        position = {row[2]: at for at, row in enumerate(chunk)}
         batch = tuple_batch.build(["k", "j", "v"], chunk)
         arrow_slots = tuple_batch.key_hash(tuple_batch.key_columns(
             batch, target.key_indices)) % np.uint64(3)
@@ -182,7 +190,7 @@ def test_rows_ordered_before_their_batch_is_built_go_where_the_batch_would_send_
             assert [v for *_, v in got] == sorted(v for *_, v in got)
             for row in got:
                 assert [task] == target.choose(row, None)
-                assert target.task_list[int(arrow_slots[row[2]])] == task
+                assert target.task_list[int(arrow_slots[position[row[2]]])] == task
 
 
 def _batches_of_every_key_layout(rows):

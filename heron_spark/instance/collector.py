@@ -372,6 +372,13 @@ class OutputCollector:
         rows, dests, routed, roots = out.rows, out.dests, out.routed, out.roots
         out.rows, out.dests, out.routed, out.roots = [], None, None, None
         parts = None
+        sorter = out.routing.sorter
+        if sorter is not None and dests is None:  # fields grouping: rows ordered by task here
+            order, parts = sorter.row_order(rows)
+            if order is not None:
+                rows = [rows[i] for i in order]
+                if roots is not None:
+                    roots = [roots[i] for i in order]
         packed = None
         one_each = False
         if roots is not None:
@@ -382,19 +389,6 @@ class OutputCollector:
                       _ONES[:count] if count <= _ONES.size else np.ones(count, dtype=np.int32)) \
                 if one_each else (np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
                                   np.fromiter(map(len, roots), dtype=np.int32, count=count))
-        sorter = out.routing.sorter
-        if sorter is not None and dests is None:  # fields grouping: rows ordered by task here
-            order, parts = sorter.slot_order(sorter.row_slots(rows))
-            if order is not None:
-                pick = order.tolist()
-                rows = [rows[i] for i in pick]
-                if packed is not None:
-                    if one_each:
-                        packed = (packed[0][order], packed[1])
-                    else:
-                        roots = [roots[i] for i in pick]  # type: ignore[index]
-                        packed = (np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
-                                  packed[1][order])
         batch, schema = tuple_batch.build_rows(out.fields, rows, self.serializer)
         # A spout's per-tuple rows each open a tree of their own: their roots are distinct.
         self._send_batch(out, batch, dests, routed, packed, gathered, parts,
