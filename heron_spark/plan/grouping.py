@@ -176,11 +176,7 @@ class Target:
         Python values before any Arrow batch exists, and without ``pyarrow.compute``.
         """
         if self.key_slots is not None:
-            index = self.key_indices[0]
-            keys = [row[index] for row in rows]
-            if set(map(type, keys)) != _STR_ONLY:  # remembered by text: 1, 1.0, True differ
-                keys = [key if type(key) is str else str(key) for key in keys]
-            return self.key_slots.slots(keys)
+            return self.key_slots.slots(self._row_keys(rows))
         digest = tuple_batch.key_hash(
             [tuple_batch.canonical_keys([row[i] for row in rows]) for i in self.key_indices],
             dedupe=False)
@@ -196,11 +192,7 @@ class Target:
         if self.key_slots is None or len(rows) > _ROW_ORDER_PYTHON_MAX:
             arranged, by_task = self.slot_order(self.row_slots(rows))
             return (None if arranged is None else arranged.tolist()), by_task
-        index = self.key_indices[0]
-        keys = [row[index] for row in rows]
-        if set(map(type, keys)) != _STR_ONLY:  # remembered by text, as row_slots does
-            keys = [key if type(key) is str else str(key) for key in keys]
-        slots = self.key_slots.slot_list(keys)
+        slots = self.key_slots.slot_list(self._row_keys(rows))
         tasks = self.task_list
         if len(set(slots)) == 1:
             return None, {tasks[slots[0]]: None}
@@ -208,15 +200,15 @@ class Target:
         deposit = [bucket.append for bucket in buckets]
         for row, slot in enumerate(slots):
             deposit[slot](row)
-        order: list[int] = []
-        parts: dict = {}
-        start = 0
-        for task, bucket in zip(tasks, buckets):
-            if bucket:
-                order += bucket
-                parts[task] = slice(start, start + len(bucket))
-                start += len(bucket)
-        return order, parts
+        return list(chain.from_iterable(buckets)), _task_slices(zip(tasks, map(len, buckets)))
+
+    def _row_keys(self, rows: Sequence[Sequence]) -> list:
+        """Return the key of each of ``rows`` (one-field grouping) as ``KeySlots`` knows it."""
+        index = self.key_indices[0]
+        keys = [row[index] for row in rows]
+        if set(map(type, keys)) != _STR_ONLY:  # remembered by text: 1, 1.0, True differ
+            keys = [key if type(key) is str else str(key) for key in keys]
+        return keys
 
     def slot_order(self, slot: np.ndarray) -> tuple[np.ndarray | None, dict]:
         """Return the row order that groups rows by ``slot``, stably, and each task's slice.
@@ -239,11 +231,7 @@ class Target:
                 order = np.concatenate([np.flatnonzero(slot == i) for i in used])
             else:
                 order = np.argsort(slot, kind="stable")
-        parts, start = {}, 0
-        for i in used:
-            parts[self.task_list[i]] = slice(start, start + counts[i])
-            start += counts[i]
-        return order, parts
+        return order, _task_slices((self.task_list[i], counts[i]) for i in used)
 
     def _shuffle(self, count: int, selected: np.ndarray | None) -> dict:
         """Shuffle grouping of a whole batch.
@@ -327,6 +315,19 @@ class StreamRouting:
             else:
                 parts[task] = np.union1d(as_indices(parts[task], rows), more)  # sorted
         return batch, parts
+
+
+def _task_slices(sizes) -> dict:
+    """Return each task's slice of rows ordered by task, from (task, row count) pairs in order.
+
+    Tasks with no rows get none.
+    """
+    parts, start = {}, 0
+    for task, size in sizes:
+        if size:
+            parts[task] = slice(start, start + size)
+            start += size
+    return parts
 
 
 def task_slots(digest: np.ndarray, count: int) -> np.ndarray:
