@@ -112,6 +112,30 @@ def test_concurrent_committers_get_distinct_contiguous_batches(tmp_path):
     assert not [p for p in (tmp_path / "_spark_metadata").iterdir() if p.name.endswith(".tmp")]
 
 
+def test_a_log_folder_created_while_it_is_listed_reads_as_nothing_committed(tmp_path):
+    """A reader polls a sink whose first writer creates ``_spark_metadata`` meanwhile: pyarrow
+    raises FileNotFoundError when the folder appears between its listing and its existence
+    check (allow_not_found or not); ``names`` reads that as the empty log it listed."""
+    log = CommitLog.open(str(tmp_path / "out"))
+    (tmp_path / "out").mkdir()
+    folder = tmp_path / "out" / "_spark_metadata"
+    stop = threading.Event()
+
+    def create_and_remove():
+        while not stop.is_set():
+            folder.mkdir(exist_ok=True)
+            folder.rmdir()
+
+    writer = threading.Thread(target=create_and_remove)
+    writer.start()
+    try:
+        listings = [log.names() for _ in range(10_000)]
+    finally:
+        stop.set()
+        writer.join()
+    assert listings == [[]] * 10_000
+
+
 def test_uri_of_a_partition_folder_is_escaped(tmp_path):
     log = CommitLog.open(str(tmp_path))
     assert log.uri("/data/word=a b/p.parquet") == "file:///data/word=a%20b/p.parquet"

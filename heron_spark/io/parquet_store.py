@@ -84,7 +84,13 @@ class CommitLog:
         """Return the names of the batch files present."""
         import pyarrow.fs as pafs
 
-        infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(self.dir, allow_not_found=True))
+        except FileNotFoundError:
+            # pyarrow lists, and only when that fails looks whether the folder exists: a folder
+            # a sink creates in between raises despite allow_not_found. It was not there when
+            # listed, so nothing was committed then.
+            return []
         return [i.base_name for i in infos if i.type == pafs.FileType.File
                 and parquet_log.batch_id_of(i.base_name) is not None]
 
