@@ -35,6 +35,11 @@ SCRIPT = textwrap.dedent(r"""
     spark = builder.getOrCreate()
     try:
         jvm_bridge.set_gauge(spark, "topology.tuples_processed", 42.0)
+        # many in one call, NaN included (json's NaN token)
+        assert jvm_bridge.set_gauges(spark, {"topology.a.b": 7, "topology.a.mean": float("nan")}) == 2
+        values = dict(spark.sparkContext._jvm.org.heronspark.bridge.HeronBridgePlugin.gauges())
+        assert values["topology.a.b"] == 7.0, values
+        assert values["topology.a.mean"] != values["topology.a.mean"], values  # NaN
 
         def boom(x):
             raise RuntimeError("heron_spark bridge test failure")

@@ -70,7 +70,11 @@ def _dispatch_events(spark) -> None:
 
 
 def copy(spark, tmaster: TMaster) -> None:
-    """Set one Spark gauge per metric of each component (``<topology>.<component>.<metric>``)."""
-    for component, values in tmaster.metrics_by_component().items():
-        for metric, value in values.items():
-            jvm_bridge.set_gauge(spark, f"{tmaster.name}.{component}.{metric.strip('_')}", value)
+    """Set one Spark gauge per metric of each component (``<topology>.<component>.<metric>``).
+
+    All of them in one call to the JVM.
+    """
+    jvm_bridge.set_gauges(spark, {
+        f"{tmaster.name}.{component}.{metric.strip('_')}": value
+        for component, values in tmaster.metrics_by_component().items()
+        for metric, value in values.items()})

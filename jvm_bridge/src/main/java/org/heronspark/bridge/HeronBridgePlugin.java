@@ -1,10 +1,14 @@
 package org.heronspark.bridge;
 
+import java.io.IOException;
 import java.util.Collections;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 import com.codahale.metrics.Gauge;
+import com.fasterxml.jackson.core.json.JsonReadFeature;
+import com.fasterxml.jackson.core.type.TypeReference;
+import com.fasterxml.jackson.databind.json.JsonMapper;
 import com.codahale.metrics.MetricRegistry;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
@@ -17,7 +21,9 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * Spark's sinks send metrics (e.g. {@code /metrics/prometheus} with the PrometheusServlet sink)
  * under {@code <app>.driver.plugin.org.heronspark.bridge.HeronBridgePlugin.<name>}.
  *
- * <p>Installed with {@code spark.plugins}. Python sets values with {@link #setGauge}; the gauge
+ * <p>Installed with {@code spark.plugins}. Python sets values with {@link #setGauges} (all of a
+ * metrics interval's values in one call: each py4j call is a round trip to this JVM) or
+ * {@link #setGauge}; the gauge
  * for a name is registered the first time that name is set, since the topology's metric names
  * are only known once it runs.
  */
@@ -28,12 +34,27 @@ public class HeronBridgePlugin implements SparkPlugin {
 
   private static final Map<String, Double> VALUES = new ConcurrentHashMap<>();
   private static MetricRegistry registry; // guarded by HeronBridgePlugin.class
+  // Python's json writes NaN and Infinity for such floats; a metric may be either.
+  private static final JsonMapper JSON =
+      JsonMapper.builder().enable(JsonReadFeature.ALLOW_NON_NUMERIC_NUMBERS).build();
+  private static final TypeReference<Map<String, Double>> NAMES_TO_VALUES =
+      new TypeReference<Map<String, Double>>() {};
 
   /** Sets (and on first use registers) the gauge {@code name}; callable before Spark starts. */
   public static void setGauge(String name, double value) {
     if (VALUES.put(name, value) == null) {
       register(name);
     }
+  }
+
+  /**
+   * Sets every gauge of {@code json}, an object of names to numbers; returns how many. One call
+   * for all of a metrics interval's values.
+   */
+  public static int setGauges(String json) throws IOException {
+    Map<String, Double> values = JSON.readValue(json, NAMES_TO_VALUES);
+    values.forEach(HeronBridgePlugin::setGauge);
+    return values.size();
   }
 
   /** The current value of every gauge, for checks from Python. */
