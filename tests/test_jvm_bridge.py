@@ -34,9 +34,9 @@ SCRIPT = textwrap.dedent(r"""
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     try:
-        jvm_bridge.set_gauge(spark, "topology.tuples_processed", 42.0)
         # many in one call, NaN included (json's NaN token)
-        assert jvm_bridge.set_gauges(spark, {"topology.a.b": 7, "topology.a.mean": float("nan")}) == 2
+        assert jvm_bridge.set_gauges(spark, {"topology.tuples_processed": 42.0, "topology.a.b": 7,
+                                             "topology.a.mean": float("nan")}) == 3
         values = dict(spark.sparkContext._jvm.org.heronspark.bridge.HeronBridgePlugin.gauges())
         assert values["topology.a.b"] == 7.0, values
         assert values["topology.a.mean"] != values["topology.a.mean"], values  # NaN

@@ -6,10 +6,10 @@ import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 
 import com.codahale.metrics.Gauge;
+import com.codahale.metrics.MetricRegistry;
 import com.fasterxml.jackson.core.json.JsonReadFeature;
 import com.fasterxml.jackson.core.type.TypeReference;
 import com.fasterxml.jackson.databind.json.JsonMapper;
-import com.codahale.metrics.MetricRegistry;
 import org.apache.spark.SparkContext;
 import org.apache.spark.api.plugin.DriverPlugin;
 import org.apache.spark.api.plugin.ExecutorPlugin;
@@ -22,8 +22,7 @@ import org.apache.spark.api.plugin.SparkPlugin;
  * under {@code <app>.driver.plugin.org.heronspark.bridge.HeronBridgePlugin.<name>}.
  *
  * <p>Installed with {@code spark.plugins}. Python sets values with {@link #setGauges} (all of a
- * metrics interval's values in one call: each py4j call is a round trip to this JVM) or
- * {@link #setGauge}; the gauge
+ * metrics interval's values in one call: each py4j call is a round trip to this JVM); the gauge
  * for a name is registered the first time that name is set, since the topology's metric names
  * are only known once it runs.
  */
