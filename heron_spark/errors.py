@@ -63,8 +63,9 @@ class ComponentClassError(HeronSparkError, ImportError):
     """A component's class path cannot be imported where its task runs, or names no component.
 
     ``component`` is the component, ``path`` its ``"package.module.Class"``, ``python`` the
-    interpreter that tried (``sys.executable``), ``sys_path`` its ``sys.path`` and ``missing``
-    the module that did not import (None when the module imported but the class is wrong).
+    interpreter that tried (``sys.executable``), ``sys_path`` its ``sys.path``, ``missing``
+    the module that did not import (None when the module imported but the class is wrong) and
+    ``fix`` what to do.
     """
 
     def __init__(self, problem: str, *, component: str, path: str, python: str,
@@ -79,6 +80,7 @@ class ComponentClassError(HeronSparkError, ImportError):
                   f"sys.path [{', '.join(sys_path)}])")
         super().__init__(f"{detail}. Fix: {fix}", name=missing)
         self.detail = detail  # the message without its fix (a preflight report adds its own)
+        self.fix = fix
         self.problem = problem
         self.component = component
         self.path = path  # after ImportError.__init__, which sets its own ``path`` (a file)
@@ -182,11 +184,13 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
     """Spark's executors run a Python that cannot run the topology.
 
     One of heron_spark, a dependency or the user's modules does not import there. Found before
-    anything is launched.
+    anything is launched. ``component`` and ``path`` name the component whose class path does
+    not import there (else None); ``fix`` is what to do.
     """
 
     def __init__(self, problem: str, *, python: str, host: str | None,
-                 missing: str | None, connect: bool = False) -> None:
+                 missing: str | None, connect: bool = False, component: str | None = None,
+                 path: str | None = None) -> None:
         import sys
 
         self.problem = problem
@@ -194,6 +198,8 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
         self.host = host
         self.missing = missing
         self.connect = connect
+        self.component = component
+        self.path = path
         where = f" on {host}" if host else ""
         if problem.startswith("loading the topology"):
             ship = ("spark.addArtifacts(path, pyfile=True) from the Spark Connect session"
@@ -212,6 +218,7 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
                    f"PYSPARK_PYTHON={sys.executable} (or spark.pyspark.python) before the "
                    f"SparkSession starts, or install heron_spark and its dependencies into "
                    f"{python} on every worker")
+        self.fix = fix
         super().__init__(f"Spark's executors run Python {python!r}{where}, which cannot run "
                          f"this topology: {problem}. Fix: {fix}")
 

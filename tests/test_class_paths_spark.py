@@ -56,6 +56,9 @@ except heron_spark.HeronSparkError as exc:
     outcome["unimportable"] = {"error": type(exc).__name__, "message": str(exc),
                                "missing": getattr(exc, "missing", None),
                                "python": getattr(exc, "python", None),
+                               "component": getattr(exc, "component", None),
+                               "path": getattr(exc, "path", None),
+                               "fix": getattr(exc, "fix", None),
                                "seconds": time.monotonic() - started}
 builder = heron_spark.TopologyBuilder("NoComponent")
 bad = builder.add_spout("bad", "exec_only_words.NotAComponent", 1, optional_outputs=["x"])
@@ -113,6 +116,9 @@ def test_class_paths_run_on_spark_and_bad_ones_are_refused_before_launch(tmp_pat
     assert refused["error"] == "WorkerEnvironmentError"
     assert refused["missing"] == "no_such_module_anywhere"
     assert refused["python"] == sys.executable
+    assert (refused["component"], refused["path"]) == \
+        ("sentence", "no_such_module_anywhere.SentenceSpout")
+    assert "--py-files" in refused["fix"]
     message = refused["message"]
     assert "'sentence'" in message and "no_such_module_anywhere.SentenceSpout" in message
     assert "sys.path" in message and "--py-files" in message

@@ -40,8 +40,8 @@ def test_spec_from_a_class_keeps_the_class_and_its_path():
 @pytest.mark.parametrize(("args", "kind"), [
     ((5, "a.B", True, 1), "name"),
     (("c", 5, True, 1), "class"),
-    (("c", "NoDots", True, 1), "class"),
-    (("c", "a..B", True, 1), "class"),
+    (("c", None, True, 1), "class"),
+    (("c", {}, True, 1), "class"),
     (("c", "a.B", "yes", 1), "is_spout"),
     (("c", "a.B", True, 0), "parallelism"),
     (("c", "a.B", True, -2), "parallelism"),
@@ -164,9 +164,12 @@ def test_a_path_the_driver_imports_is_checked_there_and_shipped_as_a_path():
             "s": spec, "b": HeronComponentSpec("b", f"{MODULE}.NotAComponent", False, 1,
                                                inputs=[spec])}))
     assert (info.value.kind, info.value.component) == ("class", "b")
+    missing = builder.add_bolt("b", f"{MODULE}.Missing", 1, inputs=[spec])  # built, as heronpy
+    assert (missing.python_class_path, missing.component_class) == (f"{MODULE}.Missing", None)
     with pytest.raises(TopologyValueError) as info:  # the module imports, the class is missing
-        builder.add_bolt("b", f"{MODULE}.Missing", 1, inputs=[spec])
-    assert (info.value.kind, info.value.component) == ("class", "b")
+        build_logical_plan(builder.build())
+    assert (info.value.kind, info.value.component, info.value.value) == \
+        ("class", "b", f"{MODULE}.Missing")
 
 
 def test_a_path_only_the_executors_import_waits_for_them():
@@ -232,3 +235,60 @@ def test_a_plan_pickled_before_class_paths_still_loads():
     decl.__setstate__(old_state)
     assert (decl.given_class, decl.class_path) == (comps.SplitBolt, f"{MODULE}.SplitBolt")
     assert decl.component_class is comps.SplitBolt
+
+
+# Placeholder paths as heronpy's own tests and programs write them: built as specs, refused at
+# submit (on the driver when nothing could import them, where the tasks run otherwise).
+DRIVER_REFUSED = ["classpath", "sp_clspath", "", "a..B", "string.path", f"{MODULE}.Missing"]
+
+
+def _placeholder_topology(path: str) -> type:
+    spout = HeronComponentSpec("spout", path, True, 1, outputs=["word"])
+    bolt = HeronComponentSpec("bolt", "heron_spark.testing.CollectingBolt", False, 1,
+                              inputs={spout: Grouping.SHUFFLE})
+    return type("Placeholder", (Topology,), {"spout": spout, "bolt": bolt})
+
+
+@pytest.mark.parametrize("path", [*DRIVER_REFUSED, "my_pkg.spouts.WordSpout"])
+def test_a_spec_with_a_placeholder_path_builds_as_in_heronpy(path):
+    spout = HeronComponentSpec("spout", path, True, 1, outputs=["word"])
+    bolt = HeronComponentSpec(None, path, False, 2, inputs=[spout])
+    assert (spout.python_class_path, spout.component_class) == (path, None)
+    assert bolt._sanitize_inputs() == {GlobalStreamId("spout", "default"): Grouping.SHUFFLE}
+    assert _placeholder_topology(path)._heron_specs[0].python_class_path == path
+    builder = TopologyBuilder("t")
+    added = builder.add_spout("spout", path, 1, optional_outputs=["word"])
+    builder.add_bolt("bolt", path, 1, inputs=[added])
+    assert added.outputs == ["word"] and builder.build().topology_name == "t"
+
+
+@pytest.mark.parametrize("path", DRIVER_REFUSED)
+def test_submit_refuses_a_placeholder_path_before_launch(path, tmp_path):
+    from heron_spark import submit
+
+    state = tmp_path / "state"
+    with pytest.raises(TopologyValueError) as info:
+        submit(_placeholder_topology(path), conf={"heron.statemgr": f"file://{state}"},
+               master="local[2]")
+    error = info.value
+    assert (type(error), error.kind, error.component, error.value) == \
+        (TopologyValueError, "class", "spout", path)
+    assert "package.module.Class" in error.fix
+    assert not state.exists()  # refused before the state manager was even opened
+
+
+@pytest.mark.parametrize("path", DRIVER_REFUSED)
+def test_run_local_refuses_a_placeholder_path_before_starting(path, tmp_path):
+    with pytest.raises(TopologyValueError) as info:
+        run_local(_placeholder_topology(path), timeout=60, collect_dir=tmp_path / "collect")
+    assert (info.value.kind, info.value.component, info.value.value) == ("class", "spout", path)
+    assert info.value.fix and not (tmp_path / "collect").exists()
+
+
+def test_run_local_refuses_a_path_no_module_provides_before_starting(tmp_path):
+    path = "my_pkg.spouts.WordSpout"
+    with pytest.raises(ComponentClassError) as info:
+        run_local(_placeholder_topology(path), timeout=60, collect_dir=tmp_path / "collect")
+    error = info.value
+    assert (error.component, error.path, error.missing) == ("spout", path, "my_pkg")
+    assert "my_pkg" in error.fix and not (tmp_path / "collect").exists()

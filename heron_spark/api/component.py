@@ -17,8 +17,10 @@ class HeronComponentSpec:
     ``python_class_path`` may be given as the class's dotted path
     (``"my_pkg.spouts.WordSpout"``, as heronpy takes it) or, as ``Spout.spec()`` passes it,
     the class itself; then ``component_class`` is that class (else None) and
-    ``python_class_path`` its path. A path is imported where the tasks run (and checked on
-    the driver when it imports there). ``name`` may be None until the ``Topology`` class body
+    ``python_class_path`` its path. As in heronpy, any str is accepted here (programs and
+    tests build specs with placeholder paths); a path is checked at submit, before anything
+    is launched (on the driver when it imports there, else where the tasks run), and imported
+    where the tasks run. ``name`` may be None until the ``Topology`` class body
     assigns the attribute name. Inputs, outputs and config are checked when the topology is
     defined (``TopologyType``), as in heronpy. ``optional_outputs`` (ours; heronpy's spec()
     takes it) are appended to ``outputs``.
@@ -54,13 +56,7 @@ class HeronComponentSpec:
         if name is not None and not isinstance(name, str):
             msg = "a component name must be a str (or None inside a Topology class)"
             raise ComponentSpecError(msg, value=name, kind="name", fix="pass name='my-component'")
-        if isinstance(python_class_path, str):
-            parts = python_class_path.strip().split(".")
-            if len(parts) < 2 or not all(part.isidentifier() for part in parts):
-                msg = "python_class_path must be a dotted path 'package.module.Class'"
-                raise ComponentSpecError(msg, component=component, value=python_class_path,
-                                         kind="class", fix="pass 'my_pkg.spouts.WordSpout'")
-        elif not isinstance(python_class_path, type):
+        if not isinstance(python_class_path, (str, type)):
             msg = "python_class_path must be a class path (str) or a class"
             raise ComponentSpecError(msg, component=component, value=python_class_path,
                                      kind="class", fix="pass 'my_pkg.spouts.WordSpout'")

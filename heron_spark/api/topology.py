@@ -192,13 +192,18 @@ def _path_spec(name: str, path: str, is_spout: bool, par: int, inputs, config: d
     """Return the spec of a component given by its class path (heronpy's builder takes classes).
 
     When the path imports here, the class's own ``spec()`` builds it (its ``outputs``, and
-    whatever its ``spec`` adds); the spec keeps the path, which the tasks import. When it
-    imports only where the tasks run, the component's outputs are ``optional_outputs``.
+    whatever its ``spec`` adds); the spec keeps the path, which the tasks import. Otherwise
+    (it imports only where the tasks run, or it is a placeholder) the component's outputs are
+    ``optional_outputs``; a path that names no component is refused at submit, as for a
+    ``HeronComponentSpec`` built by hand.
     """
     from heron_spark.api._loading import class_here
 
     HeronComponentSpec._sanitize_args(name, path, is_spout, par)
-    found = class_here(name, path.strip())
+    try:
+        found = class_here(name, path.strip())
+    except TopologyValueError:  # refused at submit, where every spec's path is checked
+        found = None
     if found is None or not hasattr(found, "spec"):
         return HeronComponentSpec(name, path, is_spout, par, inputs=inputs, outputs=[],
                                   config=config, optional_outputs=optional_outputs)

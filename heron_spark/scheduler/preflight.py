@@ -75,6 +75,8 @@ def examine(modules, definition):
             return found
         found["problem"] = f"loading the topology's components: {getattr(exc, 'detail', exc)}"
         found["missing"] = getattr(exc, "missing", None)
+        found["component"] = getattr(exc, "component", None)
+        found["path"] = getattr(exc, "path", None)
     return found
 '''
 
@@ -129,7 +131,8 @@ def check_workers(spark, definition: bytes, tasks: int) -> list[dict]:
         if result["problem"] is not None:
             raise WorkerEnvironmentError(result["problem"], python=result["python"],
                                          host=result["host"], missing=result["missing"],
-                                         connect=connect)
+                                         connect=connect, component=result.get("component"),
+                                         path=result.get("path"))
         if result["heron_spark"] != __version__:
             msg = (f"the executors import heron_spark {result['heron_spark']}, the driver "
                    f"{__version__}")
