@@ -36,12 +36,10 @@ def test_exported_names():
         assert hasattr(heron_spark, name), name
 
 
-def test_file_spout_is_exported_and_keeps_its_old_path():
-    """``FileSpout`` lives in ``heron_spark.io``; ``heron_spark.sources`` is its old path."""
+def test_file_spout_is_exported_from_io():
     from heron_spark.io import FileSpout
-    from heron_spark.sources import FileSpout as OldPathFileSpout
 
-    assert heron_spark.FileSpout is FileSpout is OldPathFileSpout
+    assert heron_spark.FileSpout is FileSpout
 
 
 def test_errors_inherit_matching_builtins():

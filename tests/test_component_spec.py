@@ -225,18 +225,6 @@ def test_a_path_into_the_drivers_main_module_carries_the_class(monkeypatch):
     assert decl.given_class is comps.SentenceSpout  # executors have another __main__
 
 
-def test_a_plan_pickled_before_class_paths_still_loads():
-    from heron_spark.plan.logical import ComponentDecl
-
-    current = build_logical_plan(comps.class_style(MODULE, "t")).components["split"]
-    old_state = {k: v for k, v in vars(current).items() if k not in ("class_path", "given_class")}
-    old_state["component_class"] = comps.SplitBolt
-    decl = ComponentDecl.__new__(ComponentDecl)
-    decl.__setstate__(old_state)
-    assert (decl.given_class, decl.class_path) == (comps.SplitBolt, f"{MODULE}.SplitBolt")
-    assert decl.component_class is comps.SplitBolt
-
-
 # Placeholder paths as heronpy's own tests and programs write them: built as specs, refused at
 # submit (on the driver when nothing could import them, where the tasks run otherwise).
 DRIVER_REFUSED = ["classpath", "sp_clspath", "", "a..B", "string.path", f"{MODULE}.Missing"]

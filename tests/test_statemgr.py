@@ -10,7 +10,6 @@ tickTime 200 ms keep that quick).
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import select
 import stat
@@ -29,7 +28,6 @@ from heron_spark.config import STATEMGR
 from heron_spark.contract import execution_state
 from heron_spark.errors import ConfigError, TopologyStateError, TopologyValueError
 from heron_spark.proto import packing_pb2
-from heron_spark.statemgr.base import EXECUTION_STATE
 from heron_spark.statemgr import (
     LocalFileStateManager,
     ZooKeeperStateManager,
@@ -133,25 +131,6 @@ def test_typed_plan_helpers(statemgr):
     state.submission.role = "alice"
     statemgr.set_execution_state("wc", state)
     assert statemgr.get_execution_state("wc") == state
-
-
-def test_an_execution_state_stored_as_json_by_an_earlier_version_still_reads(statemgr):
-    """Before the proto message, the TMaster stored its status dict as JSON: a topology stored
-    so must still resume (same id, next generation, still deactivated)."""
-    statemgr.put("wc", EXECUTION_STATE, json.dumps({
-        "name": "wc", "id": "wc-0123", "state": "PAUSED", "detail": "", "started_at": 17.5,
-        "ended_at": None, "generation": 1, "paused": True, "updating": False,
-        "containers": 2, "registered": [0, 1], "heartbeats": {"0": 1.0},
-        "instance_failures": {"3": 2}, "checkpoint": None,
-        "submission": {"cluster": "local", "environ": "default", "role": "alice",
-                       "submission_user": "alice", "submission_time": 1700000000,
-                       "release_version": "0.1"}}, sort_keys=True).encode())
-    state = statemgr.get_execution_state("wc")
-    assert (state.id, state.state, state.generation, state.paused) == ("wc-0123", "PAUSED", 1,
-                                                                       True)
-    assert execution_state.is_live(state) and dict(state.instance_failures) == {3: 2}
-    assert state.started_at == 17.5 and not state.HasField("ended_at")
-    assert state.submission.submission_time == 1700000000 and state.submission.role == "alice"
 
 
 @pytest.mark.parametrize("topology, key", [("wc", "a/b"), ("wc", ".."), ("a/b", "k"), ("", "k")])

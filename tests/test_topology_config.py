@@ -76,14 +76,6 @@ def test_max_spout_pending_none_or_zero_means_no_cap(value, pending):
                                       ).max_spout_pending == pending
 
 
-def test_the_legacy_checkpoint_key_is_read_after_heronpys():
-    legacy = "topology.stateful.checkpoint.interval.secs"
-    assert TopologyConfig.from_config({legacy: 7}).checkpoint_interval_secs == 7.0
-    assert TopologyConfig.from_config({
-        legacy: 7, keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS: 3}
-    ).checkpoint_interval_secs == 3.0
-
-
 @pytest.mark.parametrize("key, value", [
     (keys.TOPOLOGY_RELIABILITY_MODE, "SOMETIMES"),
     (keys.TOPOLOGY_ENABLE_ACKING, "yes please"),

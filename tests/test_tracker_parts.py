@@ -6,7 +6,6 @@ injected clock for expiry.
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 
@@ -218,10 +217,9 @@ def test_a_driver_shares_one_tracker_and_falls_back_from_a_busy_port(tmp_path):
                         if k.startswith(auth.LOCATION_PREFIX)]
 
 
-def test_stored_execution_state_has_heron_shape_whether_stored_as_proto_or_old_json():
-    """The tracker reads a stored execution state the same way whichever form stored it (the
-    proto message, or the JSON dict of an earlier version); with no live TMaster a live state
-    becomes NOT_RUNNING."""
+def test_stored_execution_state_has_heron_shape():
+    """The tracker shapes a stored execution state as Heron's; with no live TMaster a live
+    state becomes NOT_RUNNING."""
     status = {"name": "wc", "id": "wc-1", "state": "RUNNING", "detail": "", "started_at": 5.0,
               "ended_at": None, "generation": 1, "paused": False, "updating": False,
               "containers": 2, "instance_failures": {"3": 1}, "heartbeats": {"0": 4.0},
@@ -229,11 +227,8 @@ def test_stored_execution_state_has_heron_shape_whether_stored_as_proto_or_old_j
                              "submission_user": "alice", "submission_time": 1700000000,
                              "release_version": "0.1"}}
     from_proto = execution_state.decode(execution_state.encode(execution_state.from_status(status)))
-    from_json = execution_state.decode(json.dumps(status).encode())
-    shaped = [shapes.execution_state("wc", stored, None, None, None, None, None)
-              for stored in (from_proto, from_json)]
-    assert shaped[0] == shaped[1]
-    assert {k: shaped[0][k] for k in ("cluster", "environ", "role", "submission_time",
+    shaped = shapes.execution_state("wc", from_proto, None, None, None, None, None)
+    assert {k: shaped[k] for k in ("cluster", "environ", "role", "submission_time",
                                       "submission_user", "status", "live", "id", "generation",
                                       "started_at", "ended_at", "instance_failures")} == {
         "cluster": "local", "environ": "default", "role": "alice",

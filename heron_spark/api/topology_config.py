@@ -28,8 +28,6 @@ from heron_spark.errors import TopologyValueError
 
 Mode = keys.TopologyReliabilityMode
 RELIABILITY_MODES = (Mode.ATMOST_ONCE, Mode.ATLEAST_ONCE, Mode.EFFECTIVELY_ONCE)
-# heron_spark accepted this spelling before heronpy's ".seconds" key; still read, second.
-LEGACY_CHECKPOINT_INTERVAL_SECS = "topology.stateful.checkpoint.interval.secs"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,9 +86,6 @@ class TopologyConfig:
         if mode not in RELIABILITY_MODES:  # Heron refuses it too
             raise _error(keys.TOPOLOGY_RELIABILITY_MODE, mode, component, "unknown reliability mode",
                          f"set {keys.TOPOLOGY_RELIABILITY_MODE} to one of {RELIABILITY_MODES}")
-        interval_key = keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS
-        if interval_key not in config and LEGACY_CHECKPOINT_INTERVAL_SECS in config:
-            interval_key = LEGACY_CHECKPOINT_INTERVAL_SECS
         return cls(
             reliability_mode=mode,
             message_timeout_secs=_seconds(config, keys.TOPOLOGY_MESSAGE_TIMEOUT_SECS,
@@ -98,8 +93,9 @@ class TopologyConfig:
             message_timeouts_enabled=_bool(config, keys.TOPOLOGY_ENABLE_MESSAGE_TIMEOUTS,
                                            default.message_timeouts_enabled, component),
             max_spout_pending=_max_pending(config, default.max_spout_pending, component),
-            checkpoint_interval_secs=_seconds(config, interval_key,
-                                              default.checkpoint_interval_secs, component),
+            checkpoint_interval_secs=_seconds(
+                config, keys.TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS,
+                default.checkpoint_interval_secs, component),
             tick_tuple_freq_secs=_seconds(config, keys.TOPOLOGY_TICK_TUPLE_FREQ_SECS,
                                           default.tick_tuple_freq_secs, component, zero_ok=True),
             bolt_auto_ack=_bool(config, keys.TOPOLOGY_BOLT_AUTO_ACK, default.bolt_auto_ack,

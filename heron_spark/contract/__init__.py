@@ -6,8 +6,7 @@ Both sides of each contract import it from here; nothing else spells it:
 - ``roles``: who dials whom (``PeerRole``, the proto enum the handshake carries).
 - ``child_args``: the command line of each child process (one frozen dataclass per kind, with
   ``to_argv`` for the container and ``from_argv`` for the child's ``__main__``).
-- ``execution_state``: the stored execution state of a topology (a proto message), with the
-  reader of the JSON form earlier versions stored.
+- ``execution_state``: the stored execution state of a topology (a proto message).
 - ``ids``: instance and stream manager ids in metrics and the tracker.
 - ``layout``: the files of a container's working folder (ready files, heartbeats, logs, the
   plan and the secret).

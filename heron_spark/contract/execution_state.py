@@ -3,13 +3,10 @@
 Its TMaster builds it from its status (``from_status``) and stores it through the state
 manager, which encodes it (``encode``) and gives every reader the typed message back
 (``decode``): the next driver (to resume a topology whose driver died), the CLI and the
-tracker. ``decode`` also reads the JSON dict that versions before this message stored, so a
-topology stored by one of them still resumes.
+tracker.
 """
 
 from __future__ import annotations
-
-import json
 
 from heron_spark.proto.execution_state_pb2 import ExecutionState, Submission
 
@@ -34,10 +31,7 @@ def is_live(state: ExecutionState | None) -> bool:
 
 
 def from_status(status: dict) -> ExecutionState:
-    """Build the execution state from the TMaster's ``status()`` dict.
-
-    Also reads the JSON form an earlier version stored, which was that dict.
-    """
+    """Build the execution state from the TMaster's ``status()`` dict."""
     state = ExecutionState(
         name=str(status.get("name") or ""), id=str(status.get("id") or ""),
         state=str(status.get("state") or ""), detail=str(status.get("detail") or ""),
@@ -62,9 +56,7 @@ def encode(state: ExecutionState) -> bytes:
 
 
 def decode(raw: bytes) -> ExecutionState:
-    """Read a stored execution state: the message, or the JSON dict stored before it."""
-    if raw[:1] == b"{":  # a serialized message never starts so (field 15 as a group)
-        return from_status(json.loads(raw))
+    """Read a stored execution state (what ``encode`` returned)."""
     state = ExecutionState()
     state.ParseFromString(raw)
     return state

@@ -82,15 +82,6 @@ class ComponentDecl:
             return self.given_class
         return load_component_class(self.name, self.class_path)
 
-    def __setstate__(self, state: dict) -> None:
-        # A plan pickled before class paths existed (a stored definition a new driver
-        # resumes) has a ``component_class`` field: it is the class the plan carries.
-        if "component_class" in state:
-            cls = state.pop("component_class")
-            state.setdefault("given_class", cls)
-            state.setdefault("class_path", f"{cls.__module__}.{cls.__qualname__}")
-        self.__dict__.update(state)
-
 
 @dataclasses.dataclass
 class LogicalPlan:

@@ -119,10 +119,7 @@ class StateManager(abc.ABC):
         self.put(name, EXECUTION_STATE, execution_state.encode(state))
 
     def get_execution_state(self, name: str) -> execution_state.ExecutionState | None:
-        """Return the execution state of topology ``name``, or None.
-
-        Also reads one an earlier version stored as JSON.
-        """
+        """Return the execution state of topology ``name``, or None."""
         raw = self.get(name, EXECUTION_STATE)
         return None if raw is None else execution_state.decode(raw)
 
