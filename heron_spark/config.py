@@ -133,13 +133,12 @@ class SystemConfig:
     # Stmgr and instance processes move what is alive once they are warm (imported modules,
     # caches) out of the cyclic garbage collector's reach (gc.freeze) and collect young objects
     # after this many net allocations instead of Python's 700: every batch allocates thousands
-    # of tuples and lists, and collections scanning them and the frozen start-up objects cost
-    # up to 40% of a word count's CPU. At least once, a bolt holds the tuples it acked until
-    # the turn's (or, acks alone, the 5 ms) ack frame, and a spout its open trees: at 10,000
-    # the plain word count's count tasks spent a fifth of their CPU in 800 collections scanning
-    # them, at 100,000 none ran. Cyclic garbage waits longer (at most this many objects). 0
-    # turns the cyclic collector off (only for user code that makes no reference cycles: they
-    # would never be freed).
+    # of tuples and lists, and collections scanning them and the frozen start-up objects take
+    # a large share of a task's CPU. At least once, a bolt holds the tuples it acked until
+    # the turn's (or, acks alone, the 5 ms) ack frame, and a spout its open trees: a lower
+    # threshold has collections scan them over and over. Cyclic garbage waits longer (at most
+    # this many objects). 0 turns the cyclic collector off (only for user code that makes no
+    # reference cycles: they would never be freed).
     python_gc_young_objects: int = 100000
     # Effectively once: where task state is checkpointed, a pyarrow.fs URL (file://, hdfs://,
     # s3://) or a local path; empty: <work_dir>/checkpoints (one machine only).

@@ -173,7 +173,7 @@ class AssignableMetrics(IMetric):
 
 
 AssignableMetric = AssignableMetrics
-"""heron_spark's earlier name of ``AssignableMetrics`` (the same class)."""
+"""Another name of ``AssignableMetrics`` (the same class)."""
 
 
 class MultiAssignableMetrics(IMetric):

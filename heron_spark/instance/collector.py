@@ -476,7 +476,7 @@ class OutputCollector:
             roots_out, values_out = tree_ids.pack(edge_roots[0]), tree_ids.pack(edge_values[0])
         else:
             roots_out, values_out = tree_ids.xor_runs_packed(edge_roots, edge_values)
-        # Sub-messages are filled in place: nested constructors copy each one (twice as slow).
+        # Sub-messages are filled in place: nested constructors copy each one.
         message = stmgr_pb2.InstanceToStmgr()
         if self._is_spout:  # the edges of new trees: announced before the copies leave
             opened = message.opened

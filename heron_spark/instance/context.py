@@ -94,8 +94,7 @@ class InstanceContext(TopologyContext):
         stream = None if decl is None else decl.outputs.get(stream_id)
         return None if stream is None else tuple(stream.fields)
 
-    # ---- task hooks: add_task_hook and the invoke_hook_* calls are being built separately
-    # (issue 9, hooks work); this branch leaves them as they were.
+    # ---- task hooks
     def add_task_hook(self, task_hook) -> None:
         """Add ``task_hook`` (an ``ITaskHook``): it sees this task's events from now on."""
         if not isinstance(task_hook, ITaskHook):

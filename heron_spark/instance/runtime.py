@@ -149,7 +149,7 @@ def prepare_arrow(plan: PlanView, component: str) -> None:
     """Set Arrow up for ``component``'s task: its memory pool, warm kernels, and no pandas.
 
     A per-tuple component's process keeps pyarrow from importing pandas for its own probes
-    (``arrow_numpy.settle_pandas_probe``; about 45 MB); a ``BatchBolt``/``BatchSpout`` may
+    (``arrow_numpy.settle_pandas_probe``); a ``BatchBolt``/``BatchSpout`` may
     take and emit pandas frames, so pyarrow's probe stays as it is there.
     """
     if not issubclass(plan.logical.components[component].component_class,

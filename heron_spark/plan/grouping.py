@@ -14,12 +14,13 @@ entry points share the rules:
   travel in); all and lowest are constant; rows whose destinations were chosen per tuple go
   exactly there. A fields grouping on one string field remembers each key's task
   (``KeySlots``), so a key of a small batch seen before costs one dict lookup instead of
-  hashing its bytes; a big batch is hashed whole (``hashing``, ~10 ns a short key) and, when
+  hashing its bytes; a big batch is hashed whole (``hashing``) and, when
   it is the stream's only grouping, reordered by task with one ``take`` so that each task
   gets a zero-copy slice (``Target.sorted_partition``).
   An emitter that holds its tuples as Python rows orders them by destination before it
   builds the batch (``Target.row_order``), so a per-tuple instance never
-  takes rows out of an Arrow batch (``RecordBatch.take`` imports ``pyarrow.compute``, ~9 MB).
+  takes rows out of an Arrow batch (``RecordBatch.take`` imports ``pyarrow.compute``, a large
+  module).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ _FEW_KEYS = 8             # new keys hashed in plain Python; more take one NumPy
 SHUFFLE_SLICE_ROWS = 32   # shuffle slices batches of at least this many rows per task
 SMALL_BATCH_ROWS = 512    # an Arrow batch up to this size is hashed through KeySlots
 _PASS_PER_TASK_MAX = 8    # ordering rows by task: a pass per task for up to this many, else a sort
-_ROW_ORDER_PYTHON_MAX = 256  # Python rows ordered by task in plain Python up to this many (measured)
+_ROW_ORDER_PYTHON_MAX = 256  # Python rows ordered by task in plain Python up to this many
 _STR_ONLY = {str}
 
 
@@ -187,7 +188,7 @@ class Target:
 
         As ``slot_order(row_slots(rows))``, the order as a list. A one-field grouping orders up
         to ``_ROW_ORDER_PYTHON_MAX`` rows with plain Python, where the NumPy calls' fixed cost
-        dominates (warm: 3.3 against 8.7 us for 10 rows, even at 256; more on cold caches).
+        dominates.
         """
         if self.key_slots is None or len(rows) > _ROW_ORDER_PYTHON_MAX:
             arranged, by_task = self.slot_order(self.row_slots(rows))
@@ -374,8 +375,8 @@ def take(batch: pa.RecordBatch, rows) -> pa.RecordBatch:
 def _take_rows(batch: pa.RecordBatch, rows: np.ndarray) -> pa.RecordBatch:
     """Return ``batch.take(rows)`` for row indices this module computed (all in range).
 
-    Without Arrow's bounds check, a tenth of the take (``pyarrow.compute``, ~9 MB, is imported
-    on first use, as ``RecordBatch.take`` would).
+    Without Arrow's bounds check, which dominates the take's cost (``pyarrow.compute`` is
+    imported on first use, as ``RecordBatch.take`` would).
     """
     import pyarrow.compute as pc
 

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 
 def __getattr__(name: str) -> Any:
-    # ZooKeeperStateManager on first use: kazoo costs every process that never talks to
-    # ZooKeeper (an instance, a file-state-manager stmgr) about 7 MB.
+    # ZooKeeperStateManager on first use: kazoo would cost memory in every process that never
+    # talks to ZooKeeper (an instance, a file-state-manager stmgr).
     if name == "ZooKeeperStateManager":
         from heron_spark.statemgr.zookeeper import ZooKeeperStateManager
 

@@ -1,6 +1,6 @@
 """Arrow to NumPy without pandas: what keeps a per-tuple instance from importing it.
 
-pyarrow imports pandas (about 45 MB of RSS) on its own, in two places an instance reaches on
+pyarrow imports pandas (a large import) on its own, in two places an instance reaches on
 every batch: ``Array.to_numpy`` goes through Arrow's pandas conversion, whose C++ side imports
 pandas to learn its null sentinels; and the first ``pa.array(...)`` asks pyarrow's pandas shim
 whether the input is a pandas object, which imports pandas to find out. ``numbers`` reads a

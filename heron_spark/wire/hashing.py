@@ -9,8 +9,8 @@ SplitMix64's finaliser (``text_hash`` is the definition, in plain Python).
 The polynomial of every string comes from one running sum over the array's bytes: byte ``t``
 of the buffer adds ``(byte + 1) * M**t``, and the string on bytes ``[s, e)`` is the difference
 of the running sum at ``e`` and at ``s``, times ``M**-s`` (``M`` is odd, so it has an inverse
-modulo 2**64). That is three passes over the bytes and a few over the rows, about 10 ns a
-short key; the bytes are taken ``_CHUNK_BYTES`` at a time, which bounds the tables of powers.
+modulo 2**64). That is three passes over the bytes and a few over the rows; the bytes are
+taken ``_CHUNK_BYTES`` at a time, which bounds the tables of powers.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import pyarrow as pa
 from heron_spark.wire import arrow_numpy
 
 DICTIONARY_MIN_ROWS = 2048  # from this many values on, long values are hashed once per value
-_DEDUPE_MIN_BYTES = 12      # ... when they average more bytes than this (measured crossover)
+_DEDUPE_MIN_BYTES = 12      # ... when they average more bytes than this (the crossover)
 _CHUNK_BYTES = 1 << 16      # bytes per running-sum pass: the power tables hold 1 MiB
 _MULTIPLIER = 0x100000001B3
 _INVERSE = pow(_MULTIPLIER, -1, 1 << 64)
@@ -69,7 +69,7 @@ def string_hash(array: pa.Array, dedupe: bool = True) -> np.ndarray:
         return _hash_strings(array.dictionary)[arrow_numpy.numbers(array.indices, zero_copy_only=False)]
     if dedupe and len(array) >= DICTIONARY_MIN_ROWS \
             and _value_bytes(array) > _DEDUPE_MIN_BYTES * len(array):
-        encoded = array.dictionary_encode()  # imports pyarrow.compute (~9 MB) on first use
+        encoded = array.dictionary_encode()  # imports pyarrow.compute on first use
         return _hash_strings(encoded.dictionary)[arrow_numpy.numbers(encoded.indices)]
     return _hash_strings(array)
 

@@ -65,8 +65,8 @@ def xor_runs(roots: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndar
     return roots[starts], np.bitwise_xor.reduceat(values, starts)
 
 
-# Up to this many (root, value) pairs, lists of ints beat NumPy (a NumPy call costs about a
-# microsecond whatever its size): here and in the stmgr's ledger (``stmgr.acking``).
+# Up to this many (root, value) pairs, lists of ints beat NumPy (a NumPy call has a fixed cost
+# whatever its size): here and in the stmgr's ledger (``stmgr.acking``).
 SMALL_UPDATE_PAIRS = 64
 
 

@@ -356,8 +356,8 @@ def use_lean_memory_pool() -> str:
     """Make Arrow allocate from jemalloc and return the pool's name.
 
     Where pyarrow has no jemalloc, it uses the system allocator. Arrow's default mimalloc pool
-    keeps what a batch freed for reuse: measured with the batch-API word count, a split
-    instance peaked at 171 MB RSS with mimalloc, 130 MB with jemalloc, at the same throughput.
+    keeps what a batch freed for reuse, so an instance's memory peaks higher with it, at the
+    same throughput.
     """
     try:
         pool = pa.jemalloc_memory_pool()
@@ -378,7 +378,7 @@ def warm_up() -> None:
     batch = with_roots(batch, np.array([1, 2, 3], dtype=np.uint64), np.array([1, 1, 1]))
     with_roots(batch, np.array([1, 2], dtype=np.uint64), np.array([2, 0, 0]))
     batch = with_keys(batch, np.array([4, 5, 6], dtype=np.uint64))
-    # a slice, not ``take``: that imports pyarrow.compute (~9 MB), which a per-tuple
+    # a slice, not ``take``: that imports pyarrow.compute (a large module), which a per-tuple
     # instance never needs
     decoded = decode(encode_batch(batch.slice(1)).__getitem__(slice(None)))
     rows(decoded, 3)
