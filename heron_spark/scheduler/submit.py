@@ -29,7 +29,7 @@ from heron_spark.scheduler.handle import TopologyHandle
 from heron_spark.scheduler import gauges, progress
 from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.remote import Asker, RemoteTMaster
-from heron_spark.scheduler.session import driver_host, is_connect, is_local_master
+from heron_spark.scheduler.session import driver_host, is_connect, is_local_master, log4j2_conf
 from heron_spark.scheduler.session import master as session_master
 from heron_spark.scheduler import update
 from heron_spark.scheduler.remote_statemgr import RemoteStateManager, run_on
@@ -384,7 +384,8 @@ def _spark_session(spark, master: str | None, system: SystemConfig):
             return builder.getOrCreate()
         except ImportError as exc:
             raise ConnectExtrasError(exc.name, str(exc)) from exc
-    for key, value in {**_SESSION_CONF, **_bridge_conf(system.spark_jvm_bridge)}.items():
+    for key, value in {**_SESSION_CONF, **log4j2_conf(),
+                       **_bridge_conf(system.spark_jvm_bridge)}.items():
         builder = builder.config(key, value)
     return builder.getOrCreate()
 
