@@ -64,6 +64,25 @@ _SMALL_UPDATE_BYTES = 8 * tree_ids.SMALL_UPDATE_PAIRS  # packed uint64 roots of 
 # TreesDone wakes the spout for a turn, and nothing waits on an uncapped spout's acks but its
 # own ack() calls. Capped spouts, and failed trees, get theirs at the end of the turn.
 TREES_DONE_HOLD_SECS = 0.005
+# A tree's checksum is kept this many times its spout's message timeout: the spout has failed
+# it by then (its clock started before the stmgr's), so a later ack finds nothing to complete.
+TREE_EXPIRY_TIMEOUTS = 2
+
+
+def tree_lifetimes(plan: PlanView, spout_tasks: frozenset[int]) -> dict[int, float | None]:
+    """Return how long the ledger keeps each spout task's trees (seconds; None: for ever).
+
+    ``TREE_EXPIRY_TIMEOUTS`` times the message timeout of the task's component, its
+    ``topology.message.timeout.secs`` override or the topology's: the same view the spout times
+    its trees out by (``instance.spout_executor``). None when ``topology.enable.message.timeouts``
+    is off: the spout then never fails a tree by time.
+    """
+    components = plan.logical.components
+    lifetimes: dict[int, float | None] = {}
+    for task in spout_tasks:
+        timeout = components[plan.task_component[task]].topology_config.message_timeout_or_none_secs
+        lifetimes[task] = None if timeout is None else TREE_EXPIRY_TIMEOUTS * timeout
+    return lifetimes
 
 
 class StmgrState(enum.Enum):
@@ -165,8 +184,7 @@ class StmgrCore:
         self._task_container = dict(plan.task_container)
         self.connected: set[int] = set()          # local tasks with a live connection
         self.instance_pids: dict[int, int] = {}   # local tasks that registered, with their pid
-        self.ledger = acking.XorLedger(
-            expiry_secs=2 * plan.logical.topology_config.message_timeout_secs, clock=clock)
+        self.ledger = acking.XorLedger(None, clock, tree_lifetimes(plan, self.spout_tasks))
         self._owner = np.full(max(plan.task_component) + 1, -1, dtype=np.int64)
         for task, container in plan.task_container.items():
             self._owner[task] = container
@@ -281,11 +299,11 @@ class StmgrCore:
             if len(edges.roots) <= _SMALL_UPDATE_BYTES:
                 self._trees_done(self.ledger.start_pairs(
                     tree_ids.unpack_list(opened.roots), tree_ids.unpack_list(edges.roots),
-                    tree_ids.unpack_list(edges.values)), [])
+                    tree_ids.unpack_list(edges.values), task), [])
             else:
                 self._trees_done(self.ledger.start(tree_ids.unpack(opened.roots),
                                                    tree_ids.unpack(edges.roots),
-                                                   tree_ids.unpack(edges.values)), [])
+                                                   tree_ids.unpack(edges.values), task), [])
         elif body == "fails":
             self._fail_trees(tree_ids.unpack(message.fails.roots))
         elif body == "register":
@@ -326,6 +344,8 @@ class StmgrCore:
         self._reset_queue(task)
         self._done.pop(task, None)  # its trees died with it: the next instance replays them
         self._done_since.pop(task, None)
+        if task in self.spout_tasks:
+            self.ledger.forget_task(task)
         if self.stopping:
             return
         log.error("instance task %d disconnected", task)
