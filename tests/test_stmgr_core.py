@@ -14,7 +14,8 @@ from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import physical_plan_pb2, stmgr_pb2, tmaster_pb2
-from heron_spark.stmgr.core import TREES_DONE_HOLD_SECS, StmgrCore
+from heron_spark.stmgr.ack_routing import TREES_DONE_HOLD_SECS
+from heron_spark.stmgr.core import StmgrCore
 from heron_spark.wire import frames, tree_ids
 from idle_components import Count, Words
 
