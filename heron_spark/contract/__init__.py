@@ -9,6 +9,7 @@ Both sides of each contract import it from here; nothing else spells it:
 - ``execution_state``: the stored execution state of a topology (a proto message), with the
   reader of the JSON form earlier versions stored.
 - ``ids``: instance and stream manager ids in metrics and the tracker.
+- ``metric_names``: every metric name the processes publish, for them and for every reader.
 - ``layout``: the files of a container's working folder (ready files, heartbeats, logs, the
   plan and the secret).
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from heron_spark.contract import ids
-from heron_spark.metrics import names
+from heron_spark.contract import metric_names as names
 from heron_spark.proto import metrics_pb2
 
 if TYPE_CHECKING:
@@ -24,12 +24,12 @@ def metrics_publish(core: "StmgrCore", peer_frames_dropped: int,
                                          task_id=ids.stmgr_metrics_task(core.index),
                                          timestamp_ms=timestamp_ms)
     add = publish.metrics.add
-    add(name="__tuples-routed", value=relay.tuples_routed)
-    add(name="__backpressure-secs", value=backpressure.total_secs)
-    add(name="__backpressure-episodes", value=backpressure.episodes)
+    add(name=names.TUPLES_ROUTED, value=relay.tuples_routed)
+    add(name=names.BACKPRESSURE_SECS, value=backpressure.total_secs)
+    add(name=names.BACKPRESSURE_EPISODES, value=backpressure.episodes)
     for component, secs in list(backpressure.component_secs.items()):
-        add(name=f"__backpressure-secs/{component}", value=secs)
-    add(name="__tuples-dropped", value=relay.tuples_dropped)
+        add(name=names.scoped(names.BACKPRESSURE_SECS, component), value=secs)
+    add(name=names.TUPLES_DROPPED, value=relay.tuples_dropped)
     add(name=names.TUPLES_FROM_WORKERS, value=relay.tuples_from_workers)
     add(name=names.BYTES_FROM_WORKERS, value=relay.bytes_from_workers)
     add(name=names.TUPLES_TO_WORKERS, value=relay.tuples_to_workers)
@@ -42,16 +42,16 @@ def metrics_publish(core: "StmgrCore", peer_frames_dropped: int,
     for component, secs in list(backpressure.component_secs.items()):
         add(name=names.scoped(names.TIME_SPENT_BACK_PRESSURE_BY_COMPID, component),
             value=round(secs * 1000.0, 3))
-    add(name="__instances-lost", value=core.instances_lost)
-    add(name="__instances-reregistered", value=core.instance_registrations)
-    add(name="__trees-open", value=len(acks.ledger))
-    add(name="__trees-acked", value=acks.trees_acked)
-    add(name="__trees-failed", value=acks.trees_failed)
-    add(name="__trees-expired", value=acks.trees_expired)
-    add(name="__peer-frames-dropped", value=peer_frames_dropped)
+    add(name=names.INSTANCES_LOST, value=core.instances_lost)
+    add(name=names.INSTANCES_REREGISTERED, value=core.instance_registrations)
+    add(name=names.TREES_OPEN, value=len(acks.ledger))
+    add(name=names.TREES_ACKED, value=acks.trees_acked)
+    add(name=names.TREES_FAILED, value=acks.trees_failed)
+    add(name=names.TREES_EXPIRED, value=acks.trees_expired)
+    add(name=names.PEER_FRAMES_DROPPED, value=peer_frames_dropped)
     if core.gateway is not None:
-        add(name="__checkpoint-held-frames", value=core.gateway.held_frames)
-        add(name="__restore-dropped-frames", value=relay.frames_dropped_in_restore)
+        add(name=names.CHECKPOINT_HELD_FRAMES, value=core.gateway.held_frames)
+        add(name=names.RESTORE_DROPPED_FRAMES, value=relay.frames_dropped_in_restore)
     now = core.clock()
     queued: dict[str, int] = {}
     age: dict[str, float] = {}
@@ -60,6 +60,6 @@ def metrics_publish(core: "StmgrCore", peer_frames_dropped: int,
         queued[component] = queued.get(component, 0) + relay.queued_tuples(task)
         age[component] = max(age.get(component, 0.0), relay.queue_age_secs(task, now))
     for component in sorted(queued):
-        add(name=f"__queued-tuples/{component}", value=queued[component])
-        add(name=f"__queue-age-max-ms/{component}", value=round(age[component] * 1000, 1))
+        add(name=names.scoped(names.QUEUED_TUPLES, component), value=queued[component])
+        add(name=names.scoped(names.QUEUE_AGE_MAX_MS, component), value=round(age[component] * 1000, 1))
     return publish
