@@ -222,7 +222,7 @@ class BoltExecutor(TaskExecutor):
                     values, repeat(now), repeat(()))):
                 process(tup)
         else:
-            key_index = batch.schema.get_field_index(tuple_batch.KEY_COLUMN)  # by name: 1 us
+            key_index = batch.schema.get_field_index(tuple_batch.KEY_COLUMN)  # by name
             key_column = batch.column(key_index if key_index >= 0 else tuple_batch.KEY_COLUMN)
             tuples = map(_new_tuple, repeat(HeronTuple), zip(
                 key_column.to_pylist(), repeat(component), repeat(stream), repeat(src), values,

@@ -7,7 +7,7 @@ checksum of zero means every edge of the tree was created and acked. Updates are
 per batch with NumPy; only the per-root dictionary step is a Python loop. Small updates (up
 to ``tree_ids.SMALL_UPDATE_PAIRS`` pairs: a few tuples per turn, as when few trees are in
 flight) take plain lists of ints instead (``start_pairs``, ``apply_pairs``): a NumPy call
-costs about a microsecond whatever its size, and a vectorised pass takes dozens of them.
+has a fixed cost whatever its size, and a vectorised pass takes dozens of them.
 
 Ordering keeps this sound: an instance's edge creations, emits and acks travel the same
 connection in order (creations ahead of the frames that carry the copies), and its stmgr
