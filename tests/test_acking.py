@@ -92,6 +92,29 @@ def test_ledger_completes_unrouted_trees_at_once_and_fails_and_expires():
     assert ledger.expire() == 1 and len(ledger) == 0
 
 
+def test_ledger_keeps_each_spout_tasks_trees_as_long_as_its_lifetime_says():
+    """Per spout task: 10 s, 100 s, or for ever (None: message timeouts off); a task that
+    restarted has its trees forgotten at once, whatever their lifetime."""
+    clock = Clock()
+    ledger = XorLedger(expiry_secs=10, clock=clock, task_expiry_secs={1: 100, 2: None})
+    shift = tree_ids.ROOT_TASK_SHIFT
+    short, long_, endless, other = (1 << shift) | 9, (1 << shift) | 1, (2 << shift) | 1, \
+        (3 << shift) | 1
+    ledger.start(_u64([long_]), _u64([long_]), _u64([0xA]), task=1)
+    ledger.start_pairs([endless], [endless], [0xB], task=2)
+    ledger.start_pairs([other], [other], [0xC], task=3)  # not listed: expiry_secs
+    ledger.start_pairs([short], [short], [0xD])           # no task given: expiry_secs
+    clock.now += 11
+    assert ledger.expire() == 2 and len(ledger) == 2
+    clock.now += 90
+    assert ledger.expire() == 1 and len(ledger) == 1
+    clock.now += 10**6
+    assert ledger.expire() == 0 and ledger.apply_pairs([endless], [0xB]) == [endless]
+    ledger.start_pairs([endless + 1, endless + 2], [endless + 1, endless + 2], [1, 2], task=2)
+    ledger.start_pairs([long_ + 1], [long_ + 1], [3], task=1)
+    assert ledger.forget_task(2) == 2 and len(ledger) == 1
+
+
 def test_small_updates_as_lists_of_ints_match_the_vectorised_ledger():
     """``start_pairs``/``apply_pairs`` (a few pairs per turn) and ``start``/``apply`` (NumPy)
     open, complete and ignore the same trees, in the same order, step by step."""

@@ -178,3 +178,77 @@ def test_run_local_names_the_engines_it_knows():
     with pytest.raises(TopologyValueError) as info:
         run_local(FlakyTopology, engine="threads")
     assert info.value.value == "threads"
+
+
+class FakeClock:
+    """A monotonic clock that moves only when the runner sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, secs: float) -> None:
+        self.now += secs
+
+
+class FortyIds(Spout):
+    """Emit 40 tuples with message ids, then end; record what the stmgr reports back."""
+
+    outputs = ["n"]
+    acked: list = []
+    failed: list = []
+
+    def initialize(self, config, context):
+        self.left = 40
+
+    def next_tuple(self):
+        if self.left:
+            self.emit([self.left], tup_id=self.left)
+            self.left -= 1
+        else:
+            self.declare_exhausted()
+
+    def ack(self, tup_id):
+        FortyIds.acked.append(tup_id)
+
+    def fail(self, tup_id):
+        FortyIds.failed.append(tup_id)
+
+
+class HoldThenAck(Bolt):
+    """Hold each tuple ``HOLD_SECS`` of the test's clock, then ack it (a window bolt's way)."""
+
+    HOLD_SECS = 5.0
+    clock: FakeClock | None = None
+
+    def initialize(self, config, context):
+        self.held = collections.deque()
+
+    def process(self, tup):
+        self.held.append((HoldThenAck.clock(), tup))
+
+    def process_tick(self, tup):
+        while self.held and self.held[0][0] <= HoldThenAck.clock() - self.HOLD_SECS:
+            self.ack(self.held.popleft()[1])
+
+
+def test_with_message_timeouts_off_trees_acked_long_after_the_timeout_complete():
+    """Timeouts off, a bolt acking each tuple 5 s after it came, past twice the 2 s message
+    timeout: every tree completes and the bounded run finishes (the fake clock moves only
+    while the runner idles, so this takes a fraction of a second)."""
+    clock = FakeClock()
+    HoldThenAck.clock = clock
+    FortyIds.acked, FortyIds.failed = [], []
+    builder = TopologyBuilder("late_acks_in_process")
+    src = builder.add_spout("src", FortyIds, par=1)
+    builder.add_bolt("hold", HoldThenAck, par=2, inputs={src: Grouping.SHUFFLE},
+                     config={"topology.tick.tuple.freq.secs": 0.5})
+    builder.set_config({"topology.stmgrs": 2, "topology.reliability.mode": "ATLEAST_ONCE",
+                        "topology.message.timeout.secs": 2,
+                        "topology.enable.message.timeouts": False})
+    runner = InProcessTopology(builder.build(), clock=clock, sleep=clock.sleep)
+    assert runner.run(timeout=30) == "FINISHED"
+    assert sorted(FortyIds.acked) == list(range(1, 41)) and FortyIds.failed == []
+    assert runner.metrics()["__stmgr__"]["__trees-expired"] == 0

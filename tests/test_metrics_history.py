@@ -7,7 +7,8 @@ import pytest
 
 from heron_spark import Grouping, TopologyBuilder
 from heron_spark.errors import MetricsQueryError
-from heron_spark.metrics import aggregate, names
+from heron_spark.contract import metric_names as names
+from heron_spark.metrics import aggregate
 from heron_spark.metrics.names import MetricKind, metric_kind
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack

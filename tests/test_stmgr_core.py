@@ -14,7 +14,8 @@ from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import physical_plan_pb2, stmgr_pb2, tmaster_pb2
-from heron_spark.stmgr.core import TREES_DONE_HOLD_SECS, StmgrCore
+from heron_spark.stmgr.ack_routing import TREES_DONE_HOLD_SECS
+from heron_spark.stmgr.core import StmgrCore
 from heron_spark.wire import frames, tree_ids
 from idle_components import Count, Words
 
@@ -72,9 +73,9 @@ class Clock:
 
 
 def _core(reliable: bool = False, mode: str | None = None, topology: dict | None = None,
-          **config):
+          spout_config: dict | None = None, **config):
     builder = TopologyBuilder("core")
-    words = builder.add_spout("words", Words, par=2)
+    words = builder.add_spout("words", Words, par=2, config=spout_config)
     builder.add_bolt("count", Count, par=2, inputs={words: Grouping.fields("word")})
     mode = mode or ("ATLEAST_ONCE" if reliable else None)
     builder.set_config({"topology.stmgrs": 2, **(
@@ -275,6 +276,79 @@ def test_a_turns_updates_complete_local_trees_and_forward_remote_ones_whatever_t
     assert tree_ids.unpack(forwarded[0].roots).tolist() == remote
     assert tree_ids.unpack(forwarded[0].values).tolist() == edges
     assert core.trees_acked == trees and len(core.ledger) == 0
+
+
+def _open_trees(core, spout, sequences, edge=11) -> list[int]:
+    """Open one tree per sequence number for local ``spout``, each with one edge ``edge``."""
+    roots = [(spout << tree_ids.ROOT_TASK_SHIFT) + i for i in sequences]
+    core.on_instance_frame(spout, frames.CONTROL, _control({"opened": stmgr_pb2.TreesOpened(
+        roots=tree_ids.pack(roots), edges=stmgr_pb2.XorBatch(
+            roots=tree_ids.pack(roots), values=tree_ids.pack([edge] * len(roots))))}))
+    return roots
+
+
+def _ack_later(core, clock, bolt, roots, after_secs, edge=11) -> None:
+    """Let ``after_secs`` pass in ticks of a second (the stmgr's expiry runs), then ack ``roots``."""
+    for _ in range(int(after_secs)):
+        clock.now += 1.0
+        core.tick(clock())
+    core.on_instance_frame(bolt, frames.CONTROL, _control({"edges": stmgr_pb2.XorBatch(
+        roots=tree_ids.pack(roots), values=tree_ids.pack([edge] * len(roots)))}))
+    core.tick(clock())
+
+
+def _acked(io, spout) -> list[int]:
+    return [root for done in _trees_sent(io, spout) for root in tree_ids.unpack(done.acked).tolist()]
+
+
+def test_with_message_timeouts_off_a_tree_lives_until_its_last_ack_however_late():
+    """``topology.enable.message.timeouts: false``: the spout never fails a tree by time, so
+    its stmgr must not forget one either (a bolt acking 75 s after the tuple came, past twice
+    the 30 s topology timeout)."""
+    core, io, clock, view = _core(reliable=True, topology={
+        "topology.enable.message.timeouts": False, "topology.message.timeout.secs": 30})
+    _start(core, io, view)
+    spout = min(core.spout_tasks)
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    roots = _open_trees(core, spout, [1, 2])
+    _ack_later(core, clock, bolt, roots[:1], after_secs=75)
+    assert _acked(io, spout) == roots[:1] and core.trees_expired == 0
+    _ack_later(core, clock, bolt, roots[1:], after_secs=3600)
+    assert _acked(io, spout) == roots and core.trees_expired == 0 and len(core.ledger) == 0
+
+
+def test_a_spouts_own_longer_timeout_keeps_its_trees_and_still_bounds_them():
+    """A spout component's ``topology.message.timeout.secs`` (120 s) overrides the topology's
+    (30 s) for its trees in the stmgr, as it does in the spout: a tree acked after 100 s
+    completes; one never acked is forgotten once the spout has failed it (twice its timeout)."""
+    core, io, clock, view = _core(reliable=True, topology={"topology.message.timeout.secs": 30},
+                                  spout_config={"topology.message.timeout.secs": 120})
+    _start(core, io, view)
+    spout = min(core.spout_tasks)
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    roots = _open_trees(core, spout, [1, 2])
+    _ack_later(core, clock, bolt, roots[:1], after_secs=100)
+    assert _acked(io, spout) == roots[:1] and core.trees_expired == 0
+    _ack_later(core, clock, bolt, [], after_secs=2 * 120 + 2 - 100)
+    assert core.trees_expired == 1 and len(core.ledger) == 0
+
+
+def test_with_timeouts_off_a_spout_that_restarts_leaves_no_trees_behind():
+    """A restarted spout task replays with new root ids and forgets its old trees: without
+    timeouts nothing else would ever drop them, so the stmgr drops them when it disconnects
+    (the ledger then holds at most ``topology.max.spout.pending`` trees per spout task)."""
+    core, io, clock, view = _core(reliable=True, topology={
+        "topology.enable.message.timeouts": False})
+    _start(core, io, view)
+    spout = min(core.spout_tasks)
+    roots = _open_trees(core, spout, range(1, 51))
+    assert len(core.ledger) == len(roots)
+    core.instance_closed(spout)
+    assert len(core.ledger) == 0
+    core.instance_connected(spout)
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    _ack_later(core, clock, bolt, roots[:3], after_secs=1)  # late acks of the old trees
+    assert _acked(io, spout) == [] and len(core.ledger) == 0
 
 
 def test_a_restore_drops_the_old_epoch_but_not_the_new_one_sent_before_the_resume():

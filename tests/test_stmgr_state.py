@@ -10,7 +10,7 @@ from test_stmgr_core import _control, _core, _instance_message, _plan, _start
 from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.errors import HeronSparkError
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
-from heron_spark.stmgr.core import StmgrState, StmgrStateError
+from heron_spark.stmgr.lifecycle import StmgrState, StmgrStateError
 from heron_spark.wire import frames
 
 

@@ -10,8 +10,9 @@ Two views exist. The logical plan builds the topology's (``LogicalPlan.topology_
 one per component from the component's merged config, topology keys overridden by the
 component's own (``ComponentDecl.topology_config``): a bolt's tick frequency and auto-ack, a
 spout's max pending trees and message timeout come from its component's view (a component's
-config may override them, as in Heron). Reliability mode, checkpoint interval, container count
-and the stmgrs' tree expiry are topology-wide: read them from the topology's view.
+config may override them, as in Heron; the stmgr keeps a spout's trees by the same view,
+``stmgr.ack_routing.tree_lifetimes``). Reliability mode, checkpoint interval and container count are
+topology-wide: read them from the topology's view.
 
 Imports only ``api_constants`` and ``errors``, so every package (the user API included) may
 import it. Usable on the driver and in tasks; instances are immutable.

@@ -8,6 +8,7 @@ Both sides of each contract import it from here; nothing else spells it:
   ``to_argv`` for the container and ``from_argv`` for the child's ``__main__``).
 - ``execution_state``: the stored execution state of a topology (a proto message).
 - ``ids``: instance and stream manager ids in metrics and the tracker.
+- ``metric_names``: every metric name the processes publish, for them and for every reader.
 - ``layout``: the files of a container's working folder (ready files, heartbeats, logs, the
   plan and the secret).
 

@@ -2,8 +2,9 @@
 
 ``ControlPlaneSim`` builds the TMaster's core (``tmaster.core.TMasterCore``) and one
 ``stmgr.core.StmgrCore`` per container, as the Spark runner does, and joins them by an
-in-memory transport that counts every frame and its bytes per channel (``traffic``). What the
-real shells do around the cores, it does on a simulated clock (``now``, seconds):
+in-memory transport (``transport``, the in-process runner's too) that counts every frame and
+its bytes per channel (``traffic``). What the real shells do around the cores, it does on a
+simulated clock (``now``, seconds):
 
 - start-up (``start``): each task's instance connects and registers with its stmgr core; each
   stmgr core, once all its instances registered, sends its registration to the TMaster core
@@ -31,137 +32,36 @@ thread.
 
 from __future__ import annotations
 
-import collections
 import os
-import time
 
-from heron_spark.contract.execution_state import ExecutionState
+from heron_spark.inprocess.transport import StmgrLink, TMasterLink, Traffic, Wires, as_frame, \
+    body_name
 from heron_spark.instance.shell import build_executor
 from heron_spark.plan.prepare import prepare
-from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
+from heron_spark.proto import metrics_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.stmgr.core import StmgrCore
 from heron_spark.tmaster.core import TMasterCore
 from heron_spark.wire import frames
 
-_PREFIX_BYTES = frames.PREFIX_BYTES
 _SIM_LOG = "(simulated control plane: no log)"
 
 
-def _as_bytes(frame) -> bytes:
-    return b"".join(frame) if type(frame) is list else bytes(frame)
+class _Counted:
+    """The simulator's instances as a stmgr core's ``InstanceEnds``: frames counted, not run."""
 
+    def __init__(self, traffic: Traffic) -> None:
+        self.traffic = traffic
 
-def _body(frame: bytes, message_class) -> str:
-    """Name a control frame's message body (``data`` for a DATA frame)."""
-    if frames.PREFIX.unpack_from(frame, 0)[1] != frames.CONTROL:
-        return "data"
-    message = message_class()
-    message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
-    return str(message.WhichOneof("body"))
-
-
-class Traffic:
-    """Frames and payload bytes (without the frame prefix) per channel name."""
-
-    def __init__(self) -> None:
-        self.frames: collections.Counter = collections.Counter()
-        self.bytes: collections.Counter = collections.Counter()
-
-    def add(self, channel: str, frame: bytes) -> None:
-        """Count one ``frame`` (prefix included in ``frame``) on ``channel``."""
-        self.frames[channel] += 1
-        self.bytes[channel] += len(frame) - _PREFIX_BYTES
-
-    def snapshot(self) -> dict[str, tuple[int, int]]:
-        """Return channel -> (frames, bytes) so far."""
-        return {c: (self.frames[c], self.bytes[c]) for c in self.frames}
-
-
-class _StmgrLink:
-    """The ``StmgrTransport`` of one stmgr core: counted, in memory."""
-
-    def __init__(self, sim: "ControlPlaneSim", index: int) -> None:
-        self.sim = sim
-        self.index = index
-        self.peers: set[int] = set()  # the containers a real stmgr would hold a link to
-
-    def to_instance(self, task: int, frame) -> bool:
-        data = _as_bytes(frame)
-        self.sim.traffic.add(f"stmgr->instance:{_body(data, stmgr_pb2.StmgrToInstance)}", data)
+    def offer(self, task: int, frame) -> bool:
+        data = as_frame(frame)[1]
+        self.traffic.add(f"stmgr->instance:{body_name(data, stmgr_pb2.StmgrToInstance)}", data)
         return True
-
-    def to_peer(self, container: int, frame) -> None:
-        data = _as_bytes(frame)
-        self.sim.traffic.add(f"stmgr->stmgr:{_body(data, stmgr_pb2.StmgrToStmgr)}", data)
-        self.sim.peer_frames.append((container, data))
-
-    def to_tmaster(self, frame) -> None:
-        data = _as_bytes(frame)
-        message = tmaster_pb2.StmgrToTmaster()
-        message.ParseFromString(memoryview(data)[_PREFIX_BYTES:])
-        self.sim.traffic.add(f"stmgr->tmaster:{message.WhichOneof('body')}", data)
-        self.sim.tmaster_call(self.sim.tmaster.on_stmgr_message, self.index, message,
-                              self.sim.now)
-
-    def serve_file(self, request: tmaster_pb2.FileRequest) -> None:
-        """Never asked: no tracker in the simulation."""
 
     def set_reading(self, task: int, reading: bool) -> None:
         """Instances take no turns: nothing to stop reading."""
 
-    def instance_queued_bytes(self, task: int) -> int:
+    def queued_bytes(self, task: int) -> int:
         return 0
-
-    def peer_queued_bytes(self) -> int:
-        return 0
-
-    def retarget_peers(self, addresses) -> None:
-        self.peers = set(addresses)
-
-    def announce_stop(self) -> None:
-        """No supervisor in the simulation."""
-
-    def failure_note(self, task: int) -> str | None:
-        return None
-
-    def instance_log(self, task: int) -> str:
-        return _SIM_LOG
-
-
-class _TMasterLink:
-    """The TMaster core's ``TMasterTransport``: counted frames straight to the stmgr cores."""
-
-    def __init__(self, sim: "ControlPlaneSim") -> None:
-        self.sim = sim
-        self.saved_plans: list[int] = []  # bytes of each physical plan stored
-        self.dropped: list[int] = []
-        self.recoveries: list[str] = []
-
-    def to_stmgr(self, index: int, frame: bytes) -> None:
-        self.sim.tmaster_frames.append((index, _as_bytes(frame)))
-
-    def to_stmgrs(self, frame: bytes) -> None:
-        data = _as_bytes(frame)
-        for index in range(len(self.sim.cores)):
-            self.sim.tmaster_frames.append((index, data))
-
-    def drop_stmgr(self, index: int) -> None:
-        self.dropped.append(index)
-
-    def recover(self, reason: str) -> None:
-        self.recoveries.append(reason)
-
-    def save_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
-        self.saved_plans.append(plan.ByteSize())
-
-    def save_state(self, state: ExecutionState) -> None:
-        """Nothing to store: no state manager in the simulation."""
-
-    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float) -> None:
-        """Nothing to retain: no checkpoint store in the simulation."""
-
-    def file_response(self, response: tmaster_pb2.FileResponse) -> None:
-        """Never asked: no tracker in the simulation."""
 
 
 class ControlPlaneSim:
@@ -173,19 +73,21 @@ class ControlPlaneSim:
         self.view = prepared.view
         self.now = 0.0
         self.traffic = Traffic()
-        self.peer_frames: collections.deque = collections.deque()
-        self.tmaster_frames: collections.deque = collections.deque()
-        self.tmaster_cpu_secs = 0.0
+        self.wires = Wires(self.view.container_count, self._clock, self.traffic)
         self.silent: set[int] = set()  # containers whose stmgr sends no more heartbeats
-        self.links = [_StmgrLink(self, i) for i in range(self.view.container_count)]
+        instances = _Counted(self.traffic)
+        self.links = [StmgrLink(self.wires, i, instances, _SIM_LOG)
+                      for i in range(self.view.container_count)]
         self.cores = [StmgrCore(self.view, self.config, i, self.links[i], self._clock)
                       for i in range(self.view.container_count)]
-        self._tmaster_link = _TMasterLink(self)
+        self.wires.cores = self.cores
+        self._tmaster_link = TMasterLink(self.wires)
         self.tmaster = TMasterCore(self.view, f"{prepared.logical.name}-sim", self._tmaster_link,
                                    restart_max=self.config.instance_restart_max,
                                    restart_window_secs=self.config.restart_window_secs,
                                    stmgr_heartbeat_timeout_secs=(
                                        self.config.tmaster_stmgr_heartbeat_timeout_secs))
+        self.wires.tmaster = self.tmaster
         self.executors = {task: build_executor(self.view, task, self.config, lambda frame: None,
                                                clock=self._clock)
                           for task in sorted(self.view.task_component)}
@@ -197,26 +99,18 @@ class ControlPlaneSim:
         return self.now
 
     # ---- delivery ---------------------------------------------------------------------------
+    @property
+    def tmaster_cpu_secs(self) -> float:
+        """Thread CPU seconds spent inside the TMaster core's events so far."""
+        return self.wires.tmaster_cpu_secs
+
     def tmaster_call(self, event, *args):
-        """Run one TMaster core event, adding the thread CPU it took to ``tmaster_cpu_secs``."""
-        started = time.thread_time()
-        try:
-            return event(*args)
-        finally:
-            self.tmaster_cpu_secs += time.thread_time() - started
+        """Run one TMaster core event (``transport.Wires.tmaster_call``): timed, then delivered."""
+        return self.wires.tmaster_call(event, *args)
 
     def _pump(self) -> None:
         """Deliver queued TMaster -> stmgr and stmgr -> stmgr frames until none is left."""
-        while self.tmaster_frames or self.peer_frames:
-            while self.tmaster_frames:
-                index, data = self.tmaster_frames.popleft()
-                message = tmaster_pb2.TmasterToStmgr()
-                message.ParseFromString(memoryview(data)[_PREFIX_BYTES:])
-                self.traffic.add(f"tmaster->stmgr:{message.WhichOneof('body')}", data)
-                self.cores[index].on_tmaster_frame(data)
-            while self.peer_frames:
-                container, data = self.peer_frames.popleft()
-                self.cores[container].on_peer_frame(frames.PREFIX.unpack_from(data, 0)[1], data)
+        self.wires.deliver()
 
     # ---- start-up ----------------------------------------------------------------------------
     def start(self) -> None:

@@ -2,9 +2,10 @@
 
 ``InProcessTopology`` builds every container's ``StmgrCore`` and every task's executor
 (``instance.shell.build_executor``): the code that runs in a stmgr and an instance process
-on Spark, minus their I/O shells. Frames go through in-memory queues instead of sockets: a
-stmgr core offers frames to a task's executor (``offer``), a task's output waits in its
-queue to the stmgr (what its socket would hold; the output gate watches its bytes). One
+on Spark, minus their I/O shells. Frames go through in-memory queues instead of sockets (the
+transport the control-plane simulator uses too, ``transport``): a stmgr core offers frames to
+a task's executor (``offer``), a task's output waits in its queue to the stmgr (what its
+socket would hold; the output gate watches its bytes). One
 thread takes turns, round robin: every task's ``turn`` (the same one an instance process
 takes: the input its gate allows, ticks and timeouts, a spout's slice, the turn's output),
 then frames from instances to their stmgr and between stmgrs, then every stmgr's tick. When
@@ -12,8 +13,9 @@ nothing moved and no task is due, it sleeps until the first task's wake-up time 
 which a test may make advance a fake ``clock``). The TMaster is the Spark TMaster's own core
 (``tmaster.core.TMasterCore``): every stmgr registers with it, and it builds and sends the
 physical plan, counts failures, ends the run once every task drained, and drives checkpoints.
-The stmgr cores' frames to it go straight in; its frames go straight to them. It checks no
-heartbeats: the stmgrs live on this thread.
+The stmgr cores' frames to it go straight in; its frames reach them as each of its events
+returns (``transport.Wires.tmaster_call``). It checks no heartbeats: the stmgrs live on this
+thread.
 
 What stays true: groupings, batching and linger, at-least-once trees, acks, fails and
 timeouts, backpressure (the queues' bytes and tuples are watched against the same water
@@ -39,46 +41,17 @@ from heron_spark.instance.shell import build_executor, report_failure
 from heron_spark.metrics import aggregate
 from heron_spark.plan.prepare import prepare
 from heron_spark.plan.view import PlanView
-from heron_spark.contract.execution_state import ExecutionState
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, stmgr_pb2, tmaster_pb2
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
+from heron_spark.inprocess.transport import FrameQueue, StmgrLink, TMasterLink, Wires, as_frame
 from heron_spark.stmgr.core import StmgrCore
 from heron_spark.tmaster.checkpoints import CheckpointCoordinator
 from heron_spark.tmaster.core import TMasterCore, TopologyState, build_physical_plan
 from heron_spark.wire import frames
 
 log = logging.getLogger(__name__)
-_PREFIX_BYTES = frames.PREFIX_BYTES
-_unpack_prefix = frames.PREFIX.unpack_from
 _IDLE_WAIT_SECS = 0.01       # the longest nap when nothing is due (the stmgrs' ticks)
 _LOG_PATH = "(in-process: the caller's logging)"
-
-
-def _as_frame(frame) -> tuple[int, bytes]:
-    """Return (kind, the frame as one bytes object) of what an executor or core sent."""
-    if type(frame) is list:
-        frame = b"".join(frame)
-    return _unpack_prefix(frame, 0)[1], frame
-
-
-class _Queue:
-    """Frames on their way to one receiver, and their bytes (what a socket would hold)."""
-
-    __slots__ = ("frames", "bytes")
-
-    def __init__(self) -> None:
-        self.frames: collections.deque = collections.deque()
-        self.bytes = 0
-
-    def put(self, frame) -> None:
-        kind, data = _as_frame(frame)
-        self.frames.append((kind, data))
-        self.bytes += len(data)
-
-    def get(self) -> tuple[int, bytes]:
-        kind, data = self.frames.popleft()
-        self.bytes -= len(data)
-        return kind, data
 
 
 class _Task:
@@ -91,89 +64,31 @@ class _Task:
         self.task_id = task_id
         self.container = container
         self.executor: TaskExecutor | None = None
-        self.to_stmgr = _Queue()
+        self.to_stmgr = FrameQueue()
         self.reading = True     # the stmgr takes this task's frames (False: spout paused)
         self.stopped = False
 
 
-class _CoreLink:
-    """The ``StmgrTransport`` of one container's core: queues instead of sockets."""
-
-    def __init__(self, runner: "InProcessTopology", index: int) -> None:
-        self.runner = runner
-        self.index = index
-
-    def to_instance(self, task: int, frame) -> bool:
-        entry = self.runner.tasks.get(task)
-        if entry is None or entry.stopped or entry.executor is None:
-            return False
-        entry.executor.offer(*_as_frame(frame))
-        self.runner.offered = True
-        return True
-
-    def to_peer(self, container: int, frame) -> None:
-        self.runner.peer_queues[(self.index, container)].put(frame)
-
-    def to_tmaster(self, frame) -> None:
-        self.runner.on_tmaster_frame(self.index, _as_frame(frame)[1])
-
-    def set_reading(self, task: int, reading: bool) -> None:
-        self.runner.tasks[task].reading = reading
-
-    def instance_queued_bytes(self, task: int) -> int:
-        executor = self.runner.tasks[task].executor
-        return 0 if executor is None else executor.inbox_bytes
-
-    def peer_queued_bytes(self) -> int:
-        return max((q.bytes for (src, _), q in self.runner.peer_queues.items()
-                    if src == self.index), default=0)
-
-    def retarget_peers(self, addresses) -> None:
-        """Peers are in this process: nothing to dial."""
-
-    def announce_stop(self) -> None:
-        """Nothing to tell: no supervisor watches an in-process stmgr."""
-
-    def failure_note(self, task: int) -> str | None:
-        """None: a failed task reported its failure itself, before its queue closed."""
-        return None
-
-    def instance_log(self, task: int) -> str:
-        return _LOG_PATH
-
-
-class _TMasterLink:
-    """The TMaster core's ``TMasterTransport``: its frames go straight to the stmgr cores."""
+class _Executors:
+    """The runner's tasks as a stmgr core's ``InstanceEnds``: frames offered to executors."""
 
     def __init__(self, runner: "InProcessTopology") -> None:
         self.runner = runner
 
-    def to_stmgr(self, index: int, frame: bytes) -> None:
-        self.runner.cores[index].on_tmaster_frame(frame)
+    def offer(self, task: int, frame) -> bool:
+        entry = self.runner.tasks.get(task)
+        if entry is None or entry.stopped or entry.executor is None:
+            return False
+        entry.executor.offer(*as_frame(frame))
+        self.runner.offered = True
+        return True
 
-    def to_stmgrs(self, frame: bytes) -> None:
-        for core in self.runner.cores:
-            core.on_tmaster_frame(frame)
+    def set_reading(self, task: int, reading: bool) -> None:
+        self.runner.tasks[task].reading = reading
 
-    def drop_stmgr(self, index: int) -> None:
-        """Never asked: the runner checks no heartbeats."""
-
-    def recover(self, reason: str) -> None:
-        """Never asked: the runner checks no heartbeats and loses no executors."""
-
-    def save_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
-        """Nothing to store: no state manager in process."""
-
-    def save_state(self, state: ExecutionState) -> None:
-        """Nothing to store: no state manager in process."""
-
-    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float) -> None:
-        store = self.runner.checkpoint_store
-        if store is not None:
-            store.retain(checkpoint_id)
-
-    def file_response(self, response: tmaster_pb2.FileResponse) -> None:
-        """Never asked: no tracker in process."""
+    def queued_bytes(self, task: int) -> int:
+        executor = self.runner.tasks[task].executor
+        return 0 if executor is None else executor.inbox_bytes
 
 
 class InProcessTopology:
@@ -204,11 +119,13 @@ class InProcessTopology:
             self.name, topology_id, 0, False, self._registrations))
         self.tasks = {task: _Task(task, container)
                       for task, container in sorted(view.task_container.items())}
-        self.peer_queues = {(a, b): _Queue() for a in range(view.container_count)
-                            for b in range(view.container_count) if a != b}
         self.offered = False  # a stmgr offered a task frames since this turn began
-        self.cores = [StmgrCore(view, self.config, index, _CoreLink(self, index), clock)
+        self.wires = Wires(view.container_count, clock)
+        executors = _Executors(self)
+        self.cores = [StmgrCore(view, self.config, index,
+                                StmgrLink(self.wires, index, executors, _LOG_PATH), clock)
                       for index in range(view.container_count)]
+        self.wires.cores = self.cores
         self._final_metrics: dict[str, dict[str, float]] | None = None
         self.checkpoint_store: CheckpointStore | None = None  # effectively once
         if prepared.logical.topology_config.effectively_once:
@@ -216,17 +133,16 @@ class InProcessTopology:
                 checkpoint_root(self.config.checkpoint_root, self.config.work_dir), self.name)
             self.checkpoint_store.clear()
         self.tmaster = TMasterCore(
-            self.plan, topology_id, _TMasterLink(self),
+            self.plan, topology_id, TMasterLink(self.wires, self._checkpoint_committed),
             restart_max=self.config.instance_restart_max,
             restart_window_secs=self.config.restart_window_secs,
             wall_offset_secs=time.time() - clock())
+        self.wires.tmaster = self.tmaster
 
     # ---- the TMaster's part ---------------------------------------------------------------
-    def on_tmaster_frame(self, index: int, frame: bytes) -> None:
-        """Hand what the stmgr core of container ``index`` sends its TMaster to the TMaster."""
-        message = tmaster_pb2.StmgrToTmaster()
-        message.ParseFromString(memoryview(frame)[_PREFIX_BYTES:])
-        self.tmaster.on_stmgr_message(index, message, self.clock())
+    def _checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float) -> None:
+        if self.checkpoint_store is not None:
+            self.checkpoint_store.retain(checkpoint_id)
 
     @property
     def status(self) -> str:
@@ -275,7 +191,7 @@ class InProcessTopology:
 
     def kill(self, detail: str = "killed") -> None:
         """End the run as KILLED (from the running thread, e.g. a timeout)."""
-        self.tmaster.kill(detail, self.clock())
+        self.wires.tmaster_call(self.tmaster.kill, detail, self.clock())
 
     # ---- instances ------------------------------------------------------------------------
     def _launch(self, entry: _Task) -> None:
@@ -335,14 +251,14 @@ class InProcessTopology:
         # Every stmgr registers; the TMaster then rolls every task back to no state (effectively
         # once: spouts held) and sends the physical plan.
         for index, register in self._registrations.items():
-            self.tmaster.on_stmgr_message(
-                index, tmaster_pb2.StmgrToTmaster(register=register), now)
+            self.wires.tmaster_call(self.tmaster.on_stmgr_message,
+                                    index, tmaster_pb2.StmgrToTmaster(register=register), now)
         timed_out = False
         while not self._all_stopped():
             if deadline is not None and self.clock() >= deadline and not timed_out:
                 timed_out = True
                 self.kill(f"not ended within {timeout:g} s")
-            self.tmaster.tick(self.clock())  # checkpoints (effectively once)
+            self.wires.tmaster_call(self.tmaster.tick, self.clock())  # checkpoints
             wake_at = self._turn()
             now = self.clock()
             if wake_at is None or wake_at > now:  # nothing moved, no task is due yet
@@ -386,12 +302,8 @@ class InProcessTopology:
                 kind, frame = queue.get()
                 core.on_instance_frame(entry.task_id, kind, frame)
                 moved = True
-        for (_, dest), queue in self.peer_queues.items():  # stmgr -> stmgr
-            core = self.cores[dest]
-            while queue.frames:
-                kind, frame = queue.get()
-                core.on_peer_frame(kind, frame)
-                moved = True
+        if self.wires.deliver():  # stmgr -> stmgr, and the TMaster's
+            moved = True
         now = clock()
         for core in self.cores:
             core.tick(now)

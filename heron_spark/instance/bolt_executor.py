@@ -17,6 +17,7 @@ from heron_spark.api.batch import BatchBolt
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.api.tuple import HeronTuple, TupleHelper
+from heron_spark.contract import metric_names
 from heron_spark.instance import batches, task_metrics
 from heron_spark.instance.acking import AckBuffer
 from heron_spark.instance.executor import TaskExecutor
@@ -342,8 +343,8 @@ class BoltExecutor(TaskExecutor):
         """Add this task's counters and Heron's bolt metrics to a metrics publish."""
         super().add_metrics(add)
         if self.reliable:
-            add(name="__ack-count", value=self.acks.acked_count + len(self.acks.acked))
-            add(name="__fail-count", value=self.acks.failed_count + len(self.acks.failed))
+            add(name=metric_names.ACK_COUNT, value=self.acks.acked_count + len(self.acks.acked))
+            add(name=metric_names.FAIL_COUNT, value=self.acks.failed_count + len(self.acks.failed))
         task_metrics.add_bolt_metrics(add, self.means, self)
 
 

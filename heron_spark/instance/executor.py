@@ -41,6 +41,7 @@ from heron_spark.api import global_metrics
 from heron_spark.api.metrics import MultiCountMetric
 from heron_spark.api.serializer import load_serializer
 from heron_spark.config import SystemConfig
+from heron_spark.contract import metric_names
 from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.instance import hooks, task_metrics
 from heron_spark.instance.collector import OutputCollector
@@ -433,7 +434,7 @@ class TaskExecutor:
         """Add this task's counters to a metrics publish (metrics thread: reads only)."""
         if self.collector is not None:
             for stream, count in list(self.collector.emitted().items()):
-                add(name=f"__emit-count/{stream}", value=count)
-        add(name="__execute-count", value=self.executed)
+                add(name=metric_names.scoped(metric_names.EMIT_COUNT, stream), value=count)
+        add(name=metric_names.EXECUTE_COUNT, value=self.executed)
         for name, value in list(self.user_metrics.items()):
             add(name=name, value=value)

@@ -30,7 +30,7 @@ from typing import Callable
 from heron_spark import _process
 from heron_spark.api.batch import BatchBolt, BatchSpout
 from heron_spark.container.files import ContainerFiles
-from heron_spark.contract import layout, roles
+from heron_spark.contract import layout, metric_names, roles
 from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.instance.executor import Stop, TaskExecutor
 from heron_spark.instance.shell import build_executor, report_failure
@@ -140,7 +140,7 @@ class InstanceRuntime:
                                              timestamp_ms=int(time.time() * 1000))
         add = publish.metrics.add
         self.executor.add_metrics(add)
-        add(name="__metrics-dropped", value=self.metrics.dropped)
+        add(name=metric_names.METRICS_DROPPED, value=self.metrics.dropped)
         loop_traffic(self.loop, add)
         return publish
 

@@ -14,6 +14,7 @@ from itertools import count, repeat
 import numpy as np
 
 from heron_spark.api.spout import Spout
+from heron_spark.contract import metric_names
 from heron_spark.instance import batches, task_metrics
 from heron_spark.instance.acking import SpoutTrees
 from heron_spark.instance.executor import TaskExecutor
@@ -221,9 +222,9 @@ class SpoutExecutor(TaskExecutor):
         super().add_metrics(add)
         trees = self.trees
         if trees is not None:
-            add(name="__ack-count", value=trees.acked)
-            add(name="__fail-count", value=trees.failed)
-            add(name="__timeout-count", value=trees.timed_out)
-            add(name="__pending-trees", value=len(trees))
-            add(name="__complete-latency-ms-total", value=trees.latency_ms_total)
+            add(name=metric_names.ACK_COUNT, value=trees.acked)
+            add(name=metric_names.FAIL_COUNT, value=trees.failed)
+            add(name=metric_names.TIMEOUT_COUNT, value=trees.timed_out)
+            add(name=metric_names.PENDING_TREES, value=len(trees))
+            add(name=metric_names.COMPLETE_LATENCY_MS_TOTAL, value=trees.latency_ms_total)
         task_metrics.add_spout_metrics(add, self.means, self)

@@ -1,4 +1,4 @@
-"""A task's counters under Heron's metric names (``metrics.names``), for a metrics publish.
+"""A task's counters under Heron's metric names (``contract.metric_names``), for a metrics publish.
 
 The loop thread keeps cumulative totals (tuples, and nanoseconds spent on them, per stream);
 the metrics thread turns them into Heron's metrics here: counts as they are (cumulative), and
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from heron_spark.metrics import names
+from heron_spark.contract import metric_names as names
 
 Add = Callable[..., object]
 

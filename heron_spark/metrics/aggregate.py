@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from heron_spark.contract import metric_names
 from heron_spark.metrics.names import MetricKind, metric_kind
 
 
@@ -35,5 +36,5 @@ def by_component(per_task: Mapping[tuple[str, int], Mapping[str, float]],
         out[component][name] /= tasks
     for task, count in failures.items():
         totals = out.setdefault(task_component[task], {})
-        totals["__instance-failures"] = totals.get("__instance-failures", 0.0) + count
+        totals[metric_names.INSTANCE_FAILURES] = totals.get(metric_names.INSTANCE_FAILURES, 0.0) + count
     return out

@@ -7,7 +7,7 @@ checksum of zero means every edge of the tree was created and acked. Updates are
 per batch with NumPy; only the per-root dictionary step is a Python loop. Small updates (up
 to ``tree_ids.SMALL_UPDATE_PAIRS`` pairs: a few tuples per turn, as when few trees are in
 flight) take plain lists of ints instead (``start_pairs``, ``apply_pairs``): a NumPy call
-costs about a microsecond whatever its size, and a vectorised pass takes dozens of them.
+has a fixed cost whatever its size, and a vectorised pass takes dozens of them.
 
 Ordering keeps this sound: an instance's edge creations, emits and acks travel the same
 connection in order (creations ahead of the frames that carry the copies), and its stmgr
@@ -20,8 +20,11 @@ from __future__ import annotations
 import collections
 import time
 from itertools import repeat
+from typing import Mapping
 
 import numpy as np
+
+from heron_spark.wire.tree_ids import ROOT_TASK_SHIFT
 
 
 def xor_pairs(roots: list[int], values: list[int]) -> dict[int, int]:
@@ -46,39 +49,61 @@ def xor_by_root(roots: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.n
 class XorLedger:
     """Checksums of the open trees of this stmgr's spout tasks. Routing thread only.
 
-    Entries older than ``expiry_secs`` are forgotten (their spout has failed them by timeout
-    by then), so the ledger stays bounded even when acks are lost with a dead process.
+    A tree lives as long as its spout task keeps it: ``expiry_secs`` after it opened, by
+    then its spout has failed it by timeout (the core passes twice the spout component's
+    message timeout), or for ever when that is None (timeouts off: each spout task then has at
+    most ``topology.max.spout.pending`` trees open, and ``forget_task`` drops the trees of a
+    task that restarted). ``task_expiry_secs`` sets it per spout task; others get
+    ``expiry_secs``. So the ledger stays bounded even when acks are lost with a dead process.
     """
 
-    def __init__(self, expiry_secs: float, clock=time.monotonic) -> None:
+    def __init__(self, expiry_secs: float | None, clock=time.monotonic,
+                 task_expiry_secs: Mapping[int, float | None] | None = None) -> None:
         self._open: dict[int, int] = {}
-        self._expiry = expiry_secs
         self._clock = clock
-        self._born: collections.deque = collections.deque()  # (time, root ids), oldest first
+        # per lifetime in seconds: (time opened, root ids), oldest first
+        self._born: dict[float, collections.deque] = {}
+        self._default_born = self._births(expiry_secs)
+        # each spout task's deque (shared by tasks of one lifetime), None: its trees never expire
+        self._task_born = {task: self._births(secs)
+                           for task, secs in (task_expiry_secs or {}).items()}
+
+    def _births(self, secs: float | None) -> collections.deque | None:
+        """Return the deque that dates trees living ``secs``; None when they never expire."""
+        if secs is None:
+            return None
+        born = self._born.get(secs)
+        if born is None:
+            born = self._born[secs] = collections.deque()
+        return born
 
     def __len__(self) -> int:
         return len(self._open)
 
     def start(self, roots: np.ndarray, update_roots: np.ndarray,
-              update_values: np.ndarray) -> list[int]:
-        """Open trees ``roots`` with their first edges; return the trees already complete.
+              update_values: np.ndarray, task: int = -1) -> list[int]:
+        """Open trees ``roots`` of spout ``task`` with their first edges; return those complete.
 
         Each edge of a new tree belongs to these updates; a tree already complete is one no
-        subscriber took.
+        subscriber took. ``task`` (-1: unknown) chooses the trees' lifetime.
         """
         unique, combined = xor_by_root(update_roots, update_values)
         self._open.update(zip(unique.tolist(), combined.tolist()))
-        self._born.append((self._clock(), unique.tolist()))
+        born = self._task_born.get(task, self._default_born)
+        if born is not None:
+            born.append((self._clock(), unique.tolist()))
         if unique.size == roots.size:
             return []
         return np.setdiff1d(roots, unique).tolist()
 
     def start_pairs(self, roots: list[int], update_roots: list[int],
-                    update_values: list[int]) -> list[int]:
+                    update_values: list[int], task: int = -1) -> list[int]:
         """Return ``start`` for lists of ints (small updates); the same trees, in the same order."""
         combined = xor_pairs(update_roots, update_values)
         self._open.update(combined)
-        self._born.append((self._clock(), list(combined)))
+        born = self._task_born.get(task, self._default_born)
+        if born is not None:
+            born.append((self._clock(), list(combined)))
         if len(combined) == len(roots):
             return []
         return sorted(set(roots).difference(combined))
@@ -145,11 +170,24 @@ class XorLedger:
         return failed
 
     def expire(self) -> int:
-        """Forget trees older than the expiry; return how many were still open."""
-        limit = self._clock() - self._expiry
+        """Forget trees older than their expiry; return how many were still open."""
+        now = self._clock()
+        opened = self._open
         dropped = 0
-        while self._born and self._born[0][0] < limit:
-            for root in self._born.popleft()[1]:
-                if self._open.pop(root, None) is not None:
-                    dropped += 1
+        for secs, born in self._born.items():
+            limit = now - secs
+            while born and born[0][0] < limit:
+                for root in born.popleft()[1]:
+                    if opened.pop(root, None) is not None:
+                        dropped += 1
         return dropped
+
+    def forget_task(self, task: int) -> int:
+        """Forget every open tree of spout ``task`` (it restarted); return how many.
+
+        A pass over every open tree: called when a spout's connection ends, not per frame.
+        """
+        mine = [root for root in self._open if root >> ROOT_TASK_SHIFT == task]
+        for root in mine:
+            del self._open[root]
+        return len(mine)

@@ -4,12 +4,21 @@ A stmgr is *congested* when a send queue towards a local instance or a peer stmg
 bytes than the high water mark, or a local bolt has more tuples waiting for it (handed over,
 not yet executed) than the high water mark in tuples; it stays congested until every queue is
 below both low water marks. While any stmgr of the topology is congested, every stmgr stops
-reading from its local spouts and tells them to stop emitting. Used by the stmgr's routing thread only.
+reading from its local spouts and tells them to stop emitting. ``Backpressure`` is the state
+(hysteresis, the time spent); ``SpoutGate`` acts on it. Used by the stmgr's routing thread only.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+
+from heron_spark.proto import stmgr_pb2
+from heron_spark.stmgr.relay import Relay
+from heron_spark.stmgr.transport import StmgrTransport
+from heron_spark.wire import frames
+
+log = logging.getLogger(__name__)
 
 
 class Backpressure:
@@ -83,3 +92,75 @@ class Backpressure:
         elif self._since is not None:
             self.total_secs += now - self._since
             self._since = None
+
+
+class SpoutGate:
+    """Act on ``Backpressure``: measure the queues, tell the peers, gate the local spouts.
+
+    ``backpressure`` holds the state; the relay (``relay.Relay``) holds the queue counts and
+    sends each spout its gate; ``transport`` is the core's. No I/O of its own. The stmgr's
+    loop thread only.
+    """
+
+    def __init__(self, backpressure: Backpressure, relay: Relay, index: int,
+                 spout_tasks: frozenset[int], transport: StmgrTransport) -> None:
+        self.backpressure = backpressure
+        self.relay = relay
+        self.index = index
+        self.spout_tasks = spout_tasks
+        self.io = transport
+
+    def check(self, now: float, peers: list[int], task_component: dict[int, str]) -> None:
+        """Measure the largest queue; on a change tell ``peers`` and gate the local spouts.
+
+        Then charge the time spent paused, to the components whose queues are above the low
+        water mark while this stmgr is congested.
+        """
+        io, relay, connected = self.io, self.relay, self.relay.connected
+        queued = io.peer_queued_bytes()
+        tuples = 0
+        sent, executed, queued_bytes = relay.sent_tuples, relay.executed_tuples, \
+            io.instance_queued_bytes
+        for task in connected:  # the largest queue, in bytes and in tuples
+            task_bytes = queued_bytes(task)
+            if task_bytes > queued:
+                queued = task_bytes
+            task_tuples = sent[task] - executed[task]
+            if task_tuples > tuples:
+                tuples = task_tuples
+        backpressure = self.backpressure
+        change = backpressure.observe(queued, tuples)
+        if change is not None:
+            log.info("backpressure %s", "started" if change else "stopped")
+            frame = frames.control_frame(stmgr_pb2.StmgrToStmgr(
+                backpressure=stmgr_pb2.BackpressureSignal(container_index=self.index,
+                                                          active=change)))
+            for container in peers:
+                io.to_peer(container, frame)
+            self.apply()
+        culprits: tuple[str, ...] = ()
+        if backpressure.congested:
+            culprits = tuple({task_component[task] for task in connected
+                              if backpressure.above_low(io.instance_queued_bytes(task),
+                                                        relay.queued_tuples(task))})
+        backpressure.tick(now, culprits)
+
+    def remote(self, container: int, active: bool) -> None:
+        """Take a peer's congestion signal, and gate the local spouts by it."""
+        self.backpressure.set_remote(container, active)
+        self.apply()
+
+    def apply(self) -> None:
+        """Pause or resume local spouts: stop reading them, and tell them to stop emitting.
+
+        During a restore (effectively once) held spouts emit nothing and must be read: their
+        restore reports go through the same connection.
+        """
+        paused = self.backpressure.spouts_paused
+        relay = self.relay
+        changed = paused != relay.gate_paused
+        relay.gate_paused = paused
+        for task in self.spout_tasks & relay.connected:
+            self.io.set_reading(task, not paused or relay.restoring)
+            if changed:
+                relay.send_gate(task)

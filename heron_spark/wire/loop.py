@@ -30,6 +30,7 @@ import socket
 import time
 from typing import Callable
 
+from heron_spark.contract import metric_names
 from heron_spark.wire.frames import CONTROL, DATA, PREFIX, PREFIX_BYTES, FrameError
 
 log = logging.getLogger(__name__)
@@ -455,8 +456,8 @@ class Channel:
 
 def loop_traffic(loop: Loop, add) -> None:
     """Add a loop's turns and traffic to a metrics publish (``add(name=, value=)``)."""
-    add(name="__loop-turns", value=loop.turns)
-    add(name="__frames-received", value=loop.frames_received)
-    add(name="__bytes-received", value=loop.bytes_received)
-    add(name="__frames-sent", value=loop.frames_sent)
-    add(name="__bytes-sent", value=loop.bytes_sent)
+    add(name=metric_names.LOOP_TURNS, value=loop.turns)
+    add(name=metric_names.FRAMES_RECEIVED, value=loop.frames_received)
+    add(name=metric_names.BYTES_RECEIVED, value=loop.bytes_received)
+    add(name=metric_names.FRAMES_SENT, value=loop.frames_sent)
+    add(name=metric_names.BYTES_SENT, value=loop.bytes_sent)
