@@ -8,6 +8,9 @@ Both sides of each contract import it from here; nothing else spells it:
   ``to_argv`` for the container and ``from_argv`` for the child's ``__main__``).
 - ``execution_state``: the stored execution state of a topology (a proto message), with the
   reader of the JSON form earlier versions stored.
+- ``topology_view``: what a TMaster tells about its topology, typed (``TopologyStatus``,
+  ``HandleView``, ``TMasterLocation``, ``CommittedCheckpoint``), each with its one codec.
+- ``live_paths``: the live views a TMaster answers and the tracker forwards (``LivePath``).
 - ``ids``: instance and stream manager ids in metrics and the tracker.
 - ``layout``: the files of a container's working folder (ready files, heartbeats, logs, the
   plan and the secret).

@@ -18,6 +18,7 @@ from heron_spark import _pickling
 from heron_spark.config import SystemConfig, tmaster_placement
 from heron_spark.container.task import ContainerTask
 from heron_spark.contract import execution_state
+from heron_spark.contract.topology_view import CommittedCheckpoint, TMasterLocation
 from heron_spark.errors import (ConnectExtrasError, HeronSparkError, TopologyStateError,
                                 WrongPlaceError)
 from heron_spark.plan.logical import LogicalPlan
@@ -105,9 +106,6 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     start = _start_tmaster_in_container if container else _start_tmaster_in_driver
     tmaster, task, closers, tracker = start(spark, statemgr, system, decided, topology_run)
     handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs, topology_run)
-    if tracker is not None:
-        handle.tracker_url = tracker.url
-        handle._tracker_auth = tracker.app.auth
     if connect and system.spark_jvm_bridge != "false":
         log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
                  "a classic session's JVM; a Spark Connect client has none)", plan.name)
@@ -115,13 +113,10 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
         log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge is fed "
                  "by a TMaster in the driver; heron.tmaster.placement driver has them)", plan.name)
     topology_run.launch(tmaster, task, closers)
-    if container:  # asked through its control port: gently (a Spark job under Connect)
-        handle._progress = progress.watch(
-            tmaster, system.submit_progress,
-            progress.CONNECT_POLL_SECS if connect else progress.REMOTE_POLL_SECS,
-            refresh=tmaster.refresh)
-    else:
-        handle._progress = progress.watch(tmaster, system.submit_progress)
+    # Container 0's TMaster under Connect: each question is a Spark job, so gently.
+    handle._progress = progress.watch(tmaster, system.submit_progress,
+                                      progress.CONNECT_POLL_SECS if container and connect
+                                      else None)
     _install_sigterm(handle)
     if _CLI_CONTEXT is not None:
         _CLI_CONTEXT["handles"].append(handle)
@@ -163,10 +158,11 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: _De
     host = system.tmaster_host or ("127.0.0.1" if decided.local and not decided.connect else
                                    driver_host(spark))
     root = checkpoint_root(system.checkpoint_root, system.work_dir)
-    committed = (statemgr.get_committed_checkpoint(name) or {}) if decided.resume else {}
+    committed = CommittedCheckpoint.from_stored(statemgr.get_committed_checkpoint(name)) \
+        if decided.resume else None
     tmaster = TMaster.from_system(decided.view, statemgr, decided.secret, host,
                                   decided.topology_id, decided.generation, system,
-                                  int(committed.get("id", 0)), decided.deactivated, run)
+                                  committed.id if committed else 0, decided.deactivated, run)
     tmaster.submission = _submission(decided.spark_master, decided.local)
     tracker = None
     if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
@@ -176,9 +172,9 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: _De
                                           max_connections=system.tracker_max_connections,
                                           idle_timeout_secs=system.tracker_idle_timeout_secs)
     try:
-        statemgr.claim_tmaster(name, {
-            "host": host, "port": tmaster.port, "pid": os.getpid(), "secret": decided.secret,
-            "tracker_port": tracker.server_address[1] if tracker else -1})
+        statemgr.claim_tmaster(name, TMasterLocation(
+            host, tmaster.port, os.getpid(), decided.secret,
+            tracker.server_address[1] if tracker else -1).as_dict())
     except BaseException:
         tmaster.close()
         if tracker is not None:
@@ -206,6 +202,11 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: _De
                          name=f"gauges-{name}").start()
         closers.append(lambda: gauges.copy(spark, tmaster))  # the final values
     if tracker is not None:
+        from heron_spark.tracker.auth import login_link
+
+        url, auth = tracker.url, tracker.app.auth
+        tmaster.tracker_url = url
+        tmaster.login_link = lambda: login_link(url, auth.token)
         closers.append(lambda: tracker_service.release(tracker))
     closers.append(lambda: statemgr.release_tmaster(name))
     return tmaster, task, closers, tracker
@@ -351,8 +352,8 @@ def _prior_run(statemgr, name: str) -> tuple[bytes | None, bytes | None]:
 
 def _refuse_if_running(statemgr, name: str) -> None:
     state = statemgr.get_execution_state(name)
-    location = statemgr.get_tmaster_location(name) or {}
-    if execution_state.is_live(state) and location.get("port"):
+    location = TMasterLocation.from_stored(statemgr.get_tmaster_location(name))
+    if execution_state.is_live(state) and location is not None and location.port:
         from heron_spark.tmaster.client import tmaster_status
 
         if tmaster_status(statemgr, name) is not None:
