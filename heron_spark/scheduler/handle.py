@@ -6,6 +6,7 @@ Managing is deactivate, activate, restart and update. Driver only.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from heron_spark.contract.topology_view import TopologyStatus
@@ -34,7 +35,7 @@ class TopologyHandle:
         self._kill_grace = kill_grace_secs
         self._run = run
         self._closers: list = []
-        self._progress = None  # the start-up progress thread (scheduler/progress.py), if any
+        self._progress: threading.Thread | None = None  # start-up progress (progress.py)
 
     def _refresh(self) -> None:
         """Bring the TMaster's view up to date (a question to a TMaster in container 0)."""

@@ -2,12 +2,9 @@
 
 ``RemoteTMaster`` stands where the driver's ``TMaster`` stands for ``TopologyHandle`` and
 ``submit``: the handle reads its state, plan and metrics and calls its verbs the same way.
-Each question goes to the TMaster's control port (``tmaster.client``) from wherever the TMaster
-is reachable: from this process on a classic session (the driver shares the cluster's
-network), and under Spark Connect from an executor, through a one-task Spark job
-(``spark.range(1, numPartitions=1).mapInArrow(AskTMaster(...))``) that reads the TMaster's
-location from the state manager and brings the answer back as one row. So a client that
-reaches nothing but the Connect endpoint can run and manage a topology.
+Each question goes to the TMaster's control port through an ``ask`` function
+(``scheduler.ask.Asker``: from this process on a classic session, from an executor through a
+one-task Spark job under Spark Connect).
 
 Answers are cached for ``_FRESH_SECS`` (a notebook repr asks for status and metrics at once);
 the end of the topology comes from the barrier stage itself (``finish``, with container 0's
@@ -21,7 +18,7 @@ import json
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Callable, Iterator, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
 from heron_spark.config import TRACKER_PORT
 from heron_spark.contract.live_paths import LivePath
@@ -29,79 +26,11 @@ from heron_spark.contract.topology_view import HandleView, TopologyStatus
 from heron_spark.errors import ConfigError, TopologyStateError
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import physical_plan_pb2, tmaster_pb2
-from heron_spark.scheduler.session import run_one_task
 from heron_spark.tmaster.client import raise_refusal
 from heron_spark.tmaster.core import TopologyState
 
 log = logging.getLogger(__name__)
 _FRESH_SECS = 0.5
-_ASK_TIMEOUT_SECS = 60.0
-_ANSWER_SCHEMA = "answer binary"
-
-
-def ask_here(statemgr_url: str, topology: str, request: bytes) -> bytes:
-    """Send one serialized ``ControlRequest`` to ``topology``'s TMaster; b"" if none answers."""
-    from heron_spark.statemgr import open_state_manager
-    from heron_spark.tmaster.client import VIEW_MAX_BYTES, VIEW_TIMEOUT_SECS, request_tmaster
-
-    message = tmaster_pb2.ControlRequest()
-    message.ParseFromString(request)
-    with open_state_manager(statemgr_url) as statemgr:
-        response = request_tmaster(statemgr, topology, message, VIEW_MAX_BYTES,
-                                   VIEW_TIMEOUT_SECS)
-    return b"" if response is None else response.SerializeToString()
-
-
-@dataclasses.dataclass
-class AskTMaster:
-    """The ``mapInArrow`` function of a question job: ask on the executor, yield one row."""
-
-    statemgr: str
-    topology: str
-    request: bytes
-
-    def __call__(self, batches: Iterator) -> Iterator:
-        """Ask the TMaster once; yield its serialized answer (empty: none answered)."""
-        import pyarrow as pa
-
-        for _ in batches:
-            pass
-        answer = ask_here(self.statemgr, self.topology, self.request)
-        yield pa.RecordBatch.from_pydict({"answer": [answer]},
-                                         schema=pa.schema([("answer", pa.binary())]))
-
-
-class Asker:
-    """Send control requests to a topology's TMaster, directly or through a Spark job."""
-
-    def __init__(self, spark, statemgr_url: str, topology: str, through_spark: bool) -> None:
-        self.spark = spark
-        self.statemgr_url = statemgr_url
-        self.topology = topology
-        self.through_spark = through_spark
-        self.tag = f"heron_spark-ask:{topology}"
-
-    def __call__(self, request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse | None:
-        """Return the TMaster's answer, or None if no TMaster answered."""
-        raw = request.SerializeToString()
-        answer = self._through_spark(raw) if self.through_spark \
-            else ask_here(self.statemgr_url, self.topology, raw)
-        if not answer:
-            return None
-        response = tmaster_pb2.ControlResponse()
-        response.ParseFromString(answer)
-        return response
-
-    def _through_spark(self, raw: bytes) -> bytes:
-        """Run the one-task job; interrupt it (its own tag) if it has no slot for too long."""
-        try:
-            rows = run_one_task(self.spark, AskTMaster(self.statemgr_url, self.topology, raw),
-                                _ANSWER_SCHEMA, self.tag, _ASK_TIMEOUT_SECS)
-        except Exception as exc:  # noqa: BLE001 - no answer: the caller says what that means
-            log.warning("topology %s: asking its TMaster through a Spark job failed: %s",
-                        self.topology, str(exc).splitlines()[0] if str(exc) else exc)
-            return b""
-        return bytes(rows[0]["answer"]) if rows else b""
 
 
 def store_final_state(statemgr, name: str, topology_id: str, status: dict) -> None:
