@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -182,3 +183,20 @@ def test_an_in_process_run_is_a_tmaster_view(tmp_path):
     with pytest.raises(TopologyStateError) as refused:
         view.restart(0)
     assert refused.value.code == "TOPOLOGY_STATE"
+
+
+def test_no_module_outside_the_tmaster_takes_its_lock_or_asks_its_kind():
+    """The TMaster's lock is master.py's alone; readers use ``TMasterView``, not isinstance."""
+    import re
+
+    import heron_spark
+
+    root = Path(heron_spark.__file__).parent
+    lock = re.compile(r"\btmaster\._lock\b|\bwith \w+\._lock\b(?<!self\._lock)")
+    kind = re.compile(r"isinstance\([^)]*(RemoteTMaster|TMaster|InProcessTMasterView)\b")
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        where = path.relative_to(root).as_posix()
+        assert not (where != "tmaster/master.py" and "tmaster._lock" in text), where
+        assert not lock.search(text) or where == "tmaster/master.py", where
+        assert not kind.search(text), where

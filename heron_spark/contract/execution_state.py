@@ -34,7 +34,7 @@ def is_live(state: ExecutionState | None) -> bool:
 
 
 def from_status(status: dict) -> ExecutionState:
-    """Build the execution state from the TMaster's ``status()`` dict.
+    """Build the execution state from a status dict (``TopologyStatus.as_dict()``).
 
     Also reads the JSON form an earlier version stored, which was that dict.
     """

@@ -184,7 +184,7 @@ def _start_tmaster_in_container(spark, statemgr, system: SystemConfig, decided: 
     Write the topology to the state manager; container 0 starts the TMaster, which claims its
     location there, and the stmgrs find it there. The submitter asks that TMaster through the
     control port (``RemoteTMaster``): directly on a classic session, through a one-task Spark
-    job under Spark Connect (``scheduler.remote``). Returns ``(tmaster, task, closers,
+    job under Spark Connect (``scheduler.ask``). Returns ``(tmaster, task, closers,
     tracker)``: no closers, no tracker here.
     """
     name = decided.plan.name
