@@ -2,18 +2,27 @@
 
 Every error names what went wrong, where (component / stream / task), the offending value and
 the fix. Each class also inherits the matching built-in, so ``except ValueError`` keeps working.
-Tests assert the class and its fields, not the wording.
+Tests assert the class (or its stable ``code``) and its fields, not the wording.
+
+A refusal crosses processes (a TMaster's control port, the tracker's verbs) as its ``code``
+and ``fields()``; ``refusal(code, fields)`` builds the same error again on the other side.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 _UNSET = object()
 
 
 class HeronSparkError(Exception):
-    """Base class of every error heron_spark raises on purpose."""
+    """Base class of every error heron_spark raises on purpose.
+
+    ``code`` names the class in a stable form (``TOPOLOGY_STATE``): what crosses processes
+    and what tests assert.
+    """
+
+    code: ClassVar[str] = "HERON_SPARK"
 
 
 def _compose(problem: str, component: str | None, value: Any, fix: str | None) -> str:
@@ -26,6 +35,8 @@ def _compose(problem: str, component: str | None, value: Any, fix: str | None) -
 class TopologyValueError(HeronSparkError, ValueError):
     """A topology is malformed; raised by validation before anything is launched."""
 
+    code: ClassVar[str] = "TOPOLOGY_VALUE"
+
     def __init__(self, problem: str, *, component: str | None = None, value: Any = _UNSET,
                  fix: str | None = None, kind: str = "invalid") -> None:
         self.problem = problem
@@ -34,6 +45,11 @@ class TopologyValueError(HeronSparkError, ValueError):
         self.fix = fix
         self.kind = kind
         super().__init__(_compose(problem, component, value, fix))
+
+    def fields(self) -> dict[str, Any]:
+        """Return the constructor's arguments (what a refusal carries across processes)."""
+        return {"problem": self.problem, "component": self.component, "value": self.value,
+                "fix": self.fix, "kind": self.kind}
 
 
 class TopologyTypeError(HeronSparkError, TypeError):
@@ -102,6 +118,8 @@ class ConfigError(HeronSparkError, ValueError):
 class ClusterCapacityError(HeronSparkError, RuntimeError):
     """The Spark cluster cannot run one barrier task per container at once."""
 
+    code: ClassVar[str] = "CLUSTER_CAPACITY"
+
     def __init__(self, needed: int, available: int, master: str) -> None:
         self.needed = needed
         self.available = available
@@ -110,6 +128,10 @@ class ClusterCapacityError(HeronSparkError, RuntimeError):
             f"the topology needs {needed} concurrent task slots (one barrier task per container) "
             f"but Spark master {master!r} offers {available}. Fix: lower topology.stmgrs, or give "
             f"Spark more slots (local[N] with N >= {needed}, or more executor cores)")
+
+    def fields(self) -> dict[str, Any]:
+        """Return the constructor's arguments (what a refusal carries across processes)."""
+        return {"needed": self.needed, "available": self.available, "master": self.master}
 
 
 class TopologyRuntimeError(HeronSparkError, RuntimeError):
@@ -144,15 +166,25 @@ class TopologyRuntimeError(HeronSparkError, RuntimeError):
 class TopologyStateError(HeronSparkError, RuntimeError):
     """A lifecycle action does not fit the topology's current state."""
 
+    code: ClassVar[str] = "TOPOLOGY_STATE"
+
     def __init__(self, topology: str, state: str, action: str, fix: str) -> None:
         self.topology = topology
         self.state = state
         self.action = action
+        self.fix = fix
         super().__init__(f"topology {topology!r} is {state}: cannot {action}. Fix: {fix}")
+
+    def fields(self) -> dict[str, Any]:
+        """Return the constructor's arguments (what a refusal carries across processes)."""
+        return {"topology": self.topology, "state": self.state, "action": self.action,
+                "fix": self.fix}
 
 
 class TopologyNotFoundError(HeronSparkError, LookupError):
     """No topology of that name is known to the state manager."""
+
+    code: ClassVar[str] = "TOPOLOGY_NOT_FOUND"
 
     def __init__(self, topology: str, where: str) -> None:
         self.topology = topology
@@ -300,3 +332,29 @@ class MetricsQueryError(HeronSparkError, ValueError):
         where = f" at {position} ({token!r}) in {query!r}" if query else \
             (f" ({token!r})" if token else "")
         super().__init__(f"{problem}{where}. Fix: {fix}" if fix else f"{problem}{where}")
+
+
+# The refusals a TMaster answers a control request with, by code: the client raises the same.
+REFUSALS: dict[str, type[TopologyStateError] | type[TopologyValueError]
+               | type[ClusterCapacityError]] = {
+    cls.code: cls for cls in (TopologyStateError, TopologyValueError, ClusterCapacityError)}
+
+
+def refusal(code: str, fields: dict[str, Any]) -> HeronSparkError:
+    """Build the refusal ``code`` with its ``fields`` again (an unknown code: TopologyStateError).
+
+    ``fields`` is what the refusing side's ``fields()`` returned; missing ones stay empty.
+    """
+    cls = REFUSALS.get(code)
+    if cls is TopologyValueError:
+        value = fields.get("value", _UNSET)
+        return TopologyValueError(str(fields.get("problem") or ""),
+                                  component=fields.get("component"),
+                                  value=_UNSET if value is None else value,
+                                  fix=fields.get("fix"), kind=str(fields.get("kind") or "invalid"))
+    if cls is ClusterCapacityError:
+        return ClusterCapacityError(int(fields.get("needed") or 0),
+                                    int(fields.get("available") or 0),
+                                    str(fields.get("master") or ""))
+    return TopologyStateError(str(fields.get("topology") or ""), str(fields.get("state") or ""),
+                              str(fields.get("action") or "do that"), str(fields.get("fix") or ""))

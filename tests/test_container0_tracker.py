@@ -117,17 +117,21 @@ def tmaster(tmp_path):
 
 def test_the_ui_link_view_needs_a_tracker_beside_the_tmaster(tmaster):
     from heron_spark.proto import tmaster_pb2
-    from heron_spark.tmaster.live_queries import UI_LINK_VIEW, answer
+    from heron_spark.contract.live_paths import LivePath
+    from heron_spark.contract.topology_view import HandleView
+    from heron_spark.tmaster.live_queries import answer
 
-    query = tmaster_pb2.ViewQuery(path=UI_LINK_VIEW, params_json="{}")
+    query = tmaster_pb2.ViewQuery(path=LivePath.UI_LINK.value, params_json="{}")
     refused = answer(tmaster, query)
     assert (refused.ok, refused.code) == (False, 404)
     assert "heron.tracker.port" in refused.detail
     tmaster.login_link = lambda: "http://10.0.0.7:4000/login?token=x"
     tmaster.tracker_url = "http://10.0.0.7:4000"
     assert json.loads(answer(tmaster, query).json) == {"url": "http://10.0.0.7:4000/login?token=x"}
-    handle_view = answer(tmaster, tmaster_pb2.ViewQuery(path="handle", params_json="{}"))
-    assert json.loads(handle_view.json)["tracker_url"] == "http://10.0.0.7:4000"
+    handle_view = answer(tmaster, tmaster_pb2.ViewQuery(path=LivePath.HANDLE.value,
+                                                        params_json="{}"))
+    view = HandleView.from_json(handle_view.json)
+    assert (view.tracker_url, view.status.generation) == ("http://10.0.0.7:4000", 3)
 
 
 def test_a_stop_under_a_live_topology_is_stored_with_its_reason_an_ended_one_is_kept(tmaster):

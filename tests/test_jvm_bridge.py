@@ -176,26 +176,26 @@ def test_auto_goes_on_without_the_bridge_and_true_fails_loudly(tmp_path, monkeyp
     import logging
 
     from heron_spark.config import SPARK_JVM_BRIDGE, SystemConfig, build_system_config
-    from heron_spark.scheduler import submit as submit_module
+    from heron_spark.scheduler import spark_session
 
     assert SystemConfig().spark_jvm_bridge == "auto"
     with monkeypatch.context() as patch:
         patch.setenv("XDG_CACHE_HOME", str(tmp_path / "empty-cache"))  # no cached jar
         patch.setattr(jvm_bridge.shutil, "which", lambda name: None)
-        with caplog.at_level(logging.INFO, logger=submit_module.__name__):
-            assert submit_module._bridge_conf("auto") == {}
+        with caplog.at_level(logging.INFO, logger=spark_session.__name__):
+            assert spark_session.bridge_conf("auto") == {}
         [record] = [r for r in caplog.records if "heron.spark.jvm.bridge" in r.getMessage()]
         assert record.levelno == logging.INFO and "javac" in record.getMessage()
         with pytest.raises(ConfigError) as info:
-            submit_module._bridge_conf("true")
+            spark_session.bridge_conf("true")
         assert info.value.key == SPARK_JVM_BRIDGE
-        assert submit_module._bridge_conf("false") == {}
+        assert spark_session.bridge_conf("false") == {}
     with monkeypatch.context() as patch:  # as in a process whose Spark JVM has not started
         from pyspark import SparkContext
 
         patch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
         patch.setattr(SparkContext, "_gateway", None)
-        assert submit_module._bridge_conf("auto") == jvm_bridge.spark_conf(jvm_bridge.build_jar())
+        assert spark_session.bridge_conf("auto") == jvm_bridge.spark_conf(jvm_bridge.build_jar())
     assert build_system_config({SPARK_JVM_BRIDGE: True}).spark_jvm_bridge == "true"
     assert build_system_config({SPARK_JVM_BRIDGE: "Off"}).spark_jvm_bridge == "false"
     with pytest.raises(ConfigError):
@@ -206,11 +206,11 @@ def test_a_running_jvm_cannot_take_the_bridge(monkeypatch):
     """Under spark-submit (or after an earlier SparkContext) the jar would reach the executors
     but not the driver's class path: auto goes on without the bridge, true says how to add it.
     ``test_shipping``'s plain spark-submit run is this case for real."""
-    from heron_spark.scheduler import submit as submit_module
+    from heron_spark.scheduler import spark_session
 
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "1")
     with pytest.raises(ConfigError, match="--jars"):
         jvm_bridge.check_jvm_not_started()
-    assert submit_module._bridge_conf("auto") == {}
+    assert spark_session.bridge_conf("auto") == {}
     with pytest.raises(ConfigError, match="spark-submit"):
-        submit_module._bridge_conf("true")
+        spark_session.bridge_conf("true")

@@ -116,15 +116,22 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf, tm
         with open_state_manager(hconf["heron.statemgr"]) as statemgr:  # as the tracker does
             with pytest.raises(TopologyStateError) as remote:
                 client.activate_topology(statemgr, name)
-            assert (remote.value.topology, remote.value.state) == (name, "RUNNING")
+            assert (remote.value.code, remote.value.topology, remote.value.state,
+                    remote.value.action) == ("TOPOLOGY_STATE", name, "RUNNING", "activate it")
             if tmaster_placement == "container":  # only the submitter can start containers
-                with pytest.raises(TopologyStateError, match="handle.update"):
+                with pytest.raises(TopologyStateError) as outside:
                     client.update_topology(statemgr, name, {"nope": 2})
+                assert outside.value.code == "TOPOLOGY_STATE"
+                assert "handle.update" in outside.value.fix
             else:
-                with pytest.raises(TopologyValueError):
+                with pytest.raises(TopologyValueError) as unknown:
                     client.update_topology(statemgr, name, {"nope": 2})
-            with pytest.raises(TopologyValueError):
+                assert (unknown.value.code, unknown.value.component) == ("TOPOLOGY_VALUE",
+                                                                         "nope")
+            with pytest.raises(TopologyValueError) as container:
                 client.restart_topology(statemgr, name, 5)
+            assert (container.value.code, container.value.kind, container.value.value) == \
+                ("TOPOLOGY_VALUE", "container", 5)
             assert client.deactivate_topology(statemgr, name) == "PAUSED"
         # A TMaster in container 0's last answer is cached for 0.5 s (scheduler/remote.py): the
         # handle sees a change made through another client once that answer is older.
@@ -162,7 +169,7 @@ def test_deactivate_stops_spouts_and_activate_resumes(spark, tmp_path, hconf, tm
     with open_state_manager(hconf["heron.statemgr"]) as statemgr:
         with pytest.raises(TopologyStateError) as gone:
             client.deactivate_topology(statemgr, name)
-        assert "KILLED" in gone.value.state
+        assert gone.value.code == "TOPOLOGY_STATE" and "KILLED" in gone.value.state
 
 
 @pytest.mark.spark

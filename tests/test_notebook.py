@@ -93,9 +93,11 @@ def test_progress_with_the_tmaster_in_container_0(spark, tmp_path, hconf, caplog
 
 
 def test_html_escapes_every_value():
+    from heron_spark.contract.topology_view import TopologyStatus
+
     view = notebook.build_view(
-        {"name": "<b>t</b>", "state": "FAILED", "detail": "x <script>alert(1)</script> & y",
-         "registered": [0], "containers": 2, "generation": 1},
+        TopologyStatus("<b>t</b>", "t-1", "FAILED", detail="x <script>alert(1)</script> & y",
+                       registered=(0,), containers=2, generation=1),
         {"<i>c</i>": {"__emit-count/default": 10.0, "__execute-count/a/default": 4.0,
                       "__execute-count/b/default": 2.0, "__ack-count": 3.0}},
         {"<i>c</i>": (False, 1)}, 2.0, "http://h:1/?a=1&b='2'")
@@ -135,15 +137,17 @@ def test_progress_refreshes_a_tmaster_in_container_0(caplog):
     """Container placement: the progress thread asks (``refresh``) before each look."""
     import threading
 
-    class Asked:  # what RemoteTMaster shows between questions: the last answer
-        name, asked = "remote", 0
-        running, done = threading.Event(), threading.Event()
-        answer = {"registered": [], "containers": 2, "state": "STARTING"}
+    from heron_spark.contract.topology_view import TopologyStatus
 
-        def refresh(self):
+    class Asked:  # what RemoteTMaster shows between questions: the last answer
+        name, asked, poll_secs = "remote", 0, 1.0
+        running, done = threading.Event(), threading.Event()
+        answer = TopologyStatus("remote", "r-1", "STARTING", containers=2)
+
+        def refresh(self, max_age=0.0):
             self.asked += 1
             if self.asked == 3:
-                self.answer = {"registered": [0, 1], "containers": 2, "state": "RUNNING"}
+                self.answer = self.answer.replace(registered=(0, 1), state="RUNNING")
                 self.running.set()
 
         def status(self):
@@ -151,7 +155,7 @@ def test_progress_refreshes_a_tmaster_in_container_0(caplog):
 
     tmaster = Asked()
     with caplog.at_level(logging.INFO, logger=progress.__name__):
-        progress.watch(tmaster, True, 0.01, refresh=tmaster.refresh).join(10)
+        progress.watch(tmaster, True, 0.01).join(10)
     assert [r.getMessage() for r in caplog.records if r.name == progress.__name__] == [
         "heron_spark topology remote: containers registered 0/2 (STARTING)",
         "heron_spark topology remote: containers registered 2/2 (RUNNING)"]

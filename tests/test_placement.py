@@ -173,22 +173,26 @@ def _remote(tmp_path, answers: list, scheduler=None):
 
 def _view_answer(state: str, started: float | None = 1.0, generation: int = 0,
                  plan: bool = False):
-    import base64
-    import json as json_
-
+    from heron_spark.contract.topology_view import HandleView, TopologyStatus
     from heron_spark.proto import physical_plan_pb2, tmaster_pb2
 
-    encoded = None
+    physical = None
     if plan:  # the physical plan of ``generation``, one stmgr per container
-        encoded = base64.b64encode(physical_plan_pb2.PhysicalPlan(
+        physical = physical_plan_pb2.PhysicalPlan(
             topology_name="remote", generation=generation,
-            stmgrs=[physical_plan_pb2.StmgrInfo(container_index=i) for i in (0, 1)],
-        ).SerializeToString()).decode()
-    view = {"status": {"state": state, "started_at": started, "generation": generation,
-                       "registered": [0, 1], "detail": ""},
-            "metrics": {"count": {"__execute-count/split/default": 7.0}},
-            "physical_plan": encoded, "failure": None, "updating": False}
-    return tmaster_pb2.ControlResponse(ok=True, code=200, json=json_.dumps(view))
+            stmgrs=[physical_plan_pb2.StmgrInfo(container_index=i) for i in (0, 1)])
+    view = HandleView(TopologyStatus("remote", "remote-1", state, started_at=started,
+                                     generation=generation, registered=(0, 1)),
+                      {"count": {"__execute-count/split/default": 7.0}}, physical)
+    return tmaster_pb2.ControlResponse(ok=True, code=200, json=view.to_json())
+
+
+def _final(state: str, detail: str, metrics: dict | None = None) -> dict:
+    """Container 0's TMaster's last word in its stage summary."""
+    from heron_spark.contract.topology_view import HandleView, TopologyStatus
+
+    return HandleView(TopologyStatus("remote", "remote-1", state, detail=detail, started_at=1.0,
+                                     ended_at=2.0), metrics or {}).as_dict()
 
 
 def test_remote_tmaster_reads_the_view_and_caches_it(tmp_path):
@@ -216,7 +220,8 @@ def test_remote_tmaster_kill_without_an_answer_cancels_the_stage(tmp_path):
     remote, asked, statemgr = _remote(tmp_path, [], Stage())
     remote.kill("by the test")
     assert asked == ["kill"] and cancelled == [True]
-    remote.finish(None, RuntimeError("stage cancelled"), "the Spark job was cancelled")
+    remote.end_with_stage(None, RuntimeError("stage cancelled"), True,
+                          "the Spark job was cancelled")
     assert remote.done.is_set() and remote.state.value == "KILLED"
     assert statemgr.get_execution_state("remote").state == "KILLED"  # stored for it
     statemgr.close()
@@ -224,14 +229,14 @@ def test_remote_tmaster_kill_without_an_answer_cancels_the_stage(tmp_path):
 
 def test_a_kill_asked_by_the_handle_keeps_its_detail(tmp_path):
     """As with a TMaster in the driver: whether container 0 answered or the stage was cancelled."""
-    final = {"status": {"state": "KILLED", "started_at": 1.0, "ended_at": 2.0,
-                        "detail": "killed through the control port"}, "metrics": {}}
+    final = _final("KILLED", "killed through the control port")
     for summaries, error in (([{"container": 0, "tmaster": final}], None),
                              (None, RuntimeError("cancelled"))):
         remote, asked, statemgr = _remote(tmp_path, [_view_answer("KILLED")])
         remote.cancel_stage = lambda: None
         remote.kill("killed by the handle")
-        remote.finish(summaries, error, "the Spark job was cancelled")
+        remote.end_with_stage(summaries, error, error is not None,
+                              "the Spark job was cancelled")
         assert (remote.state.value, remote.detail) == ("KILLED", "killed by the handle")
         assert asked == ["kill"]
         statemgr.close()
@@ -239,10 +244,9 @@ def test_a_kill_asked_by_the_handle_keeps_its_detail(tmp_path):
 
 def test_remote_tmaster_takes_container_0s_last_word(tmp_path):
     remote, _asked, statemgr = _remote(tmp_path, [])
-    final = {"status": {"state": "FINISHED", "started_at": 1.0, "ended_at": 2.0,
-                        "detail": "every spout finished"},
-             "metrics": {"count": {"x": 1.0}}, "failure": None}
-    remote.finish([{"container": 1}, {"container": 0, "tmaster": final}], None, "unused")
+    final = _final("FINISHED", "every spout finished", {"count": {"x": 1.0}})
+    remote.end_with_stage([{"container": 1}, {"container": 0, "tmaster": final}], None, False,
+                          "unused")
     assert remote.state.value == "FINISHED" and remote.running.is_set()
     assert remote.detail == "every spout finished" and remote.metrics_by_component()["count"]
     statemgr.close()
@@ -259,7 +263,7 @@ def test_remote_tmaster_forgets_the_plan_of_a_replaced_generation(tmp_path):
     assert remote.physical_plan.generation == 0 and not remote.updating
     remote.begin_generation(1, remote.plan)  # an update's switch, in the stage's thread
     assert remote.physical_plan is None and remote.updating and remote.generation == 1
-    assert remote.status()["registered"] == []
+    assert remote.status().registered == ()
     remote.refresh(0)  # generation 0's TMaster, answering late
     assert remote.physical_plan is None
     remote.refresh(0)
@@ -268,16 +272,23 @@ def test_remote_tmaster_forgets_the_plan_of_a_replaced_generation(tmp_path):
     statemgr.close()
 
 
-def test_remote_tmaster_refusals_keep_the_tmasters_error_class(tmp_path):
+def test_remote_tmaster_refusals_keep_the_tmasters_error_code_and_fields(tmp_path):
+    import json as json_
+
     from heron_spark.errors import TopologyStateError
     from heron_spark.proto import tmaster_pb2
 
+    fields = {"topology": "remote", "state": "PAUSED", "action": "deactivate it",
+              "fix": "it is already deactivated"}
     refusal = tmaster_pb2.ControlResponse(ok=False, state="PAUSED", error="TopologyStateError",
-                                          detail="topology 'remote' is PAUSED: cannot deactivate")
+                                          error_code="TOPOLOGY_STATE",
+                                          error_fields_json=json_.dumps(fields))
     remote, asked, statemgr = _remote(tmp_path, [refusal])
-    with pytest.raises(TopologyStateError, match="cannot deactivate"):
+    with pytest.raises(TopologyStateError) as refused:
         remote.set_paused(True)
-    with pytest.raises(TopologyStateError, match="TMaster in container 0"):
+    assert (refused.value.code, refused.value.fields()) == ("TOPOLOGY_STATE", fields)
+    with pytest.raises(TopologyStateError) as unanswered:
         remote.set_paused(False)  # nobody answers
+    assert (unanswered.value.code, unanswered.value.action) == ("TOPOLOGY_STATE", "activate it")
     assert asked == ["deactivate", "activate"]
     statemgr.close()

@@ -121,14 +121,15 @@ def test_claims_are_refused_and_the_location_hides_a_password():
 def test_submits_steps_travel_as_plain_bytes(requests, tmp_path):
     """Protobuf messages do not pickle: submit's and update's steps pass bytes both ways."""
     from heron_spark.scheduler.remote import store_final_state
-    from heron_spark.scheduler.submit import _prior_run, _write_container_run
+    from heron_spark.scheduler.placement import write_container_run
+    from heron_spark.scheduler.submit import _prior_run
     from heron_spark.scheduler.update import store_plans
 
     statemgr, sent = requests
     starting = execution_state.from_status({"name": "t", "id": "t-1", "state": "STARTING",
                                             "generation": 0})
     topology = topology_pb2.Topology(name="t", id="t-1")
-    run_on(statemgr, _write_container_run, "t", str(tmp_path / "ckpt"),
+    run_on(statemgr, write_container_run, "t", str(tmp_path / "ckpt"),
            execution_state.encode(starting), topology.SerializeToString(),
            packing_pb2.PackingPlan(topology_name="t").SerializeToString())
     prior, stored = run_on(statemgr, _prior_run, "t")  # STARTING is live: a resume

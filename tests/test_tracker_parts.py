@@ -220,6 +220,8 @@ def test_a_driver_shares_one_tracker_and_falls_back_from_a_busy_port(tmp_path):
 def test_stored_execution_state_has_heron_shape():
     """The tracker shapes a stored execution state as Heron's; with no live TMaster a live
     state becomes NOT_RUNNING."""
+    from heron_spark.contract.topology_view import TMasterLocation, TopologyStatus
+
     status = {"name": "wc", "id": "wc-1", "state": "RUNNING", "detail": "", "started_at": 5.0,
               "ended_at": None, "generation": 1, "paused": False, "updating": False,
               "containers": 2, "instance_failures": {"3": 1}, "heartbeats": {"0": 4.0},
@@ -235,8 +237,8 @@ def test_stored_execution_state_has_heron_shape():
         "submission_time": 1700000000, "submission_user": "alice", "status": "NOT_RUNNING",
         "live": False, "id": "wc-1", "generation": 1, "started_at": 5.0, "ended_at": None,
         "instance_failures": {"3": 1}}
-    live = dict(status, state="PAUSED")
-    assert shapes.execution_state("wc", from_proto, None, None, None, {"port": 1},
-                                  live)["status"] == "PAUSED"
+    live = TopologyStatus.from_dict(dict(status, state="PAUSED"))
+    assert shapes.execution_state("wc", from_proto, None, None, None,
+                                  TMasterLocation("h", 1), live)["status"] == "PAUSED"
     nothing = shapes.execution_state("wc", None, None, None, None, None, None)
     assert (nothing["status"], nothing["cluster"], nothing["role"]) == ("UNKNOWN", "local", "")

@@ -41,26 +41,25 @@ def cmd_submit(args) -> int:
     from heron_spark import heronpy_alias
     from heron_spark.api.topology import Topology
     from heron_spark.scheduler import submit as submit_module
+    from heron_spark.scheduler.options import SubmitOptions, cli_submits
 
     heronpy_alias.install()
     path = Path(args.file).resolve()
     if not path.is_file():
         msg = f"no such topology file: {path}"
         raise SystemExit(msg)
-    options = {"conf": _conf_pairs(args.conf), "name": args.name, "master": args.master,
-               "deactivated": args.deploy_deactivated}
-    submit_module._CLI_CONTEXT = {"options": options, "handles": []}
+    options = SubmitOptions(_conf_pairs(args.conf), args.name, args.master,
+                            bool(args.deploy_deactivated))
     # As ``heron submit`` does: the file sees NAME and the extra arguments as sys.argv[1:].
     sys.argv = [str(path), *([args.name] if args.name else []), *args.args]
     sys.path.insert(0, str(path.parent))
     code = 0
-    try:
+    with cli_submits(options) as handles:
         try:
             namespace = runpy.run_path(str(path), run_name="__main__")
         except SystemExit as exit_:  # the file ran its own main(); keep its exit code
             namespace = {}
             code = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-        handles = submit_module._CLI_CONTEXT["handles"]
         if not handles and code != 0:
             return code
         if not handles:
@@ -86,8 +85,6 @@ def cmd_submit(args) -> int:
             status = handle.wait()
             print(f"topology {handle.name}: {status}")
         return code
-    finally:
-        submit_module._CLI_CONTEXT = None
 
 
 def cmd_kill(args) -> int:

@@ -7,6 +7,9 @@ Both sides of each contract import it from here; nothing else spells it:
 - ``child_args``: the command line of each child process (one frozen dataclass per kind, with
   ``to_argv`` for the container and ``from_argv`` for the child's ``__main__``).
 - ``execution_state``: the stored execution state of a topology (a proto message).
+- ``topology_view``: what a TMaster tells about its topology, typed (``TopologyStatus``,
+  ``HandleView``, ``TMasterLocation``, ``CommittedCheckpoint``), each with its one codec.
+- ``live_paths``: the live views a TMaster answers and the tracker forwards (``LivePath``).
 - ``ids``: instance and stream manager ids in metrics and the tracker.
 - ``metric_names``: every metric name the processes publish, for them and for every reader.
 - ``layout``: the files of a container's working folder (ready files, heartbeats, logs, the

@@ -31,7 +31,7 @@ def is_live(state: ExecutionState | None) -> bool:
 
 
 def from_status(status: dict) -> ExecutionState:
-    """Build the execution state from the TMaster's ``status()`` dict."""
+    """Build the execution state from a status dict (``TopologyStatus.as_dict()``)."""
     state = ExecutionState(
         name=str(status.get("name") or ""), id=str(status.get("id") or ""),
         state=str(status.get("state") or ""), detail=str(status.get("detail") or ""),

@@ -6,45 +6,40 @@ Managing is deactivate, activate, restart and update. Driver only.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
-from heron_spark.errors import TopologyRuntimeError
-from heron_spark.scheduler.remote import RemoteTMaster
+from heron_spark.contract.topology_view import TopologyStatus
+from heron_spark.errors import TopologyRuntimeError, TopologyStateError
 from heron_spark.scheduler.run import TopologyRun
-from heron_spark.tmaster.master import TMaster, TopologyState
+from heron_spark.tmaster.core import TopologyState
+from heron_spark.tmaster.protocol import TMasterView
 
 log = logging.getLogger(__name__)
-
-
-# How often a handle whose TMaster runs in container 0 asks it while waiting for a plan (each
-# question is a small Spark job under Spark Connect).
-REMOTE_POLL_SECS = 1.0
 
 
 class TopologyHandle:
     """A submitted topology. ``kill`` and ``wait`` are safe to call from any thread, repeatedly.
 
-    Its TMaster is the driver's (``TMaster``) or, with ``heron.tmaster.placement`` container,
-    one in container 0 that it asks through the control port (``RemoteTMaster``). Its
+    Its TMaster (a ``tmaster.protocol.TMasterView``) is the driver's or, with
+    ``heron.tmaster.placement`` container, one in container 0 asked through the control port:
+    the handle reads it the same way either way. Its
     ``run`` (``scheduler.run.TopologyRun``: the barrier stage across generations) is what
     ``wait`` and ``kill`` wait for; a handle without one only asks the TMaster.
     """
 
-    def __init__(self, name: str, tmaster: TMaster | RemoteTMaster,
+    def __init__(self, name: str, tmaster: TMasterView,
                  kill_grace_secs: float, run: TopologyRun | None = None) -> None:
         self.name = name
         self._tmaster = tmaster
         self._kill_grace = kill_grace_secs
         self._run = run
-        self._tracker_url: str | None = None  # the tracker serving this driver's topologies
-        self._tracker_auth = None  # its Authenticator (set by submit)
         self._closers: list = []
-        self._progress = None  # the start-up progress thread (scheduler/progress.py), if any
+        self._progress: threading.Thread | None = None  # start-up progress (progress.py)
 
     def _refresh(self) -> None:
-        """Ask a TMaster in container 0 for its state (a driver's TMaster is read directly)."""
-        if isinstance(self._tmaster, RemoteTMaster):
-            self._tmaster.refresh()
+        """Bring the TMaster's view up to date (a question to a TMaster in container 0)."""
+        self._tmaster.refresh()
 
     @property
     def tracker_url(self) -> str | None:
@@ -56,14 +51,7 @@ class TopologyHandle:
         executors are: from a laptop (a Spark Connect client), through the cluster's proxy or
         a port forward.
         """
-        if isinstance(self._tmaster, RemoteTMaster):
-            self._refresh()
-            return self._tmaster.tracker_url
-        return self._tracker_url
-
-    @tracker_url.setter
-    def tracker_url(self, url: str | None) -> None:
-        self._tracker_url = url
+        return self._tmaster.tracker_url
 
     @property
     def status(self) -> str:
@@ -94,6 +82,11 @@ class TopologyHandle:
         heartbeats, drained tasks and failures per task id.
         """
         self._refresh()
+        return self._tmaster.status().as_dict()
+
+    def topology_status(self) -> TopologyStatus:
+        """Return the TMaster's view of the topology, typed (``status_detail`` as fields)."""
+        self._refresh()
         return self._tmaster.status()
 
     def metrics(self) -> dict[str, dict[str, float]]:
@@ -115,30 +108,17 @@ class TopologyHandle:
         executors are reachable (on the cluster, or through its proxy or a port forward).
         TopologyStateError if that TMaster does not answer (not started yet, or gone).
         """
-        if isinstance(self._tmaster, RemoteTMaster):
-            link = self._tmaster.ui_link()
-            if link is None:
-                from heron_spark.errors import TopologyStateError
-
-                raise TopologyStateError(self.name, self.status, "open its UI",
-                                         "wait for its TMaster in container 0 to start")
-            return link
-        if self.tracker_url is None or self._tracker_auth is None:
-            from heron_spark.config import TRACKER_PORT
-            from heron_spark.errors import ConfigError
-
-            raise ConfigError(TRACKER_PORT, -1, "set heron.tracker.port to 0 (any free port) "
-                                                "or a port number to run the tracker")
-        from heron_spark.tracker.auth import login_link
-
-        return login_link(self.tracker_url, self._tracker_auth.token)
+        link = self._tmaster.ui_link()
+        if link is None:
+            raise TopologyStateError(self.name, self.status, "open its UI",
+                                     "wait for its TMaster in container 0 to start")
+        return link
 
     def wait_running(self, timeout: float | None = None) -> bool:
         """Wait until the physical plan is broadcast; return False on timeout or early end."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        remote = isinstance(self._tmaster, RemoteTMaster)
-        poll = REMOTE_POLL_SECS if remote else 0.05
-        wake = self._tmaster.done if remote else self._tmaster.running
+        poll = self._tmaster.poll_secs
+        wake = self._tmaster.done
         while not self._tmaster.running.is_set():
             self._refresh()
             if self._tmaster.running.is_set():
@@ -225,7 +205,7 @@ class TopologyHandle:
         """Wait until ``generation``'s physical plan is broadcast; False on timeout or end."""
         deadline = time.monotonic() + timeout
         tmaster = self._tmaster
-        poll = REMOTE_POLL_SECS if isinstance(tmaster, RemoteTMaster) else 0.05
+        poll = tmaster.poll_secs
         self._refresh()
         while not (tmaster.generation >= generation and tmaster.physical_plan is not None
                    and not tmaster.updating):
@@ -256,12 +236,8 @@ class TopologyHandle:
         started = tmaster.started_at
         elapsed = None if started is None else (tmaster.ended_at or time.time()) - started
         tracker_url = self.tracker_url
-        remote = isinstance(tmaster, RemoteTMaster)
-        has_login = login and tracker_url is not None \
-            and (remote or self._tracker_auth is not None)
-        link = tracker_url
-        if has_login:
-            link = (tmaster.ui_link() or tracker_url) if remote else self.ui_link()
+        link = (tmaster.ui_link() or tracker_url) if login and tracker_url is not None \
+            else tracker_url
         components = {name: (decl.is_spout, decl.parallelism)
                       for name, decl in tmaster.plan.logical.components.items()}
         return notebook.build_view(tmaster.status(), tmaster.metrics_by_component(),

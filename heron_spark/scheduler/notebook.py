@@ -11,6 +11,8 @@ import dataclasses
 import html
 from typing import Mapping
 
+from heron_spark.contract.topology_view import TopologyStatus
+
 # Metric families summed per component. A name is the family alone (``__execute-count``) or the
 # family and a stream / source (``__emit-count/default``, ``__execute-count/split/default``).
 EMIT, EXECUTE, ACK, FAIL = "__emit-count", "__execute-count", "__ack-count", "__fail-count"
@@ -56,12 +58,12 @@ def family_total(values: Mapping[str, float], family: str) -> float:
     return sum(scoped) if scoped else float(values.get(family, 0.0))
 
 
-def build_view(status: Mapping, metrics: Mapping[str, Mapping[str, float]],
+def build_view(status: TopologyStatus, metrics: Mapping[str, Mapping[str, float]],
                components: Mapping[str, tuple[bool, int]], elapsed_secs: float | None,
                link: str | None) -> HandleView:
     """Make the view from the TMaster's status and metrics.
 
-    The inputs are ``TMaster.status()``, ``metrics_by_component()``, the components
+    The inputs are the TMaster's ``status()``, ``metrics_by_component()``, the components
     (name -> (is spout, parallelism)) and the seconds since the topology started running.
     """
     rows = []
@@ -72,9 +74,8 @@ def build_view(status: Mapping, metrics: Mapping[str, Mapping[str, float]],
         rows.append(ComponentRow(name, "spout" if is_spout else "bolt", parallelism, emitted,
                                  executed, family_total(values, ACK), family_total(values, FAIL),
                                  per_sec(emitted), per_sec(executed)))
-    return HandleView(str(status["name"]), str(status["state"]), str(status.get("detail") or ""),
-                      len(status.get("registered") or ()), int(status["containers"]),
-                      int(status.get("generation") or 0), link, tuple(rows))
+    return HandleView(status.name, status.state, status.detail, len(status.registered),
+                      status.containers, status.generation, link, tuple(rows))
 
 
 def _rate(value: float | None) -> str:

@@ -7,9 +7,9 @@ daemon thread polls the TMaster until the topology runs or ends; sinks are used 
 alone (the notebook sink's first display is made by the caller's thread, inside the cell).
 
 The driver's TMaster is read in memory every ``DRIVER_POLL_SECS``. A TMaster in container 0
-(``RemoteTMaster``) is asked through its control port (``refresh``): directly on a classic
-session every ``REMOTE_POLL_SECS``, and under Spark Connect, where each question is a one-task
-Spark job, every ``CONNECT_POLL_SECS``. The first line is the one known at submit (no
+is asked through its control port (``refresh``): directly on a classic session every
+``poll_secs`` of its view, and under Spark Connect, where each question is a one-task Spark
+job, every ``CONNECT_POLL_SECS``. The first line is the one known at submit (no
 question), so ``submit`` returns without waiting for an answer.
 """
 
@@ -18,12 +18,13 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from typing import Callable, TextIO
+from typing import TextIO
+
+from heron_spark.tmaster.protocol import TMasterView
 
 log = logging.getLogger(__name__)
 
 DRIVER_POLL_SECS = 0.1
-REMOTE_POLL_SECS = 1.0
 CONNECT_POLL_SECS = 2.0
 
 
@@ -97,19 +98,22 @@ def choose_sink(first_line: str, stream: TextIO):
     return LogSink()
 
 
-def watch(tmaster, enabled: bool, poll_secs: float = DRIVER_POLL_SECS,
-          refresh: Callable[[], None] | None = None) -> threading.Thread | None:
+def watch(tmaster: TMasterView, enabled: bool,
+          poll_secs: float | None = None) -> threading.Thread | None:
     """Show ``tmaster``'s start-up progress from a daemon thread; None when not ``enabled``.
 
-    ``refresh`` (a ``RemoteTMaster``'s) asks for a new status before each poll but the first.
+    Before each look but the first it asks ``tmaster.refresh`` (a question to a TMaster in
+    container 0, nothing for the driver's); it looks every ``poll_secs`` (default: the
+    TMaster's own ``poll_secs``, at least ``DRIVER_POLL_SECS``).
     """
     if not enabled:
         return None
+    poll = poll_secs if poll_secs is not None else max(DRIVER_POLL_SECS, tmaster.poll_secs)
 
     def line() -> str:
         status = tmaster.status()
-        return progress_line(tmaster.name, len(status["registered"]), status["containers"],
-                             status["state"])
+        return progress_line(tmaster.name, len(status.registered), status.containers,
+                             status.state)
 
     first = line()
     sink = choose_sink(first, sys.stderr)
@@ -117,8 +121,8 @@ def watch(tmaster, enabled: bool, poll_secs: float = DRIVER_POLL_SECS,
     def run() -> None:
         shown = None
         while True:
-            if refresh is not None and shown is not None:
-                refresh()
+            if shown is not None:
+                tmaster.refresh()
             current = line()
             if current != shown:
                 sink.show(current)
@@ -126,7 +130,7 @@ def watch(tmaster, enabled: bool, poll_secs: float = DRIVER_POLL_SECS,
             if tmaster.running.is_set() or tmaster.done.is_set():
                 if not current.endswith("(STARTING)"):
                     break
-            tmaster.done.wait(poll_secs)
+            tmaster.done.wait(poll)
         sink.close()
 
     thread = threading.Thread(target=run, daemon=True, name=f"progress-{tmaster.name}")

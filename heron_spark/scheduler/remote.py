@@ -2,12 +2,9 @@
 
 ``RemoteTMaster`` stands where the driver's ``TMaster`` stands for ``TopologyHandle`` and
 ``submit``: the handle reads its state, plan and metrics and calls its verbs the same way.
-Each question goes to the TMaster's control port (``tmaster.client``) from wherever the TMaster
-is reachable: from this process on a classic session (the driver shares the cluster's
-network), and under Spark Connect from an executor, through a one-task Spark job
-(``spark.range(1, numPartitions=1).mapInArrow(AskTMaster(...))``) that reads the TMaster's
-location from the state manager and brings the answer back as one row. So a client that
-reaches nothing but the Connect endpoint can run and manage a topology.
+Each question goes to the TMaster's control port through an ``ask`` function
+(``scheduler.ask.Asker``: from this process on a classic session, from an executor through a
+one-task Spark job under Spark Connect).
 
 Answers are cached for ``_FRESH_SECS`` (a notebook repr asks for status and metrics at once);
 the end of the topology comes from the barrier stage itself (``finish``, with container 0's
@@ -16,100 +13,39 @@ TMaster's last status in its summary), so ``wait`` runs no Spark job.
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import json
 import logging
 import threading
 import time
-from typing import Callable, Iterator, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol, Sequence
 
-from heron_spark.contract import execution_state
-from heron_spark.errors import TopologyStateError
+from heron_spark.config import TRACKER_PORT
+from heron_spark.contract.live_paths import LivePath
+from heron_spark.contract.topology_view import HandleView, TopologyStatus
+from heron_spark.errors import ConfigError, TopologyStateError
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import physical_plan_pb2, tmaster_pb2
-from heron_spark.scheduler.session import run_one_task
-from heron_spark.scheduler.spark_scheduler import is_cancellation
+from heron_spark.tmaster.client import raise_refusal
 from heron_spark.tmaster.core import TopologyState
 
 log = logging.getLogger(__name__)
 _FRESH_SECS = 0.5
-_ASK_TIMEOUT_SECS = 60.0
-_ANSWER_SCHEMA = "answer binary"
-
-
-def ask_here(statemgr_url: str, topology: str, request: bytes) -> bytes:
-    """Send one serialized ``ControlRequest`` to ``topology``'s TMaster; b"" if none answers."""
-    from heron_spark.statemgr import open_state_manager
-    from heron_spark.tmaster.client import VIEW_MAX_BYTES, VIEW_TIMEOUT_SECS, request_tmaster
-
-    message = tmaster_pb2.ControlRequest()
-    message.ParseFromString(request)
-    with open_state_manager(statemgr_url) as statemgr:
-        response = request_tmaster(statemgr, topology, message, VIEW_MAX_BYTES,
-                                   VIEW_TIMEOUT_SECS)
-    return b"" if response is None else response.SerializeToString()
-
-
-@dataclasses.dataclass
-class AskTMaster:
-    """The ``mapInArrow`` function of a question job: ask on the executor, yield one row."""
-
-    statemgr: str
-    topology: str
-    request: bytes
-
-    def __call__(self, batches: Iterator) -> Iterator:
-        """Ask the TMaster once; yield its serialized answer (empty: none answered)."""
-        import pyarrow as pa
-
-        for _ in batches:
-            pass
-        answer = ask_here(self.statemgr, self.topology, self.request)
-        yield pa.RecordBatch.from_pydict({"answer": [answer]},
-                                         schema=pa.schema([("answer", pa.binary())]))
-
-
-class Asker:
-    """Send control requests to a topology's TMaster, directly or through a Spark job."""
-
-    def __init__(self, spark, statemgr_url: str, topology: str, through_spark: bool) -> None:
-        self.spark = spark
-        self.statemgr_url = statemgr_url
-        self.topology = topology
-        self.through_spark = through_spark
-        self.tag = f"heron_spark-ask:{topology}"
-
-    def __call__(self, request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse | None:
-        """Return the TMaster's answer, or None if no TMaster answered."""
-        raw = request.SerializeToString()
-        answer = self._through_spark(raw) if self.through_spark \
-            else ask_here(self.statemgr_url, self.topology, raw)
-        if not answer:
-            return None
-        response = tmaster_pb2.ControlResponse()
-        response.ParseFromString(answer)
-        return response
-
-    def _through_spark(self, raw: bytes) -> bytes:
-        """Run the one-task job; interrupt it (its own tag) if it has no slot for too long."""
-        try:
-            rows = run_one_task(self.spark, AskTMaster(self.statemgr_url, self.topology, raw),
-                                _ANSWER_SCHEMA, self.tag, _ASK_TIMEOUT_SECS)
-        except Exception as exc:  # noqa: BLE001 - no answer: the caller says what that means
-            log.warning("topology %s: asking its TMaster through a Spark job failed: %s",
-                        self.topology, str(exc).splitlines()[0] if str(exc) else exc)
-            return b""
-        return bytes(rows[0]["answer"]) if rows else b""
 
 
 def store_final_state(statemgr, name: str, topology_id: str, status: dict) -> None:
-    """Merge a final ``status`` into the stored execution state (one job when remote)."""
+    """Merge a final status (``TopologyStatus.as_dict``) into the stored execution state.
+
+    One job when remote.
+    """
     stored = statemgr.get_execution_state(name)
-    record = execution_state.from_status({**(execution_state.as_dict(stored)
-                                             if stored is not None else {}),
-                                          **status, "name": name, "id": topology_id})
-    statemgr.set_execution_state(name, record)
+    final = TopologyStatus.from_dict(status)
+    if stored is not None:
+        final = TopologyStatus.from_record(stored).replace(
+            state=final.state, detail=final.detail, ended_at=final.ended_at,
+            started_at=final.started_at if final.started_at is not None
+            else (stored.started_at if stored.HasField("started_at") else None))
+    statemgr.set_execution_state(name, final.replace(name=name, id=topology_id).record())
 
 
 class StageScheduler(Protocol):
@@ -129,6 +65,8 @@ class RemoteTMaster:
     progress): one asks at a time, the others take its answer.
     """
 
+    poll_secs = 1.0  # each question may be a small Spark job (Spark Connect)
+
     def __init__(self, plan: PlanView, topology_id: str, ask: Callable, generation: int,
                  statemgr, scheduler: StageScheduler | None = None) -> None:
         self.name = plan.logical.name
@@ -138,10 +76,12 @@ class RemoteTMaster:
         self._statemgr = statemgr  # the submitter's: the final state if no TMaster wrote it
         self._generation = generation
         self._lock = threading.Lock()
-        self._snapshot: dict = {}
+        self._snapshot = HandleView(TopologyStatus(
+            self.name, topology_id, TopologyState.STARTING.value,
+            containers=plan.container_count, generation=generation))
         self._fetched = 0.0
         self._state = TopologyState.STARTING
-        self._final: dict | None = None
+        self._final: HandleView | None = None
         self._killed: str | None = None  # the detail of a kill asked here
         self.done = threading.Event()
         self.running = threading.Event()
@@ -160,27 +100,25 @@ class RemoteTMaster:
             if self.done.is_set() or time.monotonic() - self._fetched < max_age:
                 return
             request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
-                path="handle", params_json="{}"))
+                path=LivePath.HANDLE.value, params_json="{}"))
             response = self._ask(request)
             self._take(response)
 
     def _take(self, response: tmaster_pb2.ControlResponse | None) -> None:
         if response is None or response.code != 200:
             return  # not up yet, or between generations: keep what we know
-        view = json.loads(response.json)
+        view = HandleView.from_json(response.json)
         with self._lock:
-            if self.done.is_set() or view["status"].get("generation", 0) < self._generation:
+            if self.done.is_set() or view.status.generation < self._generation:
                 return  # ended, or the answer of a generation the stage has since replaced
             self._snapshot, self._fetched = view, time.monotonic()
-            self._state = TopologyState(view["status"]["state"])
-            if view["status"].get("started_at") is not None:
+            self._state = TopologyState(view.status.state)
+            if view.status.started_at is not None:
                 self.running.set()
 
-    def _status(self) -> dict:
+    def _view(self) -> HandleView:
         with self._lock:
-            if self._final is not None:
-                return self._final.get("status") or {}
-            return self._snapshot.get("status") or {}
+            return self._final if self._final is not None else self._snapshot
 
     @property
     def state(self) -> TopologyState:
@@ -190,42 +128,32 @@ class RemoteTMaster:
     @property
     def generation(self) -> int:
         """The generation the submitter runs (its TMaster's once it answered)."""
-        return max(self._generation, int(self._status().get("generation", 0)))
+        return max(self._generation, self._view().status.generation)
 
     @property
     def physical_plan(self) -> physical_plan_pb2.PhysicalPlan | None:
         """The last physical plan the TMaster reported (None before every stmgr registered)."""
-        encoded = self._view().get("physical_plan")
-        if not encoded:
-            return None
-        plan = physical_plan_pb2.PhysicalPlan()
-        plan.ParseFromString(base64.b64decode(encoded))
-        return plan
+        return self._view().physical_plan
 
     @property
     def failure(self) -> tmaster_pb2.InstanceFailed | None:
         """The last task failure the TMaster reported."""
-        encoded = self._view().get("failure")
-        if not encoded:
-            return None
-        failure = tmaster_pb2.InstanceFailed()
-        failure.ParseFromString(base64.b64decode(encoded))
-        return failure
+        return self._view().failure
 
     @property
     def detail(self) -> str:
         """Why the topology ended (empty while it runs)."""
-        return str(self._status().get("detail") or "")
+        return self._view().status.detail
 
     @property
     def started_at(self) -> float | None:
         """When the first physical plan went out (epoch seconds)."""
-        return self._status().get("started_at")
+        return self._view().status.started_at
 
     @property
     def ended_at(self) -> float | None:
         """When the topology ended (epoch seconds)."""
-        return self._status().get("ended_at")
+        return self._view().status.ended_at
 
     @property
     def tracker_url(self) -> str | None:
@@ -236,7 +164,8 @@ class RemoteTMaster:
         classic driver on the cluster), from elsewhere through the cluster's proxy or a port
         forward.
         """
-        return self._view().get("tracker_url")
+        self.refresh()
+        return self._view().tracker_url
 
     def ui_link(self) -> str | None:
         """Return a fresh one-time login link from the TMaster's tracker (None: no answer).
@@ -245,14 +174,11 @@ class RemoteTMaster:
         the client asks through a one-task Spark job and never holds the token.
         """
         request = tmaster_pb2.ControlRequest(query=tmaster_pb2.ViewQuery(
-            path="ui_link", params_json="{}"))
+            path=LivePath.UI_LINK.value, params_json="{}"))
         response = self._ask(request)
         if response is None:
             return None
         if not response.ok:
-            from heron_spark.config import TRACKER_PORT
-            from heron_spark.errors import ConfigError
-
             raise ConfigError(TRACKER_PORT, -1, "set heron.tracker.port to 0 (any free port) "
                                                 "or a port number to run the tracker in "
                                                 "container 0")
@@ -261,27 +187,19 @@ class RemoteTMaster:
     @property
     def updating(self) -> bool:
         """Whether an update is under way."""
-        return bool(self._view().get("updating"))
+        return self._view().status.updating
 
-    def _view(self) -> dict:
-        with self._lock:
-            return self._final if self._final is not None else self._snapshot
-
-    def status(self) -> dict:
-        """Return the TMaster's status dict (as ``TMaster.status``), the last one known."""
-        status = dict(self._status())
-        status.setdefault("name", self.name)
-        status.setdefault("id", self.topology_id)
-        status.setdefault("containers", self.plan.container_count)
-        status.setdefault("registered", [])
-        status.setdefault("instance_failures", {})
-        status.setdefault("generation", self._generation)
-        status["state"] = self._state.value
-        return status
+    def status(self) -> TopologyStatus:
+        """Return the TMaster's status, the last one known."""
+        status = self._view().status
+        return status.replace(name=status.name or self.name, id=status.id or self.topology_id,
+                              containers=status.containers or self.plan.container_count,
+                              generation=max(status.generation, self._generation),
+                              state=self._state.value)
 
     def metrics_by_component(self) -> dict[str, dict[str, float]]:
         """Return the last metrics summed per component."""
-        return dict(self._view().get("metrics") or {})
+        return {c: dict(values) for c, values in self._view().metrics.items()}
 
     # ---- verbs -----------------------------------------------------------------------------
     def _verb(self, action: str, request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse:
@@ -293,8 +211,6 @@ class RemoteTMaster:
             raise TopologyStateError(self.name, self._state.value, action,
                                      "wait for its TMaster in container 0 to start")
         if not response.ok:
-            from heron_spark.tmaster.client import raise_refusal
-
             raise_refusal(self.name, response)
         self._fetched = 0.0  # the next read asks again
         return response
@@ -362,53 +278,62 @@ class RemoteTMaster:
             self._generation = generation
             if plan is not None:
                 self.plan = plan
-            status = {**(self._snapshot.get("status") or {}), "generation": generation,
-                      "registered": []}
-            self._snapshot = {**self._snapshot, "status": status, "physical_plan": None,
-                              "updating": plan is not None}
+            status = self._snapshot.status.replace(generation=generation, registered=(),
+                                                   updating=plan is not None)
+            self._snapshot = dataclasses.replace(self._snapshot, status=status,
+                                                 physical_plan=None)
             self._fetched = 0.0
 
-    def finish(self, summaries: list | None, error: BaseException | None, detail: str) -> None:
+    def end_with_stage(self, summaries: Sequence[dict] | None, error: BaseException | None,
+                       cancelled: bool, detail: str) -> None:
         """End the topology as the stage ended: container 0's TMaster's last word, else ours.
 
-        Without one (the stage failed or was cancelled), the state is KILLED when ``error`` is
-        a cancellation or a kill was asked, else FAILED with ``detail``; it is stored in the
+        Without one (the stage failed or was cancelled), the state is KILLED when the stage
+        was ``cancelled`` or a kill was asked, else FAILED with ``detail``; it is stored in the
         state manager, since no TMaster did. A kill asked here ends it with the kill's own
         detail either way (as a TMaster in the driver does).
         """
-        final = next((s.get("tmaster") for s in summaries or () if s.get("tmaster")), None)
-        unstored: dict | None = None
+        raw = next((s.get("tmaster") for s in summaries or () if s.get("tmaster")), None)
+        final = None if raw is None else HandleView.from_dict(raw)
+        unstored: TopologyStatus | None = None
         with self._lock:
-            if final is not None and TopologyState(final["status"]["state"]).ended:
-                self._final = final
-                self._state = TopologyState(final["status"]["state"])
+            if final is not None and TopologyState(final.status.state).ended:
+                self._state = TopologyState(final.status.state)
                 if self._killed is not None and self._state is TopologyState.KILLED:
-                    self._final = {**final, "status": {**final["status"],
-                                                       "detail": self._killed}}
+                    final = dataclasses.replace(
+                        final, status=final.status.replace(detail=self._killed))
+                self._final = final
             else:
-                cancelled = self._killed is not None or (error is not None
-                                                         and is_cancellation(error))
-                state = TopologyState.KILLED if cancelled else TopologyState.FAILED
-                status = dict(self._snapshot.get("status") or {})
-                status.update(state=state.value, detail=self._killed or detail,
-                              ended_at=time.time())
-                self._final = {**self._snapshot, "status": status}
+                killed = self._killed is not None or cancelled
+                state = TopologyState.KILLED if killed else TopologyState.FAILED
+                status = self._snapshot.status.replace(
+                    state=state.value, detail=self._killed or detail, ended_at=time.time())
+                self._final = dataclasses.replace(self._snapshot, status=status)
                 self._state = state
                 unstored = status
-            if (self._final.get("status") or {}).get("started_at") is not None:
+            if self._final.status.started_at is not None:
                 self.running.set()
         if unstored is not None:  # outside the lock: through Spark it is a job
             self._store_final(unstored)
         self.done.set()
 
-    def _store_final(self, status: dict) -> None:
+    def _store_final(self, status: TopologyStatus) -> None:
         from heron_spark.scheduler.remote_statemgr import run_on
 
         try:
-            run_on(self._statemgr, store_final_state, self.name, self.topology_id, status)
+            run_on(self._statemgr, store_final_state, self.name, self.topology_id,
+                   status.as_dict())
         except Exception as exc:  # noqa: BLE001 - the handle still knows; the store is advisory
             log.warning("topology %s: could not store its final state: %s", self.name, exc)
 
     def close(self) -> None:
         """Nothing to close here: the TMaster stopped with container 0."""
         self.closed.set()
+
+
+if TYPE_CHECKING:
+    from heron_spark.tmaster.protocol import TMasterView
+
+    def _implements(view: RemoteTMaster) -> TMasterView:
+        """Let mypy check that ``RemoteTMaster`` implements ``TMasterView``."""
+        return view

@@ -5,10 +5,10 @@ its own thread) and the generation it runs, the resubmission of a failed stage (
 budget of ``lifecycle.ResubmissionPolicy``), the stage swap of an update (``heron update``),
 cancellation, and the end of the run (record it in the TMaster, close the TMaster, release
 what submit acquired, close the state manager). It works the same for both placements of
-the TMaster: the driver's ``TMaster`` or container 0's, seen through ``RemoteTMaster``.
+the TMaster: the driver's or container 0's, seen through one ``tmaster.protocol.TMasterView``.
 
 The TMaster reaches its run through the ``Scheduler`` interface it is built with
-(``recover`` restarts every container now, ``update`` rescales; a ``RemoteTMaster`` also
+(``recover`` restarts every container now, ``update`` rescales; container 0's view also
 ``cancel``s the stage when its TMaster does not answer a kill), the handle through ``join``,
 ``kill`` and ``wait_ended``. ``submit`` builds the run, then the TMaster with it, then
 ``launch``es the first generation.
@@ -26,12 +26,11 @@ from heron_spark.container.task import ContainerTask
 from heron_spark.errors import TopologyStateError
 from heron_spark.scheduler.lifecycle import (Cause, Generations, GiveUp, ResubmissionPolicy,
                                              end_detail)
-from heron_spark.scheduler.remote import RemoteTMaster
 from heron_spark.scheduler.remote_statemgr import run_on
 from heron_spark.scheduler.spark_scheduler import (BarrierStage, deterministic_failure,
                                                    is_cancellation)
 from heron_spark.scheduler.update import plan_update, store_plans, topology_proto
-from heron_spark.tmaster.master import TMaster
+from heron_spark.tmaster.protocol import TMasterView
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +54,14 @@ class TopologyRun:
         self.generations = Generations(generation, containers, resumed)
         self.policy = ResubmissionPolicy(system.stage_resubmit_max, system.restart_window_secs,
                                          system.stage_resubmit_backoff_secs)
-        self.tmaster: TMaster | RemoteTMaster | None = None
+        self.tmaster: TMasterView | None = None
         self.stage: BarrierStage | None = None
         self._cancelled_detail = cancelled_detail
         self._closers: list[Callable[[], None]] = []
         self._lock = threading.Lock()  # generations; one update at a time
 
     # ---- start ------------------------------------------------------------------------------
-    def launch(self, tmaster: TMaster | RemoteTMaster, task: ContainerTask,
+    def launch(self, tmaster: TMasterView, task: ContainerTask,
                closers: Sequence[Callable[[], None]] = ()) -> None:
         """Run the first generation's containers (``task``) under ``tmaster``."""
         if self.stage is not None:
@@ -80,7 +79,7 @@ class TopologyRun:
         return self._tmaster.name
 
     @property
-    def _tmaster(self) -> TMaster | RemoteTMaster:
+    def _tmaster(self) -> TMasterView:
         if self.tmaster is None:
             msg = "the run has not been launched"
             raise RuntimeError(msg)
@@ -200,12 +199,7 @@ class TopologyRun:
         detail = end_detail(error, cancelled, _spark_error_summary(error) if error else "",
                             self._cancelled_detail)
         try:
-            if isinstance(tmaster, RemoteTMaster):  # container 0's last word, else this one
-                tmaster.finish(result, error, detail)
-            elif cancelled:
-                tmaster.kill(detail)
-            else:
-                tmaster.fail(detail)
+            tmaster.end_with_stage(result, error, cancelled, detail)
             tmaster.close()
             for closer in self._closers:
                 closer()

@@ -165,8 +165,8 @@ def _record_stop(tmaster, statemgr, state: str, detail: str) -> None:
     if tmaster.state.ended or tmaster.updating:
         return  # its end (or the update) is stored already
     log.error("TMaster of %s: %s", tmaster.name, detail)
-    status = {**tmaster.status(), "state": state, "detail": detail, "ended_at": time.time()}
-    statemgr.set_execution_state(tmaster.name, execution_state.from_status(status))
+    status = tmaster.status().replace(state=state, detail=detail, ended_at=time.time())
+    statemgr.set_execution_state(tmaster.name, status.record())
 
 
 class _Submitter:
@@ -236,13 +236,7 @@ def _final(tmaster) -> dict:
 
     Status, failure, metrics and the last physical plan (a handle reads it after the end too).
     """
-    import base64
-
-    def encoded(message) -> str | None:
-        return None if message is None else base64.b64encode(message.SerializeToString()).decode()
-
-    return {"status": tmaster.status(), "metrics": tmaster.metrics_by_component(),
-            "physical_plan": encoded(tmaster.physical_plan), "failure": encoded(tmaster.failure)}
+    return tmaster.handle_view().as_dict()
 
 
 def _claim(statemgr, name: str, location: dict, timeout_secs: float) -> None:

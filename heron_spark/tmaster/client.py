@@ -2,8 +2,8 @@
 
 Plain functions of (state manager, topology name): the CLI, the tracker and tests call them
 from any process that can read the state manager. A verb the TMaster refuses raises the
-TMaster's own error class (``TopologyStateError``, ``TopologyValueError``,
-``ClusterCapacityError``) with its message; a topology whose TMaster does not answer raises
+TMaster's own error (``TopologyStateError``, ``TopologyValueError``,
+``ClusterCapacityError``) with its code and fields; a topology whose TMaster does not answer raises
 ``TopologyStateError`` with its last recorded state.
 """
 
@@ -14,6 +14,7 @@ import os
 
 from heron_spark import errors
 from heron_spark.contract import execution_state, roles
+from heron_spark.contract.topology_view import TMasterLocation
 from heron_spark.errors import TopologyNotFoundError, TopologyStateError
 from heron_spark.proto import tmaster_pb2
 from heron_spark.statemgr.base import StateManager
@@ -26,11 +27,11 @@ _TIMEOUT_SECS = 5.0
 def _request(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequest,
              max_bytes: int = 1 << 20,
              timeout: float = _TIMEOUT_SECS) -> tmaster_pb2.ControlResponse | None:
-    location = statemgr.get_tmaster_location(name) or {}
-    if not location.get("port") or not location.get("secret"):
+    location = TMasterLocation.from_stored(statemgr.get_tmaster_location(name))
+    if location is None or not location.reachable:
         return None
     try:
-        sock = dial(location["host"], location["port"], location["secret"], name, roles.CONTROL,
+        sock = dial(location.host, location.port, location.secret, name, roles.CONTROL,
                     os.getpid(), timeout=timeout)
     except OSError:
         return None
@@ -38,7 +39,7 @@ def _request(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequ
         sock.settimeout(timeout)
         sock.sendall(frames.control_frame(request))
         reader = sock.makefile("rb", buffering=0)
-        _kind, payload = frames.read_frame(reader, max_bytes)
+        _kind, payload = frames.read_frame(reader, max_bytes)  # type: ignore[arg-type]
         response = tmaster_pb2.ControlResponse()
         response.ParseFromString(payload)
         return response
@@ -127,17 +128,16 @@ def _verb(statemgr: StateManager, name: str, action: str,
 
 
 def _raise_refusal(name: str, response: tmaster_pb2.ControlResponse) -> None:
-    """Raise the TMaster's refusal as its own class, with the TMaster's message."""
-    cls = getattr(errors, response.error, None)
-    if not (isinstance(cls, type) and issubclass(cls, errors.HeronSparkError)):
-        cls = TopologyStateError
-    exc = cls.__new__(cls)  # its fields stayed in the TMaster; the message names them all
-    Exception.__init__(exc, response.detail)
-    for field in ("problem", "component", "value", "fix", "action"):
-        setattr(exc, field, None)
-    exc.kind = "remote"
-    exc.topology, exc.state = name, response.state
-    raise exc
+    """Raise the TMaster's refusal again: its code's class, with its fields.
+
+    The fields rebuild the TMaster's message; a refusal without fields (none is expected)
+    is a ``TopologyStateError`` naming the state the TMaster reported.
+    """
+    fields = json.loads(response.error_fields_json or "{}")
+    if not fields:
+        fields = {"topology": name, "state": response.state, "action": "do that",
+                  "fix": response.detail}
+    raise errors.refusal(response.error_code, fields)
 
 
 VIEW_MAX_BYTES = 16 << 20  # a view's JSON (a file slice of 256 KiB, escaped, fits)

@@ -46,6 +46,7 @@ from typing import Protocol
 
 from heron_spark._failure_window import FailureWindow
 from heron_spark.contract import execution_state
+from heron_spark.contract.topology_view import TopologyStatus
 from heron_spark.errors import TopologyStateError, TopologyValueError
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
@@ -538,29 +539,24 @@ class TMasterCore:
         self.io.to_stmgrs(frames.control_frame(tmaster_pb2.TmasterToStmgr(shutdown=shutdown)))
         self._save_state(now)
 
-    def status(self, now: float) -> dict:
-        """Return a JSON-ready summary: state, times, stmgrs and their last heartbeat."""
-        return {"name": self.name, "id": self.topology_id, "state": self.state.value,
-                "detail": self.detail, "started_at": self.started_at,
-                "ended_at": self.ended_at, "containers": self.plan.container_count,
-                "registered": sorted(self.registrations),
-                "heartbeats": {str(k): v for k, v in self.heartbeats.items()},
-                "heartbeat_ages_secs": {str(k): v for k, v in
-                                        self.liveness.ages(now).items()},
-                "dead_stmgrs": sorted(self.liveness.dead_since),
-                "dead_stmgr_hosts": {str(i): self.stmgr_host(i)
-                                     for i in sorted(self.liveness.dead_since)},
-                "executor_losses": list(self.executor_losses),
-                "drained_tasks": len(self.drained), "tasks": len(self.all_tasks),
-                "generation": self.generation, "paused": self.paused,
-                "updating": self.updating,
-                "instance_failures": {str(k): v for k, v in self.failures.items()},
-                "checkpoint": self.checkpoints.status() if self.checkpoints else None,
-                "submission": self.submission}
+    def status(self, now: float) -> TopologyStatus:
+        """Return the live status: state, times, stmgrs and their last heartbeat."""
+        return TopologyStatus(
+            name=self.name, id=self.topology_id, state=self.state.value, detail=self.detail,
+            started_at=self.started_at, ended_at=self.ended_at,
+            containers=self.plan.container_count, registered=tuple(sorted(self.registrations)),
+            heartbeats=dict(self.heartbeats), heartbeat_ages_secs=self.liveness.ages(now),
+            dead_stmgrs=tuple(sorted(self.liveness.dead_since)),
+            dead_stmgr_hosts={i: self.stmgr_host(i) for i in sorted(self.liveness.dead_since)},
+            executor_losses=tuple(self.executor_losses), drained_tasks=len(self.drained),
+            tasks=len(self.all_tasks), generation=self.generation, paused=self.paused,
+            updating=self.updating, instance_failures=dict(self.failures),
+            checkpoint=self.checkpoints.status() if self.checkpoints else None,
+            submission=dict(self.submission))
 
     def save_state(self, now: float) -> None:
         """Store the execution state (as at start-up, before any event)."""
         self._save_state(now)
 
     def _save_state(self, now: float) -> None:
-        self.io.save_state(execution_state.from_status(self.status(now)))
+        self.io.save_state(self.status(now).record())

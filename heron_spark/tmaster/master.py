@@ -3,10 +3,12 @@
 The core holds the rules (the physical plan once every stmgr registered, heartbeats and
 liveness, the end of the topology, failures per task, checkpoints, the management verbs,
 metrics history); this shell gives it sockets, threads and the state manager. It accepts
-stmgrs, metrics managers and control clients (``tmaster.control``: kill and the management
-verbs; ``tmaster.live_queries``: a tracker's metrics, exceptions, pids, container files
-fetched through the stmgrs), feeds the core every frame under ``_lock``, sends the frames it
-asks for on the matching connections and stores what it saves. Threads: the listener, one
+stmgrs, metrics managers and control clients (``control``: kill and the management verbs;
+``query``: a tracker's live views, parsed by ``tmaster.live_queries``), feeds the core every
+frame under ``_lock``, sends the frames it asks for on the matching connections
+(``tmaster.links``) and, once the lock is released, stores what it saves and deletes
+checkpoints the last commit made obsolete. Nothing outside this class takes the lock: every
+view reads under it here and returns plain values. Threads: the listener, one
 reader per connection, the liveness check (``check_liveness``, about once a second) and, under
 effectively once, the checkpoint clock (every 50 ms); the tracker HTTP server runs apart
 (``heron_spark.tracker``). ``running`` is set once the first plan went out, ``done`` once the
@@ -16,24 +18,28 @@ topology has ended.
 from __future__ import annotations
 
 import collections
+import json
 import logging
 import threading
 import time
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Protocol, Sequence
 
-from heron_spark.config import SystemConfig
-from heron_spark.contract import execution_state, roles
-from heron_spark.errors import TopologyStateError
+from heron_spark import errors
+from heron_spark.config import TRACKER_PORT, SystemConfig
+from heron_spark.contract import ids, roles
+from heron_spark.contract.topology_view import HandleView, TopologyStatus
+from heron_spark.errors import ConfigError, TopologyStateError, TrackerRequestError
 from heron_spark.metrics import aggregate
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import metrics_pb2, physical_plan_pb2, tmaster_pb2
 from heron_spark.statemgr.base import StateManager
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
-from heron_spark.tmaster import control, live_queries, views
+from heron_spark.tmaster import live_queries, views
 from heron_spark.tmaster.core import TMasterCore, TopologyState
+from heron_spark.tmaster.links import Links, send
 from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire import frames
-from heron_spark.wire.connection import Connection, ConnectionClosed, Listener
+from heron_spark.wire.connection import Connection, Listener
 
 __all__ = ["Scheduler", "TMaster", "TopologyState"]
 
@@ -54,65 +60,6 @@ class Scheduler(Protocol):
         """Rescale to ``parallelism`` (checked and accepted); return the generation to run it."""
 
 
-class _Links:
-    """The core's ``TMasterTransport``: the TMaster's connections and its state manager.
-
-    Called by the core under the TMaster's lock. What must not run under it (closing a
-    connection, restarting the stage) waits in ``to_close`` / ``recoveries`` for the event's end.
-    """
-
-    def __init__(self, tmaster: "TMaster", statemgr: StateManager,
-                 checkpoint_store: CheckpointStore | None) -> None:
-        self.tmaster = tmaster
-        self.statemgr = statemgr
-        self.checkpoint_store = checkpoint_store
-        self.to_close: list[Connection] = []
-        self.recoveries: list[str] = []
-
-    def to_stmgr(self, index: int, frame: bytes) -> None:
-        conn = self.tmaster.stmgrs.get(index)
-        if conn is not None:
-            _send(conn, frame)
-
-    def to_stmgrs(self, frame: bytes) -> None:
-        for conn in list(self.tmaster.stmgrs.values()):
-            _send(conn, frame)
-
-    def drop_stmgr(self, index: int) -> None:
-        conn = self.tmaster.stmgrs.pop(index, None)
-        if conn is not None:
-            self.to_close.append(conn)
-
-    def recover(self, reason: str) -> None:
-        self.recoveries.append(reason)
-
-    def save_plan(self, plan: physical_plan_pb2.PhysicalPlan) -> None:
-        self.statemgr.set_physical_plan(self.tmaster.name, plan)
-
-    def save_state(self, state: execution_state.ExecutionState) -> None:
-        self.statemgr.set_execution_state(self.tmaster.name, state)
-
-    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float) -> None:
-        store = self.checkpoint_store
-        assert store is not None  # a core has checkpoints only under effectively once
-        self.statemgr.set_committed_checkpoint(self.tmaster.name, {
-            "id": checkpoint_id, "epoch": epoch, "root": store.root, "time": at})
-        try:
-            store.retain(checkpoint_id)
-        except Exception as exc:  # noqa: BLE001 - cleaning up old checkpoints is best effort
-            log.warning("could not delete checkpoints older than %d: %s", checkpoint_id, exc)
-
-    def file_response(self, response: tmaster_pb2.FileResponse) -> None:
-        self.tmaster.files.on_response(response)
-
-
-def _send(conn: Connection, frame: bytes) -> None:
-    try:
-        conn.send(frame)
-    except ConnectionClosed:
-        pass
-
-
 class TMaster:
     """See the module docstring."""
 
@@ -128,10 +75,11 @@ class TMaster:
         self.statemgr = statemgr
         self._frame_max = frame_max_bytes
         self._lock = threading.RLock()
-        self.stmgrs: dict[int, Connection] = {}  # container index -> its stmgr's connection
         store = CheckpointStore(checkpoint_root, self.name) \
             if plan.logical.topology_config.effectively_once else None
-        self._links = _Links(self, statemgr, store)
+        self.files = live_queries.FileFetcher()  # the tracker's container file requests
+        self._links = Links(self.name, statemgr, store, self.files)
+        self.stmgrs = self._links.stmgrs  # container index -> its stmgr's connection
         self.core = TMasterCore(
             plan, topology_id, self._links, generation=generation, restart_max=restart_max,
             restart_window_secs=restart_window_secs, committed_checkpoint=committed_checkpoint,
@@ -156,13 +104,13 @@ class TMaster:
         # A TMaster in container 0: only its submitter can run the next generation, so an
         # update it did not queue (``heron-spark update``) is refused with this fix.
         self.unqueued_update_fix: str | None = None
-        self.files = live_queries.FileFetcher()  # the tracker's container file requests
-        # The tracker serving beside this TMaster in container 0 (placement container): its
-        # URL and a function minting a one-time login link to it (``live_queries``' ``ui_link``
-        # view). None in the driver, whose tracker the handle holds itself, or with the tracker
-        # off (``heron.tracker.port`` -1).
+        # The tracker serving this topology (the driver's, or the one beside this TMaster in
+        # container 0): its URL and a function minting a one-time login link to it (``ui_link``).
+        # None with the tracker off (``heron.tracker.port`` -1).
         self.tracker_url: str | None = None
         self.login_link: Callable[[], str] | None = None
+
+    poll_secs = 0.05  # read here: a waiter may look often
 
     # ---- the core's state, read by the handle, the scheduler and the tracker -------------
     @property
@@ -273,6 +221,7 @@ class TMaster:
             links = self._links
             to_close, links.to_close = links.to_close, []
             recoveries, links.recoveries = links.recoveries, []
+        links.run_writes()
         for conn in to_close:
             conn.close()  # overdue: the stage restarts; the stmgr, if alive, exits
         for reason in recoveries:
@@ -298,11 +247,13 @@ class TMaster:
         conn.start()
 
     def _on_conn_closed(self, conn: Connection) -> None:
-        with self._lock:
+        def closed() -> None:
             if conn.peer_role == roles.STMGR and self.stmgrs.get(conn.peer_id) is conn:
                 self.core.on_stmgr_closed(conn.peer_id)
             elif conn.peer_role == roles.METRICSMGR:
                 self._metrics_hung_up.notify_all()
+
+        self._event(closed)
 
     def await_final_metrics(self, timeout_secs: float) -> bool:
         """Wait until every metrics manager connected here hung up; return whether all did.
@@ -344,9 +295,9 @@ class TMaster:
         request = tmaster_pb2.ControlRequest()
         request.ParseFromString(payload)
         if request.WhichOneof("body") == "query":  # a tracker asking for live data
-            _send(conn, frames.control_frame(live_queries.answer(self, request.query)))
+            send(conn, frames.control_frame(live_queries.answer(self, request.query)))
             return
-        _send(conn, frames.control_frame(control.handle(self, request)))
+        send(conn, frames.control_frame(self.control(request)))
 
     # ---- generations ---------------------------------------------------------------------
     def begin_generation(self, generation: int, plan: PlanView | None = None) -> None:
@@ -354,12 +305,12 @@ class TMaster:
 
         A new stage (``generation``) starts now, on ``plan`` when an update changed it.
         """
-        with self._lock:
-            self._event(self.core.begin_generation, generation, plan, time.monotonic())
-            old = list(self.stmgrs.values())
+        def begin(now: float) -> None:
+            self.core.begin_generation(generation, plan, now)
+            self._links.to_close.extend(self.stmgrs.values())  # any still alive exits itself
             self.stmgrs.clear()
-        for conn in old:
-            conn.close()  # any stmgr of the old stage still alive exits on its own
+
+        self._event(begin, time.monotonic())
 
     def stop_generation(self, detail: str) -> None:
         """Tell every stmgr of this generation to shut down for an update.
@@ -439,6 +390,17 @@ class TMaster:
         """End the topology as failed (the Spark job died, ...); idempotent."""
         self._event(self.core.fail, detail, time.monotonic())
 
+    def end_with_stage(self, summaries: Sequence[dict] | None, error: BaseException | None,
+                       cancelled: bool, detail: str) -> None:
+        """Record the end of the barrier stage: KILLED when ``cancelled``, else FAILED.
+
+        Nothing changes if the topology ended already (its own end is the one kept).
+        """
+        if cancelled:
+            self.kill(detail)
+        else:
+            self.fail(detail)
+
     def close(self) -> None:
         """Stop listening and drop every connection (after the containers are gone)."""
         self.closed.set()
@@ -448,12 +410,67 @@ class TMaster:
         for conn in connections:
             conn.close()
 
+    def refresh(self, max_age: float = 0.0) -> None:
+        """Do nothing: this TMaster is read directly."""
+
+    # ---- the control port ----------------------------------------------------------------
+    def control(self, request: tmaster_pb2.ControlRequest) -> tmaster_pb2.ControlResponse:
+        """Run a control request (kill, status, a management verb); never raises for a refusal.
+
+        A refusal answers ``ok=False`` with the error's code and fields, which
+        ``tmaster.client`` raises again as the same error.
+        """
+        body = request.WhichOneof("body")
+        detail = ""
+        try:
+            if body == "kill":
+                self.kill("killed through the control port")
+            elif body in ("activate", "deactivate"):
+                self.set_paused(body == "deactivate")
+            elif body == "restart":
+                restart = request.restart
+                targets = self.restart(None if restart.all else restart.container)
+                detail = f"restarting containers {targets}"
+            elif body == "update":
+                generation = self.update(dict(request.update.parallelism),
+                                         queued=request.update.queued)
+                detail = f"updating: generation {generation} starts with the new parallelism"
+        except tuple(errors.REFUSALS.values()) as exc:
+            log.warning("control request %s refused: %s", body, exc)
+            return tmaster_pb2.ControlResponse(
+                ok=False, state=self.state.value, detail=str(exc), error=type(exc).__name__,
+                error_code=exc.code, error_fields_json=json.dumps(exc.fields(), default=repr))
+        with self._lock:
+            return tmaster_pb2.ControlResponse(ok=True, state=self.core.state.value,
+                                               detail=detail or self.core.detail)
+
     # ---- views ---------------------------------------------------------------------------
+    def status(self) -> TopologyStatus:
+        """Return the live status; ``received`` counts the frames and bytes read so far."""
+        with self._lock:
+            return self.core.status(time.monotonic()).replace(received=dict(self._received))
+
     def metrics_by_component(self) -> dict[str, dict[str, float]]:
         """Sum every metric over the tasks of each component (``*-max-*`` metrics: the maximum)."""
         with self._lock:
             return aggregate.by_component(self.core.metrics, self.core.failures,
                                           self.plan.task_component)
+
+    def handle_view(self) -> HandleView:
+        """Return what a topology handle shows, read at one moment."""
+        with self._lock:
+            return HandleView(self.status(), self.metrics_by_component(), self.physical_plan,
+                              self.failure, self.tracker_url)
+
+    def ui_link(self) -> str | None:
+        """Return a fresh one-time login link to the tracker serving this topology.
+
+        Raises ConfigError when none runs (``heron.tracker.port`` -1).
+        """
+        if self.login_link is None:
+            raise ConfigError(TRACKER_PORT, -1, "set heron.tracker.port to 0 (any free port) "
+                                                "or a port number to run the tracker")
+        return self.login_link()
 
     def metrics_view(self, component: str, names: list[str] | None,
                      instances: list[str] | None, interval_secs: int) -> dict:
@@ -493,13 +510,71 @@ class TMaster:
             return views.exception_summary_view(self.plan, self.core.exceptions, component,
                                                 instances)
 
-    def status(self) -> dict:
-        """Return a JSON-ready summary: state, times, stmgrs and their last heartbeat.
+    def runtime_state_view(self) -> dict:
+        """Heron's ``/topologies/runtimestate``: which stmgrs registered."""
+        with self._lock:
+            registered = set(self.core.registrations)
+            count = self.plan.container_count
+            has_plan = self.core.physical_plan is not None
+        return {"has_physical_plan": has_plan, "has_packing_plan": True,
+                "has_tmanager_location": True, "has_scheduler_location": False,
+                "stmgrs": {ids.stmgr_id(i): {"is_registered": i in registered}
+                           for i in range(count)}}
 
-        Also ``received``: frames and payload bytes received so far from stmgrs
-        (``stmgr.frames``, ``stmgr.bytes``) and metrics managers (``metricsmgr.*``).
+    def pid_view(self, wanted: str) -> dict:
+        """Heron's ``/topologies/pid``: the pid of an instance or stmgr id; 404 if unknown."""
+        with self._lock:
+            plan = self.core.physical_plan
+            instances = list(plan.instances) if plan is not None else []
+            stmgrs = list(plan.stmgrs) if plan is not None else []
+        pids = {ids.instance_id(i.container_index, i.component, i.task_id): i.pid
+                for i in instances}
+        pids.update((ids.stmgr_id(s.container_index), s.pid) for s in stmgrs)
+        if wanted not in pids:
+            raise TrackerRequestError(404, "no such instance in the physical plan",
+                                      param="instance", value=wanted,
+                                      fix="use an id from /topologies/physicalplan")
+        return {"command": f"pid of {wanted}", "stdout": f"{pids[wanted]}\n", "stderr": ""}
+
+    def container_file(self, container: int, op: str, path: str, offset: int,
+                       length: int) -> Any:
+        """Fetch a container file view (``op`` data or stats) through the container's stmgr.
+
+        Waits for the stmgr's answer outside the lock; raises TrackerRequestError (404 no
+        such container, 503 its stmgr is not connected, 504 no answer, or the stmgr's code).
         """
         with self._lock:
-            status = self.core.status(time.monotonic())
-            status["received"] = dict(self._received)
-            return status
+            conn = self.stmgrs.get(container)
+            count = self.plan.container_count
+        if conn is None:
+            raise TrackerRequestError(404 if not 0 <= container < count else 503,
+                                      "no stmgr connected for this container",
+                                      param="container", value=container,
+                                      fix="use an index from /topologies/physicalplan")
+        response = self.files.fetch(lambda frame: send(conn, frame), op, path, offset, length)
+        if response.code != 200:
+            raise TrackerRequestError(response.code, response.error)
+        return json.loads(response.json)
+
+    def prometheus_view(self) -> list:
+        """Every instance's latest metrics: ``[[component, instance id, metric, value], ...]``."""
+        with self._lock:
+            rows: list[list] = []
+            for (component, task), values in sorted(self.core.metrics.items()):
+                if ids.is_stmgr_metrics_task(task):  # a stmgr's own metrics
+                    ident = ids.stmgr_id(ids.stmgr_container(task))
+                elif task in self.plan.task_container:
+                    ident = self.plan.instance_id(task)
+                else:
+                    continue  # a task of an earlier plan
+                rows.extend([component, ident, name, value]
+                            for name, value in sorted(values.items()))
+        return rows
+
+
+if TYPE_CHECKING:
+    from heron_spark.tmaster.protocol import TMasterView
+
+    def _implements(view: TMaster) -> TMasterView:
+        """Let mypy check that ``TMaster`` implements ``TMasterView``."""
+        return view

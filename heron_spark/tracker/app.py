@@ -28,6 +28,8 @@ import logging
 from typing import Callable
 from urllib.parse import parse_qs
 
+from heron_spark.contract.live_paths import ALIASES, TRACKER_PATHS, LivePath
+from heron_spark.contract.topology_view import TMasterLocation, TopologyStatus
 from heron_spark.errors import (ClusterCapacityError, HeronSparkError, TopologyNotFoundError,
                                 TopologyStateError, TopologyValueError, TrackerRequestError)
 from heron_spark.statemgr.base import StateManager
@@ -37,12 +39,6 @@ from heron_spark.tracker.http import Request, Response
 
 log = logging.getLogger(__name__)
 
-LIVE_PATHS = ("/topologies/metrics", "/topologies/metrics/timeline", "/topologies/metrics/query",
-              "/topologies/exceptions", "/topologies/exceptionsummary",
-              "/topologies/runtimestate", "/topologies/pid", "/topologies/container/filedata",
-              "/topologies/container/filestats")
-_ALIASES = {"/topologies/metricstimeline": "/topologies/metrics/timeline",
-            "/topologies/metricsquery": "/topologies/metrics/query"}  # Heron's pre-0.20.5 names
 VERBS = ("activate", "deactivate", "restart", "update")
 _HOW_TO_LOGIN = ("get a login link with `heron-spark ui NAME` (or `handle.ui_link()` in the "
                  "driver), or send `Authorization: Bearer <token>` (`heron-spark ui --token`)")
@@ -98,7 +94,7 @@ class TrackerApp:
             return Response.error(500, f"internal error: {type(exc).__name__}: {exc}")
 
     def _handle(self, request: Request) -> Response:
-        path = _ALIASES.get(request.path, request.path)
+        path = ALIASES.get(request.path, request.path)
         if path == "/health":  # open, for probes: says only that the tracker answers
             return Response.text("ok")  # as Heron's tracker
         if path == "/login":
@@ -133,7 +129,7 @@ class TrackerApp:
             return Response.text(self._prometheus(), "text/plain; version=0.0.4; charset=utf-8")
         elif path in self._routes:
             return Response.json(self._routes[path](params))
-        elif path in LIVE_PATHS:
+        elif path in TRACKER_PATHS:
             name = self._topology_name(params)
             status, result = self._live(name, path, params)
             if status != 200:
@@ -193,10 +189,11 @@ class TrackerApp:
         execution = sm.get_execution_state(name)
         packing = sm.get_packing_plan(name)
         plan = sm.get_physical_plan(name)
-        location = sm.get_tmaster_location(name)
-        status, live = self._live(name, "/topologies/status", {}) if location else (503, None)
+        location = TMasterLocation.from_stored(sm.get_tmaster_location(name))
+        status, live = self._live(name, LivePath.STATUS.value, {}) if location else (503, None)
         state = shapes.execution_state(name, execution, topology, packing, plan, location,
-                                       live if status == 200 else None)
+                                       TopologyStatus.from_dict(live) if status == 200
+                                       and isinstance(live, dict) else None)
         return {"topology": topology, "execution": execution, "packing": packing,
                 "plan": plan, "location": location, "state": state}
 
@@ -270,7 +267,7 @@ class TrackerApp:
         for name in self._names():
             if not self.statemgr.get_tmaster_location(name):
                 continue
-            status, rows = self._live(name, "prometheus", {})
+            status, rows = self._live(name, LivePath.PROMETHEUS.value, {})
             if status != 200:
                 continue
             for component, instance, metric, value in rows:
@@ -306,12 +303,27 @@ class TrackerApp:
         try:
             result = call(self.statemgr, name, *args)
         except TopologyStateError as exc:
-            return Response.error(409, str(exc))
-        except (TopologyValueError, TopologyNotFoundError) as exc:
-            return Response.error(400, str(exc))
+            return _refused(409, exc)
+        except TopologyValueError as exc:
+            return _refused(400, exc)
+        except TopologyNotFoundError as exc:
+            return _refused(400, exc, {"topology": exc.topology})
         except ClusterCapacityError as exc:
-            return Response.error(503, str(exc))
+            return _refused(503, exc)
         return Response.json({"topology": name, "verb": verb, "result": result})
+
+
+def _refused(status: int, exc: HeronSparkError, fields: dict | None = None) -> Response:
+    """Answer a refused verb: ``{"detail": message, "code": ..., "fields": {...}}``.
+
+    ``code`` and ``fields`` are the error's own (``HeronSparkError.code``, ``fields()``), so a
+    script tells refusals apart without reading the message.
+    """
+    if fields is None:
+        fields = exc.fields() if hasattr(exc, "fields") else {}
+    return Response.json({"detail": str(exc), "code": exc.code,
+                          "fields": {k: v if isinstance(v, (str, int, float, bool, type(None)))
+                                     else repr(v) for k, v in fields.items()}}, status)
 
 
 def _one(params: dict, name: str) -> str:

@@ -21,6 +21,7 @@ import time
 from typing import Callable
 from urllib.parse import urlsplit
 
+from heron_spark.contract.topology_view import TMasterLocation
 from heron_spark.statemgr import open_state_manager
 from heron_spark.statemgr.base import StateManager
 from heron_spark.tracker import auth, server
@@ -130,9 +131,9 @@ def tracker_urls(statemgr: StateManager, name: str | None = None) -> list[str]:
     """
     urls = []
     if name is not None:
-        location = statemgr.get_tmaster_location(name) or {}
-        if location.get("tracker_port", -1) > 0:
-            urls.append(f"http://{location['host']}:{location['tracker_port']}")
+        location = TMasterLocation.from_stored(statemgr.get_tmaster_location(name))
+        if location is not None and location.tracker_port > 0:
+            urls.append(f"http://{location.host}:{location.tracker_port}")
     for key in statemgr.keys(auth.TRACKER_KEYSPACE):
         if key.startswith(auth.LOCATION_PREFIX):
             raw = statemgr.get(auth.TRACKER_KEYSPACE, key)

@@ -15,7 +15,8 @@ from __future__ import annotations
 from urllib.parse import urlencode
 
 from heron_spark.contract.execution_state import (LIVE_STATES, UNKNOWN, ExecutionState,
-                                                  Submission, as_dict)
+                                                  Submission)
+from heron_spark.contract.topology_view import TMasterLocation, TopologyStatus
 from heron_spark.contract.ids import instance_id, stmgr_id
 from heron_spark.contract.layout import LOGS, instance_log_path
 from heron_spark.proto import packing_pb2, physical_plan_pb2, topology_pb2
@@ -98,7 +99,9 @@ def physical_plan(name: str, plan: physical_plan_pb2.PhysicalPlan | None,
         for comp in topology.components:
             (spouts if comp.is_spout else bolts)[comp.name] = []
             components[comp.name] = {"config": dict(comp.config)}
-    stmgrs, instances, groups = {}, {}, {}
+    stmgrs: dict = {}
+    instances: dict = {}
+    groups: dict = {}
     if plan is not None:
         for stmgr in plan.stmgrs:
             sid = stmgr_id(stmgr.container_index)
@@ -136,8 +139,8 @@ def _file_url(kind: str, name: str, container: int, path: str) -> str:
 def execution_state(name: str, execution: ExecutionState | None,
                     topology: topology_pb2.Topology | None,
                     packing: packing_pb2.PackingPlan | None,
-                    plan: physical_plan_pb2.PhysicalPlan | None, location: dict | None,
-                    live: dict | None) -> dict:
+                    plan: physical_plan_pb2.PhysicalPlan | None,
+                    location: TMasterLocation | None, live: TopologyStatus | None) -> dict:
     """``/topologies/executionstate``: Heron's metadata and ``status``.
 
     ``status`` is our state (STARTING, RUNNING, PAUSED, FINISHED, KILLED, FAILED), from the
@@ -146,13 +149,13 @@ def execution_state(name: str, execution: ExecutionState | None,
     Ours: ``live``, ``state_detail``, ``id``, ``generation``, ``started_at``, ``ended_at``,
     ``instance_failures``.
     """
-    stored = as_dict(execution) if execution is not None else {}
-    current = live or stored
-    state = current.get("state", UNKNOWN)
+    stored = TopologyStatus.from_record(execution) if execution is not None else None
+    current = live or stored or TopologyStatus(name, "", UNKNOWN)
+    state = current.state
     if live is None and state in LIVE_STATES:
         state = "NOT_RUNNING"
     who = identity(name, execution)
-    submission = stored.get("submission") or {}
+    submission = stored.submission if stored is not None else {}
     return {"cluster": who["cluster"], "environ": who["environ"], "role": who["role"],
             "jobname": name, "submission_time": int(submission.get("submission_time") or 0),
             "submission_user": submission.get("submission_user") or who["role"],
@@ -160,21 +163,22 @@ def execution_state(name: str, execution: ExecutionState | None,
             "release_version": submission.get("release_version") or "",
             "instances": len(plan.instances) if plan is not None else 0, "extra_links": [],
             "has_physical_plan": plan is not None, "has_packing_plan": packing is not None,
-            "has_tmanager_location": bool(location and location.get("port")),
+            "has_tmanager_location": location is not None and bool(location.port),
             "has_scheduler_location": False, "status": state, "live": live is not None,
-            "state_detail": current.get("detail", ""),
-            "id": current.get("id") or (topology.id if topology is not None else ""),
-            "generation": current.get("generation", 0), "started_at": current.get("started_at"),
-            "ended_at": current.get("ended_at"),
-            "instance_failures": current.get("instance_failures", {})}
+            "state_detail": current.detail,
+            "id": current.id or (topology.id if topology is not None else ""),
+            "generation": current.generation, "started_at": current.started_at,
+            "ended_at": current.ended_at,
+            "instance_failures": {str(k): v for k, v in current.instance_failures.items()}}
 
 
-def tmanager_location(name: str, topology_id: str, location: dict | None) -> dict:
+def tmanager_location(name: str, topology_id: str, location: TMasterLocation | None) -> dict:
     """Heron's ``tmanager_location`` (the TMaster's control port; no stats port)."""
-    location = location or {}
-    return {"name": name if location else None, "id": topology_id if location else None,
-            "host": location.get("host"), "controller_port": location.get("port"),
-            "server_port": location.get("port"), "stats_port": None}
+    if location is None:
+        return {"name": None, "id": None, "host": None, "controller_port": None,
+                "server_port": None, "stats_port": None}
+    return {"name": name, "id": topology_id, "host": location.host,
+            "controller_port": location.port, "server_port": location.port, "stats_port": None}
 
 
 def runtime_state(execution: dict, stmgrs: dict | None = None) -> dict:
