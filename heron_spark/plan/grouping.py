@@ -31,6 +31,7 @@ from typing import Sequence
 import numpy as np
 import pyarrow as pa
 
+from heron_spark.api.serializer import load_serializer_named
 from heron_spark.plan.view import PlanView
 from heron_spark.proto.topology_pb2 import GroupingType
 from heron_spark.wire import arrow_numpy, hashing, tuple_batch
@@ -161,7 +162,7 @@ class Target:
         A lone dictionary-typed key column takes each dictionary value's slot once, then one
         gather by the indices: the slots the rows' hashes give.
         """
-        columns = tuple_batch.key_columns(batch, self.key_indices)
+        columns = tuple_batch.key_columns(batch, self.key_indices, load_serializer_named)
         if len(columns) == 1 and pa.types.is_dictionary(columns[0].type):
             column = columns[0]
             by_value = task_slots(hashing.string_hash(column.dictionary, dedupe=False),
