@@ -1,12 +1,16 @@
 """A Spark Connect client that submits a topology: ``connect_client.py MODE URL FOLDER OPTIONS``.
 
 Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect session only
-(never a SparkContext). Prints one JSON object last, for the test to check:
+(never a SparkContext). Prints one JSON object last, for the test to check. The scenarios
+(``SCENARIOS``) take any session: a test body shared by both session kinds
+(``connect_support.session_kinds``) runs one here under Connect and in the test process on a
+classic session.
 
 - ``wordcount``: the at-least-once word count of ``reliable_word_count`` run bounded, with
   ``options["reliability"]`` as its reliability mode; prints the counts (raw and de-duplicated).
 - ``wordcount`` with ``options["kill"]``: the same, and ``kill -9`` of one instance process
-  while it runs (``options["victim"]`` ``stmgr``: of container 1's stmgr).
+  while it runs (``options["victim"]`` ``stmgr``: of container 1's stmgr, then waits for it to
+  be restarted and for the TMaster to re-broadcast the plan with its new address).
 - ``stateful``: the effectively-once word count of ``stateful_word_count``; once two
   checkpoints are committed, ``kill -9`` of every process of container
   ``options["container"]`` at once (its barrier task's Spark Python worker, the supervisor
@@ -16,7 +20,8 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
   records which count task saw which word), deactivated until its output stops growing,
   activated, then rescaled with ``handle.update`` (count 2 -> 3 -> 1) while it runs; prints
   what the handle reported at each step.
-- ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status.
+- ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status and the
+  pids of the stmgrs and instances the physical plan listed before the kill.
 - ``cancel``: an unbounded topology stopped by ``spark.interruptTag`` from the client's main
   thread (the stage runs in another); with ``options["recover"]``, first a container recovery
   (the driver interrupts the stage and resubmits it as generation 1).
@@ -82,9 +87,18 @@ def wordcount(spark, folder: Path, options: dict) -> dict:
             return sum(path.stat().st_size for path in out.glob("count-*.log"))
         wait_until(lambda: progress() > 20_000, 60, message="the word count to make progress")
         work = folder / "work" / name
-        if options.get("victim") == "stmgr":  # container 1's: the TMaster is in container 0
-            faults.kill9(faults.find(work, "stmgr", container=1)[0])
+        if options.get("victim") == "stmgr":  # container 1's: the TMaster may be in container 0
+            [stmgr] = faults.find(work, "stmgr", container=1)
+            [before] = [s.data_port for s in handle.physical_plan.stmgrs
+                        if s.container_index == 1]
+            faults.kill9(stmgr)
             killed = "stmgr"
+            wait_until(lambda: [p for p in faults.find(work, "stmgr", container=1)
+                                if p != stmgr], 60, message="the stmgr to be restarted")
+            wait_until(lambda: [s for s in handle.physical_plan.stmgrs
+                                if s.container_index == 1 and s.data_port != before], 60,
+                       interval=0.5,
+                       message="the TMaster to re-broadcast the plan with the new stmgr address")
         else:
             victim = faults.find(work, "instance", component="count")[0]
             killed = faults.task_of(victim)
@@ -219,10 +233,13 @@ def kill(spark, folder: Path, options: dict) -> dict:
     handle = submit(topo.numbers(name, folder / "n", count=-1, sleep_ms=1), spark=spark,
                     conf=_conf(folder))
     assert handle.wait_running(120)
+    plan = handle.physical_plan
+    pids = [s.pid for s in plan.stmgrs] + [i.pid for i in plan.instances]
     handle.kill()
     state = handle.wait(timeout=60)
     spark.range(3).collect()  # the session is still usable
-    return {"state": state, "work": str(folder / "work" / name), "pid": os.getpid()}
+    return {"state": state, "work": str(folder / "work" / name), "pid": os.getpid(),
+            "pids": pids}
 
 
 def abandon(spark, folder: Path, options: dict) -> dict:
@@ -392,6 +409,13 @@ def dataframe(spark, folder: Path, options: dict) -> dict:
             "expected": [[i, i * 3, str(i % 7)] for i in range(count)]}
 
 
+# MODE -> the scenario: ``f(spark, folder, options) -> dict`` (JSON-able). Each takes any
+# session: ``connect_support.ClassicSessionClient`` runs some on the tests' classic session.
+SCENARIOS = {"wordcount": wordcount, "stateful": stateful, "manage": manage, "kill": kill,
+             "cancel": cancel, "netns": netns, "unimportable": unimportable,
+             "abandon": abandon, "stream": stream, "dataframe": dataframe}
+
+
 def main() -> None:
     mode, url, folder, options = sys.argv[1], sys.argv[2], Path(sys.argv[3]), \
         json.loads(sys.argv[4])
@@ -401,11 +425,8 @@ def main() -> None:
     spark = _session(url)
     assert "pyspark.context" not in sys.modules or \
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
-    run = {"wordcount": wordcount, "stateful": stateful, "manage": manage, "kill": kill,
-           "cancel": cancel, "netns": netns, "unimportable": unimportable,
-           "abandon": abandon, "stream": stream, "dataframe": dataframe}[mode]
     try:
-        result = run(spark, folder, options)
+        result = SCENARIOS[mode](spark, folder, options)
     finally:
         spark.stop()
     print(json.dumps(result), flush=True)

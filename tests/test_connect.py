@@ -6,7 +6,8 @@ process, holding only a Connect session. ``heron.tmaster.placement`` auto means 
 under Connect: container 0 runs the TMaster and the handle asks it through small Spark jobs.
 One test runs the client in its own network namespace that reaches only the Connect endpoint.
 Counts are checked exactly against ``reliable_word_count.expected_counts`` computed here from
-the same corpus.
+the same corpus. Behaviours whose body is the same on a classic session run from
+``test_session_parity.py`` under both kinds.
 """
 
 from __future__ import annotations
@@ -54,19 +55,6 @@ def test_at_least_once_survives_kill_9_of_an_instance(connect_server, tmp_path):
     assert not {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
     assert collections.Counter(result["unique"]) == expected
     print(f"{result['records'] - sum(expected.values())} word records replayed")
-
-
-def test_at_least_once_survives_kill_9_of_a_stmgr(connect_server, tmp_path):
-    result = run_client(connect_server, "wordcount", tmp_path, lines=2500, name="connect-stmgr",
-                        kill=True, victim="stmgr",
-                        config={"topology.message.timeout.secs": 4,
-                                "topology.max.spout.pending": 300, rwc.SLEEP_MS: 2})
-    assert result["state"] == "FINISHED"
-    assert result["killed_task"] == "stmgr"
-    expected = _expected(tmp_path, 2500)
-    raw = collections.Counter(result["raw"])
-    assert not {w: (raw[w], c) for w, c in expected.items() if raw[w] < c}
-    assert collections.Counter(result["unique"]) == expected
 
 
 @pytest.mark.parametrize("container", [1, 0], ids=["container-1", "container-0-tmaster"])
@@ -118,12 +106,6 @@ def test_deactivate_activate_and_update_from_a_connect_client_lose_nothing(conne
     replayed = rwc.check_exact(text, out, f"file://{tmp_path}/state", name, 2)
     print(f"{replayed} word records replayed")
     _check_nothing_left(tmp_path / "work")
-
-
-def test_kill_from_the_client_stops_every_process_and_the_spark_job(connect_server, tmp_path):
-    result = run_client(connect_server, "kill", tmp_path)
-    assert result["state"] == "KILLED"
-    wait_nothing_left(connect_server, tmp_path / "work")
 
 
 def test_interrupt_tag_from_another_thread_stops_it_and_recovery_resubmits(connect_server,
