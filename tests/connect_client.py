@@ -19,7 +19,7 @@ classic session.
 - ``manage``: the at-least-once word count (``manage_topologies.build_word_count``, which
   records which count task saw which word), deactivated until its output stops growing,
   activated, then rescaled with ``handle.update`` (count 2 -> 3 -> 1) while it runs; prints
-  what the handle reported at each step.
+  what the handle reported at each step and what the state manager stored for count 3.
 - ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status and the
   pids of the stmgrs and instances the physical plan listed before the kill.
 - ``cancel``: an unbounded topology stopped by ``spark.interruptTag`` from the client's main
@@ -200,6 +200,9 @@ def manage(spark, folder: Path, options: dict) -> dict:
     step("update 3")
     plan_counts = sorted(i.component_index for i in handle.physical_plan.instances
                          if i.component == "count")
+    stored = wait_until(lambda: _stored_counts(_conf(folder)["heron.statemgr"], name, "count")
+                        == [3, 3] and [3, 3], 30,
+                        message="the update's packing plan and topology to be stored")
     wait_until(lambda: sum(len(w) for w in mt.read_routes(out).get(3, {}).values()) >= 40, 90,
                message="words to reach the three count tasks")
     step("three counted")
@@ -209,7 +212,17 @@ def manage(spark, folder: Path, options: dict) -> dict:
     step("finished")
     return {"steps": steps, "state": state, "paused": paused, "stopped_at": stopped_at,
             "refused": refused, "generations": [up, down], "plan_counts": plan_counts,
-            "generation": handle.status_detail()["generation"]}
+            "stored_counts": stored, "generation": handle.status_detail()["generation"]}
+
+
+def _stored_counts(statemgr_url: str, name: str, component: str) -> list[int]:
+    """Return ``component``'s instances in the stored packing plan and its stored parallelism."""
+    from heron_spark.statemgr import open_state_manager
+
+    with open_state_manager(statemgr_url) as statemgr:
+        packing, topology = statemgr.get_packing_plan(name), statemgr.get_topology(name)
+    return [sum(i.component == component for c in packing.containers for i in c.instances),
+            {c.name: c.parallelism for c in topology.components}[component]]
 
 
 class _Unchanged:

@@ -81,33 +81,6 @@ def test_effectively_once_is_exact_after_kill_9_of_a_whole_container(connect_ser
                message="the Spark job of the barrier stage to end")
 
 
-def test_deactivate_activate_and_update_from_a_connect_client_lose_nothing(connect_server,
-                                                                          tmp_path):
-    """The verbs go to the TMaster in container 0 through Spark jobs; an update stops the
-    generation there and the client's stage runs the next one, its TMaster in container 0."""
-    import manage_topologies as mt
-
-    name = "connect-manage"
-    result = run_client(connect_server, "manage", tmp_path, lines=4000, name=name)
-    print(f"paused at {result['stopped_at']} bytes of counts; generations "
-          f"{result['generations']}; seconds from submit: {result['steps']}")
-    assert result["paused"] == "PAUSED"
-    assert result["refused"] == "count"  # update({"count": 0}): one error naming it
-    assert result["generations"] == [1, 2] and result["generation"] == 2
-    assert result["plan_counts"] == [0, 1, 2]
-    assert result["state"] == "FINISHED"
-    text = rwc.write_corpus(tmp_path / "expected.txt", 4000)
-    out = tmp_path / "out"
-    routes = mt.read_routes(out)
-    assert set(routes) == {2, 3, 1}
-    for parallelism, words in routes.items():  # fields grouping held in every generation
-        split = {w: tasks for w, tasks in words.items() if len(tasks) != 1}
-        assert not split, f"parallelism {parallelism}: words counted by several tasks: {split}"
-    replayed = rwc.check_exact(text, out, f"file://{tmp_path}/state", name, 2)
-    print(f"{replayed} word records replayed")
-    _check_nothing_left(tmp_path / "work")
-
-
 def test_interrupt_tag_from_another_thread_stops_it_and_recovery_resubmits(connect_server,
                                                                             tmp_path):
     result = run_client(connect_server, "cancel", tmp_path, recover=True)

@@ -11,6 +11,7 @@ moves the classic one there too.
 
 from __future__ import annotations
 
+import manage_topologies as mt
 import reliable_word_count as rwc
 from connect_support import session_kinds, wait_nothing_left
 
@@ -32,6 +33,34 @@ def test_at_least_once_survives_kill_9_of_a_stmgr(session_client, tmp_path):
     text = rwc.write_corpus(tmp_path / "expected.txt", 2500)
     replayed = rwc.check_exact(text, tmp_path / "out", f"file://{tmp_path}/state", name, SPOUTS)
     print(f"{replayed} word records replayed")
+
+
+@session_kinds("spark")
+def test_deactivate_activate_and_update_lose_nothing_and_keep_fields_grouping(session_client,
+                                                                             tmp_path):
+    """Deactivated until its output stops growing, activated, then rescaled while it runs
+    (count 2 -> 3 -> 1): every update is stored, each parallelism sends every word to exactly
+    one count task, and the counts are exact after de-duplication."""
+    name = f"{session_client.kind}-manage"
+    result = session_client.run("manage", tmp_path, lines=4000, name=name)
+    print(f"paused at {result['stopped_at']} bytes of counts; generations "
+          f"{result['generations']}; seconds from submit: {result['steps']}")
+    assert result["paused"] == "PAUSED"
+    assert result["refused"] == "count"  # update({"count": 0}): one error naming it
+    assert result["generations"] == [1, 2] and result["generation"] == 2
+    assert result["plan_counts"] == [0, 1, 2]
+    assert result["stored_counts"] == [3, 3]  # packing plan instances, topology parallelism
+    assert result["state"] == "FINISHED"
+    routes = mt.read_routes(tmp_path / "out")
+    assert set(routes) == {2, 3, 1}
+    for parallelism, words in routes.items():  # fields grouping held in every generation
+        split = {w: tasks for w, tasks in words.items() if len(tasks) != 1}
+        assert not split, f"parallelism {parallelism}: words counted by several tasks: {split}"
+    assert len({t for tasks in routes[3].values() for t in tasks}) == 3
+    text = rwc.write_corpus(tmp_path / "expected.txt", 4000)
+    replayed = rwc.check_exact(text, tmp_path / "out", f"file://{tmp_path}/state", name, SPOUTS)
+    print(f"{replayed} word records replayed")
+    wait_nothing_left(session_client, tmp_path / "work")
 
 
 @session_kinds("spark")
