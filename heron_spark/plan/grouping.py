@@ -14,7 +14,7 @@ entry points share the rules:
   travel in); all and lowest are constant; rows whose destinations were chosen per tuple go
   exactly there. A fields grouping on one string field remembers each key's task
   (``KeySlots``), so a key of a small batch seen before costs one dict lookup instead of
-  hashing its bytes; a big batch is hashed whole (``hashing``, ~10 ns a short key) and, when
+  hashing its bytes; a big batch is hashed whole in NumPy (``hashing``) and, when
   it is the stream's only grouping, reordered by task with one ``take`` so that each task
   gets a zero-copy slice (``Target.sorted_partition``).
   An emitter that holds its tuples as Python rows orders them by destination before it
@@ -375,8 +375,8 @@ def take(batch: pa.RecordBatch, rows) -> pa.RecordBatch:
 def _take_rows(batch: pa.RecordBatch, rows: np.ndarray) -> pa.RecordBatch:
     """Return ``batch.take(rows)`` for row indices this module computed (all in range).
 
-    Without Arrow's bounds check, a tenth of the take (``pyarrow.compute``, ~9 MB, is imported
-    on first use, as ``RecordBatch.take`` would).
+    Without Arrow's bounds check, most of ``take``'s cost (``pyarrow.compute``, ~9 MB, is
+    imported on first use, as ``RecordBatch.take`` would).
     """
     import pyarrow.compute as pc
 

@@ -136,8 +136,8 @@ def column_array(values: Sequence, serializer=None) -> tuple[pa.Array, bool | by
 def _small_strings(values: Sequence[str]) -> pa.Array:
     """Return a few ``str`` values (no None) as an Arrow string array, built from two buffers.
 
-    For a handful of values this is a third of ``pa.array``'s cost, whose fixed part (probes
-    for pandas, array protocols and an environment variable) dominates a small frame.
+    For a handful of values this is cheaper than ``pa.array``, whose fixed part (probes for
+    pandas, array protocols and an environment variable) dominates a small frame.
     """
     joined = "".join(values)
     data = joined.encode()
@@ -384,8 +384,8 @@ def use_lean_memory_pool() -> str:
     """Make Arrow allocate from jemalloc and return the pool's name.
 
     Where pyarrow has no jemalloc, it uses the system allocator. Arrow's default mimalloc pool
-    keeps what a batch freed for reuse: measured with the batch-API word count, a split
-    instance peaked at 171 MB RSS with mimalloc, 130 MB with jemalloc, at the same throughput.
+    keeps what a batch freed for reuse, so a batch-API instance peaks higher in resident
+    memory with it than with jemalloc, at the same throughput.
     """
     try:
         pool = pa.jemalloc_memory_pool()
