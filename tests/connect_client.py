@@ -11,6 +11,9 @@ classic session.
 - ``wordcount`` with ``options["kill"]``: the same, and ``kill -9`` of one instance process
   while it runs (``options["victim"]`` ``stmgr``: of container 1's stmgr, then waits for it to
   be restarted and for the TMaster to re-broadcast the plan with its new address).
+- ``placed``: the at-most-once word count with ``heron.tmaster.placement`` container; prints
+  where its TMaster ran (its location record, container 0's ready file), what the handle saw
+  while it ran, the counts and the stored final state.
 - ``stateful``: the effectively-once word count of ``stateful_word_count``; once two
   checkpoints are committed, ``kill -9`` of every process of container
   ``options["container"]`` at once (its barrier task's Spark Python worker, the supervisor
@@ -109,6 +112,42 @@ def wordcount(spark, folder: Path, options: dict) -> dict:
             "killed_task": killed, "running_secs": round(running, 2),
             "failures": handle.status_detail().get("instance_failures", {}),
             "lines": len(text)}
+
+
+def placed(spark, folder: Path, options: dict) -> dict:
+    """Run the at-most-once word count with its TMaster in container 0; report where it ran."""
+    import reliable_word_count as rwc
+    from heron_spark import submit
+    from heron_spark.contract.layout import TMASTER, container_root
+    from heron_spark.statemgr import open_state_manager
+
+    name = options.get("name", "placed-wc")
+    conf = {**_conf(folder), "heron.tmaster.placement": "container", "heron.kill.grace.secs": 5}
+    corpus, out = folder / "corpus.txt", folder / "out"
+    rwc.write_corpus(corpus, int(options.get("lines", 1000)))
+    topology = rwc.build(name, corpus, out, config={"topology.reliability.mode": "ATMOST_ONCE",
+                                                    rwc.SLEEP_MS: 5})
+    handle = submit(topology, spark=spark, conf=conf)
+    try:
+        running = handle.wait_running(120)
+        with open_state_manager(conf["heron.statemgr"]) as statemgr:
+            location = statemgr.get_tmaster_location(name) or {}
+        root = container_root(f"{folder}/work", name, 0, 0)
+        seen = {"running": running, "tmaster": type(handle._tmaster).__name__,
+                "location": {"generation": location.get("generation"),
+                             "pid": location.get("pid")},
+                "ready": (root / f"{TMASTER}.ready.json").exists(),
+                "has_plan": handle.physical_plan is not None,
+                "registered": len(handle.status_detail()["registered"]),
+                "status": handle.status}
+        state = handle.wait(timeout=TIMEOUT)
+    finally:
+        handle.kill()
+    with open_state_manager(conf["heron.statemgr"]) as statemgr:
+        stored = statemgr.get_execution_state(name).state
+    raw, _unique, _records = rwc.read_counts(out)
+    return {**seen, "state": state, "stored": stored, "raw": dict(raw), "pid": os.getpid(),
+            "executed": handle.metrics()["count"]["__execute-count/split/default"]}
 
 
 def stateful(spark, folder: Path, options: dict) -> dict:
@@ -424,7 +463,7 @@ def dataframe(spark, folder: Path, options: dict) -> dict:
 
 # MODE -> the scenario: ``f(spark, folder, options) -> dict`` (JSON-able). Each takes any
 # session: ``connect_support.ClassicSessionClient`` runs some on the tests' classic session.
-SCENARIOS = {"wordcount": wordcount, "stateful": stateful, "manage": manage, "kill": kill,
+SCENARIOS = {"wordcount": wordcount, "placed": placed, "stateful": stateful, "manage": manage, "kill": kill,
              "cancel": cancel, "netns": netns, "unimportable": unimportable,
              "abandon": abandon, "stream": stream, "dataframe": dataframe}
 

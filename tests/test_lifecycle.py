@@ -195,7 +195,7 @@ builder.build_and_submit()
 
 
 def test_ctrl_c_of_the_cli_is_a_planned_stop(tmp_path):
-    """Fault 9 of issue 7: Ctrl-C reaches the terminal's whole process group (the CLI, Spark's
+    """Ctrl-C reaches the terminal's whole process group (the CLI, Spark's
     JVM, its Python workers, the containers' children); the topology ends KILLED, nothing is
     logged as an error, no child is restarted, and no process is left."""
     from heron_spark.statemgr import open_state_manager

@@ -11,6 +11,8 @@ moves the classic one there too.
 
 from __future__ import annotations
 
+import collections
+
 import manage_topologies as mt
 import reliable_word_count as rwc
 from connect_support import session_kinds, wait_nothing_left
@@ -18,6 +20,25 @@ from connect_support import session_kinds, wait_nothing_left
 FAULT_CONF = {"topology.message.timeout.secs": 4, "topology.max.spout.pending": 300,
               rwc.SLEEP_MS: 2}
 SPOUTS = 2  # connect_client.wordcount's
+
+
+@session_kinds("spark")
+def test_at_most_once_word_count_with_the_tmaster_in_container_0_is_exact(session_client,
+                                                                          tmp_path):
+    """With ``heron.tmaster.placement`` container, container 0 runs the TMaster (its location
+    record and ready file say so), the handle asks it (``RemoteTMaster``) and the counts are
+    exact."""
+    result = session_client.run("placed", tmp_path, lines=1000)
+    assert result["running"] and result["tmaster"] == "RemoteTMaster"
+    location = result["location"]
+    assert location["generation"] == 0 and location["pid"] != result["pid"]
+    assert result["ready"] and result["has_plan"] and result["registered"] == 2
+    assert result["status"] in ("RUNNING", "FINISHED")
+    assert result["state"] == result["stored"] == "FINISHED"
+    text = rwc.write_corpus(tmp_path / "expected.txt", 1000)
+    assert collections.Counter(result["raw"]) == rwc.expected_counts(text)
+    assert result["executed"] > 0
+    wait_nothing_left(session_client, tmp_path / "work")
 
 
 @session_kinds("fault")
