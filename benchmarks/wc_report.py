@@ -19,6 +19,8 @@ import statistics
 import threading
 import time
 
+from heron_spark.contract.child_args import InstanceArgs, MetricsManagerArgs, StmgrArgs
+
 # ---- processes: roles, CPU and peak RSS from /proc ------------------------------------------
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 ROLE_ORDER = ["driver", "Spark JVM", "Spark Python workers", "stmgr", "metricsmgr"]
@@ -63,11 +65,11 @@ def _role(pid: int, root: int) -> str:
     if os.path.basename(argv[0]) == "java":
         return "Spark JVM"
     module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else ""
-    if module == "heron_spark.stmgr":
+    if module == StmgrArgs.MODULE:
         return "stmgr"
-    if module == "heron_spark.metrics":
+    if module == MetricsManagerArgs.MODULE:
         return "metricsmgr"
-    if module == "heron_spark.instance":
+    if module == InstanceArgs.MODULE:
         component = argv[argv.index("--component") + 1] if "--component" in argv[:-1] else "?"
         return f"instance {component}"
     if module == "pyspark.daemon" or module == "pyspark.worker":

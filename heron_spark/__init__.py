@@ -22,15 +22,11 @@ from heron_spark.errors import (AuthenticationError, ClusterCapacityError, Compo
                                 TopologyStateError, TopologyTypeError, TopologyValueError,
                                 WorkerEnvironmentError, WrongPlaceError)
 from heron_spark._version import __version__
-from heron_spark.api import _entry_points
-from heron_spark.api.serializer import load_serializer_named as _load_serializer_named
 from heron_spark.heronpy_alias import install as install_heronpy_alias
 from heron_spark.io import FileSpout
 from heron_spark.io import FileSource, ParquetSink, from_dataframe
 from heron_spark.io import KafkaSink, KafkaSpout
 from heron_spark.sql import register_data_source
-from heron_spark.tmaster import tracker_hook as _tracker_hook
-from heron_spark.wire import serializer_loader as _serializer_loader
 
 
 def submit(topology, spark=None, conf=None, name=None, master=None, deactivated=False):
@@ -42,31 +38,6 @@ def submit(topology, spark=None, conf=None, name=None, master=None, deactivated=
 
     return _submit(topology, spark=spark, conf=conf, name=name, master=master,
                    deactivated=deactivated)
-
-
-def _submit_from_builder(topology):
-    from heron_spark.scheduler.submit import submit_from_builder
-
-    return submit_from_builder(topology)
-
-
-# Layers meet here, where the package is composed: the user API never imports the runtime, so
-# its submit entry points are registered (``api/_entry_points.py``); the wire never imports the
-# user API, so it gets the API's serializer loading (``wire/serializer_loader.py``); the TMaster
-# never imports the tracker, so it gets the function that starts one (below).
-_entry_points.register(submit, _submit_from_builder)
-_serializer_loader.register(_load_serializer_named)
-
-
-# The TMaster never imports the tracker above it; container 0's TMaster child starts the
-# tracker beside it through this (``tmaster/tracker_hook.py``).
-def _start_tracker_beside_tmaster(statemgr_url, host, port, **limits):
-    from heron_spark.tracker.service import start_beside_tmaster
-
-    return start_beside_tmaster(statemgr_url, host, port, **limits)
-
-
-_tracker_hook.register(_start_tracker_beside_tmaster)
 
 
 __all__ = [

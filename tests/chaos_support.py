@@ -11,7 +11,7 @@
 - ``audit``: what an at-least-once word count lost, replayed and acked, as numbers (the test
   asserts on them, the soak script prints them).
 
-Only processes whose ``/proc/<pid>/cmdline`` shows ``heron_spark.<role>`` with a ``--workdir``
+Only processes whose ``/proc/<pid>/cmdline`` shows their role's module with a ``--workdir``
 inside the given folder are signalled, and a container only while a stmgr under that folder is
 its child; never this process, its ancestors, or a JVM. Used from the driver (test) process.
 """
@@ -34,8 +34,7 @@ from heron_spark.testing import wait_until
 
 INSTANCE, STMGR, METRICS, CONTAINER = "instance", "stmgr", "metrics", "container"
 ROLES = (INSTANCE, STMGR, METRICS, CONTAINER)
-_MODULE = {INSTANCE: "heron_spark.instance", STMGR: "heron_spark.stmgr",
-           METRICS: "heron_spark.metrics"}
+_MODULE = {role: faults.MODULES[role] for role in (INSTANCE, STMGR, METRICS)}
 _SIGNALS = {signal.SIGKILL: "SIGKILL", signal.SIGSTOP: "SIGSTOP"}
 _NOT_RUNNING = ("T", "t", "Z", "X", "")  # stopped, traced, zombie, dead, gone
 
@@ -284,7 +283,7 @@ class Chaos:
                 and faults.is_under(folder, self.work_dir)
         try:
             return (_is_spark_worker(target.pid) and faults.parent_of(target.via) == target.pid
-                    and "heron_spark.stmgr" in faults.cmdline(target.via))
+                    and faults.MODULES[STMGR] in faults.cmdline(target.via))
         except (OSError, IndexError, ValueError):
             return False
 

@@ -19,6 +19,10 @@ the key, so submits in this process, subprocess drivers and the CLI all read it 
 or topology config naming the key still wins). A test that is about the TMaster in the driver
 carries ``@pytest.mark.tmaster_in_driver("why")`` and is skipped, with that reason, in a
 container run.
+
+Session kinds: a test decorated ``@connect_support.session_kinds(tier)`` runs once on the
+classic session (in ``tier``) and once under Spark Connect (``connect``); its
+``session_client`` fixture runs the same scenario either way (``connect_support``).
 """
 
 from __future__ import annotations
@@ -221,6 +225,21 @@ def connect_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def session_client(request, session_kind):
+    """The session a ``connect_support.session_kinds`` test runs its scenarios on.
+
+    ``classic``: the ``spark`` fixture's session, in this process; ``connect``: a client
+    process of the ``connect_server`` fixture's server. Each fixture is asked for only by the
+    kind that needs it, so a test's classic run starts no Connect server.
+    """
+    from connect_support import ClassicSessionClient, ConnectSessionClient
+
+    if session_kind == "connect":
+        return ConnectSessionClient(request.getfixturevalue("connect_server"))
+    return ClassicSessionClient(request.getfixturevalue("spark"))
 
 
 @pytest.fixture(scope="module")

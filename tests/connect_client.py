@@ -1,12 +1,19 @@
 """A Spark Connect client that submits a topology: ``connect_client.py MODE URL FOLDER OPTIONS``.
 
 Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect session only
-(never a SparkContext). Prints one JSON object last, for the test to check:
+(never a SparkContext). Prints one JSON object last, for the test to check. The scenarios
+(``SCENARIOS``) take any session: a test body shared by both session kinds
+(``connect_support.session_kinds``) runs one here under Connect and in the test process on a
+classic session.
 
 - ``wordcount``: the at-least-once word count of ``reliable_word_count`` run bounded, with
   ``options["reliability"]`` as its reliability mode; prints the counts (raw and de-duplicated).
 - ``wordcount`` with ``options["kill"]``: the same, and ``kill -9`` of one instance process
-  while it runs (``options["victim"]`` ``stmgr``: of container 1's stmgr).
+  while it runs (``options["victim"]`` ``stmgr``: of container 1's stmgr, then waits for it to
+  be restarted and for the TMaster to re-broadcast the plan with its new address).
+- ``placed``: the at-most-once word count with ``heron.tmaster.placement`` container; prints
+  where its TMaster ran (its location record, container 0's ready file), what the handle saw
+  while it ran, the counts and the stored final state.
 - ``stateful``: the effectively-once word count of ``stateful_word_count``; once two
   checkpoints are committed, ``kill -9`` of every process of container
   ``options["container"]`` at once (its barrier task's Spark Python worker, the supervisor
@@ -15,8 +22,9 @@ Run by ``tests/test_connect.py`` in its own process, which holds a Spark Connect
 - ``manage``: the at-least-once word count (``manage_topologies.build_word_count``, which
   records which count task saw which word), deactivated until its output stops growing,
   activated, then rescaled with ``handle.update`` (count 2 -> 3 -> 1) while it runs; prints
-  what the handle reported at each step.
-- ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status.
+  what the handle reported at each step and what the state manager stored for count 3.
+- ``kill``: an unbounded topology, then ``handle.kill()``; prints the final status and the
+  pids of the stmgrs and instances the physical plan listed before the kill.
 - ``cancel``: an unbounded topology stopped by ``spark.interruptTag`` from the client's main
   thread (the stage runs in another); with ``options["recover"]``, first a container recovery
   (the driver interrupts the stage and resubmits it as generation 1).
@@ -82,9 +90,18 @@ def wordcount(spark, folder: Path, options: dict) -> dict:
             return sum(path.stat().st_size for path in out.glob("count-*.log"))
         wait_until(lambda: progress() > 20_000, 60, message="the word count to make progress")
         work = folder / "work" / name
-        if options.get("victim") == "stmgr":  # container 1's: the TMaster is in container 0
-            faults.kill9(faults.find(work, "stmgr", container=1)[0])
+        if options.get("victim") == "stmgr":  # container 1's: the TMaster may be in container 0
+            [stmgr] = faults.find(work, "stmgr", container=1)
+            [before] = [s.data_port for s in handle.physical_plan.stmgrs
+                        if s.container_index == 1]
+            faults.kill9(stmgr)
             killed = "stmgr"
+            wait_until(lambda: [p for p in faults.find(work, "stmgr", container=1)
+                                if p != stmgr], 60, message="the stmgr to be restarted")
+            wait_until(lambda: [s for s in handle.physical_plan.stmgrs
+                                if s.container_index == 1 and s.data_port != before], 60,
+                       interval=0.5,
+                       message="the TMaster to re-broadcast the plan with the new stmgr address")
         else:
             victim = faults.find(work, "instance", component="count")[0]
             killed = faults.task_of(victim)
@@ -95,6 +112,42 @@ def wordcount(spark, folder: Path, options: dict) -> dict:
             "killed_task": killed, "running_secs": round(running, 2),
             "failures": handle.status_detail().get("instance_failures", {}),
             "lines": len(text)}
+
+
+def placed(spark, folder: Path, options: dict) -> dict:
+    """Run the at-most-once word count with its TMaster in container 0; report where it ran."""
+    import reliable_word_count as rwc
+    from heron_spark import submit
+    from heron_spark.contract.layout import TMASTER, container_root
+    from heron_spark.statemgr import open_state_manager
+
+    name = options.get("name", "placed-wc")
+    conf = {**_conf(folder), "heron.tmaster.placement": "container", "heron.kill.grace.secs": 5}
+    corpus, out = folder / "corpus.txt", folder / "out"
+    rwc.write_corpus(corpus, int(options.get("lines", 1000)))
+    topology = rwc.build(name, corpus, out, config={"topology.reliability.mode": "ATMOST_ONCE",
+                                                    rwc.SLEEP_MS: 5})
+    handle = submit(topology, spark=spark, conf=conf)
+    try:
+        running = handle.wait_running(120)
+        with open_state_manager(conf["heron.statemgr"]) as statemgr:
+            location = statemgr.get_tmaster_location(name) or {}
+        root = container_root(f"{folder}/work", name, 0, 0)
+        seen = {"running": running, "tmaster": type(handle._tmaster).__name__,
+                "location": {"generation": location.get("generation"),
+                             "pid": location.get("pid")},
+                "ready": (root / f"{TMASTER}.ready.json").exists(),
+                "has_plan": handle.physical_plan is not None,
+                "registered": len(handle.status_detail()["registered"]),
+                "status": handle.status}
+        state = handle.wait(timeout=TIMEOUT)
+    finally:
+        handle.kill()
+    with open_state_manager(conf["heron.statemgr"]) as statemgr:
+        stored = statemgr.get_execution_state(name).state
+    raw, _unique, _records = rwc.read_counts(out)
+    return {**seen, "state": state, "stored": stored, "raw": dict(raw), "pid": os.getpid(),
+            "executed": handle.metrics()["count"]["__execute-count/split/default"]}
 
 
 def stateful(spark, folder: Path, options: dict) -> dict:
@@ -186,6 +239,9 @@ def manage(spark, folder: Path, options: dict) -> dict:
     step("update 3")
     plan_counts = sorted(i.component_index for i in handle.physical_plan.instances
                          if i.component == "count")
+    stored = wait_until(lambda: _stored_counts(_conf(folder)["heron.statemgr"], name, "count")
+                        == [3, 3] and [3, 3], 30,
+                        message="the update's packing plan and topology to be stored")
     wait_until(lambda: sum(len(w) for w in mt.read_routes(out).get(3, {}).values()) >= 40, 90,
                message="words to reach the three count tasks")
     step("three counted")
@@ -195,7 +251,17 @@ def manage(spark, folder: Path, options: dict) -> dict:
     step("finished")
     return {"steps": steps, "state": state, "paused": paused, "stopped_at": stopped_at,
             "refused": refused, "generations": [up, down], "plan_counts": plan_counts,
-            "generation": handle.status_detail()["generation"]}
+            "stored_counts": stored, "generation": handle.status_detail()["generation"]}
+
+
+def _stored_counts(statemgr_url: str, name: str, component: str) -> list[int]:
+    """Return ``component``'s instances in the stored packing plan and its stored parallelism."""
+    from heron_spark.statemgr import open_state_manager
+
+    with open_state_manager(statemgr_url) as statemgr:
+        packing, topology = statemgr.get_packing_plan(name), statemgr.get_topology(name)
+    return [sum(i.component == component for c in packing.containers for i in c.instances),
+            {c.name: c.parallelism for c in topology.components}[component]]
 
 
 class _Unchanged:
@@ -219,10 +285,13 @@ def kill(spark, folder: Path, options: dict) -> dict:
     handle = submit(topo.numbers(name, folder / "n", count=-1, sleep_ms=1), spark=spark,
                     conf=_conf(folder))
     assert handle.wait_running(120)
+    plan = handle.physical_plan
+    pids = [s.pid for s in plan.stmgrs] + [i.pid for i in plan.instances]
     handle.kill()
     state = handle.wait(timeout=60)
     spark.range(3).collect()  # the session is still usable
-    return {"state": state, "work": str(folder / "work" / name), "pid": os.getpid()}
+    return {"state": state, "work": str(folder / "work" / name), "pid": os.getpid(),
+            "pids": pids}
 
 
 def abandon(spark, folder: Path, options: dict) -> dict:
@@ -392,6 +461,13 @@ def dataframe(spark, folder: Path, options: dict) -> dict:
             "expected": [[i, i * 3, str(i % 7)] for i in range(count)]}
 
 
+# MODE -> the scenario: ``f(spark, folder, options) -> dict`` (JSON-able). Each takes any
+# session: ``connect_support.ClassicSessionClient`` runs some on the tests' classic session.
+SCENARIOS = {"wordcount": wordcount, "placed": placed, "stateful": stateful, "manage": manage, "kill": kill,
+             "cancel": cancel, "netns": netns, "unimportable": unimportable,
+             "abandon": abandon, "stream": stream, "dataframe": dataframe}
+
+
 def main() -> None:
     mode, url, folder, options = sys.argv[1], sys.argv[2], Path(sys.argv[3]), \
         json.loads(sys.argv[4])
@@ -401,11 +477,8 @@ def main() -> None:
     spark = _session(url)
     assert "pyspark.context" not in sys.modules or \
         sys.modules["pyspark.context"].SparkContext._active_spark_context is None
-    run = {"wordcount": wordcount, "stateful": stateful, "manage": manage, "kill": kill,
-           "cancel": cancel, "netns": netns, "unimportable": unimportable,
-           "abandon": abandon, "stream": stream, "dataframe": dataframe}[mode]
     try:
-        result = run(spark, folder, options)
+        result = SCENARIOS[mode](spark, folder, options)
     finally:
         spark.stop()
     print(json.dumps(result), flush=True)

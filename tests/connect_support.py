@@ -9,6 +9,13 @@ no SparkContext, unlike this test process) and returns the JSON it prints; ``sta
 starts one the test ends itself. ``conf`` adds server confs (static ones too: say a short
 ``spark.connect.execute.manager.detachedTimeout``). ``wait_nothing_left`` waits for a
 client's topology to leave no process and no running Spark job.
+
+One test body, both session kinds (as PySpark's Connect parity tests reuse the classic tests'
+bodies): ``@session_kinds("fault")`` runs a test once on the tests' classic session (in that
+tier) and once under Spark Connect (``connect`` tier); its ``session_client`` fixture
+(``tests/conftest.py``) is a ``ClassicSessionClient`` or a ``ConnectSessionClient``, whose
+``run(mode, folder, **options)`` runs the same ``connect_client.SCENARIOS[mode]`` and returns
+the same JSON.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+
+import pytest
 
 TESTS_DIR = Path(__file__).resolve().parent
 REPO_ROOT = TESTS_DIR.parent
@@ -193,8 +202,11 @@ def run_client(server: ConnectServer, mode: str, folder: Path, timeout: float = 
     return json.loads(lines[-1])
 
 
-def wait_nothing_left(server: ConnectServer, work: Path, timeout: float = 30) -> None:
-    """Wait until no heron_spark process runs under ``work`` and ``server`` runs no job."""
+def wait_nothing_left(server, work: Path, timeout: float = 30) -> None:
+    """Wait until no heron_spark process runs under ``work`` and ``server`` runs no job.
+
+    ``server``: a ``ConnectServer``, or a session client of either kind.
+    """
     import fault_support as faults
     from heron_spark.testing import wait_until
 
@@ -202,3 +214,60 @@ def wait_nothing_left(server: ConnectServer, work: Path, timeout: float = 30) ->
                message="every heron_spark process of the topology to exit")
     wait_until(lambda: not server.running_jobs(), timeout,
                message="the Spark job of the barrier stage to end")
+
+
+def session_kinds(classic_tier: str):
+    """Run the decorated test on a classic session (tier ``classic_tier``) and under Connect.
+
+    The test takes the ``session_client`` fixture; each kind keeps its own tier mark, so the
+    classic run stays in ``classic_tier`` and the Connect run in ``connect``.
+    """
+    return pytest.mark.parametrize("session_kind", [
+        pytest.param("classic", marks=getattr(pytest.mark, classic_tier)),
+        pytest.param("connect", marks=pytest.mark.connect)])
+
+
+class ConnectSessionClient:
+    """Run a scenario in a Spark Connect client process against ``server`` (``run_client``)."""
+
+    kind = "connect"
+
+    def __init__(self, server: ConnectServer) -> None:
+        self.server = server
+
+    def run(self, mode: str, folder: Path, **options) -> dict:
+        """Run ``connect_client.SCENARIOS[mode]`` in a client process; return its JSON."""
+        return run_client(self.server, mode, folder, **options)
+
+    def running_jobs(self) -> list:
+        """Return the server's running Spark jobs."""
+        return self.server.running_jobs()
+
+
+class ClassicSessionClient:
+    """Run a scenario in this process, on the tests' classic session (the ``spark`` fixture)."""
+
+    kind = "classic"
+
+    def __init__(self, spark) -> None:
+        self.spark = spark
+
+    def run(self, mode: str, folder: Path, **options) -> dict:
+        """Run ``connect_client.SCENARIOS[mode]`` here; return its result as the JSON it prints.
+
+        If the scenario fails, every Spark job of the session is cancelled (a topology it
+        left running is killed with its stage).
+        """
+        import connect_client
+
+        try:
+            result = connect_client.SCENARIOS[mode](self.spark.session, folder,
+                                                    json.loads(json.dumps(options)))
+        except BaseException:
+            self.spark.sparkContext.cancelAllJobs()
+            raise
+        return json.loads(json.dumps(result))
+
+    def running_jobs(self) -> list:
+        """Return the ids of the session's running Spark jobs."""
+        return list(self.spark.sparkContext.statusTracker().getActiveJobsIds())

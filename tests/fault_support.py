@@ -1,7 +1,8 @@
 """Finding and killing a topology's real processes (for the fault tests).
 
 Processes are found through ``/proc/<pid>/cmdline``: every heron_spark child runs
-``python -m heron_spark.<role> --workdir <work dir>/<topology>/gen-<g>/container-<i> ...``.
+``python -m heron_spark.entry.<role> --workdir <work dir>/<topology>/gen-<g>/container-<i> ...``
+(``contract.child_args``: each kind's ``MODULE``).
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from heron_spark.contract.child_args import (InstanceArgs, MetricsManagerArgs, StmgrArgs,
+                                             TMasterArgs)
 from heron_spark.testing import wait_until
+
+# role -> the module its process runs
+MODULES = {"instance": InstanceArgs.MODULE, "stmgr": StmgrArgs.MODULE,
+           "metrics": MetricsManagerArgs.MODULE, "tmaster": TMasterArgs.MODULE}
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -25,13 +32,13 @@ def _cmdline(pid: int) -> list[str]:
 
 def find(work_dir: Path, role: str, *, component: str | None = None,
          container: int | None = None) -> list[int]:
-    """Return the pids of live ``heron_spark.<role>`` processes under ``work_dir``."""
+    """Return the pids of live ``role`` processes (a key of ``MODULES``) under ``work_dir``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         args = _cmdline(int(entry.name))
-        if f"heron_spark.{role}" not in args or "--workdir" not in args:
+        if MODULES[role] not in args or "--workdir" not in args:
             continue
         folder = args[args.index("--workdir") + 1]
         if not folder.startswith(str(work_dir)):

@@ -24,7 +24,7 @@ from connect_support import ConnectServer, printed_json, start_client
 from heron_spark.contract import execution_state
 from heron_spark.statemgr import open_state_manager
 from heron_spark.testing import wait_until
-from heron_spark.tmaster.__main__ import task_ended_detail
+from heron_spark.entry.tmaster import task_ended_detail
 
 pytestmark = pytest.mark.connect
 

@@ -21,7 +21,7 @@ import resilience_topologies as topo
 from heron_spark import submit
 from heron_spark.statemgr import open_state_manager
 from heron_spark.testing import wait_until
-from heron_spark.tmaster.__main__ import task_ended_detail
+from heron_spark.entry.tmaster import task_ended_detail
 from heron_spark.tracker.auth import SESSION_COOKIE, tracker_token
 from test_tracker import Tracker
 
@@ -135,7 +135,7 @@ def test_the_ui_link_view_needs_a_tracker_beside_the_tmaster(tmaster):
 
 
 def test_a_stop_under_a_live_topology_is_stored_with_its_reason_an_ended_one_is_kept(tmaster):
-    from heron_spark.tmaster.__main__ import _record_stop
+    from heron_spark.entry.tmaster import _record_stop
 
     tmaster.start()  # stores STARTING, generation 3
     _record_stop(tmaster, tmaster.statemgr, "KILLED", task_ended_detail(3))

@@ -25,7 +25,7 @@ def test_child_args_round_trip_through_argv(args):
 
 def test_child_args_name_their_module_and_split_the_tmaster_address():
     args = StmgrArgs(Path("/w"), 2, "driver.example:4100", "h", 0)
-    assert args.MODULE == "heron_spark.stmgr" and args.tmaster_address == ("driver.example", 4100)
+    assert args.MODULE == "heron_spark.entry.stmgr" and args.tmaster_address == ("driver.example", 4100)
     assert "--topology" not in args.to_argv()
     with pytest.raises(SystemExit):
         InstanceArgs.from_argv(["--workdir", "/w", "--component", "count"])  # --task-id missing

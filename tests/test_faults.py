@@ -1,10 +1,11 @@
 """Fault tests: real processes killed with ``kill -9`` while a word count runs.
 
 At-least-once (``reliable_word_count`` on ``local[4]``, two containers): a random bolt
-instance killed three times, a stmgr killed, a whole container (the barrier task's Python
-worker) killed. Each run must finish with counts >= the exact counts for every word, exactly
-the exact counts after de-duplicating by (line, word index), and every line acked: exactly once
-in the spouts' committed checkpoints, at least once in their ack logs. At-most-once: a killed
+instance killed three times, a whole container (the barrier task's Python worker) killed (a
+stmgr killed: ``test_session_parity.py``, on both session kinds). Each run must finish with
+counts >= the exact counts for every word, exactly the exact counts after de-duplicating by
+(line, word index), and every line acked: exactly once in the spouts' committed checkpoints,
+at least once in their ack logs. At-most-once: a killed
 count instance loses only tuples of its own words, nothing is replayed, and the loss is counted.
 """
 
@@ -67,24 +68,6 @@ def test_bolt_instances_killed_three_times(spark, tmp_path, hconf):
     failures = handle.status_detail()["instance_failures"]
     assert sum(failures.values()) >= 3 and {int(t) for t in failures} == set(killed)
     print(f"killed tasks {killed}; {replayed} word records replayed")
-
-
-def test_stmgr_killed(spark, tmp_path, hconf):
-    name = "faults-stmgr"
-    text, out, handle = _start(spark, tmp_path, hconf, name, 2500)
-    work = tmp_path / "work" / name
-    _wait_progress(out, 30_000, "the word count to make progress")
-    [stmgr] = faults.find(work, "stmgr", container=1)
-    [before] = [s.data_port for s in handle.physical_plan.stmgrs if s.container_index == 1]
-    faults.kill9(stmgr)
-    wait_until(lambda: [p for p in faults.find(work, "stmgr", container=1) if p != stmgr],
-               60, message="the stmgr to be restarted")
-    wait_until(lambda: [s for s in handle.physical_plan.stmgrs
-                        if s.container_index == 1 and s.data_port != before], 60,
-               message="the TMaster to re-broadcast the plan with the new stmgr address")
-    assert handle.wait(timeout=TIMEOUT) == "FINISHED"
-    replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
-    print(f"{replayed} word records replayed")
 
 
 def test_container_killed(spark, tmp_path, hconf):

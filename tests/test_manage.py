@@ -5,9 +5,10 @@ from the handle and from the ``heron-spark`` CLI (subprocesses), on real process
 - Deactivate: every spout gets ``deactivate()`` once and no more ``next_tuple``; acks still
   flow (every tuple emitted before is acked while paused); activate resumes. Deploying
   deactivated emits nothing until activated.
-- Restart (one container, then all) and update (count 2 -> 3 -> 1) of the at-least-once word
-  count: exact counts after de-duplication; after each update every word reaches exactly one
-  count task of that parallelism (fields grouping stays consistent).
+- Restart (one container, then all) of the at-least-once word count: exact counts after
+  de-duplication. Its update (count 2 -> 3 -> 1) after a deactivation, where after each update
+  every word reaches exactly one count task of that parallelism (fields grouping stays
+  consistent): ``test_session_parity.py``, on a classic and a Connect session.
 """
 
 from __future__ import annotations
@@ -304,41 +305,6 @@ def test_restart_one_container_then_all_loses_nothing(spark, tmp_path, hconf):
     finally:
         handle.kill()
     assert handle.status_detail()["generation"] == 0  # restarted in place, not resubmitted
-    replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
-    print(f"{replayed} word records replayed")
-
-
-@pytest.mark.spark
-def test_update_rescales_and_keeps_fields_grouping(spark, tmp_path, hconf):
-    name = "manage-update"
-    text, out, handle = _start_word_count(spark, tmp_path, hconf, name, 5000,
-                                          **{rwc.SLEEP_MS: 3})
-    try:
-        with pytest.raises(TopologyValueError) as bad:
-            handle.update({"count": 0})
-        assert bad.value.component == "count"
-        seen = _wait_progress(out, 20_000, "the word count to make progress")
-        assert handle.update({"count": 3}) == 1
-        assert sorted(i.component_index for i in handle.physical_plan.instances
-                      if i.component == "count") == [0, 1, 2]
-        with open_state_manager(hconf["heron.statemgr"]) as statemgr:
-            packing = statemgr.get_packing_plan(name)
-            topology = statemgr.get_topology(name)
-        assert sum(i.component == "count" for c in packing.containers for i in c.instances) == 3
-        assert {c.name: c.parallelism for c in topology.components}["count"] == 3
-        wait_until(lambda: sum(len(w) for w in mt.read_routes(out).get(3, {}).values())
-                   >= 40, 90, message="all words to reach the three count tasks")
-        _wait_progress(out, seen + 20_000, "progress with three count tasks")
-        assert handle.update({"count": 1}) == 2
-        assert handle.wait(timeout=TIMEOUT) == "FINISHED"
-    finally:
-        handle.kill()
-    routes = mt.read_routes(out)
-    assert set(routes) == {2, 3, 1}
-    for parallelism, words in routes.items():
-        split = {w: tasks for w, tasks in words.items() if len(tasks) != 1}
-        assert not split, f"parallelism {parallelism}: words counted by several tasks: {split}"
-    assert len({t for tasks in routes[3].values() for t in tasks}) == 3
     replayed = rwc.check_exact(text, out, hconf["heron.statemgr"], name, SPOUTS)
     print(f"{replayed} word records replayed")
 

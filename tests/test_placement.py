@@ -1,14 +1,14 @@
-"""The TMaster in container 0 (``heron.tmaster.placement`` container), issue 18 items 2 and 3.
+"""The TMaster in container 0 (``heron.tmaster.placement`` container).
 
 Unit tests (no Spark): the placement rule, the child's argv, the location lookup. A classic
-session in container placement (``spark``): word count exact, the TMaster a child of container
-0 found through the state manager, the handle asking it. The netns test (``connect``) is in
-``tests/test_connect.py``.
+session in container placement (``spark``): the TMaster resumes after kill -9 and updates. The
+word count exact with the TMaster a child of container 0, found through the state manager and
+asked by the handle, runs on both session kinds in ``tests/test_session_parity.py``; the netns
+test (``connect``) is in ``tests/test_connect.py``.
 """
 
 from __future__ import annotations
 
-import collections
 import os
 import threading
 import time
@@ -76,42 +76,6 @@ def _heron_processes(folder) -> list[str]:
     out = subprocess.run(["ps", "-ww", "-eo", "pid,args"], capture_output=True,
                          text=True).stdout
     return [line for line in out.splitlines() if "heron_spark." in line and str(folder) in line]
-
-
-@pytest.mark.spark
-def test_classic_word_count_with_the_tmaster_in_container_0(tmp_path):
-    from heron_spark.contract.layout import TMASTER, container_root
-    from heron_spark.scheduler.remote import RemoteTMaster
-
-    conf = {"heron.statemgr": f"file://{tmp_path}/state", "heron.work.dir": f"{tmp_path}/work",
-            "heron.tmaster.placement": "container", "heron.kill.grace.secs": 5}
-    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
-    text = rwc.write_corpus(corpus, 1000)
-    topology = rwc.build("placed-wc", corpus, out,
-                         config={"topology.reliability.mode": "ATMOST_ONCE", rwc.SLEEP_MS: 5})
-    handle = submit(topology, conf=conf, master="local[4]")
-    try:
-        assert isinstance(handle._tmaster, RemoteTMaster)
-        assert handle.wait_running(120), handle.status
-        with open_state_manager(conf["heron.statemgr"]) as statemgr:
-            location = statemgr.get_tmaster_location("placed-wc")
-        assert location["generation"] == 0 and location["pid"] != os.getpid()
-        root = container_root(f"{tmp_path}/work", "placed-wc", 0, 0)
-        assert (root / f"{TMASTER}.ready.json").exists()  # container 0 runs it
-        assert handle.physical_plan is not None
-        assert len(handle.status_detail()["registered"]) == 2
-        assert handle.status in ("RUNNING", "FINISHED")
-        state = handle.wait(timeout=240)
-    finally:
-        handle.kill()
-    assert state == "FINISHED"
-    raw, _unique, _records = rwc.read_counts(out)
-    assert collections.Counter(raw) == rwc.expected_counts(text)
-    assert handle.metrics()["count"]["__execute-count/split/default"] > 0
-    with open_state_manager(conf["heron.statemgr"]) as statemgr:
-        assert statemgr.get_execution_state("placed-wc").state == "FINISHED"
-    wait_until(lambda: not _heron_processes(tmp_path / "work"), 30,
-               message="every heron_spark process to exit")
 
 
 @pytest.mark.spark

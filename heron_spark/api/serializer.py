@@ -98,8 +98,8 @@ def load_serializer(config: dict, component: str | None = None) -> IHeronSeriali
 def load_serializer_named(class_name: str) -> IHeronSerializer | None:
     """Return a serializer of class ``class_name`` (dotted path), initialized with only that key.
 
-    How a receiver reads a column another task's serializer wrote (``heron_spark/__init__``
-    registers it with ``wire.serializer_loader``).
+    How a receiver reads a column another task's serializer wrote: readers above the wire
+    pass it to ``wire.tuple_batch.rows`` (the wire never imports the user API).
     """
     return load_serializer({api_constants.TOPOLOGY_SERIALIZER_CLASSNAME: class_name})
 

@@ -1,7 +1,8 @@
 """Topologies, declared as a ``Topology`` subclass or built with ``TopologyBuilder``.
 
 Both produce the same thing: a ``Topology`` subclass whose ``_heron_specs`` and ``_topo_config``
-the planner reads. Nothing here launches anything; ``heron_spark.submit`` does.
+the planner reads. Nothing here launches anything until ``submit`` (or ``build_and_submit``)
+hands the topology to ``heron_spark.scheduler.submit``.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import sys
 from types import FrameType
 from typing import Any
 
-from heron_spark.api import _entry_points
 from heron_spark.api.component import HeronComponentSpec
 from heron_spark.api.topology_config import default_topology_config
 from heron_spark.errors import TopologyTypeError, TopologyValueError
@@ -90,8 +90,14 @@ class Topology(metaclass=TopologyType):
 
     @classmethod
     def submit(cls, spark=None, conf: dict | None = None, name: str | None = None):
-        """Submit this topology to Spark and return its handle (driver only)."""
-        return _entry_points.submit(cls, spark=spark, conf=conf, name=name)
+        """Submit this topology to Spark and return its handle (driver only).
+
+        The user API's one call into the runtime, imported here, where it runs (import-linter
+        lists it by name in ``pyproject.toml``).
+        """
+        from heron_spark.scheduler.submit import submit
+
+        return submit(cls, spark=spark, conf=conf, name=name)
 
 
 def _caller_file() -> str | None:
@@ -183,8 +189,13 @@ class TopologyBuilder:
         return TopologyType(self.topology_name, (Topology,), class_dict)
 
     def build_and_submit(self):
-        """Build, submit and (under ``heron-spark submit``) hand over to the CLI."""
-        return _entry_points.submit_from_builder(self.build())
+        """Build, submit and (under ``heron-spark submit``) hand over to the CLI (driver only).
+
+        Calls into the runtime as ``Topology.submit`` does (listed in ``pyproject.toml``).
+        """
+        from heron_spark.scheduler.submit import submit_from_builder
+
+        return submit_from_builder(self.build())
 
 
 def _path_spec(name: str, path: str, is_spout: bool, par: int, inputs, config: dict | None,

@@ -5,7 +5,7 @@ Both sides of each contract import it from here; nothing else spells it:
 - ``exit_codes``: what a child process's exit code means (``ExitCode``), read by its container.
 - ``roles``: who dials whom (``PeerRole``, the proto enum the handshake carries).
 - ``child_args``: the command line of each child process (one frozen dataclass per kind, with
-  ``to_argv`` for the container and ``from_argv`` for the child's ``__main__``).
+  ``to_argv`` for the container and ``from_argv`` for the child's ``heron_spark.entry`` module).
 - ``execution_state``: the stored execution state of a topology (a proto message).
 - ``topology_view``: what a TMaster tells about its topology, typed (``TopologyStatus``,
   ``HandleView``, ``TMasterLocation``, ``CommittedCheckpoint``), each with its one codec.

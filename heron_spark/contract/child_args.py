@@ -1,7 +1,8 @@
 """The command line of each child process of a container, written once for both sides.
 
-The container builds a child's argv with ``to_argv()``; the child's ``__main__`` reads it back
-with ``from_argv()``. A field ``task_id`` is the flag ``--task-id``. Every child gets
+The container builds a child's argv with ``to_argv()`` and runs ``python -m MODULE`` with it;
+the child's entry module (``heron_spark.entry.<role>``) reads it back with ``from_argv()``. A
+field ``task_id`` is the flag ``--task-id``. Every child gets
 ``--workdir`` (its container's folder; ``tests/chaos_support`` finds processes by it).
 """
 
@@ -71,9 +72,9 @@ def _split_address(address: str) -> tuple[str, int]:
 
 @dataclasses.dataclass(frozen=True)
 class MetricsManagerArgs(ChildArgs):
-    """``python -m heron_spark.metrics``: a container's metrics manager."""
+    """``python -m heron_spark.entry.metrics``: a container's metrics manager."""
 
-    MODULE: ClassVar[str] = "heron_spark.metrics"
+    MODULE: ClassVar[str] = "heron_spark.entry.metrics"
 
     container: int
     tmaster: str  # host:port of the TMaster's listener
@@ -86,9 +87,9 @@ class MetricsManagerArgs(ChildArgs):
 
 @dataclasses.dataclass(frozen=True)
 class StmgrArgs(ChildArgs):
-    """``python -m heron_spark.stmgr``: a container's stream manager."""
+    """``python -m heron_spark.entry.stmgr``: a container's stream manager."""
 
-    MODULE: ClassVar[str] = "heron_spark.stmgr"
+    MODULE: ClassVar[str] = "heron_spark.entry.stmgr"
 
     container: int
     tmaster: str      # host:port of the TMaster's listener
@@ -103,9 +104,9 @@ class StmgrArgs(ChildArgs):
 
 @dataclasses.dataclass(frozen=True)
 class InstanceArgs(ChildArgs):
-    """``python -m heron_spark.instance``: one task's instance process."""
+    """``python -m heron_spark.entry.instance``: one task's instance process."""
 
-    MODULE: ClassVar[str] = "heron_spark.instance"
+    MODULE: ClassVar[str] = "heron_spark.entry.instance"
 
     component: str
     task_id: int
@@ -114,13 +115,13 @@ class InstanceArgs(ChildArgs):
 
 @dataclasses.dataclass(frozen=True)
 class TMasterArgs(ChildArgs):
-    """``python -m heron_spark.tmaster``: the TMaster, a child of container 0 (placement container).
+    """``python -m heron_spark.entry.tmaster``: the TMaster as container 0's child (placement container).
 
     ``workdir`` is container 0's folder (plan, packing plan, config, secret); the topology id,
     committed checkpoint and paused state of a resumed run come from the state manager.
     """
 
-    MODULE: ClassVar[str] = "heron_spark.tmaster"
+    MODULE: ClassVar[str] = "heron_spark.entry.tmaster"
 
     generation: int   # the generation whose stmgrs it serves
     host: str         # the address it listens on (container 0's host)

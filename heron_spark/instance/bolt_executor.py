@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from heron_spark.api.batch import BatchBolt
 from heron_spark.api.bolt import Bolt
+from heron_spark.api.serializer import load_serializer_named
 from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.api.tuple import HeronTuple, TupleHelper
 from heron_spark.contract import metric_names
@@ -198,7 +199,7 @@ class BoltExecutor(TaskExecutor):
             stats[1] += _clock_ns() - started_ns
             stats[0] += rows
             return
-        values = tuple_batch.rows(batch, width)
+        values = tuple_batch.rows(batch, width, load_serializer_named)
         process = self.component.process
         if self.hooks is not None:
             process = self.hooks.executing(process)

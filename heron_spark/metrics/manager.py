@@ -17,7 +17,6 @@ import threading
 from heron_spark import _process
 from heron_spark.container.files import ContainerFiles
 from heron_spark.contract import layout, roles
-from heron_spark.contract.child_args import statemgr_generation, MetricsManagerArgs
 from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.proto import metrics_pb2
 from heron_spark.wire import frames
@@ -132,27 +131,3 @@ def _topology_name(files: ContainerFiles) -> str:
     import) into a process that runs no user code.
     """
     return files.load_packing().topology_name
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Entry point: ``python -m heron_spark.metrics``."""
-    args = MetricsManagerArgs.from_argv(argv)
-    _process.become_child(f"hs-metrics-{args.container}")
-    files = ContainerFiles(args.workdir)
-    _process.setup_logging(files.log(layout.METRICSMGR))
-    try:
-        host, port = args.tmaster_address if statemgr_generation(args.tmaster) is None \
-            else _tmaster_from_statemgr(args.tmaster, files)
-        return MetricsManager(files, args.container, host, port).run()
-    except Exception:  # noqa: BLE001 - log why, exit non-zero
-        log.exception("metrics manager failed")
-        return ExitCode.FAILED
-
-
-def _tmaster_from_statemgr(tmaster: str, files: ContainerFiles) -> tuple[str, int]:
-    """Wait for the TMaster in container 0 to publish its location (placement container)."""
-    from heron_spark.statemgr import tmaster_address
-
-    config = files.load_config()
-    return tmaster_address(tmaster, config.statemgr, _topology_name(files),
-                           config.startup_timeout_secs)

@@ -50,7 +50,7 @@ class Scheduler(Protocol):
     """What a TMaster asks of the scheduler that runs its containers (Heron's scheduler client).
 
     The submitter's is ``scheduler.run.TopologyRun``; container 0's TMaster hands both verbs
-    to the submitter by exiting (``tmaster.__main__``). Called outside the TMaster's lock.
+    to the submitter by exiting (``entry.tmaster``). Called outside the TMaster's lock.
     """
 
     def recover(self, reason: str) -> None:

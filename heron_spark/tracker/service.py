@@ -86,7 +86,7 @@ def start_beside_tmaster(statemgr_url: str, host: str, port: int,
     """Start the tracker of container 0's TMaster child; return it and a login-link minter.
 
     The same tracker as a driver's (routes, token, login links, limits), on the executor's
-    address ``host``; see ``tmaster.tracker_hook``. Runs in container 0's TMaster child.
+    address ``host``; see ``entry.tmaster``. Runs in container 0's TMaster child.
     """
     tracker = _start_on_port_or_any(statemgr_url, host, port, **limits)
 

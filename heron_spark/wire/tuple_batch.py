@@ -6,8 +6,9 @@ values are all ``str``/``int``/``float``/``bool``/``bytes`` (or None) is native 
 other column is ``binary`` of serialized values, flagged in the field metadata: pickled
 (``heron_spark.pickled``), or written by the topology's ``topology.serializer.classname``
 (``heron_spark.serializer``: the class's dotted name, which receivers look up among the
-serializers ``register_serializer`` made known in their process, else load through
-``serializer_loader``).
+serializers ``register_serializer`` made known in their process, else load with the
+``load_serializer`` their caller passes: the wire never imports the user API that loads user
+classes).
 
 At-least-once adds two acking columns after the fields (absent otherwise), named with the
 reserved prefix:
@@ -24,12 +25,13 @@ import pickle
 import struct
 from array import array as _typed_array
 from itertools import accumulate
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
-from heron_spark.wire import arrow_numpy, hashing, serializer_loader
+from heron_spark.errors import ConfigError
+from heron_spark.wire import arrow_numpy, hashing
 
 PICKLED_KEY = b"heron_spark.pickled"
 _PICKLED_META = {PICKLED_KEY: b"1"}
@@ -73,11 +75,24 @@ def register_serializer(serializer) -> bytes:
     return name
 
 
-def _serializer_named(name: bytes):
-    """Return the registered serializer ``name``, else one loaded by its class path."""
+# dotted class name -> an initialized serializer of that class (``api.serializer``'s
+# ``load_serializer_named``, passed by readers above the wire)
+SerializerLoader = Callable[[str], Any]
+_SERIALIZER_KEY_NAME = "topology.serializer.classname"
+
+
+def _serializer_named(name: bytes, load_serializer: SerializerLoader | None):
+    """Return the registered serializer ``name``, else one ``load_serializer`` loads.
+
+    Raise ``ConfigError`` when neither has it: this reader was given no loader.
+    """
     serializer = _SERIALIZERS.get(name)
     if serializer is None:
-        serializer = serializer_loader.load(name.decode())
+        if load_serializer is None:
+            msg = ("read columns written by a topology serializer where its class is loaded: "
+                   "pass load_serializer (api.serializer.load_serializer_named)")
+            raise ConfigError(_SERIALIZER_KEY_NAME, name.decode(), msg)
+        serializer = load_serializer(name.decode())
         _SERIALIZERS[name] = serializer
     return serializer
 
@@ -121,8 +136,8 @@ def column_array(values: Sequence, serializer=None) -> tuple[pa.Array, bool | by
 def _small_strings(values: Sequence[str]) -> pa.Array:
     """Return a few ``str`` values (no None) as an Arrow string array, built from two buffers.
 
-    For a handful of values this is a third of ``pa.array``'s cost, whose fixed part (probes
-    for pandas, array protocols and an environment variable) dominates a small frame.
+    For a handful of values this is cheaper than ``pa.array``, whose fixed part (probes for
+    pandas, array protocols and an environment variable) dominates a small frame.
     """
     joined = "".join(values)
     data = joined.encode()
@@ -297,8 +312,13 @@ def is_pickled(field: pa.Field) -> bool:
     return bool(field.metadata) and PICKLED_KEY in field.metadata
 
 
-def column_values(batch: pa.RecordBatch, index: int) -> list:
-    """Return column ``index`` as Python values (deserialized when needed)."""
+def column_values(batch: pa.RecordBatch, index: int,
+                  load_serializer: SerializerLoader | None = None) -> list:
+    """Return column ``index`` as Python values (deserialized when needed).
+
+    ``load_serializer`` loads the serializer of a column whose class no serializer of this
+    process registered (``register_serializer``).
+    """
     values = batch.column(index).to_pylist()
     meta = batch.schema.field(index).metadata
     if meta:
@@ -306,16 +326,20 @@ def column_values(batch: pa.RecordBatch, index: int) -> list:
             return [None if v is None else pickle.loads(v) for v in values]
         name = meta.get(SERIALIZER_KEY)
         if name is not None:
-            load = _serializer_named(name).deserialize
+            load = _serializer_named(name, load_serializer).deserialize
             return [None if v is None else load(v) for v in values]
     return values
 
 
-def rows(batch: pa.RecordBatch, field_count: int) -> list[tuple]:
-    """Return the tuples of ``batch`` as Python tuples of their ``field_count`` field values."""
+def rows(batch: pa.RecordBatch, field_count: int,
+         load_serializer: SerializerLoader | None = None) -> list[tuple]:
+    """Return the tuples of ``batch`` as Python tuples of their ``field_count`` field values.
+
+    ``load_serializer``: as for ``column_values``.
+    """
     if field_count == 0:
         return [()] * batch.num_rows
-    return list(zip(*(column_values(batch, i) for i in range(field_count))))
+    return list(zip(*(column_values(batch, i, load_serializer) for i in range(field_count))))
 
 
 def key_hash(columns: Sequence[pa.Array], dedupe: bool = True) -> np.ndarray:
@@ -338,8 +362,12 @@ def canonical_keys(values: Sequence) -> pa.Array:
         return pa.array([t.encode("utf-8", "surrogatepass") for t in texts], type=pa.binary())
 
 
-def key_columns(batch: pa.RecordBatch, indices: Sequence[int]) -> list[pa.Array]:
-    """Return the key columns of ``batch`` as the Arrow strings ``key_hash`` takes."""
+def key_columns(batch: pa.RecordBatch, indices: Sequence[int],
+                load_serializer: SerializerLoader | None = None) -> list[pa.Array]:
+    """Return the key columns of ``batch`` as the Arrow strings ``key_hash`` takes.
+
+    ``load_serializer``: as for ``column_values``.
+    """
     out = []
     for index in indices:
         column = batch.column(index)
@@ -348,7 +376,7 @@ def key_columns(batch: pa.RecordBatch, indices: Sequence[int]) -> list[pa.Array]
                 and column.null_count == 0:
             out.append(column)
         else:
-            out.append(canonical_keys(column_values(batch, index)))
+            out.append(canonical_keys(column_values(batch, index, load_serializer)))
     return out
 
 
@@ -356,8 +384,8 @@ def use_lean_memory_pool() -> str:
     """Make Arrow allocate from jemalloc and return the pool's name.
 
     Where pyarrow has no jemalloc, it uses the system allocator. Arrow's default mimalloc pool
-    keeps what a batch freed for reuse, so an instance's memory peaks higher with it, at the
-    same throughput.
+    keeps what a batch freed for reuse, so a batch-API instance peaks higher in resident
+    memory with it than with jemalloc, at the same throughput.
     """
     try:
         pool = pa.jemalloc_memory_pool()

@@ -1,4 +1,4 @@
-"""``python -m heron_spark.tmaster``: the TMaster as a child of container 0.
+"""``python -m heron_spark.entry.tmaster``: the TMaster as a child of container 0.
 
 With ``heron.tmaster.placement`` container (the default under Spark Connect) the TMaster runs
 here, in container 0's barrier task, as Heron runs its TMaster in container 0. It is built
@@ -11,11 +11,11 @@ with ``ExitCode.RECOVER``: its container fails the barrier task and the submitte
 the stage as the next generation, whose TMaster resumes from the state manager.
 
 The tracker (HTTP API and UI, ``heron.tracker.port``: -1 none, 0 any free port) runs in this
-process beside the TMaster, on the same host (the executor's address), started through
-``tmaster.tracker_hook``; its port and URL go into the TMaster's claim with the generation, so
-a handle and ``heron-spark ui`` find the current generation's tracker. A thread rather than a
-child of its own: it lives and dies with the TMaster whose location record carries its URL,
-and needs no supervision, ready file or argv of its own.
+process beside the TMaster, on the same host (the executor's address), started here
+(``tracker.service.start_beside_tmaster``); its port and URL go into the TMaster's claim with
+the generation, so a handle and ``heron-spark ui`` find the current generation's tracker. A
+thread rather than a child of its own: it lives and dies with the TMaster whose location
+record carries its URL, and needs no supervision, ready file or argv of its own.
 
 If container 0's task ends while the topology runs (Spark killed the barrier task: the stage
 was cancelled, or, under Spark Connect, the server abandoned it after its client went away for
@@ -73,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
     from heron_spark.statemgr import open_state_manager
-    from heron_spark.tmaster import tracker_hook
     from heron_spark.tmaster.master import TMaster
+    from heron_spark.tracker.service import start_beside_tmaster
 
     config = files.load_config()
     view = files.load_plan()
@@ -104,7 +104,7 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
         location = {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
                     "tracker_port": -1, "generation": args.generation, "secret": secret}
         if config.tracker_port >= 0:
-            tracker, tmaster.login_link = tracker_hook.start(
+            tracker, tmaster.login_link = start_beside_tmaster(
                 config.statemgr, args.host, config.tracker_port,
                 max_connections=config.tracker_max_connections,
                 idle_timeout_secs=config.tracker_idle_timeout_secs)

@@ -1,4 +1,4 @@
-"""Entry point of a Heron Instance process: ``python -m heron_spark.instance``."""
+"""``python -m heron_spark.entry.instance``: one task's Heron Instance process."""
 
 from __future__ import annotations
 
