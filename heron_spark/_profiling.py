@@ -31,6 +31,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import FrameType
 
 PROFILE_DIR_ENV = "HERON_SPARK_PROFILE_DIR"
 PROFILE_INTERVAL_ENV = "HERON_SPARK_PROFILE_INTERVAL_MS"
@@ -67,13 +68,14 @@ def _sample(path: Path, interval: float) -> None:
     threads that only wait get (almost) nothing.
     """
     me = threading.get_ident()
-    weights: collections.Counter = collections.Counter()
+    weights: dict[str, float] = collections.defaultdict(float)  # folded stack -> CPU s
     labels: dict = {}  # code object -> "name (file:line)"
     last_cpu: dict[int, float] = {}
     next_write = time.monotonic() + _WRITE_EVERY_SECS
     while True:
         time.sleep(interval)
         names = {t.ident: t.name for t in threading.enumerate()}
+        frame: FrameType | None
         for ident, frame in sys._current_frames().items():
             if ident == me:
                 continue
@@ -114,10 +116,11 @@ def _thread_cpu() -> dict[str, float]:
     return cpu
 
 
-def _write(path: Path, counts: collections.Counter) -> None:
+def _write(path: Path, counts: dict[str, float]) -> None:
     cpu = " ".join(f"{name.replace(' ', '_')}={secs:.2f}" for name, secs in
                    sorted(_thread_cpu().items()))
-    lines = [f"# cpu {cpu}"] + [f"{stack} {secs:.6f}" for stack, secs in counts.most_common()]
+    lines = [f"# cpu {cpu}"] + [f"{stack} {secs:.6f}" for stack, secs in
+                                   sorted(counts.items(), key=lambda item: item[1], reverse=True)]
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text("\n".join(lines) + "\n")
     os.replace(tmp, path)
@@ -163,9 +166,10 @@ def _report_cprofile(folder: Path, top: int) -> list[str]:
     out = []
     for role, paths in sorted(roles.items()):
         stats = pstats.Stats(*map(str, paths))
-        total = stats.total_tt
+        total = stats.total_tt  # type: ignore[attr-defined]  # set by pstats, absent from typeshed
         out.append(f"== {role} ({len(paths)} processes, cProfile): {total:.2f} s profiled")
-        rows = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:top]
+        entries = stats.stats.items()  # type: ignore[attr-defined]  # as total_tt
+        rows = sorted(entries, key=lambda item: -item[1][2])[:top]
         for (file, line, func), (_, calls, own, cumulative, _) in rows:
             out.append(f"  {100.0 * own / max(total, 1e-9):5.1f}%  own {own:6.2f} s  "
                        f"cum {cumulative:6.2f} s  {calls:>9} calls  {func} "

@@ -222,9 +222,7 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
 
     def __init__(self, problem: str, *, python: str, host: str | None,
                  missing: str | None, connect: bool = False, component: str | None = None,
-                 path: str | None = None) -> None:
-        import sys
-
+                 path: str | None = None, fix: str | None = None) -> None:
         self.problem = problem
         self.python = python
         self.host = host
@@ -232,27 +230,32 @@ class WorkerEnvironmentError(HeronSparkError, RuntimeError):
         self.connect = connect
         self.component = component
         self.path = path
+        self.fix = fix if fix is not None else _worker_fix(problem, python, missing, connect)
         where = f" on {host}" if host else ""
-        if problem.startswith("loading the topology"):
-            ship = ("spark.addArtifacts(path, pyfile=True) from the Spark Connect session"
-                    if connect else
-                    "spark-submit --py-files or spark.sparkContext.addPyFile(path)")
-            fix = (f"make module {missing or '(see above)'!r} importable on the executors: ship "
-                   f"it with {ship}, or install it into {python}")
-        elif connect:
-            fix = (f"the Spark Connect server's executors need a Python that has heron_spark "
-                   f"installed: start the server with spark.pyspark.python (or PYSPARK_PYTHON "
-                   f"in its environment) naming one, or install heron_spark and its "
-                   f"dependencies into {python} on every worker, or ship heron_spark with "
-                   f"spark.addArtifacts(zip_path, pyfile=True)")
-        else:
-            fix = (f"run the executors with a Python that has heron_spark installed: set "
-                   f"PYSPARK_PYTHON={sys.executable} (or spark.pyspark.python) before the "
-                   f"SparkSession starts, or install heron_spark and its dependencies into "
-                   f"{python} on every worker")
-        self.fix = fix
         super().__init__(f"Spark's executors run Python {python!r}{where}, which cannot run "
-                         f"this topology: {problem}. Fix: {fix}")
+                         f"this topology: {problem}. Fix: {self.fix}")
+
+
+def _worker_fix(problem: str, python: str, missing: str | None, connect: bool) -> str:
+    """Return what to do about a WorkerEnvironmentError that names no fix of its own."""
+    import sys
+
+    if problem.startswith("loading the topology"):
+        ship = ("spark.addArtifacts(path, pyfile=True) from the Spark Connect session"
+                if connect else
+                "spark-submit --py-files or spark.sparkContext.addPyFile(path)")
+        return (f"make module {missing or '(see above)'!r} importable on the executors: ship "
+                f"it with {ship}, or install it into {python}")
+    if connect:
+        return (f"the Spark Connect server's executors need a Python that has heron_spark "
+                f"installed: start the server with spark.pyspark.python (or PYSPARK_PYTHON "
+                f"in its environment) naming one, or install heron_spark and its "
+                f"dependencies into {python} on every worker, or ship heron_spark with "
+                f"spark.addArtifacts(zip_path, pyfile=True)")
+    return (f"run the executors with a Python that has heron_spark installed: set "
+            f"PYSPARK_PYTHON={sys.executable} (or spark.pyspark.python) before the "
+            f"SparkSession starts, or install heron_spark and its dependencies into "
+            f"{python} on every worker")
 
 
 class ConnectExtrasError(HeronSparkError, ImportError):

@@ -25,9 +25,9 @@ def install() -> None:
     if module is not None:
         from heron_spark.errors import WorkerEnvironmentError
 
-        msg = (
-            f"another heronpy is installed ({getattr(module, '__file__', module)}); heron_spark "
-            "ships its own heronpy. Fix: pip uninstall heronpy, then pip install heron_spark again"
-        )
-        raise WorkerEnvironmentError(msg)
+        problem = (f"another heronpy is installed ({getattr(module, '__file__', module)}); "
+                   "heron_spark ships its own heronpy")
+        raise WorkerEnvironmentError(problem, python=sys.executable, host=None, missing=None,
+                                     fix="pip uninstall heronpy, then pip install heron_spark "
+                                         "again")
     sys.modules["heronpy"] = importlib.import_module("heron_spark.heronpy")

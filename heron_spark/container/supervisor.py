@@ -72,8 +72,14 @@ class _Child:
         self.ready: dict | None = None  # the ready file's content, once written
 
     @property
+    def running(self) -> subprocess.Popen | None:
+        """The process while it runs (no exit code collected yet), else None."""
+        proc = self.proc
+        return proc if proc is not None and proc.returncode is None else None
+
+    @property
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.returncode is None
+        return self.running is not None
 
 
 class Supervisor:
@@ -131,21 +137,23 @@ class Supervisor:
         if check_stalls:
             self._next_stall_check = now + _STALL_CHECK_SECS
         for child in self.children.values():
-            if child.alive and child.proc.poll() is not None:
-                code = self._on_exit(child, child.proc.returncode, now)
+            proc = child.running
+            if proc is not None and proc.poll() is not None:
+                code = self._on_exit(child, proc.returncode, now)
                 if code is not None:
                     return code
-            elif child.alive:
-                self._check_ready(child)
+            elif proc is not None:
+                self._check_ready(child, proc)
                 if check_stalls and not self._stmgr_stopping():
-                    self._check_stall(child)
+                    self._check_stall(child, proc)
             elif child.restart_at is not None and now >= child.restart_at \
                     and not self._stmgr_stopping():
                 if child.task is None or self._stmgr_ready():
                     self._spawn(child)
-        if stmgr.ready is not None and stmgr.alive \
-                and self._instances_started_for != stmgr.proc.pid:
-            self._instances_started_for = stmgr.proc.pid
+        stmgr_proc = stmgr.running
+        if stmgr.ready is not None and stmgr_proc is not None \
+                and self._instances_started_for != stmgr_proc.pid:
+            self._instances_started_for = stmgr_proc.pid
             for task in self.instance_components:
                 child = self.children[task_child(task)]
                 if not child.alive:
@@ -165,8 +173,9 @@ class Supervisor:
 
     def _stmgr_ready(self) -> bool:
         stmgr = self.children[STMGR]
-        return stmgr.alive and stmgr.ready is not None \
-            and self._instances_started_for == stmgr.proc.pid
+        proc = stmgr.running
+        return proc is not None and stmgr.ready is not None \
+            and self._instances_started_for == proc.pid
 
     # ---- children ------------------------------------------------------------------------
     def _args(self, child: _Child) -> ChildArgs:
@@ -177,8 +186,12 @@ class Supervisor:
             return MetricsManagerArgs(workdir, self.index, self.tmaster)
         if child.name == STMGR:
             return StmgrArgs(workdir, self.index, self.tmaster, self.host, self.generation)
-        address = self.children[STMGR].ready["local_address"]
-        return InstanceArgs(workdir, self.instance_components[child.task], child.task, address)
+        ready = self.children[STMGR].ready
+        if child.task is None or ready is None:  # _tend starts instances once the stmgr is ready
+            msg = f"container {self.index}: cannot start {child.name} before the stmgr is ready"
+            raise RuntimeError(msg)
+        return InstanceArgs(workdir, self.instance_components[child.task], child.task,
+                            ready["local_address"])
 
     def _spawn(self, child: _Child) -> None:
         args = self._args(child)
@@ -193,7 +206,7 @@ class Supervisor:
                                     parent_heartbeat=self.files.heartbeat(CONTAINER),
                                     stall_secs=self.config.stall_timeout_secs)
 
-    def _check_ready(self, child: _Child) -> None:
+    def _check_ready(self, child: _Child, proc: subprocess.Popen) -> None:
         if child.ready is not None or child.task is not None:
             return
         path = self.files.ready(child.name)
@@ -201,27 +214,27 @@ class Supervisor:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             data = None
-        if data is not None and data.get("pid") == child.proc.pid:
+        if data is not None and data.get("pid") == proc.pid:
             child.ready = data
         elif time.monotonic() - child.started > self.config.startup_timeout_secs:
-            self._kill(child, f"not ready after {self.config.startup_timeout_secs:g} s")
+            self._kill(child, proc, f"not ready after {self.config.startup_timeout_secs:g} s")
 
-    def _check_stall(self, child: _Child) -> None:
+    def _check_stall(self, child: _Child, proc: subprocess.Popen) -> None:
         # Until its first heartbeat a child is still starting Python: allow it more time.
         beat = self.files.heartbeat(child.name)
         touched = _touched_since(beat, child.started_wall)
         limit = self.config.stall_timeout_secs + (0 if touched else 10.0)
         if _process.heartbeat_age_secs(beat, child.started_wall) > limit:
-            reason = (f"{child.name} (pid {child.proc.pid}) stalled: no heartbeat for "
+            reason = (f"{child.name} (pid {proc.pid}) stalled: no heartbeat for "
                       f"{limit:g} s (heron.stall.timeout.secs)")
             self.stalls[child.name] += 1
-            self._kill(child, reason)
+            self._kill(child, proc, reason)
 
-    def _kill(self, child: _Child, reason: str) -> None:
+    def _kill(self, child: _Child, proc: subprocess.Popen, reason: str) -> None:
         log.error("container %d: killing %s", self.index, reason)
         self.files.stall_note(child.name).write_text(reason)
         try:
-            child.proc.kill()
+            proc.kill()
         except ProcessLookupError:
             pass
 
@@ -235,8 +248,9 @@ class Supervisor:
                    f"(see {child.log_path})")
             raise RuntimeError(msg)
         if child.name == STMGR and code in STMGR_FINAL:
-            _process.wait_all([c.proc for c in self.children.values()
-                               if c.task is not None and c.alive], self.config.kill_grace_secs)
+            _process.wait_all([proc for c in self.children.values()
+                               if c.task is not None and (proc := c.running) is not None],
+                              self.config.kill_grace_secs)
             return code
         if child.task is not None and code == ExitCode.OK:
             return None  # shut down with the topology; the stmgr's exit ends the container
@@ -259,11 +273,11 @@ class Supervisor:
             self._instances_started_for = None
             for task in self.instance_components:  # their stmgr is gone: start them afresh
                 inst = self.children[task_child(task)]
-                if inst.alive:
-                    _kill_now(inst.proc)
+                if (proc := inst.running) is not None:
+                    _kill_now(proc)
                 inst.restart_at = None
         elif child.task is not None and code == ExitCode.STMGR_LOST \
-                and (self.children[STMGR].proc.poll() is not None or not self._stmgr_ready()):
+                and (_exited(self.children[STMGR].proc) or not self._stmgr_ready()):
             return None  # its stmgr is gone too: the stmgr's restart (or exit) decides
         if child.task is not None and self.children[STMGR].alive is False:
             return None
@@ -277,13 +291,13 @@ class Supervisor:
         self._instances_started_for = None
         for task in self.instance_components:
             inst = self.children[task_child(task)]
-            if inst.alive:
-                _kill_now(inst.proc)
+            if (proc := inst.running) is not None:
+                _kill_now(proc)
             inst.restart_at = None
             inst.restarts += 1
         metrics = self.children[METRICSMGR]
-        if metrics.alive:  # a restart, as Heron's: no grace (its last interval is lost)
-            _kill_now(metrics.proc)
+        if (proc := metrics.running) is not None:
+            _kill_now(proc)  # a restart, as Heron's: no grace (its last interval is lost)
         metrics.restarts += 1
         self._spawn(metrics)
         stmgr = self.children[STMGR]
@@ -317,13 +331,13 @@ class Supervisor:
         Instances and the stmgr stop first, then the metrics manager, the TMaster last.
         """
         try:
-            procs = [c.proc for name, c in self.children.items()
-                     if name not in (METRICSMGR, TMASTER) and c.alive]
+            procs = [proc for name, c in self.children.items()
+                     if name not in (METRICSMGR, TMASTER) and (proc := c.running) is not None]
             _process.terminate(procs, self.config.kill_grace_secs)
             for last in (METRICSMGR, TMASTER):  # the final metrics, then the final state
                 child = self.children.get(last)
-                if child is not None and child.alive:
-                    _process.terminate([child.proc], self.config.kill_grace_secs)
+                if child is not None and (proc := child.running) is not None:
+                    _process.terminate([proc], self.config.kill_grace_secs)
         finally:
             self._stop.set()
 
@@ -333,6 +347,11 @@ def _touched_since(path: Path, since: float) -> bool:
         return path.stat().st_mtime > since
     except OSError:
         return False
+
+
+def _exited(proc: subprocess.Popen | None) -> bool:
+    """Return whether ``proc`` has exited (polling it), or never started."""
+    return proc is None or proc.poll() is not None
 
 
 def _kill_now(proc: subprocess.Popen) -> None:

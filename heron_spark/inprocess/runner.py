@@ -210,13 +210,13 @@ class InProcessTopology:
             stmgr_pb2.InstanceToStmgr(register=stmgr_pb2.RegisterInstance(
                 task_id=entry.task_id, pid=os.getpid()))))
 
-    def _crashed(self, entry: _Task, exc: BaseException) -> None:
-        """Handle a crash of ``entry``'s user code.
+    def _crashed(self, entry: _Task, executor: TaskExecutor, exc: BaseException) -> None:
+        """Handle a crash of ``entry``'s user code (run by ``executor``).
 
         Report it as its instance would, close its connection, and start it again unless the
         topology ended.
         """
-        report_failure(entry.executor, exc, _LOG_PATH)
+        report_failure(executor, exc, _LOG_PATH)
         core = self.cores[entry.container]
         while entry.to_stmgr.frames:  # what it sent before it died, as a socket would hold
             core.on_instance_frame(entry.task_id, *entry.to_stmgr.get())
@@ -226,16 +226,16 @@ class InProcessTopology:
         if self.tmaster.state is TopologyState.RUNNING:
             self._launch(entry)
 
-    def _guarded(self, entry: _Task, call, *args):
-        """Run one executor call; a Stop ends the task, any other exception is a crash."""
+    def _guarded(self, entry: _Task, executor: TaskExecutor, call, *args):
+        """Run one call of ``entry``'s executor; a Stop ends the task, any other exception is a crash."""
         try:
-            entry.executor.enter()  # global_metrics count for this task
+            executor.enter()  # global_metrics count for this task
             return call(*args)
         except Stop:
             entry.stopped = True
-            entry.executor.close()
+            executor.close()
         except Exception as exc:  # noqa: BLE001 - user code failed: restart it, count it
-            self._crashed(entry, exc)
+            self._crashed(entry, executor, exc)
         return None
 
     # ---- running --------------------------------------------------------------------------
@@ -291,7 +291,7 @@ class InProcessTopology:
             executor = entry.executor
             if executor is None or entry.stopped:
                 continue
-            due = self._guarded(entry, executor.turn, clock())
+            due = self._guarded(entry, executor, executor.turn, clock())
             if due is not None and (wake_at is None or due < wake_at):
                 wake_at = due
         moved = False

@@ -150,7 +150,7 @@ class TaskExecutor:
         self.means = task_metrics.IntervalMean()   # the metrics thread's, for latencies
 
     # ---- the turn (the shells call these) ---------------------------------------------------
-    def offer(self, kind: int, frame: bytes) -> None:
+    def offer(self, kind: int, frame: bytes | bytearray) -> None:
         """Queue a frame from the stmgr (prefix included) for the next turn."""
         self._inbox.append((kind, frame))
         self.inbox_bytes += len(frame)

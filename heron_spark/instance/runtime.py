@@ -80,7 +80,7 @@ class InstanceRuntime:
         self.loop.flush()
 
     # ---- connection callbacks (loop thread) ------------------------------------------------
-    def _on_frame(self, channel: Channel, kind: int, frame: bytes) -> None:
+    def _on_frame(self, channel: Channel, kind: int, frame: bytes | bytearray) -> None:
         self._offer(kind, frame)
 
     def _on_close(self, channel: Channel) -> None:
@@ -114,7 +114,8 @@ class InstanceRuntime:
         limit = self.config.user_code_timeout_secs
         if busy is None or time.monotonic() - busy <= limit:
             return None
-        frame = sys._current_frames().get(threading.main_thread().ident)
+        main = threading.main_thread().ident  # None only before a thread starts
+        frame = sys._current_frames().get(main) if main is not None else None
         stack = "".join(traceback.format_stack(frame)) if frame is not None else ""
         return (f"{self.component_name} task {self.task_id} has been inside one call of user "
                 f"code for more than {limit:g} s (heron.instance.user.code.timeout.secs); "

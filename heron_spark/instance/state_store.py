@@ -5,6 +5,11 @@ Also where a task reads the committed-checkpoint record the TMaster writes (``Pa
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from heron_spark.statemgr.base import StateManager
+
 
 class SpoutStateStore:
     """One spout task's saved state (JSON) in the state manager; opened on first use."""
@@ -13,9 +18,9 @@ class SpoutStateStore:
         self._url = statemgr_url
         self._topology = topology
         self._key = key
-        self._manager = None
+        self._manager: StateManager | None = None
 
-    def _open(self):
+    def _open(self) -> StateManager:
         if self._manager is None:
             from heron_spark.statemgr import open_state_manager
 

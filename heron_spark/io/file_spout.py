@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import collections
 from pathlib import Path
+from typing import BinaryIO
 
 from heron_spark.api.spout import Spout
 from heron_spark.api.state import StatefulComponent
@@ -41,7 +42,7 @@ class _File:
         self.next_unacked = int(state.get("next_unacked", 0))  # watermark: line number ...
         self.unacked_offset = int(state.get("offset", 0))      # ... and its byte offset
         self.acked_beyond: set[int] = set(state.get("acked_beyond", ()))
-        self.handle = None
+        self.handle: BinaryIO | None = None
         self.read_line = self.next_unacked       # number of the next line to read
         self.offsets: dict[int, int] = {}        # byte offset of lines read but not acked
         self.resumed_skip = set(self.acked_beyond)  # acked before a restart: do not emit

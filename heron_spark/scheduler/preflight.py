@@ -149,9 +149,11 @@ def _udf(connect: bool):
     Connect only once a Connect session was built in it; ask for the Connect one by name.
     """
     if connect:
-        from pyspark.sql.connect.functions.builtin import udf
-    else:
-        from pyspark.sql.functions import udf
+        from pyspark.sql.connect.functions.builtin import udf as connect_udf
+
+        return connect_udf
+    from pyspark.sql.functions import udf
+
     return udf
 
 

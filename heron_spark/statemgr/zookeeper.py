@@ -25,6 +25,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
+    ConnectionLoss,
     NoAuthError,
     NodeExistsError,
     NoNodeError,
@@ -123,6 +124,17 @@ class ZooKeeperStateManager(StateManager):
     def _session_id(self) -> int | None:
         client_id = self._zk.client_id
         return client_id[0] if client_id else None
+
+    def _live_session_id(self) -> int:
+        """Return the session id just after a write succeeded in it.
+
+        Raise kazoo's ConnectionLoss (which ``_retry`` retries) if the session is gone already.
+        """
+        session = self._session_id()
+        if session is None:
+            msg = "the ZooKeeper session ended right after a write in it"
+            raise ConnectionLoss(msg)
+        return session
 
     # key/value -----------------------------------------------------------------------------
     def put(self, topology: str, key: str, value: bytes, private: bool = False) -> None:
@@ -236,7 +248,7 @@ class ZooKeeperStateManager(StateManager):
         while True:
             try:
                 self._zk.create(path, value, ephemeral=True)
-                return self._session_id()
+                return self._live_session_id()
             except NodeExistsError:
                 pass
             stat = self._zk.exists(path)
@@ -253,7 +265,7 @@ class ZooKeeperStateManager(StateManager):
             tx.delete(path, version=stat.version)
             tx.create(path, value, ephemeral=True)
             if not any(isinstance(result, Exception) for result in tx.commit()):
-                return self._session_id()
+                return self._live_session_id()
 
     def release_tmaster(self, topology: str) -> None:
         """Delete the ephemeral ``tmaster`` node if this object's session still owns it."""

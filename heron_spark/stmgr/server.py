@@ -87,8 +87,8 @@ class StreamManager:
                 old.close("replaced by a new connection of the same task")
                 self.core.instance_closed(task)
             channel = Channel(self.loop, sock, f"stmgr-{self.index}<-task-{task}",
-                              lambda c, kind, frame, t=task: self.core.on_instance_frame(
-                                  t, kind, frame),
+                              lambda c, kind, frame: self.core.on_instance_frame(
+                                  task, kind, frame),
                               self._instance_closed, max_frame_bytes=self.config.frame_max_bytes)
             channel.peer_id = task
             self.instances[task] = channel

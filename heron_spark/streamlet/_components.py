@@ -105,9 +105,11 @@ class _ElementBolt(Bolt):
 
     outputs = OUTPUTS
     auto_ack = True
+    _function: Callable[[Any], Any]  # map's, flat_map's, filter's and consume's function
 
     def initialize(self, config: dict, context) -> None:
-        self._function = config.get(FUNCTION)
+        if FUNCTION in config:
+            self._function = config[FUNCTION]
 
     def process(self, tup) -> None:
         self._on(tup.values[0])

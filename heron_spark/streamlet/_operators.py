@@ -39,6 +39,7 @@ class Source(Streamlet):
 
     def __init__(self, source: Any) -> None:
         super().__init__()
+        self._spout: type[parts.SourceSpout]
         if isinstance(source, Generator):
             self._prefix, self._spout, self._config = "generator", parts.GeneratorSpout, \
                 {parts.GENERATOR: source}
@@ -79,7 +80,8 @@ class _Bolt(Streamlet):
     def _add_to(self, builder) -> None:
         inputs = {GlobalStreamId(parent.get_name(), parent._output): self._grouping()
                   for parent in self._parents}
-        config = {parts.READS: ",".join(p.get_name() for p in self._parents), **self._config()}
+        config = {parts.READS: ",".join(p._built_name() for p in self._parents),
+                  **self._config()}
         builder.add_bolt(self.get_name(), self._bolt_class(), par=self.get_num_partitions(),
                          inputs=inputs, config=config)
 

@@ -17,7 +17,8 @@ import zlib
 from typing import Any
 
 from heron_spark.api.custom_grouping import ICustomGrouping
-from heron_spark.api.window import SlidingWindowBolt, TumblingWindowBolt, WindowContext
+from heron_spark.api.window import (SlidingWindowBolt, TumblingWindowBolt, WindowContext,
+                                   _WindowBolt)
 from heron_spark.errors import TopologyTypeError
 from heron_spark.streamlet._components import FUNCTION, OUTPUT, OUTPUTS
 from heron_spark.streamlet.window import KeyedWindow, Window
@@ -87,8 +88,11 @@ class RepartitionGrouping(ICustomGrouping):
         return [tasks[index % len(tasks)] for index in chosen]
 
 
-class _ReduceByWindow:
-    """``reduce_by_window``: one ``(Window, reduction)`` per non-empty window."""
+class _ReduceByWindow(_WindowBolt):
+    """``reduce_by_window``: one ``(Window, reduction)`` per non-empty window.
+
+    Like the two mixins below, joined with a sliding or tumbling window bolt.
+    """
 
     def initialize(self, config: dict, context) -> None:
         super().initialize(config, context)
@@ -101,7 +105,7 @@ class _ReduceByWindow:
                       anchors=tuples)
 
 
-class _ReduceByKeyAndWindow:
+class _ReduceByKeyAndWindow(_WindowBolt):
     """``reduce_by_key_and_window``: one ``(KeyedWindow, reduction)`` per key and window."""
 
     def initialize(self, config: dict, context) -> None:
@@ -122,7 +126,7 @@ class _ReduceByKeyAndWindow:
                       stream=OUTPUT, anchors=sources)
 
 
-class _Join:
+class _Join(_WindowBolt):
     """The joins, per key and window.
 
     Per key and window, ``(KeyedWindow, join_function(left, right))`` for every pair of a left

@@ -26,7 +26,7 @@ class Resources:
 
     def set_ram_in_mb(self, ram: float) -> "Resources":
         """Request ``ram`` MiB."""
-        return self.set_ram(ram * 1024 * 1024)
+        return self.set_ram(int(ram * 1024 * 1024))
 
     def set_ram_in_gb(self, ram: float) -> "Resources":
         """Request ``ram`` GiB."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from heron_spark.errors import TopologyTypeError, TopologyValueError
+from heron_spark.errors import HeronSparkError, TopologyTypeError, TopologyValueError
 
 
 class Streamlet:
@@ -38,6 +38,14 @@ class Streamlet:
 
     def get_name(self) -> str | None:
         """Return the name (None until set or built)."""
+        return self._name
+
+    def _built_name(self) -> str:
+        """Return the name ``Builder.build`` gave every streamlet before adding any to a topology."""
+        if self._name is None:
+            msg = (f"a {self._prefix} streamlet has no name while its topology is built: "
+                   f"Builder.build names every streamlet first")
+            raise HeronSparkError(msg)
         return self._name
 
     def set_num_partitions(self, num_partitions: int) -> "Streamlet":

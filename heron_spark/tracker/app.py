@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import html
 import logging
-from typing import Callable
+from typing import Any, Callable
 from urllib.parse import parse_qs
 
 from heron_spark.contract.live_paths import ALIASES, TRACKER_PATHS, LivePath
@@ -61,7 +61,7 @@ class TrackerApp:
 
     def __init__(self, statemgr: StateManager, auth: Authenticator, *,
                  vendor: static.VendorFiles | None = None, ui_dir=static.UI_DIR,
-                 live: Callable[[str, str, dict], tuple[int, object]] | None = None) -> None:
+                 live: Callable[[str, str, dict], tuple[int, Any]] | None = None) -> None:
         self.statemgr = statemgr
         self.auth = auth
         self.vendor = vendor or static.VendorFiles()

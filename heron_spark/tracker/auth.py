@@ -30,6 +30,7 @@ import time
 from typing import Callable
 from urllib.parse import urlsplit
 
+from heron_spark.errors import HeronSparkError
 from heron_spark.statemgr.base import StateManager
 from heron_spark.wire.auth import new_secret
 
@@ -49,7 +50,12 @@ def tracker_token(statemgr: StateManager) -> str:
     if raw:
         return raw.decode()
     statemgr.put(TRACKER_KEYSPACE, TOKEN_KEY, new_secret().encode(), private=True)
-    return statemgr.get(TRACKER_KEYSPACE, TOKEN_KEY).decode()  # another writer may have won
+    raw = statemgr.get(TRACKER_KEYSPACE, TOKEN_KEY)  # another writer may have won
+    if raw is None:
+        msg = (f"the tracker token was deleted from the state manager right after it was "
+               f"written ({TRACKER_KEYSPACE}/{TOKEN_KEY}). Fix: run the command again")
+        raise HeronSparkError(msg)
+    return raw.decode()
 
 
 def _mac(token: str, kind: str, nonce: str, expiry: int) -> str:

@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from heron_spark.config import TRACKER_IDLE_TIMEOUT_SECS, TRACKER_MAX_CONNECTIONS
 from heron_spark.errors import ConfigError
+from heron_spark.tracker.app import TrackerApp
 from heron_spark.tracker.http import Request, Response
 
 log = logging.getLogger(__name__)
@@ -39,7 +40,7 @@ _BUSY_REPLY = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; c
                b"Content-Length: %d\r\n\r\n%s" % (len(_BUSY_BODY), _BUSY_BODY))
 
 
-def serve(app, host: str, port: int, *, max_connections: int = 64,
+def serve(app: TrackerApp, host: str, port: int, *, max_connections: int = 64,
           idle_timeout_secs: float = 10.0) -> TrackerServer:
     """Serve ``app`` (``app.handle(Request) -> Response``) on ``host:port`` (0: any free port).
 
@@ -52,8 +53,8 @@ def serve(app, host: str, port: int, *, max_connections: int = 64,
     if not idle_timeout_secs > 0:
         raise ConfigError(TRACKER_IDLE_TIMEOUT_SECS, idle_timeout_secs,
                           "use a positive number of seconds")
-    server = TrackerServer((host, port), _handler_class(app, idle_timeout_secs), max_connections)
-    server.app = app
+    server = TrackerServer((host, port), _handler_class(app, idle_timeout_secs), max_connections,
+                           app)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="tracker",
                      daemon=True).start()  # shutdown() returns within 0.1 s
     return server
@@ -71,11 +72,11 @@ class TrackerServer(ThreadingHTTPServer):
     request_queue_size = 128  # a burst of connects is accepted (and maybe refused) at once
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 max_connections: int) -> None:
+                 max_connections: int, app: TrackerApp) -> None:
         super().__init__(address, handler)
         self.max_connections = max_connections
         self.refused = 0  # connections closed at once because max_connections were open
-        self.app = None
+        self.app = app
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
         self._closing = False
@@ -85,6 +86,8 @@ class TrackerServer(ThreadingHTTPServer):
     def url(self) -> str:
         """``http://host:port`` of this server."""
         host, port = self.server_address[:2]
+        if not isinstance(host, str):  # typeshed allows bytes; a bound socket names a str
+            host = host.decode()
         if host in ("0.0.0.0", "::", ""):  # every address: advertise the host's name
             host = socket.gethostname()
         return f"http://{host}:{port}"
@@ -182,7 +185,7 @@ class _DeadlineReader(io.RawIOBase):
             self._sock.settimeout(self._timeout)
 
 
-def _handler_class(app, idle_timeout_secs: float):
+def _handler_class(app: TrackerApp, idle_timeout_secs: float):
     class Handler(BaseHTTPRequestHandler):
         timeout = idle_timeout_secs  # StreamRequestHandler.setup sets it on the socket
         server_version = "heron-spark-tracker"

@@ -149,6 +149,8 @@ def tracker_urls(statemgr: StateManager, name: str | None = None) -> list[str]:
 
 def _accepts(url: str) -> bool:
     parts = urlsplit(url)
+    if parts.port is None:  # every URL recorded names its port
+        return False
     try:
         socket.create_connection((parts.hostname, parts.port), _PROBE_TIMEOUT_SECS).close()
     except OSError:

@@ -113,7 +113,8 @@ class Connection:
         reader = self.sock.makefile("rb", buffering=_READ_BUFFER_BYTES)
         try:
             while not self._closed:
-                kind, payload = read_frame(reader, self._max_frame_bytes)
+                # typeshed types makefile("rb", buffering=n) as IOBase; it is a BufferedReader
+                kind, payload = read_frame(reader, self._max_frame_bytes)  # type: ignore[arg-type]
                 self._on_frame(self, kind, payload)
         except (EOFError, FrameError, OSError, ValueError) as exc:
             if not self._closed:
@@ -154,8 +155,8 @@ def dial(host: str, port: int, secret: str, topology: str, role: int, peer_id: i
 def dial_address(address: str, secret: str, topology: str, role: int, peer_id: int,
                  timeout: float = 10.0) -> socket.socket:
     """``dial`` an address as ``Listener.address`` gives it (``host:port`` or ``unix:...``)."""
-    family, sockaddr = socket_address(address)
-    if family == socket.AF_UNIX:
+    _, sockaddr = socket_address(address)
+    if isinstance(sockaddr, str):  # AF_UNIX
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             sock.settimeout(timeout)
@@ -276,7 +277,7 @@ class Listener:
         self._on_peer(sock, response)
 
 
-def socket_address(address: str) -> tuple[int, object]:
+def socket_address(address: str) -> tuple[int, str | tuple[str, int]]:
     """Return ``(family, sockaddr)`` for ``host:port`` or ``unix:<path>``.
 
     ``unix:@name`` is a Linux abstract socket.
