@@ -31,6 +31,7 @@ is the last word: the topology is stopped and says why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import signal
@@ -44,6 +45,7 @@ from heron_spark import _process
 from heron_spark.contract import execution_state, layout
 from heron_spark.contract.child_args import TMasterArgs
 from heron_spark.contract.exit_codes import ExitCode
+from heron_spark.contract.topology_view import TMasterLocation
 
 log = logging.getLogger("heron_spark.tmaster")
 
@@ -101,15 +103,16 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
                 tmaster, parallelism)))
         if prior is not None and prior.id == topology_id:  # the submitter wrote it
             tmaster.submission = execution_state.as_dict(prior)["submission"]
-        location = {"host": args.host, "port": tmaster.port, "pid": os.getpid(),
-                    "tracker_port": -1, "generation": args.generation, "secret": secret}
+        location = TMasterLocation(host=args.host, port=tmaster.port, pid=os.getpid(),
+                                   generation=args.generation, secret=secret)
         if config.tracker_port >= 0:
             tracker, tmaster.login_link = start_beside_tmaster(
                 config.statemgr, args.host, config.tracker_port,
                 max_connections=config.tracker_max_connections,
                 idle_timeout_secs=config.tracker_idle_timeout_secs)
             tmaster.tracker_url = tracker.url
-            location.update(tracker_port=tracker.server_address[1], tracker_url=tracker.url)
+            location = dataclasses.replace(location, tracker_port=tracker.server_address[1],
+                                           tracker_url=tracker.url)
         tmaster.unqueued_update_fix = (
             "its TMaster runs in container 0 and only the process that submitted it can start "
             "the new containers: call handle.update(...) there (or submit it with "
@@ -239,14 +242,14 @@ def _final(tmaster) -> dict:
     return tmaster.handle_view().as_dict()
 
 
-def _claim(statemgr, name: str, location: dict, timeout_secs: float) -> None:
+def _claim(statemgr, name: str, location: TMasterLocation, timeout_secs: float) -> None:
     """Claim the TMaster location, waiting for the last generation's TMaster to let go."""
     from heron_spark.errors import TopologyStateError
 
     deadline = time.monotonic() + timeout_secs
     while True:
         try:
-            statemgr.claim_tmaster(name, location)
+            statemgr.claim_tmaster(name, location.as_dict())
             return
         except TopologyStateError:
             if time.monotonic() >= deadline:
