@@ -82,9 +82,10 @@ def _check(handle, text, out):
 
 
 @pytest.mark.fault
-def test_instance_killed(spark, tmp_path, hconf):
-    name = "eo-instance"
-    text, out, handle = _start(spark, tmp_path, hconf, name)
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_instance_killed(spark, tmp_path, hconf, backend):
+    name = f"eo-instance-{backend}"
+    text, out, handle = _start(spark, tmp_path, hconf, name, **{"heron.state.backend": backend})
     work = tmp_path / "work" / name
     _wait_commits(hconf, name)
     [victim, *_] = faults.find(work, "instance", component="count")
