@@ -200,6 +200,7 @@ def test_shared_files_are_uploaded_once_and_retain_deletes_unreferenced_ones(tmp
     shared_1 = {e.sha256 for e in first if e.shared}
     assert _shared(tmp_path) == shared_1
 
+    inodes = {sha: os.stat(store.shared_path(sha)).st_ino for sha in shared_1}
     for i in range(200):
         state.put(f"b{i}", i)
     task.snapshot(component, 2)
@@ -208,6 +209,8 @@ def test_shared_files_are_uploaded_once_and_retain_deletes_unreferenced_ones(tmp
     shared_2 = {e.sha256 for e in second if e.shared}
     assert shared_1 < shared_2  # the first SST is still in the database: referenced, not copied
     assert _shared(tmp_path) == shared_2
+    # not written again (a write is a new file moved into place)
+    assert {sha: os.stat(store.shared_path(sha)).st_ino for sha in shared_1} == inodes
 
     state._db.compact_range(None, None)  # one SST replaces both: the old ones leave the db
     task.snapshot(component, 3)
@@ -219,6 +222,29 @@ def test_shared_files_are_uploaded_once_and_retain_deletes_unreferenced_ones(tmp
     store.clear()
     assert store.checkpoints() == [] and _shared(tmp_path) == set()
     task.close()
+
+
+def test_shared_files_of_an_upload_in_flight_are_kept(tmp_path):
+    task, component = _task_state(tmp_path), Stateful()
+    task.load(component, 0, 0)
+    task.state.put("k", "v")
+    task.snapshot(component, 1)
+    _finish(task)
+    task.close()
+    store = CheckpointStore(str(tmp_path / "root"), "topo")
+    manifest = store.path(1, 1, "manifest")
+    with open(manifest, "rb") as source:
+        listed = source.read()
+    # checkpoint 2 is being uploaded: its list names the same files, its manifest is not there
+    os.makedirs(os.path.dirname(store.path(2, 1)))
+    with open(store.path(2, 1, "uploading"), "wb") as pending:
+        pending.write(listed)
+    shared = _shared(tmp_path)
+    store.retain(2)
+    assert store.checkpoints() == [2] and _shared(tmp_path) == shared and shared
+    os.remove(store.path(2, 1, "uploading"))
+    store.retain(2)
+    assert _shared(tmp_path) == set()
 
 
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
