@@ -197,9 +197,13 @@ class TaskState:
         return done
 
     def close(self) -> None:
-        """Stop the uploader (uploads not started are dropped) and close the backend."""
+        """Stop the uploader (uploads not started are dropped), close and remove the backend.
+
+        The local folder goes with the task: the checkpoint store holds what a restart needs.
+        """
         self._uploader.close()
         self._close_backend()
+        shutil.rmtree(self._local, ignore_errors=True)
 
     def _close_backend(self) -> None:
         close = getattr(self.state, "close", None)
