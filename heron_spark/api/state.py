@@ -4,15 +4,28 @@ Under ``topology.reliability.mode: EFFECTIVELY_ONCE`` the runtime checkpoints ev
 ``topology.stateful.checkpoint.interval.seconds``: each task's ``State`` is saved when the
 checkpoint's markers reach it (Chandy-Lamport barriers aligned by the stmgrs), and after any
 failure every task restarts from the last checkpoint all tasks saved, with spouts rewound.
+
+``heron.state.backend`` picks where a task's state lives: ``memory`` (``HashMapState``, a dict,
+the default) or ``rocksdb`` (a RocksDB database per task on local disk, for state larger than
+memory). ``heron.state.ttl.secs`` gives every key a time to live: a key not written for that
+long is gone (never returned by ``get``, ``items`` or ``enumerate``).
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
+from typing import Any, Callable, Iterator
+
+Clock = Callable[[], float]
 
 
 class State(ABC):
-    """A task's key/value state, as stateful spouts and bolts see it."""
+    """A task's key/value state, as stateful spouts and bolts see it.
+
+    ``put``, ``get``, ``enumerate`` and ``clear`` are heronpy's; ``delete`` and ``items`` are
+    ours (a ``State`` of your own may leave them to these defaults).
+    """
 
     @abstractmethod
     def put(self, key, value) -> None:
@@ -30,46 +43,106 @@ class State(ABC):
     def clear(self) -> None:
         """Remove every key."""
 
+    def delete(self, key) -> None:
+        """Remove ``key`` (nothing happens when it is absent)."""
+        msg = f"{type(self).__name__} does not support delete"
+        raise NotImplementedError(msg)
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """Iterate over the (key, value) pairs."""
+        for _, key in self.enumerate():
+            yield key, self.get(key)
+
 
 class HashMapState(State):
-    """The default ``State``: a dict. Keys and values must be picklable."""
+    """The ``memory`` backend: a dict. Keys and values must be picklable.
 
-    def __init__(self, items: dict | None = None) -> None:
-        self._dict = dict(items or {})
+    With ``ttl_secs`` each key lives that long after its last ``put`` (``clock``: wall-clock
+    seconds, ``time.time`` unless a test passes its own); an expired key is never returned.
+    Loop thread only: a checkpoint takes a ``snapshot`` (a shallow copy) on that thread.
+    """
+
+    def __init__(self, items: dict | None = None, *, ttl_secs: float = 0.0,
+                 clock: Clock = time.time) -> None:
+        self.ttl_secs = ttl_secs
+        self._clock = clock
+        self._dict: dict = {}
+        for key, value in (items or {}).items():
+            self.put(key, value)
 
     def put(self, key, value) -> None:
-        """Set ``key`` to ``value``."""
-        self._dict[key] = value
+        """Set ``key`` to ``value`` (with a TTL: for ``ttl_secs`` from now)."""
+        self._dict[key] = (self._clock() + self.ttl_secs, value) if self.ttl_secs else value
 
     def get(self, key):
-        """Return the value of ``key`` (None when absent)."""
-        return self._dict.get(key)
+        """Return the value of ``key`` (None when absent or expired)."""
+        if not self.ttl_secs:
+            return self._dict.get(key)
+        entry = self._dict.get(key)
+        if entry is None:
+            return None
+        if entry[0] <= self._clock():
+            del self._dict[key]
+            return None
+        return entry[1]
+
+    def delete(self, key) -> None:
+        """Remove ``key`` (nothing happens when it is absent)."""
+        self._dict.pop(key, None)
 
     def enumerate(self):
-        """Return ``enumerate`` over the keys, as heronpy's does."""
-        return enumerate(self._dict)
+        """Return ``enumerate`` over the live keys, as heronpy's does."""
+        return enumerate(key for key, _ in self.items())
+
+    def items(self) -> Iterator[tuple[Any, Any]]:
+        """Iterate over the live (key, value) pairs (a copy of the keys is not taken)."""
+        if not self.ttl_secs:
+            return iter(self._dict.items())
+        now = self._clock()
+        return ((key, entry[1]) for key, entry in self._dict.items() if entry[0] > now)
 
     def clear(self) -> None:
         """Remove every key."""
         self._dict.clear()
 
-    # Python conveniences (not in heronpy)
-    def items(self):
-        """Return the (key, value) pairs."""
-        return self._dict.items()
+    def expire(self) -> int:
+        """Drop every expired key now; return how many (``get`` drops them one by one)."""
+        if not self.ttl_secs:
+            return 0
+        now = self._clock()
+        dead = [key for key, entry in self._dict.items() if entry[0] <= now]
+        for key in dead:
+            del self._dict[key]
+        return len(dead)
+
+    def snapshot(self) -> tuple[float, dict]:
+        """Return ``(ttl_secs, entries)``: a shallow copy, nothing serialized (loop thread)."""
+        return self.ttl_secs, self._dict.copy()
+
+    def restore(self, ttl_secs: float, entries: dict) -> None:
+        """Replace the contents with a ``snapshot``'s (written with TTL ``ttl_secs`` or none)."""
+        if bool(ttl_secs) == bool(self.ttl_secs):
+            self._dict = dict(entries)
+            return
+        self._dict = {}
+        if ttl_secs:  # the checkpoint had a TTL, this run has none: keep the live keys
+            now = self._clock()
+            entries = {key: entry[1] for key, entry in entries.items() if entry[0] > now}
+        for key, value in entries.items():
+            self.put(key, value)
 
     def to_dict(self) -> dict:
-        """Return a copy as a dict."""
-        return dict(self._dict)
+        """Return a copy of the live pairs as a dict."""
+        return dict(self.items())
 
     def __len__(self) -> int:
-        return len(self._dict)
+        return len(self._dict) if not self.ttl_secs else sum(1 for _ in self.items())
 
     def __contains__(self, key) -> bool:
-        return key in self._dict
+        return self.get(key) is not None if self.ttl_secs else key in self._dict
 
     def __str__(self) -> str:
-        return str(self._dict)
+        return str(self.to_dict())
 
     __repr__ = __str__
 
