@@ -363,3 +363,58 @@ def test_a_failed_upload_fails_the_task_and_the_checkpoint_is_never_reported(tmp
     assert str(blocker) in str(failed.value)
     assert 6 not in _stored(sent)
     bolt.close()
+
+
+# ---- values changed in place while a snapshot is being saved --------------------------------
+@pytest.mark.parametrize("ttl_secs", [0.0, 60.0])
+def test_a_value_changed_in_place_after_a_snapshot_leaves_the_snapshot_as_it_was(ttl_secs):
+    state = HashMapState(ttl_secs=ttl_secs, clock=FakeClock())
+    state.put("list", [1, 2, 3])
+    state.put("nested", {"a": [1]})
+    state.put("count", 7)
+    _, entries = state.snapshot()  # what the uploader thread pickles later
+    state.get("list").append(4)
+    for key, value in state.items():
+        if key == "nested":
+            value["a"].append(2)
+    state.get("list").append(5)  # the copy is kept: later reads see every change
+    saved = {key: (entry[1] if ttl_secs else entry) for key, entry in entries.items()}
+    assert saved == {"list": [1, 2, 3], "nested": {"a": [1]}, "count": 7}
+    assert state.to_dict() == {"list": [1, 2, 3, 4, 5], "nested": {"a": [1, 2]}, "count": 7}
+
+
+def test_values_put_after_a_snapshot_and_immutable_ones_are_not_copied():
+    state = HashMapState()
+    word = "a" * 100
+    state.put("word", word)
+    state.put("before", [0])
+    state.snapshot()
+    fresh = [1]
+    state.put("fresh", fresh)
+    assert state.get("word") is word and state.get("fresh") is fresh
+    assert state.get("before") == [0] and state.get("before") is state.get("before")
+
+
+class _OwnState:
+    """A user's State that copies nothing on write (init_state's object replaced)."""
+
+    def __init__(self, entries):
+        self.entries = entries
+
+    def items(self):
+        return iter(self.entries.items())
+
+
+def test_a_users_own_state_is_pickled_when_the_checkpoint_reaches_the_task(tmp_path):
+    task, component = _task_state(tmp_path, "memory"), Stateful()
+    task.load(component, 0, 0)
+    own = _OwnState({"list": [1]})
+    task.state = own
+    task.snapshot(component, 3)
+    own.entries["list"].append(2)  # after the checkpoint: not in it, whenever the upload runs
+    _finish(task)
+    task.close()
+    again, component = _task_state(tmp_path, "memory"), Stateful()
+    again.load(component, 1, 3)
+    assert dict(component.state.items()) == {"list": [1]}
+    again.close()

@@ -13,11 +13,15 @@ long is gone (never returned by ``get``, ``items`` or ``enumerate``).
 
 from __future__ import annotations
 
+import copy
 import time
 from abc import ABC, abstractmethod
 from typing import Any, Callable, Iterator
 
 Clock = Callable[[], float]
+
+# Value types that cannot change in place: shared with a snapshot without copying.
+_IMMUTABLE = frozenset({int, float, str, bytes, bool, type(None), complex})
 
 
 class State(ABC):
@@ -59,7 +63,10 @@ class HashMapState(State):
 
     With ``ttl_secs`` each key lives that long after its last ``put`` (``clock``: wall-clock
     seconds, ``time.time`` unless a test passes its own); an expired key is never returned.
-    Loop thread only: a checkpoint takes a ``snapshot`` (a shallow copy) on that thread.
+    Loop thread only: a checkpoint takes a ``snapshot`` (a shallow copy) on that thread and
+    pickles it on another. Values of a mutable type are copied on write: after a snapshot,
+    the first ``get`` or ``items`` of such a value hands out a deep copy and keeps it, so a
+    value changed in place (``state.get(k).append(x)``) never changes the snapshot being saved.
     """
 
     def __init__(self, items: dict | None = None, *, ttl_secs: float = 0.0,
@@ -67,24 +74,43 @@ class HashMapState(State):
         self.ttl_secs = ttl_secs
         self._clock = clock
         self._dict: dict = {}
+        # Keys whose value is not shared with a snapshot; None: no snapshot taken yet.
+        self._own: set | None = None
         for key, value in (items or {}).items():
             self.put(key, value)
 
     def put(self, key, value) -> None:
         """Set ``key`` to ``value`` (with a TTL: for ``ttl_secs`` from now)."""
         self._dict[key] = (self._clock() + self.ttl_secs, value) if self.ttl_secs else value
+        if self._own is not None and type(value) not in _IMMUTABLE:
+            self._own.add(key)
 
     def get(self, key):
         """Return the value of ``key`` (None when absent or expired)."""
         if not self.ttl_secs:
-            return self._dict.get(key)
-        entry = self._dict.get(key)
-        if entry is None:
-            return None
-        if entry[0] <= self._clock():
-            del self._dict[key]
-            return None
-        return entry[1]
+            value = self._dict.get(key)
+        else:
+            entry = self._dict.get(key)
+            if entry is None:
+                return None
+            if entry[0] <= self._clock():
+                del self._dict[key]
+                return None
+            value = entry[1]
+        if self._own is None or type(value) in _IMMUTABLE or key in self._own:
+            return value
+        return self._unshare(key, value)
+
+    def _unshare(self, key, value):
+        """Replace ``key``'s value, shared with a snapshot, by a deep copy; return the copy."""
+        value = copy.deepcopy(value)
+        if self.ttl_secs:
+            self._dict[key] = (self._dict[key][0], value)
+        else:
+            self._dict[key] = value
+        assert self._own is not None
+        self._own.add(key)
+        return value
 
     def delete(self, key) -> None:
         """Remove ``key`` (nothing happens when it is absent)."""
@@ -97,9 +123,22 @@ class HashMapState(State):
     def items(self) -> Iterator[tuple[Any, Any]]:
         """Iterate over the live (key, value) pairs (a copy of the keys is not taken)."""
         if not self.ttl_secs:
-            return iter(self._dict.items())
-        now = self._clock()
-        return ((key, entry[1]) for key, entry in self._dict.items() if entry[0] > now)
+            pairs: Iterator[tuple[Any, Any]] = iter(self._dict.items())
+        else:
+            now = self._clock()
+            pairs = ((key, entry[1]) for key, entry in self._dict.items() if entry[0] > now)
+        if self._own is None:
+            return pairs
+        return self._unshared(pairs)
+
+    def _unshared(self, pairs: Iterator[tuple[Any, Any]]) -> Iterator[tuple[Any, Any]]:
+        own = self._own
+        assert own is not None
+        for key, value in pairs:
+            if type(value) in _IMMUTABLE or key in own:
+                yield key, value
+            else:  # replacing a present key's value leaves the dict's iteration valid
+                yield key, self._unshare(key, value)
 
     def clear(self) -> None:
         """Remove every key."""
@@ -116,7 +155,11 @@ class HashMapState(State):
         return len(dead)
 
     def snapshot(self) -> tuple[float, dict]:
-        """Return ``(ttl_secs, entries)``: a shallow copy, nothing serialized (loop thread)."""
+        """Return ``(ttl_secs, entries)``: a shallow copy, nothing serialized (loop thread).
+
+        From now on every value of a mutable type is copied before it is handed out again.
+        """
+        self._own = set()
         return self.ttl_secs, self._dict.copy()
 
     def restore(self, ttl_secs: float, entries: dict) -> None:

@@ -9,8 +9,8 @@ starts a task with empty or partial state: a missing or corrupt file raises
 
 When a checkpoint reaches the task (a spout: the TMaster's StartCheckpoint; a bolt: the
 aligned marker) the executor sends what it buffered, calls ``snapshot`` (``pre_save``, then a
-local snapshot: a shallow copy of the dict, or a RocksDB checkpoint of hard links) and sends
-the marker to every downstream task at once; the snapshot goes to the task's ``Uploader``
+local snapshot: a shallow copy of the dict whose mutable values are then copied on write, or a
+RocksDB checkpoint of hard links) and sends the marker to every downstream task at once; the snapshot goes to the task's ``Uploader``
 thread, which writes it to the checkpoint store (``statemgr.checkpoints``: the pickled dict,
 or only the SST files the store does not hold yet plus a manifest). The executor takes the
 ``finished`` uploads on its turns and only then reports each save; the TMaster commits the
@@ -178,9 +178,9 @@ class TaskState:
         from heron_spark.instance.rocksdb_state import RocksDBState
 
         if not isinstance(state, RocksDBState):  # init_state's object replaced by the user's
-            items = dict(state.items())
-            self._uploader.submit(checkpoint_id, lambda: self._upload_memory(
-                checkpoint_id, 0.0, items))
+            # Its values may change in place and it copies none on write: pickle them now.
+            data = self._pickled(checkpoint_id, 0.0, dict(state.items()))
+            self._uploader.submit(checkpoint_id, lambda: self._upload_bytes(checkpoint_id, data))
             return
         folder = os.path.join(self._local, "snapshots", str(checkpoint_id))
         shutil.rmtree(folder, ignore_errors=True)
@@ -218,14 +218,19 @@ class TaskState:
         return store
 
     def _upload_memory(self, checkpoint_id: int, ttl_secs: float, entries: dict) -> None:
-        path = posixpath.join(self._root, self._topology, str(checkpoint_id))
+        self._upload_bytes(checkpoint_id, self._pickled(checkpoint_id, ttl_secs, entries))
+
+    def _pickled(self, checkpoint_id: int, ttl_secs: float, entries: dict) -> bytes:
         try:
-            data = pickle.dumps((ttl_secs, entries), protocol=pickle.HIGHEST_PROTOCOL)
+            return pickle.dumps((ttl_secs, entries), protocol=pickle.HIGHEST_PROTOCOL)
         except Exception as exc:  # noqa: BLE001 - pickling raises anything
             msg = (f"cannot pickle the state for checkpoint {checkpoint_id}: {exc}. Fix: keep "
                    f"only picklable keys and values in the state")
             raise TopologyRuntimeError(msg, component=self.component,
                                        task_id=self.task_id) from exc
+
+    def _upload_bytes(self, checkpoint_id: int, data: bytes) -> None:
+        path = posixpath.join(self._root, self._topology, str(checkpoint_id))
         try:
             store = self._upload_store()
             path = store.path(checkpoint_id, self.task_id)
