@@ -10,13 +10,13 @@ starts a task with empty or partial state: a missing or corrupt file raises
 When a checkpoint reaches the task (a spout: the TMaster's StartCheckpoint; a bolt: the
 aligned marker) the executor sends what it buffered, calls ``snapshot`` (``pre_save``, then a
 local snapshot: a shallow copy of the dict whose mutable values are then copied on write, or a
-RocksDB checkpoint of hard links) and sends the marker to every downstream task at once; the snapshot goes to the task's ``Uploader``
-thread, which writes it to the checkpoint store (``statemgr.checkpoints``: the pickled dict,
-or only the SST files the store does not hold yet plus a manifest). The executor takes the
-``finished`` uploads on its turns and only then reports each save; the TMaster commits the
-checkpoint once every task has. A failed upload fails the task and the checkpoint is never
-committed. Loop thread only (the upload jobs run on the uploader's thread and touch only
-their snapshot and a store of their own).
+RocksDB checkpoint of hard links) and sends the marker to every downstream task at once; the
+snapshot goes to the task's ``Uploader`` thread, which writes it to the checkpoint store
+(``statemgr.checkpoints``: the pickled dict, or only the SST files the store does not hold yet
+plus a manifest). The executor takes the ``finished`` uploads on its turns and only then
+reports each save; the TMaster commits the checkpoint once every task has. A failed upload
+fails the task and the checkpoint is never committed. Loop thread only (the upload jobs run on
+the uploader's thread and touch only their snapshot and a store of their own).
 """
 
 from __future__ import annotations
