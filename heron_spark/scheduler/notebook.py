@@ -11,11 +11,13 @@ import dataclasses
 import html
 from typing import Mapping
 
+from heron_spark.contract import metric_names
 from heron_spark.contract.topology_view import TopologyStatus
 
 # Metric families summed per component. A name is the family alone (``__execute-count``) or the
 # family and a stream / source (``__emit-count/default``, ``__execute-count/split/default``).
-EMIT, EXECUTE, ACK, FAIL = "__emit-count", "__execute-count", "__ack-count", "__fail-count"
+EMIT, EXECUTE, ACK, FAIL = (metric_names.EMIT_COUNT, metric_names.EXECUTE_COUNT,
+                             metric_names.ACK_COUNT, metric_names.FAIL_COUNT)
 
 
 @dataclasses.dataclass(frozen=True)
