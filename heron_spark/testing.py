@@ -210,6 +210,25 @@ def run_local(topology, *, conf: dict | None = None, timeout: float = 180.0,
     return LocalRun(handle, status, folder)
 
 
+class ManualClock:
+    """A clock that moves only when told, to test timeouts, TTLs and timers without waiting.
+
+    Pass it where a component takes ``clock`` (and its ``sleep`` where one takes ``sleep``).
+    ``now`` is the time it reads, in seconds; ``sleep(secs)`` moves it forward at once.
+    """
+
+    def __init__(self, now: float = 100.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        """Return the time, ``now``."""
+        return self.now
+
+    def sleep(self, secs: float) -> None:
+        """Move the clock ``secs`` seconds forward."""
+        self.now += secs
+
+
 def wait_until(predicate: Callable[[], T], timeout: float, *, interval: float = 0.05,
                message: str | Callable[[], str] = "the condition") -> T:
     """Call ``predicate`` every ``interval`` seconds until it returns a truthy value; return it.

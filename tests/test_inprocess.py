@@ -15,7 +15,7 @@ from examples import word_count
 from heron_spark import (Bolt, Grouping, Spout, Topology, TopologyBuilder, TopologyRuntimeError,
                          TopologyValueError)
 from heron_spark.inprocess import InProcessTopology
-from heron_spark.testing import CollectingBolt, Pause, ScriptedSpout, run_local
+from heron_spark.testing import CollectingBolt, ManualClock, Pause, ScriptedSpout, run_local
 
 TIMEOUT = 60
 
@@ -180,19 +180,6 @@ def test_run_local_names_the_engines_it_knows():
     assert info.value.value == "threads"
 
 
-class FakeClock:
-    """A monotonic clock that moves only when the runner sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, secs: float) -> None:
-        self.now += secs
-
-
 class FortyIds(Spout):
     """Emit 40 tuples with message ids, then end; record what the stmgr reports back."""
 
@@ -221,7 +208,7 @@ class HoldThenAck(Bolt):
     """Hold each tuple ``HOLD_SECS`` of the test's clock, then ack it (a window bolt's way)."""
 
     HOLD_SECS = 5.0
-    clock: FakeClock | None = None
+    clock: ManualClock | None = None
 
     def initialize(self, config, context):
         self.held = collections.deque()
@@ -238,7 +225,7 @@ def test_with_message_timeouts_off_trees_acked_long_after_the_timeout_complete()
     """Timeouts off, a bolt acking each tuple 5 s after it came, past twice the 2 s message
     timeout: every tree completes and the bounded run finishes (the fake clock moves only
     while the runner idles, so this takes a fraction of a second)."""
-    clock = FakeClock()
+    clock = ManualClock()
     HoldThenAck.clock = clock
     FortyIds.acked, FortyIds.failed = [], []
     builder = TopologyBuilder("late_acks_in_process")

@@ -26,16 +26,8 @@ from heron_spark.instance.uploader import Uploader
 from heron_spark.plan.prepare import prepare
 from heron_spark.proto import stmgr_pb2
 from heron_spark.statemgr.checkpoints import SHARED, CheckpointStore
-from heron_spark.testing import run_local, wait_until
+from heron_spark.testing import ManualClock, run_local, wait_until
 from heron_spark.wire import frames
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def _state(backend: str, tmp_path, **kwargs):
@@ -66,7 +58,7 @@ def test_put_get_delete_items_enumerate(backend, tmp_path):
 
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
 def test_expired_keys_are_never_returned(backend, tmp_path):
-    clock = FakeClock()
+    clock = ManualClock(1000.0)
     state = _state(backend, tmp_path, ttl_secs=10.0, clock=clock)
     state.put("old", 1)
     clock.now += 6
@@ -368,7 +360,7 @@ def test_a_failed_upload_fails_the_task_and_the_checkpoint_is_never_reported(tmp
 # ---- values changed in place while a snapshot is being saved --------------------------------
 @pytest.mark.parametrize("ttl_secs", [0.0, 60.0])
 def test_a_value_changed_in_place_after_a_snapshot_leaves_the_snapshot_as_it_was(ttl_secs):
-    state = HashMapState(ttl_secs=ttl_secs, clock=FakeClock())
+    state = HashMapState(ttl_secs=ttl_secs, clock=ManualClock(1000.0))
     state.put("list", [1, 2, 3])
     state.put("nested", {"a": [1]})
     state.put("count", 7)
