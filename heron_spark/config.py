@@ -58,6 +58,9 @@ TRACKER_MAX_CONNECTIONS = "heron.tracker.max.connections"
 TRACKER_IDLE_TIMEOUT_SECS = "heron.tracker.idle.timeout.secs"
 PYTHON_GC_YOUNG_OBJECTS = "heron.python.gc.young.objects"
 CHECKPOINT_ROOT = "heron.checkpoint.root"
+CHECKPOINT_UPLOAD_QUEUE_CHECKPOINTS = "heron.checkpoint.upload.queue.checkpoints"
+STATE_BACKEND = "heron.state.backend"
+STATE_TTL_SECS = "heron.state.ttl.secs"
 TMASTER_STMGR_HEARTBEAT_TIMEOUT_SECS = "heron.tmaster.stmgr.heartbeat.timeout.secs"
 SUBMIT_PROGRESS = "heron.submit.progress"
 TMASTER_METRICS_BUCKET_SECS = "heron.tmaster.metrics.bucket.secs"
@@ -143,6 +146,15 @@ class SystemConfig:
     # Effectively once: where task state is checkpointed, a pyarrow.fs URL (file://, hdfs://,
     # s3://) or a local path; empty: <work_dir>/checkpoints (one machine only).
     checkpoint_root: str = ""
+    # Effectively once: a task's snapshots waiting for its background uploader, at most; a
+    # checkpoint reaching a task whose queue is full waits for an upload to finish.
+    checkpoint_upload_queue_checkpoints: int = 2
+    # Where a stateful task keeps its state: "memory" (a dict) or "rocksdb" (one RocksDB
+    # database per task under the work dir; pip install 'heron_spark[rocksdb]'). A component's
+    # own config may set it (and the TTL) for that component alone.
+    state_backend: str = "memory"
+    # Each key of a task's state lives this long after its last put; 0: for ever.
+    state_ttl_secs: float = 0.0
     # The TMaster drops a stmgr silent for this long, and restarts the Spark stage if it has
     # not registered again after as long again (a stopped container, a lost executor).
     tmaster_stmgr_heartbeat_timeout_secs: float = 30.0
@@ -196,6 +208,10 @@ class SystemConfig:
         if self.tmaster_placement not in PLACEMENTS:
             raise ConfigError(TMASTER_PLACEMENT, self.tmaster_placement,
                               "use " + ", ".join(PLACEMENTS))
+        if self.checkpoint_upload_queue_checkpoints < 1:
+            raise ConfigError(CHECKPOINT_UPLOAD_QUEUE_CHECKPOINTS,
+                              self.checkpoint_upload_queue_checkpoints, "use a value >= 1")
+        state_settings(self, {}, None)
         if self.batch_flush_interval_ms <= 0:
             raise ConfigError(BATCH_FLUSH_INTERVAL_MS, self.batch_flush_interval_ms,
                               "use a positive number of milliseconds")
@@ -217,6 +233,48 @@ def _field_of(key: str) -> str:
 
 
 PLACEMENTS = ("driver", "container", "auto")
+STATE_BACKENDS = ("memory", "rocksdb")
+ROCKSDB_EXTRA = "rocksdb"
+ROCKSDB_PACKAGE = "rocksdict"
+
+
+@dataclasses.dataclass(frozen=True)
+class StateSettings:
+    """Where one component's tasks keep their state, and for how long a key lives."""
+
+    backend: str = "memory"  # one of STATE_BACKENDS
+    ttl_secs: float = 0.0    # 0: keys never expire
+
+
+def own_state_config(component_config: Mapping[str, Any],
+                     topology_config: Mapping[str, Any]) -> dict[str, Any]:
+    """Return the state keys a component set itself (its merged config minus the topology's)."""
+    return {key: component_config[key] for key in (STATE_BACKEND, STATE_TTL_SECS)
+            if key in component_config
+            and (key not in topology_config or topology_config[key] != component_config[key])}
+
+
+def state_settings(system: SystemConfig, own_config: Mapping[str, Any],
+                   component: str | None) -> StateSettings:
+    """Return a component's ``StateSettings``: its own config's keys, else the system's.
+
+    ``own_config`` is what the component set itself (its spec's config), not the topology's.
+    Raise ``ConfigError`` naming the key, the value and the fix for an unusable value.
+    """
+    where = f" (component {component!r})" if component else ""
+    backend = str(own_config.get(STATE_BACKEND, system.state_backend)).strip().lower()
+    if backend not in STATE_BACKENDS:
+        raise ConfigError(STATE_BACKEND, own_config.get(STATE_BACKEND, system.state_backend),
+                          f"use one of {', '.join(STATE_BACKENDS)}{where}")
+    ttl = own_config.get(STATE_TTL_SECS, system.state_ttl_secs)
+    try:
+        ttl_secs = float(ttl)
+    except (TypeError, ValueError):
+        ttl_secs = -1.0
+    if isinstance(ttl, bool) or not 0 <= ttl_secs < float("inf"):
+        raise ConfigError(STATE_TTL_SECS, ttl,
+                          f"use a number of seconds >= 0 (0: keys never expire){where}")
+    return StateSettings(backend, ttl_secs)
 
 
 def tmaster_placement(system: SystemConfig, connect: bool) -> str:

@@ -270,14 +270,18 @@ class ConnectExtrasError(HeronSparkError, ImportError):
 
 
 class ExtrasError(HeronSparkError, ImportError):
-    """A connector needs an optional package this Python does not have (an install extra)."""
+    """A connector or a state backend needs an optional package this Python does not have.
 
-    def __init__(self, package: str, extra: str, *, component: str | None = None) -> None:
+    The package comes with an install extra (``heron_spark[kafka]``, ``heron_spark[rocksdb]``).
+    """
+
+    def __init__(self, package: str, extra: str, *, component: str | None = None,
+                 what: str = "this connector") -> None:
         self.package = package
         self.extra = extra
         self.component = component
         where = f"component {component!r}: " if component else ""
-        super().__init__(f"{where}this connector needs the package {package!r}, which is not "
+        super().__init__(f"{where}{what} needs the package {package!r}, which is not "
                          f"installed. Fix: pip install 'heron_spark[{extra}]'", name=package)
 
 

@@ -16,17 +16,19 @@ import stateful_word_count as swc
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
-from heron_spark.testing import wait_until
+from heron_spark.testing import run_local, wait_until
 
 TIMEOUT = 240
 LINES = 8000
 
 
-def test_in_process_crash_rolls_back_to_the_last_checkpoint(tmp_path):
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_in_process_crash_rolls_back_to_the_last_checkpoint(tmp_path, backend):
     corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
     text = swc.write_corpus(corpus, 5000)
     topology = swc.build("eo-in-process", corpus, out, interval=0.05,
-                         config={swc.CRASH_AT: 10000, swc.SLEEP_MS: 0.3})
+                         config={swc.CRASH_AT: 10000, swc.SLEEP_MS: 0.3,
+                                 "heron.state.backend": backend})
     run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work"),
                                             **swc.SHORT_QUEUES})
     assert run.run(timeout=120) == "FINISHED"
@@ -36,6 +38,18 @@ def test_in_process_crash_rolls_back_to_the_last_checkpoint(tmp_path):
     assert status["restores"] == 2, status  # the start, the crash
     assert status["restored_from"][1] > 0, status  # the crash went back to a real checkpoint
     assert sum(run.failures.values()) == 1
+
+
+def test_run_local_with_rocksdb_counts_exactly(tmp_path):
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = swc.write_corpus(corpus, 3000)
+    topology = swc.build("eo-rocksdb-local", corpus, out, interval=0.05,
+                         config={swc.CRASH_AT: 5000, "heron.state.backend": "rocksdb"})
+    result = run_local(topology, conf={"heron.work.dir": str(tmp_path / "work"),
+                                       **swc.SHORT_QUEUES}, timeout=120)
+    assert result.status == "FINISHED" and (out / "crashed").exists()
+    assert swc.read_counts(out) == swc.expected_counts(text)
+    assert list((tmp_path / "work" / "checkpoints" / "eo-rocksdb-local").glob("*/*.manifest"))
 
 
 def _start(spark, tmp_path, hconf, name, **config):
@@ -68,9 +82,10 @@ def _check(handle, text, out):
 
 
 @pytest.mark.fault
-def test_instance_killed(spark, tmp_path, hconf):
-    name = "eo-instance"
-    text, out, handle = _start(spark, tmp_path, hconf, name)
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_instance_killed(spark, tmp_path, hconf, backend):
+    name = f"eo-instance-{backend}"
+    text, out, handle = _start(spark, tmp_path, hconf, name, **{"heron.state.backend": backend})
     work = tmp_path / "work" / name
     _wait_commits(hconf, name)
     [victim, *_] = faults.find(work, "instance", component="count")

@@ -221,6 +221,8 @@ class InProcessTopology:
         while entry.to_stmgr.frames:  # what it sent before it died, as a socket would hold
             core.on_instance_frame(entry.task_id, *entry.to_stmgr.get())
         entry.stopped = True
+        if executor.stateful is not None:  # its uploader thread and RocksDB database
+            executor.stateful.close()
         entry.executor = None  # what was offered to it and not taken goes with it
         core.instance_closed(entry.task_id)
         if self.tmaster.state is TopologyState.RUNNING:

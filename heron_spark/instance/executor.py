@@ -40,7 +40,7 @@ from typing import Any, Callable
 from heron_spark.api import global_metrics
 from heron_spark.api.metrics import MultiCountMetric
 from heron_spark.api.serializer import load_serializer
-from heron_spark.config import SystemConfig
+from heron_spark.config import SystemConfig, own_state_config, state_settings
 from heron_spark.contract import metric_names
 from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.instance import hooks, task_metrics
@@ -50,6 +50,10 @@ from heron_spark.instance.stateful import TaskState
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import stmgr_pb2, tmaster_pb2
 from heron_spark.wire import frames
+
+# Without a wake-up from the uploader thread (the in-process runner), a task with uploads in
+# flight looks for finished ones this often.
+UPLOAD_POLL_SECS = 0.005
 
 _LEVELS = {"trace": logging.DEBUG, "debug": logging.DEBUG, "info": logging.INFO,
            "warn": logging.WARNING, "warning": logging.WARNING, "error": logging.ERROR}
@@ -107,10 +111,12 @@ class TaskExecutor:
                  send: Callable[[bytes | list], None], logger: logging.Logger,
                  clock: Callable[[], float] = time.monotonic,
                  push: Callable[[], None] | None = None,
-                 output_queued: Callable[[], int] = _nothing_queued) -> None:
+                 output_queued: Callable[[], int] = _nothing_queued,
+                 wake: Callable[[], None] | None = None) -> None:
         # kept to start over on an effectively-once restore
         self._init_args = (plan, task_id, config, send, logger)
-        self._init_kwargs: dict[str, Any] = {"clock": clock, "push": push, "output_queued": output_queued}
+        self._init_kwargs: dict[str, Any] = {"clock": clock, "push": push,
+                                             "output_queued": output_queued, "wake": wake}
         self.plan = plan
         self.task_id = task_id
         self.config = config
@@ -141,8 +147,14 @@ class TaskExecutor:
         self.statemgr_url = config.statemgr
         self._record_store: Any = None  # committed_checkpoint's state manager, opened on use
         self.stateful: TaskState | None = None  # effectively once
+        # any thread may call wake: it brings the loop back for a finished checkpoint upload
+        self._woken = wake is not None
         if plan.logical.topology_config.effectively_once:
-            self.stateful = TaskState(config, plan.logical.name, task_id)
+            settings = state_settings(config, own_state_config(self.decl.config,
+                                                               plan.logical.config),
+                                      self.component_name)
+            self.stateful = TaskState(config, plan.logical.name, task_id, self.component_name,
+                                      settings, wake)
         self.held = False  # effectively once: a spout waits for the end of a restore
         self.paused = False  # the topology is deactivated: a spout does not emit
         self.hooks: hooks.TaskHooks | None = None  # set once the task has a task hook
@@ -174,6 +186,8 @@ class TaskExecutor:
             self._take_input(now)
         if not self.started:
             return None
+        if self.stateful is not None and self.stateful.uploading:
+            self._report_saves()
         self.on_time(now)
         busy = self._run(now)
         now = self.clock()
@@ -280,7 +294,7 @@ class TaskExecutor:
         self._configure(config)  # before initialize: user code may keep self.emit / self.ack
         if self.stateful is not None:
             self.held = hold
-            self.stateful.load(self.component, epoch, checkpoint_id)
+            self.stateful.load(self.component, epoch, checkpoint_id, self.collector.serializer)
         self.context.on_task_hook = self._hooked
         for hook in hooks.auto_hooks(config, self.component_name):
             self.context.add_task_hook(hook)
@@ -344,19 +358,28 @@ class TaskExecutor:
 
     # ---- effectively once --------------------------------------------------------------------
     def checkpoint(self, checkpoint_id: int) -> None:
-        """Save state for ``checkpoint_id``.
+        """Snapshot state for ``checkpoint_id``; its upload runs in the background.
 
-        What was emitted before goes first, then the markers to every downstream task, then the
-        report to the stmgr.
+        What was emitted before goes first, then the local snapshot, then the markers to every
+        downstream task. The report to the stmgr waits for the upload (``_report_saves``).
         """
         assert self.stateful is not None, "checkpoints are sent to effectively-once tasks only"
         self.end_turn(self.clock(), force=True)
-        self.stateful.save(self.component, checkpoint_id)
+        self.stateful.snapshot(self.component, checkpoint_id)
         name = str(checkpoint_id).encode()
         for dest in self.plan.downstream_tasks(self.task_id):
             self.send(frames.data_frame(frames.CHECKPOINT_MARKER, self.task_id, dest, 0, name))
-        self.control_message(stmgr_pb2.InstanceToStmgr(stored=tmaster_pb2.InstanceStateStored(
-            task_id=self.task_id, checkpoint_id=checkpoint_id)))
+        self._report_saves()
+
+    def _report_saves(self) -> None:
+        """Report every save whose upload is done; a failed upload fails the task."""
+        assert self.stateful is not None
+        for checkpoint_id, error in self.stateful.finished():
+            if error is not None:
+                raise error
+            self.control_message(stmgr_pb2.InstanceToStmgr(
+                stored=tmaster_pb2.InstanceStateStored(task_id=self.task_id,
+                                                       checkpoint_id=checkpoint_id)))
 
     def restore(self, epoch: int, checkpoint_id: int) -> None:
         """Start over from ``checkpoint_id``'s state.
@@ -369,6 +392,8 @@ class TaskExecutor:
         paused = self.paused  # a restore does not change whether the topology is deactivated
         kept = self._inbox, self.inbox_bytes, self.gate  # frames not taken yet stay queued
         record_store = self._record_store  # its state manager connection stays open
+        if self.stateful is not None:  # uploads of the abandoned epoch are never reported
+            self.stateful.close()
         type(self).__init__(self, *self._init_args, **self._init_kwargs)
         self.paused = paused
         self._record_store = record_store
@@ -394,6 +419,8 @@ class TaskExecutor:
     def next_deadline(self, now: float) -> float:
         """When the loop must come back at the latest even with no input."""
         due = self.collector.due() if self.collector is not None else None
+        if not self._woken and self.stateful is not None and self.stateful.uploading:
+            due = now + UPLOAD_POLL_SECS if due is None else min(due, now + UPLOAD_POLL_SECS)
         return self._next_metrics if due is None else min(self._next_metrics, due)
 
     def on_time(self, now: float) -> None:
@@ -403,6 +430,8 @@ class TaskExecutor:
 
     def close(self) -> None:
         """End the task cleanly: hooks' ``clean_up``, last metrics (spouts also call ``close``)."""
+        if self.stateful is not None:
+            self.stateful.close()
         if self.started:
             if self.hooks is not None:
                 self.hooks.clean_up()

@@ -11,10 +11,11 @@ executor accepts more. Output that the stmgr has not taken yet is bounded by
 ``heron.instance.out.queue.bytes``: past it a bolt stops reading its input and a spout stops
 calling ``next_tuple``, until the queue drains to half of it.
 
-Two helper threads never touch the connection: the metrics client (publishes counters, so
-metrics flow while user code runs or waits) and the watchdog (heartbeat; when one user-code
+Helper threads never touch the connection: the metrics client (publishes counters, so
+metrics flow while user code runs or waits), the watchdog (heartbeat; when one user-code
 call outlasts ``heron.instance.user.code.timeout.secs`` it writes the reason where the stmgr
-reads it and ends the process).
+reads it and ends the process) and, effectively once, the checkpoint uploader
+(``instance.uploader``), which wakes the loop when an upload ends.
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ class InstanceRuntime:
         channel = self.channel
         self.executor = build_executor(plan, task_id, self.config, channel.send,
                                        clock=self.loop.clock, push=channel.write_now,
-                                       output_queued=lambda: channel.queued_bytes)
+                                       output_queued=lambda: channel.queued_bytes,
+                                       wake=self._wake)
         self._offer = self.executor.offer
         self._stmgr_gone = False
         self.metrics = MetricsClient(files, secret, topology, task_id,
@@ -78,6 +80,10 @@ class InstanceRuntime:
         self.channel.send(frames.control_frame(stmgr_pb2.InstanceToStmgr(
             register=stmgr_pb2.RegisterInstance(task_id=task_id, pid=os.getpid()))))
         self.loop.flush()
+
+    def _wake(self) -> None:
+        """Bring the loop back for a turn (the uploader thread: a checkpoint upload ended)."""
+        self.loop.call_soon_threadsafe(_nothing)
 
     # ---- connection callbacks (loop thread) ------------------------------------------------
     def _on_frame(self, channel: Channel, kind: int, frame: bytes | bytearray) -> None:
@@ -144,6 +150,10 @@ class InstanceRuntime:
         add(name=metric_names.METRICS_DROPPED, value=self.metrics.dropped)
         loop_traffic(self.loop, add)
         return publish
+
+
+def _nothing() -> None:
+    """Do nothing: a hand-off whose only job is to end the loop's wait."""
 
 
 def prepare_arrow(plan: PlanView, component: str) -> None:

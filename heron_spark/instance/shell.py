@@ -36,19 +36,21 @@ def build_executor(plan: PlanView, task_id: int, config: SystemConfig,
                    send: Callable[[bytes | list], object],
                    clock: Callable[[], float] = time.monotonic,
                    push: Callable[[], None] | None = None,
-                   output_queued: Callable[[], int] | None = None) -> TaskExecutor:
+                   output_queued: Callable[[], int] | None = None,
+                   wake: Callable[[], None] | None = None) -> TaskExecutor:
     """Return the executor of ``task_id``: a ``SpoutExecutor`` or a ``BoltExecutor``.
 
     ``send(frame)`` queues a frame for the stmgr; ``push()`` (optional) writes what is queued
     at once; ``output_queued()`` returns the bytes sent that the stmgr has not taken yet (the
-    output gate watches them); ``clock`` is monotonic, in seconds.
+    output gate watches them); ``clock`` is monotonic, in seconds; ``wake()`` (optional, any
+    thread) brings the task's loop back for a turn (a checkpoint's upload finished).
     """
     component = plan.task_component[task_id]
     executor_class = SpoutExecutor if plan.logical.components[component].is_spout \
         else BoltExecutor
     kwargs = {} if output_queued is None else {"output_queued": output_queued}
     return executor_class(plan, task_id, config, send, task_logger(plan, task_id),
-                          clock=clock, push=push, **kwargs)
+                          clock=clock, push=push, wake=wake, **kwargs)
 
 
 def failure_frame(task_id: int, component: str, exc: BaseException, log_path: str) -> bytes:

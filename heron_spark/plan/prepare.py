@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from heron_spark.config import SystemConfig, build_system_config, read_conf_file
-from heron_spark.errors import TopologyTypeError
+from heron_spark.config import (ROCKSDB_EXTRA, ROCKSDB_PACKAGE, SystemConfig, build_system_config,
+                                own_state_config, read_conf_file, state_settings)
+from heron_spark.errors import ExtrasError, TopologyTypeError
 from heron_spark.plan.logical import LogicalPlan, build_logical_plan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
@@ -53,5 +54,28 @@ def prepare(topology, conf: dict | None = None, name: str | None = None) -> Prep
             "topology_name": getattr(topology, "topology_name", topology.__name__)})
     logical = build_logical_plan(topology, name)
     system = build_system_config(read_conf_file(), logical.config, conf)
+    check_state_backends(logical, system)
     packing = pack(logical, system.packing_algorithm)
     return Prepared(logical, system, packing, PlanView(logical, packing))
+
+
+def check_state_backends(logical: LogicalPlan, system: SystemConfig) -> None:
+    """Refuse a state setting no task could use, before anything starts.
+
+    Every component's ``heron.state.backend`` / ``heron.state.ttl.secs`` (``ConfigError``);
+    under effectively once, ``rocksdb`` without the ``rocksdict`` package in this Python
+    (``ExtrasError`` naming the component).
+    """
+    import importlib.util
+
+    from heron_spark.api.state import StatefulComponent
+
+    for name, decl in logical.components.items():
+        given = decl.given_class
+        if given is not None and not issubclass(given, StatefulComponent):
+            continue  # its state is never saved: any setting will do
+        settings = state_settings(system, own_state_config(decl.config, logical.config), name)
+        if settings.backend == "rocksdb" and logical.topology_config.effectively_once \
+                and importlib.util.find_spec(ROCKSDB_PACKAGE) is None:
+            raise ExtrasError(ROCKSDB_PACKAGE, ROCKSDB_EXTRA, component=name,
+                              what="the rocksdb state backend")
