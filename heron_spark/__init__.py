@@ -10,10 +10,10 @@ from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, Base
                              IMetric, IReducer, ITaskHook, MeanReducedMetric, MeanReducer,
                              MultiAssignableMetrics, MultiCountMetric, MultiMeanReducedMetric,
                              MultiReducedMetric, PythonSerializer, ReducedMetric,
-                             SlidingWindowBolt, Spout, Stream, Topology, TopologyBuilder,
-                             TopologyContext, TopologyReliabilityMode, TumblingWindowBolt, Tuple,
-                             TupleHelper, WindowContext, api_constants, batch_source,
-                             global_metrics)
+                             SlidingWindowBolt, Spout, State, StatefulComponent, Stream,
+                             Topology, TopologyBuilder, TopologyContext, TopologyReliabilityMode,
+                             TumblingWindowBolt, Tuple, TupleHelper, TwoPhaseStatefulComponent,
+                             WindowContext, api_constants, batch_source, global_metrics)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ComponentClassError,
                                 ComponentSpecError, ConfigError,
                                 ConnectExtrasError, DataSourceOptionError,
@@ -52,7 +52,7 @@ __all__ = [
     "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
     "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",
     "MultiReducedMetric", "PythonSerializer", "ReducedMetric", "SlidingWindowBolt", "Spout",
-    "Stream", "Topology",
+    "State", "StatefulComponent", "Stream", "Topology", "TwoPhaseStatefulComponent",
     "TopologyBuilder", "TopologyContext", "TopologyNotFoundError", "TopologyReliabilityMode",
     "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError", "TopologyValueError",
     "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext",

@@ -184,7 +184,7 @@ def _build_eo(name: str, servers: str, source: str, out, config: dict):
     counts = builder.add_bolt("count", StatefulCountBolt, par=2,
                               inputs={words: Grouping.fields("word")})
     builder.add_bolt("pq", ParquetSink, par=2, inputs={counts: Grouping.SHUFFLE},
-                     config={"parquet.path": str(out), "parquet.commit.poll.secs": 0.2})
+                     config={"parquet.path": str(out)})
     builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
                         "topology.stateful.checkpoint.interval.seconds": 0.5, **config})
     return builder.build()

@@ -348,7 +348,7 @@ def test_effectively_once_sink_killed_mid_run_no_duplicates(spark, tmp_path, hco
         config={"topology.stmgrs": 2, "topology.stateful.checkpoint.interval.seconds": 0.5,
                 pwc.SLEEP_MS: 2, "heron.stmgr.backpressure.high.water.tuples": 100,
                 "heron.stmgr.backpressure.low.water.tuples": 50},
-        sink_config={"parquet.commit.poll.secs": 0.2})
+        sink_config={})
     handle.wait_running(timeout=120)
     log = CommitLog.open(str(out))
 

@@ -29,6 +29,7 @@ class Recorder:
         self.plans: list[physical_plan_pb2.PhysicalPlan] = []
         self.states: list[str] = []
         self.commits: list[tuple[int, int, float]] = []
+        self.notices: list[bytes] = []  # the committed notices, sent once the commit is recorded
 
     def to_stmgr(self, index, frame):
         self.to[index].append(_decode(frame))
@@ -48,8 +49,9 @@ class Recorder:
     def save_state(self, state):
         self.states.append(state.state)
 
-    def checkpoint_committed(self, checkpoint_id, epoch, at):
+    def checkpoint_committed(self, checkpoint_id, epoch, at, notice):
         self.commits.append((checkpoint_id, epoch, at))
+        self.notices.append(notice)
 
     def file_response(self, response):
         pass
@@ -349,6 +351,10 @@ def test_checkpoints_start_on_the_tick_and_commit_once_every_task_stored():
     assert io.to_all[-1].checkpoint.checkpoint_id == 1
     _stored(core, 1, 103.0)
     assert io.commits == [(1, 1, 1_000_103.0)]
+    # the post-save notice goes to the transport with the record, not straight to the stmgrs
+    assert [_decode(n).committed for n in io.notices] == [
+        tmaster_pb2.CheckpointCommitted(checkpoint_id=1, epoch=1)]
+    assert "committed" not in io.kinds()
     assert (core.status(103.0).checkpoint or {})["committed"] == 1
     _failed(core, 2, 104.0)  # a failure rolls every task back to checkpoint 1
     assert io.to_all[-1].restore == tmaster_pb2.RestoreState(epoch=2, checkpoint_id=1)

@@ -13,6 +13,8 @@ from heron_spark.api.metrics import (AssignableMetric, AssignableMetrics, CountM
                                      MultiMeanReducedMetric, MultiReducedMetric, ReducedMetric)
 from heron_spark.api.serializer import IHeronSerializer, PythonSerializer, default_serializer
 from heron_spark.api.spout import BaseSpout, Spout
+from heron_spark.api.state import (HashMapState, State, StatefulComponent,
+                                   TwoPhaseStatefulComponent)
 from heron_spark.api.stream import Grouping, Stream
 from heron_spark.api.task_hook import (BoltAckInfo, BoltExecuteInfo, BoltFailInfo, EmitInfo,
                                        ITaskHook, SpoutAckInfo, SpoutFailInfo)
@@ -27,8 +29,9 @@ __all__ = [
     "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric", "MeanReducer",
     "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric", "MultiReducedMetric",
     "PythonSerializer", "ReducedMetric", "SlidingWindowBolt", "Spout", "SpoutAckInfo",
-    "SpoutFailInfo", "Stream",
+    "SpoutFailInfo", "HashMapState", "State", "StatefulComponent", "Stream",
     "Topology", "TopologyBuilder", "TopologyContext", "TopologyReliabilityMode", "TopologyType",
-    "TumblingWindowBolt", "Tuple", "TupleHelper", "WindowContext", "api_constants",
+    "TumblingWindowBolt", "TwoPhaseStatefulComponent", "Tuple", "TupleHelper", "WindowContext",
+    "api_constants",
     "batch_source", "default_serializer", "global_metrics",
 ]

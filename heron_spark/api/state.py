@@ -205,4 +205,27 @@ class StatefulComponent:
         """Prepare the state: called just before it is saved for checkpoint ``checkpoint_id``."""
 
 
-__all__ = ["HashMapState", "State", "StatefulComponent"]
+class TwoPhaseStatefulComponent(StatefulComponent):
+    """A ``StatefulComponent`` told when its checkpoints commit (Heron 0.20's two-phase one).
+
+    For components whose output leaves the topology (a transactional sink, offsets committed
+    to an outside system): write the output of an interval in ``pre_save`` terms, make it
+    visible in ``post_save``. ``post_save(checkpoint_id)`` runs once checkpoint
+    ``checkpoint_id`` is committed, every task having saved it, and the commit recorded, so no
+    rollback ever goes behind it; it covers every earlier checkpoint too (a task may miss
+    the notice of one, for instance while it restores). ``pre_restore(checkpoint_id)`` runs on
+    the component before a rollback to ``checkpoint_id`` throws it away (a new instance of the
+    class gets ``init_state`` with that checkpoint's state): undo or release what was prepared
+    after it. A task whose process died gets no ``pre_restore``: its successor finds what it
+    left in the restored state. The TMaster pushes both (no polling); they run on the task's
+    thread, between tuples.
+    """
+
+    def post_save(self, checkpoint_id) -> None:
+        """Checkpoint ``checkpoint_id`` (and every one before it) is committed."""
+
+    def pre_restore(self, checkpoint_id) -> None:
+        """Prepare for a rollback to ``checkpoint_id``: this instance is thrown away next."""
+
+
+__all__ = ["HashMapState", "State", "StatefulComponent", "TwoPhaseStatefulComponent"]

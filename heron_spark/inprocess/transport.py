@@ -270,10 +270,16 @@ class TMasterLink:
     def save_state(self, state: ExecutionState) -> None:
         """Nothing to store: no state manager in process."""
 
-    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float) -> None:
-        """Tell ``committed`` (if given) that ``checkpoint_id`` of ``epoch`` committed at ``at``."""
+    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float,
+                             notice: bytes) -> None:
+        """Tell ``committed`` (if given) that ``checkpoint_id`` of ``epoch`` committed at ``at``.
+
+        Then queue ``notice`` for every stmgr core, as the driver's TMaster does once the
+        commit is recorded.
+        """
         if self._committed is not None:
             self._committed(checkpoint_id, epoch, at)
+        self.to_stmgrs(notice)
 
     def file_response(self, response: tmaster_pb2.FileResponse) -> None:
         """Never asked: no tracker in process."""

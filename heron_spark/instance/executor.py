@@ -40,6 +40,7 @@ from typing import Any, Callable
 from heron_spark.api import global_metrics
 from heron_spark.api.metrics import MultiCountMetric
 from heron_spark.api.serializer import load_serializer
+from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.config import SystemConfig, own_state_config, state_settings
 from heron_spark.contract import metric_names
 from heron_spark.contract.exit_codes import ExitCode
@@ -145,7 +146,7 @@ class TaskExecutor:
         self.user_metrics: dict[str, float] = {}  # latest values, gathered on the loop thread
         self._bound: dict[str, Callable] = {}     # fast paths bound onto the component
         self.statemgr_url = config.statemgr
-        self._record_store: Any = None  # committed_checkpoint's state manager, opened on use
+        self.committed_id = 0  # effectively once: the newest checkpoint known committed
         self.stateful: TaskState | None = None  # effectively once
         # any thread may call wake: it brings the loop back for a finished checkpoint upload
         self._woken = wake is not None
@@ -257,22 +258,6 @@ class TaskExecutor:
         return SpoutStateStore(self.statemgr_url, self.plan.logical.name,
                                f"{self.component_name}.{self.context.get_task_index()}")
 
-    def committed_checkpoint(self, since_wall: float) -> int:
-        """Return the id of the last committed checkpoint the TMaster recorded (0: none).
-
-        Effectively once: a sink that commits its output with a checkpoint (``ParquetSink``,
-        ``KafkaSink``) polls this; it reads the topology's state manager (one connection,
-        kept). A record older than ``since_wall`` (the component's start, ``time.time()``) is
-        ignored: it may be left by an earlier run of a topology of the same name (``run_local``
-        records no commits at all).
-        """
-        if self._record_store is None:
-            self._record_store = self.spout_state_store()
-        record = self._record_store.committed_checkpoint() or {}
-        if float(record.get("time", 0)) < since_wall:
-            return 0
-        return int(record.get("id", 0))
-
     # ---- life cycle ------------------------------------------------------------------------
     def start(self, epoch: int = 0, checkpoint_id: int = 0, hold: bool = False) -> None:
         """Create the user's component and initialize it (after StartProcessing).
@@ -294,6 +279,7 @@ class TaskExecutor:
         self._configure(config)  # before initialize: user code may keep self.emit / self.ack
         if self.stateful is not None:
             self.held = hold
+            self.committed_id = max(self.committed_id, checkpoint_id)  # restored: committed
             self.stateful.load(self.component, epoch, checkpoint_id, self.collector.serializer)
         self.context.on_task_hook = self._hooked
         for hook in hooks.auto_hooks(config, self.component_name):
@@ -349,6 +335,9 @@ class TaskExecutor:
         elif body == "resume":
             if self.stateful is not None and message.resume.epoch == self.stateful.epoch:
                 self.held = False
+        elif body == "committed":
+            if self.started and self.stateful is not None:
+                self.committed(message.committed.checkpoint_id)
         elif body == "shutdown":
             reason = tmaster_pb2.ShutdownReason.Name(message.shutdown.reason)
             self.logger.info("shutdown (%s) %s", reason, message.shutdown.detail)
@@ -381,22 +370,34 @@ class TaskExecutor:
                 stored=tmaster_pb2.InstanceStateStored(task_id=self.task_id,
                                                        checkpoint_id=checkpoint_id)))
 
+    def committed(self, checkpoint_id: int) -> None:
+        """Checkpoint ``checkpoint_id`` is committed: a two-phase component's ``post_save``.
+
+        Once per checkpoint id at most, in increasing order (a notice older than the newest
+        one seen, or than the checkpoint the task restored, is dropped).
+        """
+        if checkpoint_id <= self.committed_id:
+            return
+        self.committed_id = checkpoint_id
+        if isinstance(self.component, TwoPhaseStatefulComponent):
+            self.component.post_save(checkpoint_id)
+
     def restore(self, epoch: int, checkpoint_id: int) -> None:
         """Start over from ``checkpoint_id``'s state.
 
-        Drop what is buffered, build the component anew (``init_state``, ``initialize``); a spout
-        holds until ``resume``.
+        A two-phase component hears ``pre_restore`` first; then drop what is buffered, build the
+        component anew (``init_state``, ``initialize``); a spout holds until ``resume``.
         """
         self.logger.info("task %d restores checkpoint %d (epoch %d)", self.task_id,
                          checkpoint_id, epoch)
+        if isinstance(self.component, TwoPhaseStatefulComponent):
+            self.component.pre_restore(checkpoint_id)
         paused = self.paused  # a restore does not change whether the topology is deactivated
         kept = self._inbox, self.inbox_bytes, self.gate  # frames not taken yet stay queued
-        record_store = self._record_store  # its state manager connection stays open
         if self.stateful is not None:  # uploads of the abandoned epoch are never reported
             self.stateful.close()
         type(self).__init__(self, *self._init_args, **self._init_kwargs)
         self.paused = paused
-        self._record_store = record_store
         self._inbox, self.inbox_bytes, self.gate = kept
         self.start(epoch, checkpoint_id, hold=True)
 

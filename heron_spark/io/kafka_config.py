@@ -31,7 +31,6 @@ CHECK_TIMEOUT_SECS = "kafka.check.timeout.secs"
 BOUNDED = "kafka.bounded"              # spout: end at the end offsets seen at start
 TOPIC = "kafka.topic"                  # sink: the topic it produces to
 TRANSACTIONS = "kafka.transactions"    # sink, effectively once: 'auto' | True | False
-COMMIT_POLL_SECS = "kafka.commit.poll.secs"  # sink: how often a waiting transaction polls
 INSTALL_EXTRA = "kafka"
 
 SPOUT_FIELDS = ("key", "value", "topic", "partition", "offset", "timestamp")
@@ -111,7 +110,6 @@ def sink_settings(config: dict, component: str | None = None) -> dict:
     _need(config, TOPIC, component, f"set {TOPIC!r} to the topic to produce to")
     _properties(config, component)
     config[TRANSACTIONS] = transactions_choice(config.get(TRANSACTIONS, "auto"), component)
-    config.setdefault(COMMIT_POLL_SECS, 0.5)
     config.setdefault(CHECK_TIMEOUT_SECS, 10.0)
     return config
 

@@ -20,31 +20,28 @@ Effectively-once (``kafka.transactions``: ``auto`` by default, ``true``, ``false
 produces inside one Kafka transaction per checkpoint interval, with a ``transactional.id``
 fixed by topology, component and task index (``heron-<topology>-<component>-<index>``), so a
 restarted task's ``init_transactions`` fences its predecessor and aborts its open
-transaction. At ``pre_save(n)`` the open transaction is flushed and becomes checkpoint
-``n``'s; it is committed only once checkpoint ``n`` is committed, which the sink learns from
-the TMaster's committed-checkpoint record (polled every ``kafka.commit.poll.secs``, 0.5 s),
-from a restore of ``n`` or later, or at the end of input. A producer has one transaction at a
-time: records arriving while ``n``'s waits for its commit are held in memory (and put in the
-sink's checkpoint state if another checkpoint comes first) and produced in the next one.
-Each commit also commits, inside the transaction, the offset ``n`` of partition 0 of the
-topic for the consumer group named like the transactional.id: Kafka applies it only if the
-transaction commits, so it records the last committed checkpoint on the broker.
+transaction. The sink is a ``TwoPhaseStatefulComponent``: at ``pre_save(n)`` the open
+transaction is flushed and becomes checkpoint ``n``'s; it is committed in ``post_save(n)``,
+which the TMaster pushes once checkpoint ``n`` is committed and recorded, or at a restore of
+``n`` or later, or at the end of input. A producer has one transaction at a time: records
+arriving while ``n``'s waits for its commit are held in memory (and put in the sink's
+checkpoint state if another checkpoint comes first) and produced in the next one. Each commit
+also commits, inside the transaction, the offset ``n`` of partition 0 of the topic for the
+consumer group named like the transactional.id: Kafka applies it only if the transaction
+commits, so it records the last committed checkpoint on the broker.
 
-A rollback in the same process (another task failed) takes the producer over: the waiting
-transaction is committed if the restored checkpoint covers it, else aborted with the open
-one; the spouts replay what was aborted. A sink task that died is restarted with a new
-producer, whose ``init_transactions`` aborts whatever its predecessor left open; the restored
-state holds the records of the transaction that was waiting at the checkpoint, and the sink
-produces them again unless the marker group shows that transaction committed. So a reader
-sees every record exactly once when it reads with ``isolation.level=read_committed``;
-``read_uncommitted`` readers also see aborted records. Costs: a checkpoint's state holds the
-records of the transaction waiting then (one interval's output), and records wait in memory
-while a commit is outstanding. Limits: ``run_local``'s in-process runner records no committed
-checkpoint, so there a transaction is committed at a restore and at the end of input only
-(keep such runs shorter than ``transaction.timeout.ms``, 60 s by default, or raise it in
-``kafka.properties``); the end of input commits without waiting for a checkpoint, so a
-failure after a sink task's end of input and before the topology finishes may repeat the last
-interval.
+A rollback (another task failed) calls ``pre_restore(m)`` on the live sink: the waiting
+transaction is committed if checkpoint ``m`` covers it, else aborted with the open one, and
+the producer is closed; the spouts replay what was aborted. The sink built for the restored
+state starts a new producer, whose ``init_transactions`` aborts whatever a predecessor that
+died left open; the restored state holds the records of the transaction that was waiting at
+the checkpoint, and the sink produces them again unless the marker group shows that
+transaction committed. So a reader sees every record exactly once when it reads with
+``isolation.level=read_committed``; ``read_uncommitted`` readers also see aborted records.
+Costs: a checkpoint's state holds the records of the transaction waiting then (one interval's
+output), and records wait in memory while a commit is outstanding. Limit: the end of input
+commits without waiting for a checkpoint, so a failure after a sink task's end of input and
+before the topology finishes may repeat the last interval.
 
 When transactions are unavailable (``init_transactions`` fails within
 ``kafka.check.timeout.secs``: a broker without them, or client settings that forbid them such
@@ -59,13 +56,12 @@ Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported on
 from __future__ import annotations
 
 import functools
-import time
 import weakref
 from typing import Any
 
 from heron_spark.api import api_constants
 from heron_spark.api.bolt import Bolt
-from heron_spark.api.state import StatefulComponent
+from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.errors import TopologyRuntimeError, TopologyValueError
 from heron_spark.io import kafka_config as kc
@@ -73,20 +69,6 @@ from heron_spark.io import kafka_config as kc
 TICK_SECS = 0.1
 STATE_KEY = "kafka.sink"  # effectively once: {"checkpoint": n, "txn": bool, "held": [(v, k)]}
 FLUSH_TIMEOUT_SECS = 60.0
-# The live sink of each task in this process: a restore (effectively once) builds the sink anew,
-# and ``initialize`` flushes the previous one's producer. Weak: a bolt has no ``close`` call in
-# its life cycle, so a sink's producer lives exactly as long as the sink (a strong registry
-# kept every finished run's producer connected, and logging once its broker went away, for
-# the rest of the process: the in-process runner's case).
-_OPEN: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
-# Effectively once with transactions: the sink whose producer has a transaction open or
-# waiting, by transactional.id, held strongly: a restore drops the executor's reference to the
-# old sink before the new one's ``initialize``, which must find it to commit what the restored
-# checkpoint covers (else a new producer aborts it and its records are produced again).
-# Emptied when the sink ends its input or is taken over.
-_TXN: dict[str, KafkaSink] = {}
-
-
 def _shut(producer) -> None:
     """Disconnect ``producer`` now.
 
@@ -131,7 +113,7 @@ def field_positions(fields: tuple[str, ...] | None) -> tuple[int, int | None]:
     return value, key
 
 
-class KafkaSink(Bolt, StatefulComponent):
+class KafkaSink(Bolt, TwoPhaseStatefulComponent):
     """See the module docstring. Configure through the component config (``kafka.*`` keys)."""
 
     outputs: list = []
@@ -169,6 +151,23 @@ class KafkaSink(Bolt, StatefulComponent):
                 "txn": list(self._in_txn) if self._pending is not None else [],
                 "txn_checkpoint": self._pending or 0})
 
+    def post_save(self, checkpoint_id) -> None:
+        """Checkpoint ``checkpoint_id`` is committed: commit the transaction waiting for it."""
+        if self._transactional and self._pending is not None \
+                and self._pending <= int(checkpoint_id):
+            self._commit_pending()
+
+    def pre_restore(self, checkpoint_id) -> None:
+        """Before a rollback to ``checkpoint_id``: commit what it covers, abort the rest, close."""
+        if self._transactional and self._producer is not None:
+            if self._pending is not None and self._pending <= int(checkpoint_id):
+                self._commit(self._pending)
+            elif self._pending is not None or self._open:
+                self._call("abort_transaction")
+                self.transactions["aborted"] += 1
+            self._pending, self._open = None, False
+        self.close()
+
     def initialize(self, config, context):
         """Create the producer and check that the broker answers and has the topic."""
         self._ck = kc.client()
@@ -178,17 +177,6 @@ class KafkaSink(Bolt, StatefulComponent):
         self._topic = str(config[kc.TOPIC])
         mode = TopologyConfig.from_config(config)
         self._reliable, self._effectively_once = mode.at_least_once, mode.effectively_once
-        previous = _OPEN.pop(context.get_task_id(), None)
-        if self._effectively_once:
-            held = _TXN.pop(transactional_id(context.get_topology_name(), self._name,
-                                             context.get_task_index()), None)
-            previous = previous or held
-        if previous is self:
-            previous = None
-        if previous is not None and not (self._effectively_once and
-                                         getattr(previous, "_transactional", False)):
-            previous.close()  # a transactional one is taken over below (a restore)
-            previous = None
         self._properties = kc.producer_properties(config)
         self._producer = self._ck.Producer(self._properties)
         try:
@@ -197,7 +185,6 @@ class KafkaSink(Bolt, StatefulComponent):
             _shut(self._producer)   # producer (check_cluster's frame): disconnect it now
             self._producer = None
             raise
-        _OPEN[context.get_task_id()] = self
         self._ref = weakref.ref(self)
         self._positions: dict[tuple[str, str], tuple[int, int | None]] = {}
         self._errors = 0
@@ -208,13 +195,10 @@ class KafkaSink(Bolt, StatefulComponent):
         self._in_txn: list[tuple[bytes | None, bytes | None]] = []  # in the open/waiting one
         self.transactions = {"committed": 0, "aborted": 0}
         if self._effectively_once:
-            self._poll_secs = float(config[kc.COMMIT_POLL_SECS])
-            self._next_poll = 0.0
-            self._started_wall = time.time()
-            self._start_transactions(config, previous)
+            self._start_transactions(config)
 
     # ---- transactions (effectively once) ---------------------------------------------------
-    def _start_transactions(self, config: dict, previous: KafkaSink | None) -> None:
+    def _start_transactions(self, config: dict) -> None:
         """Make the producer transactional, or fall back as ``kafka.transactions`` says."""
         choice = config[kc.TRANSACTIONS]
         self._txn_id = transactional_id(self._context.get_topology_name(), self._name,
@@ -222,47 +206,39 @@ class KafkaSink(Bolt, StatefulComponent):
         saved = (self._state.get(STATE_KEY) if self._state is not None else None) or {}
         restored = int(saved.get("checkpoint", 0))
         if choice == "false":
-            if previous is not None:
-                previous.close()
             self._fell_back("kafka.transactions is false")
             return
-        if previous is not None and previous._transactional and previous._producer is not None:
-            self._take_over(previous, restored)  # a restore in this process: its producer
-        else:
-            if previous is not None:  # its input ended: it committed everything
-                previous.close()
-            timeout = float(config.get(kc.CHECK_TIMEOUT_SECS, 10.0))
-            producer = None
-            try:  # the client refuses (a setting), or the broker does
-                producer = self._ck.Producer({**self._properties,
-                                              "transactional.id": self._txn_id})
-                producer.init_transactions(timeout)  # fences a predecessor: aborts its open one
-            except self._ck.KafkaException as exc:
-                if producer is not None:
-                    _shut(producer)
-                if choice == "true":
-                    _shut(self._producer)
-                    self._producer = None
-                    msg = ("the Kafka producer could not start transactions with the broker at "
-                           f"{config[kc.BOOTSTRAP_SERVERS]} ({exc})")
-                    raise TopologyValueError(
-                        msg, component=self._name, value=choice, kind="config",
-                        fix="use a broker with transactions and kafka.properties that allow "
-                            "them (enable.idempotence), or set "
-                            f"{kc.TRANSACTIONS!r} to 'auto' or false to accept at-least-once "
-                            "output") from exc
-                self._fell_back(f"transactions unavailable: {exc}")
-                return
-            _shut(self._producer)
-            self._producer = producer
-            self._marker = self._ck.Consumer(kc.client_properties(
-                config, **{"group.id": self._txn_id, "enable.auto.commit": False}))
+        timeout = float(config.get(kc.CHECK_TIMEOUT_SECS, 10.0))
+        producer = None
+        try:  # the client refuses (a setting), or the broker does
+            producer = self._ck.Producer({**self._properties,
+                                          "transactional.id": self._txn_id})
+            producer.init_transactions(timeout)  # fences a predecessor: aborts its open one
+        except self._ck.KafkaException as exc:
+            if producer is not None:
+                _shut(producer)
+            if choice == "true":
+                _shut(self._producer)
+                self._producer = None
+                msg = ("the Kafka producer could not start transactions with the broker at "
+                       f"{config[kc.BOOTSTRAP_SERVERS]} ({exc})")
+                raise TopologyValueError(
+                    msg, component=self._name, value=choice, kind="config",
+                    fix="use a broker with transactions and kafka.properties that allow "
+                        "them (enable.idempotence), or set "
+                        f"{kc.TRANSACTIONS!r} to 'auto' or false to accept at-least-once "
+                        "output") from exc
+            self._fell_back(f"transactions unavailable: {exc}")
+            return
+        _shut(self._producer)
+        self._producer = producer
+        self._marker = self._ck.Consumer(kc.client_properties(
+            config, **{"group.id": self._txn_id, "enable.auto.commit": False}))
         self._transactional = True
-        _TXN[self._txn_id] = self
         self._in_txn = []
         held = [tuple(r) for r in saved.get("held") or []]
         waiting = int(saved.get("txn_checkpoint", 0))
-        if previous is None and saved.get("txn") and self._last_committed() < waiting:
+        if saved.get("txn") and self._last_committed() < waiting:
             # a new producer: init_transactions aborted the transaction of checkpoint
             # ``waiting`` (covered by the restored, so committed, one): produce it again
             self.log(f"KafkaSink {self._name}: the Kafka transaction of checkpoint {waiting} "
@@ -297,20 +273,6 @@ class KafkaSink(Bolt, StatefulComponent):
             raise TopologyRuntimeError(msg, component=self._name) from exc
         self._call("commit_transaction")
         self.transactions["committed"] += 1
-
-    def _take_over(self, previous: KafkaSink, restored: int) -> None:
-        """Use the previous sink's producer: commit what ``restored`` covers, abort the rest."""
-        producer, previous._producer = previous._producer, None
-        self._marker, previous._marker = previous._marker, None
-        previous._transactional = False
-        _shut(self._producer)
-        self._producer = producer
-        pending = previous._pending
-        if pending is not None and pending <= restored:
-            self._commit(pending)
-        elif pending is not None or previous._open:
-            self._call("abort_transaction")
-            self.transactions["aborted"] += 1
 
     def _fell_back(self, why: str) -> None:
         self.log(f"KafkaSink {self._name}: no Kafka transactions ({why}); under effectively-once "
@@ -365,7 +327,6 @@ class KafkaSink(Bolt, StatefulComponent):
             self._in_txn.append((value, key))
         if self._producer is None:  # closed at an end of input, yet more came: open anew
             self._producer = self._ck.Producer(self._properties)
-            _OPEN[self._context.get_task_id()] = self
         self._produce(value, key, tup)
 
     def _produce(self, value: bytes | None, key: bytes | None, tup) -> None:
@@ -379,16 +340,9 @@ class KafkaSink(Bolt, StatefulComponent):
         self._producer.poll(0)
 
     def process_tick(self, tup):
-        """Read the delivery reports; commit a transaction whose checkpoint is committed."""
-        if self._producer is None:  # the input ended and the producer was closed
-            return
-        self._producer.poll(0)
-        if self._transactional and self._pending is not None:
-            now = time.monotonic()
-            if now >= self._next_poll:
-                self._next_poll = now + self._poll_secs
-                if self.delegate.committed_checkpoint(self._started_wall) >= self._pending:
-                    self._commit_pending()
+        """Read the delivery reports."""
+        if self._producer is not None:  # (None: the input ended and the producer was closed)
+            self._producer.poll(0)
 
     def _delivered(self, tup, error, message) -> None:
         if error is None:
@@ -441,10 +395,6 @@ class KafkaSink(Bolt, StatefulComponent):
         if producer is not None:
             producer.flush(FLUSH_TIMEOUT_SECS)
             _shut(producer)
-            if _OPEN.get(self._context.get_task_id()) is self:
-                del _OPEN[self._context.get_task_id()]
-            if _TXN.get(getattr(self, "_txn_id", "")) is self:
-                del _TXN[self._txn_id]
             self._producer = None
         self._transactional = False  # (records after an end of input: a plain producer)
         if self._marker is not None:

@@ -22,10 +22,13 @@ Offsets per reliability mode:
   resubmit, reading resumes at the committed offsets: records after them may be seen twice.
 - at-most-once: offsets are committed as records are emitted (every
   ``kafka.commit.interval.secs``); a crash loses what was emitted and not processed.
-- effectively-once: the offsets are part of each checkpoint (``init_state`` / ``pre_save``);
-  after a failure every task seeks back to its partitions' checkpointed offsets. They are also
-  committed to the group at each checkpoint, so lag tools see them and a topology submitted
-  afresh (no checkpoint) starts there.
+- effectively-once (a ``TwoPhaseStatefulComponent``): the offsets are part of each checkpoint
+  (``init_state`` / ``pre_save``); after a failure every task seeks back to its partitions'
+  checkpointed offsets. A checkpoint's offsets are committed to the group in its
+  ``post_save``, once the checkpoint is committed (never before: a rollback to no checkpoint
+  at all starts from the group's offsets, which must still be those the run started from), so
+  lag tools see them and a topology submitted afresh starts there. A bounded input commits its
+  end offsets when it is exhausted, as the sinks commit their output at the end of input.
 
 With ``kafka.bounded: True`` a task reads its partitions up to the end offsets they had when it
 started (as a batch read of Kafka does), commits, and declares itself exhausted once every
@@ -52,7 +55,7 @@ from typing import Any
 
 from heron_spark.api.metrics import IMetric
 from heron_spark.api.spout import Spout
-from heron_spark.api.state import StatefulComponent
+from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.errors import TopologyRuntimeError, TopologyValueError
@@ -64,9 +67,6 @@ LAG_METRIC = "__kafka-lag"
 LAG_BUCKET_SECS = 2  # how often the lag is sampled (cheap: the client's cached watermarks)
 STATE_KEY = "kafka_offsets"
 _LOG = logging.getLogger(__name__)
-# One consumer per task in this process: a restore (effectively once) builds the spout anew
-# without closing the old one, so ``initialize`` closes the previous consumer of its task.
-_OPEN: dict[int, Any] = {}
 
 
 class _Lag(IMetric):
@@ -80,7 +80,7 @@ class _Lag(IMetric):
         return self._spout.lag()
 
 
-class KafkaSpout(Spout, StatefulComponent):
+class KafkaSpout(Spout, TwoPhaseStatefulComponent):
     """See the module docstring. Configure through the component config (``kafka.*`` keys)."""
 
     outputs = [Stream(fields=list(kc.SPOUT_FIELDS))]
@@ -103,10 +103,23 @@ class KafkaSpout(Spout, StatefulComponent):
         self._checkpointed = stateful_state
 
     def pre_save(self, checkpoint_id) -> None:
-        """Put the read positions into the state; commit them to the group as well."""
+        """Put the read positions into the state; keep them for ``post_save``."""
         offsets = self._tracker.offsets()
         self._checkpointed.put(STATE_KEY, {state_key(tp): off for tp, off in offsets.items()})
-        self._commit(offsets, asynchronous=True)
+        self._saved[int(checkpoint_id)] = offsets
+
+    def post_save(self, checkpoint_id) -> None:
+        """Commit the offsets of the newest checkpoint up to ``checkpoint_id`` to the group."""
+        due = [cid for cid in self._saved if cid <= int(checkpoint_id)]
+        if due:
+            offsets = self._saved[max(due)]
+            for cid in due:
+                del self._saved[cid]
+            self._commit(offsets, asynchronous=True)
+
+    def pre_restore(self, checkpoint_id) -> None:
+        """Close the consumer before a rollback (the restored spout opens its own)."""
+        self.close()
 
     # ---- life cycle ----------------------------------------------------------------------
     def initialize(self, config, context):
@@ -120,12 +133,9 @@ class KafkaSpout(Spout, StatefulComponent):
         self._reliable = mode.at_least_once
         self._stateful = self._checkpointed is not None
         self._task_id = context.get_task_id()
-        previous = _OPEN.pop(self._task_id, None)
-        if previous is not None:
-            previous.close()
         properties = kc.consumer_properties(config)
         self._consumer = self._ck.Consumer(properties)
-        _OPEN[context.get_task_id()] = self._consumer
+        self._saved: dict[int, dict[TopicPartition, int]] = {}  # checkpoint -> its offsets
         self._reset = str(properties["auto.offset.reset"])
         self._tracker = OffsetTracker()
         self._records: dict[tuple, tuple] = {}       # at-least-once: values of pending records
@@ -143,7 +153,6 @@ class KafkaSpout(Spout, StatefulComponent):
         try:
             self._refresh_assignment()
         except TopologyValueError:
-            _OPEN.pop(context.get_task_id(), None)
             self._consumer.close()
             self._consumer = None
             raise
@@ -196,7 +205,6 @@ class KafkaSpout(Spout, StatefulComponent):
         consumer = getattr(self, "_consumer", None)
         if consumer is None:
             return
-        _OPEN.pop(self._task_id, None)
         if not self._stateful:
             self._commit(self._tracker.offsets(), asynchronous=False)
         consumer.close()
@@ -214,8 +222,7 @@ class KafkaSpout(Spout, StatefulComponent):
                 emitted += 1
         if self._ends is not None and self._read_to_end():
             if not self._records and not self._replay:
-                if not self._stateful:
-                    self._commit(self._tracker.to_commit(), asynchronous=False)
+                self._commit(self._tracker.to_commit(), asynchronous=False)
                 self.declare_exhausted()
             return
         if emitted < self._per_call:

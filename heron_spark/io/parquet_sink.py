@@ -16,17 +16,15 @@ longer one leaves the log unreadable by Spark until its first compaction) the lo
 
 When a file is committed depends on the reliability mode:
 
-- effectively once: the open file is closed in ``pre_save(n)`` and listed in the checkpoint's
-  state; it is committed once checkpoint ``n`` is committed, which the sink learns from the
-  committed-checkpoint record the TMaster writes to the state manager (polled every
-  ``parquet.commit.poll.secs`` while files wait) or, after a failure, from the restored state
-  itself (a restored checkpoint is a committed one: its files are committed then, skipping any
-  already in the log, so a commit is idempotent per task and checkpoint). Files of a
-  checkpoint that never commits are never committed; their rows are replayed after the
-  rollback. At the end of input the files since the last checkpoint are committed at once
-  (so a failure after a sink task's end of input and before the topology finishes may repeat
-  that tail's rows). ``run_local``'s in-process runner records no committed checkpoint: there
-  files are committed at the restore of a checkpoint and at the end of input only.
+- effectively once (a ``TwoPhaseStatefulComponent``): the open file is closed in
+  ``pre_save(n)`` and listed in the checkpoint's state; it is committed in ``post_save(n)``,
+  which the TMaster pushes once checkpoint ``n`` is committed and recorded, or, after a
+  failure, from the restored state itself (a restored checkpoint is a committed one: its files
+  are committed then, skipping any already in the log, so a commit is idempotent per task and
+  checkpoint). Files of a checkpoint that never commits are never committed; their rows are
+  replayed after the rollback. At the end of input the files since the last checkpoint are
+  committed at once (so a failure after a sink task's end of input and before the topology
+  finishes may repeat that tail's rows).
 - at-least-once: a file is committed when it rolls, and only then are its tuples acked;
   nothing is acked before it is durable. Rows repeat when their tuples are replayed after
   their file was committed (a sink killed between the commit and the acks, or a tuple tree
@@ -59,7 +57,7 @@ import uuid
 
 from heron_spark.api import api_constants
 from heron_spark.api.bolt import Bolt
-from heron_spark.api.state import StatefulComponent
+from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.errors import TopologyValueError
 from heron_spark.io import parquet_log
@@ -75,7 +73,6 @@ ROLL_ROWS = "parquet.roll.rows"
 ROLL_BYTES = "parquet.roll.bytes"
 ROLL_SECS = "parquet.roll.secs"
 COMPACT_INTERVAL = "parquet.compact.interval"
-COMMIT_POLL_SECS = "parquet.commit.poll.secs"
 DEDUPE_FIELDS = "parquet.dedupe.fields"
 DEDUPE_WINDOW_ROWS = "parquet.dedupe.window.rows"
 STATE_KEY = "parquet.pending"  # the checkpointed state: {checkpoint id: [log entry JSON]}
@@ -91,7 +88,6 @@ class ParquetSinkSettings:
     roll_bytes: int = 64 * 1024 * 1024
     roll_secs: float = 1.0
     compact_interval: int = parquet_log.DEFAULT_COMPACT_INTERVAL
-    commit_poll_secs: float = 0.5
     dedupe_fields: tuple[str, ...] = ()
     dedupe_window_rows: int = 1_000_000
 
@@ -112,9 +108,7 @@ class ParquetSinkSettings:
                    roll_rows=_positive(config, ROLL_ROWS, default.roll_rows, int, component),
                    roll_bytes=_positive(config, ROLL_BYTES, default.roll_bytes, int, component),
                    roll_secs=_positive(config, ROLL_SECS, default.roll_secs, float, component),
-                   compact_interval=_compact_interval(config, component),
-                   commit_poll_secs=_positive(config, COMMIT_POLL_SECS, default.commit_poll_secs,
-                                              float, component))
+                   compact_interval=_compact_interval(config, component))
 
 
 def _names(config: dict, key: str) -> tuple[str, ...]:
@@ -160,7 +154,7 @@ def _positive(config: dict, key: str, default, kind, component):
     return typed
 
 
-class ParquetSink(Bolt, StatefulComponent):
+class ParquetSink(Bolt, TwoPhaseStatefulComponent):
     """See the module docstring."""
 
     outputs: list = []
@@ -207,19 +201,17 @@ class ParquetSink(Bolt, StatefulComponent):
         self._written: list[SinkFile] = []  # effectively once: closed since the last checkpoint
         self._pending: dict[int, list[SinkFile]] = {}  # effectively once: awaiting the commit
         self._roll_started: float | None = None
-        self._next_poll = 0.0
-        self._started_wall = time.time()
         self.committed_batches = 0
         self.skipped_rows = 0          # at-least-once with dedupe fields: replays recognised
         self._skipped_logged = 0
         self.identities: Identities | None = None
         if self._alo and self.settings.dedupe_fields:
             self._load_identities(fields)
-        tick = self.settings.commit_poll_secs if self._eo else \
-            min(max(self.settings.roll_secs / 2, 0.05), 1.0)
-        config[api_constants.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = tick
         if self._eo:
             self._recover()
+        else:  # the ticks roll files by age
+            config[api_constants.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = \
+                min(max(self.settings.roll_secs / 2, 0.05), 1.0)
 
     # ---- checks ----------------------------------------------------------------------------
     def _check_mode(self, topology: TopologyConfig) -> None:
@@ -311,14 +303,10 @@ class ParquetSink(Bolt, StatefulComponent):
             self._roll()
 
     def process_tick(self, tup):
-        """Roll a file that is old enough; effectively once: commit what a checkpoint committed."""
-        now = time.monotonic()
+        """Roll a file that is old enough (not under effectively once: checkpoints roll)."""
         if not self._eo and self._roll_started is not None \
-                and now - self._roll_started >= self.settings.roll_secs:
+                and time.monotonic() - self._roll_started >= self.settings.roll_secs:
             self._roll()
-        if self._eo and self._pending and now >= self._next_poll:
-            self._next_poll = now + self.settings.commit_poll_secs
-            self._commit_committed_checkpoints()
 
     def end_of_input(self):
         """Write and commit everything (effectively once: without waiting for a checkpoint)."""
@@ -411,9 +399,9 @@ class ParquetSink(Bolt, StatefulComponent):
         self._commit([f for f in files if f.path not in done])
         self._put_state()
 
-    def _commit_committed_checkpoints(self) -> None:
-        committed = self.delegate.committed_checkpoint(self._started_wall)
-        due = sorted(cid for cid in self._pending if cid <= committed)
+    def post_save(self, checkpoint_id) -> None:
+        """Commit the files of every checkpoint up to ``checkpoint_id``, now committed."""
+        due = sorted(cid for cid in self._pending if cid <= int(checkpoint_id))
         if not due:
             return
         self._commit([f for cid in due for f in self._pending.pop(cid)])

@@ -352,6 +352,10 @@ class StmgrCore:
                 self.io.to_instance(task, frame)
         elif body == "restore":
             self._on_restore(message.restore)
+        elif body == "committed":  # every local task: two-phase components' post_save
+            frame = frames.control_frame(stmgr_pb2.StmgrToInstance(committed=message.committed))
+            for task in sorted(self.connected):
+                self.io.to_instance(task, frame)
         elif body == "resume":
             if self.epochs.resume(message.resume.epoch):
                 frame = frames.control_frame(stmgr_pb2.StmgrToInstance(resume=message.resume))

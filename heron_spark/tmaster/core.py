@@ -124,8 +124,14 @@ class TMasterTransport(Protocol):
     def save_state(self, state: execution_state.ExecutionState) -> None:
         """Store the execution state (the state manager)."""
 
-    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float) -> None:
-        """Record checkpoint ``checkpoint_id`` as committed (at ``at``, epoch seconds)."""
+    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float,
+                             notice: bytes) -> None:
+        """Record checkpoint ``checkpoint_id`` as committed (at ``at``, epoch seconds).
+
+        Once the record is written (never before: a sink commits its output on the notice,
+        and a TMaster that restarts must not roll back behind it), send ``notice`` to every
+        stmgr; they tell their instances (two-phase components' ``post_save``).
+        """
 
     def file_response(self, response: tmaster_pb2.FileResponse) -> None:
         """Hand a stmgr's answer to a tracker's file request to whoever waits for it."""
@@ -443,7 +449,9 @@ class TMasterCore:
         self.io.to_stmgrs(frames.control_frame(message))
 
     def _on_commit(self, checkpoint_id: int, epoch: int, now: float) -> None:
-        self.io.checkpoint_committed(checkpoint_id, epoch, self.wall(now))
+        notice = frames.control_frame(tmaster_pb2.TmasterToStmgr(
+            committed=tmaster_pb2.CheckpointCommitted(checkpoint_id=checkpoint_id, epoch=epoch)))
+        self.io.checkpoint_committed(checkpoint_id, epoch, self.wall(now), notice)
         log.debug("checkpoint %d committed", checkpoint_id)
 
     # ---- management verbs (heron deactivate / activate / restart / update) ---------------

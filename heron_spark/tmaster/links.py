@@ -86,15 +86,24 @@ class Links:
         """Store the execution state after the event."""
         self.writes.append(lambda: self.statemgr.set_execution_state(self.name, state))
 
-    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float) -> None:
-        """Record the committed checkpoint, then delete older ones, after the event."""
+    def checkpoint_committed(self, checkpoint_id: int, epoch: int, at: float,
+                             notice: bytes) -> None:
+        """After the event: record the committed checkpoint, tell the stmgrs, delete older ones.
+
+        The stmgrs connected now get ``notice`` once the record is written (a stmgr that joins
+        later learns the committed checkpoint from its restore or start).
+        """
         store = self.checkpoint_store
         assert store is not None  # a core has checkpoints only under effectively once
         record = CommittedCheckpoint(checkpoint_id, epoch, store.root, at)
-        self.writes.append(lambda: self._commit(store, record))
+        conns = list(self.stmgrs.values())
+        self.writes.append(lambda: self._commit(store, record, conns, notice))
 
-    def _commit(self, store: CheckpointStore, record: CommittedCheckpoint) -> None:
+    def _commit(self, store: CheckpointStore, record: CommittedCheckpoint,
+                conns: list[Connection], notice: bytes) -> None:
         self.statemgr.set_committed_checkpoint(self.name, record.as_dict())
+        for conn in conns:  # Connection.send only queues, from any thread
+            send(conn, notice)
         try:
             store.retain(record.id)
         except Exception as exc:  # noqa: BLE001 - cleaning up old checkpoints is best effort

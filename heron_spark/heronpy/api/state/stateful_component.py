@@ -1,3 +1,3 @@
 """heronpy.api.state.stateful_component: heronpy's path to ``heron_spark.api.state``."""
 
-from heron_spark.api.state import StatefulComponent  # noqa: F401
+from heron_spark.api.state import StatefulComponent, TwoPhaseStatefulComponent  # noqa: F401
