@@ -29,6 +29,7 @@ from heron_spark.io.kafka_sink import transactional_id
 
 TIMEOUT = 120
 OUT = "test.out.dir"
+CRASH_AT_SAVE = "test.count.crash.at.first.save"
 SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
                 "heron.stmgr.backpressure.low.water.tuples": 50}
 
@@ -161,6 +162,7 @@ class CountOut(Bolt, StatefulComponent):
         self.out = Path(config[OUT])
         self.out.mkdir(parents=True, exist_ok=True)
         self.crash_at = int(config.get(CRASH_AT, 0))
+        self.crash_at_save = bool(config.get(CRASH_AT_SAVE, False))
         self.seen = 0
 
     def process(self, tup):
@@ -171,8 +173,19 @@ class CountOut(Bolt, StatefulComponent):
         self.seen += 1
         crash_once(self)
 
+    def pre_save(self, checkpoint_id):
+        marker = self.out / "crashed"
+        if self.crash_at_save and not marker.exists():  # the first checkpoint never commits
+            marker.write_text(str(checkpoint_id))
+            raise RuntimeError("crashing in the first save, as the test asked")
 
-def test_effectively_once_count_to_kafka_with_a_crash_commits_every_count(kafka, tmp_path):
+
+@pytest.mark.parametrize("where", ["process", "first save"])
+def test_effectively_once_count_to_kafka_with_a_crash_commits_every_count(kafka, tmp_path, where):
+    """A crash mid-stream, or in the first checkpoint's save (so the rollback goes to no
+    checkpoint at all, after the spouts saved theirs: their offsets must not reach the group
+    before the checkpoint commits, or the replay would start past records whose output was
+    aborted)."""
     source, sink = kafka.create_topic(2), kafka.create_topic(1)
     text = kwc.lines(1000)
     kafka.produce(source, [line.encode() for line in text], 2)
@@ -190,12 +203,15 @@ def test_effectively_once_count_to_kafka_with_a_crash_commits_every_count(kafka,
         "kafka.transactions": True})
     builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
                         "topology.stateful.checkpoint.interval.seconds": 0.1,
-                        "topology.stmgrs": 2, OUT: str(out), CRASH_AT: 1500})
+                        "topology.stmgrs": 2, OUT: str(out),
+                        **({CRASH_AT: 1500} if where == "process" else {CRASH_AT_SAVE: True})})
     run = InProcessTopology(builder.build(), conf={"heron.work.dir": str(tmp_path / "work"),
                                                    **SHORT_QUEUES})
     assert run.run(timeout=TIMEOUT) == "FINISHED"
     assert (out / "crashed").exists()
     assert run.checkpoints.status()["restores"] >= 1
+    if where == "first save":
+        assert run.checkpoints.status()["restored_from"][0] == 0
     want = collections.Counter(word for line in text for word in line.split())
     expected = {(word, str(n)) for word, total in want.items() for n in range(1, total + 1)}
 
