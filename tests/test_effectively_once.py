@@ -13,6 +13,7 @@ import pytest
 
 import fault_support as faults
 import stateful_word_count as swc
+from heron_spark import FileSpout, Grouping, TopologyBuilder, TwoPhaseStatefulComponent
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
@@ -142,3 +143,60 @@ def test_driver_killed_and_resumed(tmp_path, hconf):
     assert "status FINISHED generation 1" in (tmp_path / "driver-2.log").read_text()
     assert swc.read_counts(out) == swc.expected_counts(text)
     print(f"the first driver committed checkpoint {committed} before it was killed")
+
+
+class TwoPhaseCount(swc.StatefulCountBolt, TwoPhaseStatefulComponent):
+    """The stateful count, writing its two-phase calls to ``out/events-<task>.txt``."""
+
+    def _event(self, kind: str, checkpoint_id) -> None:
+        with open(self.out / f"events-{self.task}.txt", "a") as events:
+            events.write(f"{kind} {int(checkpoint_id)}\n")
+
+    def pre_save(self, checkpoint_id):
+        self._event("pre_save", checkpoint_id)
+
+    def post_save(self, checkpoint_id):
+        self._event("post_save", checkpoint_id)
+
+    def pre_restore(self, checkpoint_id):
+        self._event("pre_restore", checkpoint_id)
+
+
+def test_two_phase_components_hear_each_commit_after_their_save_and_each_rollback(tmp_path):
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = swc.write_corpus(corpus, 5000)
+    builder = TopologyBuilder("two-phase")
+    lines = builder.add_spout("lines", FileSpout, par=2,
+                              config=FileSpout.settings(str(corpus), lines_per_call=8))
+    split = builder.add_bolt("split", swc.SplitBolt, par=2, inputs={lines: Grouping.SHUFFLE})
+    builder.add_bolt("count", TwoPhaseCount, par=2, inputs={split: Grouping.fields("word")})
+    builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
+                        "topology.stateful.checkpoint.interval.seconds": 0.05,
+                        "topology.stmgrs": 2, swc.OUT: str(out), swc.CRASH_AT: 10000,
+                        swc.SLEEP_MS: 0.3})
+    run = InProcessTopology(builder.build(), conf={"heron.work.dir": str(tmp_path / "work"),
+                                                   **swc.SHORT_QUEUES})
+    assert run.run(timeout=120) == "FINISHED"
+    assert swc.read_counts(out) == swc.expected_counts(text)
+    status = run.checkpoints.status()
+    rolled_back_to = status["restored_from"][1]  # the crash's rollback
+    assert rolled_back_to > 0, status
+    restores = 0
+    for path in sorted(out.glob("events-*.txt")):
+        events = [(kind, int(n)) for kind, n in
+                  (line.split() for line in path.read_text().splitlines())]
+        saved: set[int] = set()
+        last_post = 0
+        for kind, n in events:
+            if kind == "pre_save":
+                saved.add(n)
+            elif kind == "post_save":  # after this task's own save, once, in order
+                assert n in saved and n > last_post, (path.name, events)
+                assert n <= status["committed"]
+                last_post = n
+            else:
+                assert (kind, n) == ("pre_restore", rolled_back_to), (path.name, events)
+                restores += 1
+        assert last_post >= 1, (path.name, events)  # commits reached every task
+    # the task that crashed is rebuilt without a pre_restore; the other count task hears it
+    assert restores == 1
