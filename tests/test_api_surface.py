@@ -27,6 +27,7 @@ EXPECTED = {
     "ExtrasError", "KafkaSink", "KafkaSpout",  # heron_spark.io's Kafka connectors
     "api_constants", "batch_source", "install_heronpy_alias", "register_data_source",
     "submit",
+    "State", "StatefulComponent", "TwoPhaseStatefulComponent",  # stateful processing (issue 33)
 }
 
 
