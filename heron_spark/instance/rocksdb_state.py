@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 from heron_spark.api.serializer import IHeronSerializer, default_serializer
 from heron_spark.api.state import State
 from heron_spark.config import ROCKSDB_EXTRA, ROCKSDB_PACKAGE
+from heron_spark.contract.key_groups import key_group
 from heron_spark.errors import ExtrasError
 
 _EXPIRY = struct.Struct(">d")
@@ -95,6 +96,32 @@ class RocksDBState(State):
         self._db.close()
         shutil.rmtree(self.path, ignore_errors=True)
         self._db = self._open()
+
+    def absorb(self, path: str, owned: range, theirs: range,
+               max_parallelism: int) -> tuple[Any, int] | None:
+        """Copy the keys of the key groups ``owned`` from the database at ``path``.
+
+        A restore after a rescale: ``path`` holds an old task's database, which owned the
+        groups ``theirs``. Return ``(key, group)`` of a key outside ``theirs`` (the state is not keyed by the
+        grouping; nothing more is copied then), else None. The other database is opened read
+        only and closed.
+        """
+        options = self._rocksdict.Options(raw_mode=True)
+        old = self._rocksdict.Rdict(path, options,
+                                    access_type=self._rocksdict.AccessType.read_only())
+        try:
+            batch = self._rocksdict.WriteBatch(raw_mode=True)
+            for raw_key, raw in old.items():
+                key = self._loads(raw_key)
+                group = key_group(key, max_parallelism)
+                if group not in theirs:
+                    return key, group
+                if group in owned:
+                    batch.put(raw_key, raw)
+            self._db.write(batch)
+        finally:
+            old.close()
+        return None
 
     def checkpoint(self, folder: str) -> None:
         """Write a RocksDB checkpoint into ``folder`` (must not exist): flush, hard-link SSTs."""
