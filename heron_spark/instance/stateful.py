@@ -217,7 +217,7 @@ class TaskState:
         if len(old_tasks) == len(layout.tasks):
             return [(old_tasks[layout.task_index], None)], None
         owned = layout.owned
-        sources = []
+        sources: list[tuple[int, range | None]] = []
         for index, task in enumerate(old_tasks):
             theirs = key_groups.key_group_range(index, len(old_tasks), old_max)
             if theirs.start < owned.stop and owned.start < theirs.stop:
@@ -252,6 +252,7 @@ class TaskState:
             shutil.rmtree(folder, ignore_errors=True)
             os.makedirs(folder)
             self._download(checkpoint_id, task, folder)
+            assert theirs is not None  # a split names each old task's key groups
             stray = state.absorb(folder, owned, theirs, self._layout.max_parallelism)
             shutil.rmtree(folder, ignore_errors=True)
             if stray is not None:
