@@ -4,12 +4,17 @@ checkpoint files, exactly the key groups each new task owns."""
 
 from __future__ import annotations
 
+import pickle
+import struct
+
 import pytest
+import rocksdict
 
 from heron_spark.api.state import StatefulComponent
 from heron_spark.config import StateSettings, SystemConfig
 from heron_spark.contract import key_groups
 from heron_spark.errors import TopologyRuntimeError
+from heron_spark.instance.rocksdb_state import RocksDBState
 from heron_spark.instance.stateful import KeyLayout, TaskState
 from heron_spark.plan import grouping
 from heron_spark.proto.topology_pb2 import GroupingType
@@ -119,3 +124,19 @@ def test_a_new_max_parallelism_is_refused_at_restore(tmp_path):
         state.load(Counter(), 1, 2)
     assert "topology.max.parallelism" in str(failed.value) and "128" in str(failed.value)
     state.close()
+
+
+def test_rocksdb_stores_each_key_behind_its_key_group_so_a_group_is_one_range(tmp_path):
+    path = str(tmp_path / "db")
+    state = RocksDBState(path, max_parallelism=100)
+    keys = [*WORDS[:500], 7, ("a", 1)]
+    for key in keys:
+        state.put(key, 1)
+    state.delete(WORDS[0])
+    state.close()
+    db = rocksdict.Rdict(path, rocksdict.Options(raw_mode=True))
+    stored = [(struct.unpack(">H", raw[:2])[0], pickle.loads(raw[2:])) for raw in db.keys()]
+    db.close()
+    assert sorted(key for _, key in stored if isinstance(key, str)) == sorted(WORDS[1:500])
+    assert [group for group, _ in stored] == sorted(group for group, _ in stored)
+    assert all(group == key_groups.key_group(key, 100) for group, key in stored)

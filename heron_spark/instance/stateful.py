@@ -242,8 +242,10 @@ class TaskState:
         sources, owned = self._restore_plan(checkpoint_id) if checkpoint_id else ([], None)
         if owned is None and sources:
             self._download(checkpoint_id, sources[0][0], db_dir)
+        most = self._layout.max_parallelism if self._layout is not None \
+            else TopologyConfig.max_parallelism
         state = RocksDBState(db_dir, serializer, ttl_secs=self.settings.ttl_secs,
-                             clock=self._clock, component=self.component)
+                             clock=self._clock, component=self.component, max_parallelism=most)
         if owned is None:
             return state
         assert self._layout is not None  # owned comes from the layout

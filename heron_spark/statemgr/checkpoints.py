@@ -39,7 +39,7 @@ from heron_spark.errors import ConfigError
 log = logging.getLogger(__name__)
 
 SHARED = "shared"
-MANIFEST_FORMAT = "heron_spark.rocksdb/1"
+MANIFEST_FORMAT = "heron_spark.rocksdb/2"  # /2: every stored key starts with its key group
 MEMORY_FORMAT = "heron_spark.memory/2"  # a memory state grouped by key group
 _CHUNK_BYTES = 4 * 1024 * 1024
 
