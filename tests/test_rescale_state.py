@@ -4,6 +4,7 @@ checkpoint files, exactly the key groups each new task owns."""
 
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import struct
 
@@ -140,3 +141,26 @@ def test_rocksdb_stores_each_key_behind_its_key_group_so_a_group_is_one_range(tm
     assert sorted(key for _, key in stored if isinstance(key, str)) == sorted(WORDS[1:500])
     assert [group for group, _ in stored] == sorted(group for group, _ in stored)
     assert all(group == key_groups.key_group(key, 100) for group, key in stored)
+
+
+def test_update_refuses_what_cannot_be_split_before_anything_stops(tmp_path):
+    import stateful_word_count as swc
+    from heron_spark.errors import TopologyValueError
+    from heron_spark.plan.prepare import prepare
+    from heron_spark.scheduler.update import check_stateful_rescale, with_parallelism
+
+    plan = prepare(swc.build("eo", tmp_path / "c.txt", tmp_path / "out")).logical
+    for change in ({"count": 3}, {"count": 1, "split": 3}):  # keyed state; stateless
+        check_stateful_rescale(plan, with_parallelism(plan, change))
+    with pytest.raises(TopologyValueError) as spout:
+        check_stateful_rescale(plan, with_parallelism(plan, {"lines": 3}))
+    assert spout.value.component == "lines" and spout.value.value == 3
+    with pytest.raises(TopologyValueError) as beyond:
+        with_parallelism(plan, {"count": 129})  # more tasks than key groups
+    assert beyond.value.component == "count" and beyond.value.value == 129
+    shuffled = prepare(swc.build("eo", tmp_path / "c.txt", tmp_path / "out")).logical
+    count = shuffled.components["count"]
+    count.inputs[0] = dataclasses.replace(count.inputs[0], grouping=GroupingType.SHUFFLE)
+    with pytest.raises(TopologyValueError) as unkeyed:
+        check_stateful_rescale(shuffled, with_parallelism(shuffled, {"count": 3}))
+    assert unkeyed.value.component == "count"
