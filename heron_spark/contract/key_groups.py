@@ -22,11 +22,15 @@ alike. Any process, any thread.
 from __future__ import annotations
 
 import functools
+import struct
 
 MAX_KEY_GROUPS = 1 << 15  # the largest topology.max.parallelism (2 bytes prefix a state key)
 MULTIPLIER = 0x100000001B3  # of the polynomial over a value's bytes
 COMBINE = 1000003           # folds the hashes of several key fields into one
 _M64 = (1 << 64) - 1
+# A rocksdb state's stored key starts with its key group, 2 bytes big-endian (the database is
+# ordered by key group): ``GROUP_PREFIX.pack(group)``, ``GROUP_PREFIX.unpack_from(raw)[0]``.
+GROUP_PREFIX = struct.Struct(">H")
 
 
 def _mix(h: int) -> int:
@@ -109,5 +113,5 @@ def owners(parallelism: int, max_parallelism: int) -> tuple[int, ...]:
                  for g in range(max_parallelism))
 
 
-__all__ = ["MAX_KEY_GROUPS", "key_group", "key_group_range", "key_groups", "key_hash",
+__all__ = ["GROUP_PREFIX", "MAX_KEY_GROUPS", "key_group", "key_group_range", "key_groups", "key_hash",
            "owners", "task_of_key_group", "text_hash"]

@@ -26,11 +26,11 @@ from typing import Any, Callable, Iterator
 from heron_spark.api.serializer import IHeronSerializer, default_serializer
 from heron_spark.api.state import State
 from heron_spark.config import ROCKSDB_EXTRA, ROCKSDB_PACKAGE
-from heron_spark.contract.key_groups import key_group
+from heron_spark.contract.key_groups import GROUP_PREFIX, key_group
 from heron_spark.errors import ExtrasError
 
 _EXPIRY = struct.Struct(">d")
-_GROUP = struct.Struct(">H")  # the key group before every stored key
+_GROUP = GROUP_PREFIX         # the key group before every stored key
 _RAW_KEYS_MAX = 1 << 16       # stored keys of str keys remembered (then forgotten at once)
 
 

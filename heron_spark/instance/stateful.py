@@ -33,7 +33,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-import pickle
 import posixpath
 import shutil
 import time
@@ -46,7 +45,8 @@ from heron_spark.config import StateSettings, SystemConfig
 from heron_spark.contract import key_groups
 from heron_spark.errors import TopologyRuntimeError
 from heron_spark.instance.uploader import Finished, Uploader
-from heron_spark.statemgr.checkpoints import MEMORY_FORMAT, CheckpointStore, checkpoint_root
+from heron_spark.statemgr.checkpoints import (CheckpointStore, checkpoint_root,
+                                              decode_memory_state, encode_memory_state)
 from heron_spark.wire import tuple_batch
 
 # A database folder is never opened twice in one process: an in-process task that crashed may
@@ -176,13 +176,7 @@ class TaskState:
             data = self.store.load(checkpoint_id, task)
             if data is None:
                 raise self._missing(checkpoint_id, path)
-            body = pickle.loads(data)
-            if isinstance(body, tuple):  # written before key groups
-                return body[0], {None: body[1]}
-            if body.get("format") != MEMORY_FORMAT:
-                msg = f"unknown state format {body.get('format')!r}"
-                raise ValueError(msg)
-            return body["ttl_secs"], body["groups"]
+            return decode_memory_state(data)
         except TopologyRuntimeError:
             raise
         except Exception as exc:  # noqa: BLE001 - unpickling raises anything
@@ -358,10 +352,8 @@ class TaskState:
     def _pickled(self, checkpoint_id: int, ttl_secs: float, entries: dict) -> bytes:
         most = self._layout.max_parallelism if self._layout is not None \
             else TopologyConfig.max_parallelism
-        body = {"format": MEMORY_FORMAT, "ttl_secs": ttl_secs,
-                "groups": group_by_key_group(entries, most)}
         try:
-            return pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL)
+            return encode_memory_state(ttl_secs, group_by_key_group(entries, most))
         except Exception as exc:  # noqa: BLE001 - pickling raises anything
             msg = (f"cannot pickle the state for checkpoint {checkpoint_id}: {exc}. Fix: keep "
                    f"only picklable keys and values in the state")

@@ -323,6 +323,35 @@ class CheckpointStore:
             log.warning("could not delete checkpoint %d: %s", checkpoint_id, exc)
 
 
+def encode_memory_state(ttl_secs: float, groups: dict[int, dict]) -> bytes:
+    """Return a ``memory`` task's state file: its entries by key group, pickled.
+
+    Raise what ``pickle`` raises for a key or value it cannot write.
+    """
+    import pickle
+
+    body = {"format": MEMORY_FORMAT, "ttl_secs": ttl_secs, "groups": groups}
+    return pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_memory_state(data: bytes) -> tuple[float, dict]:
+    """Return ``(ttl_secs, {key group: {key: value}})`` of a ``memory`` task's state file.
+
+    A file written before key groups comes back as one group ``None``. Raise ``ValueError``
+    for an unknown format (and what ``pickle`` raises for bytes that are not a pickle).
+    """
+    import pickle
+
+    body = pickle.loads(data)
+    if isinstance(body, tuple):
+        return body[0], {None: body[1]}
+    if not isinstance(body, dict) or body.get("format") != MEMORY_FORMAT:
+        found = body.get("format") if isinstance(body, dict) else type(body).__name__
+        msg = f"unknown state format {found!r}"
+        raise ValueError(msg)
+    return body["ttl_secs"], body["groups"]
+
+
 def _manifest_bytes(entries: list[ManifestEntry]) -> bytes:
     body = {"format": MANIFEST_FORMAT, "files": [dataclasses.asdict(e) for e in entries]}
     return json.dumps(body, sort_keys=True).encode()
