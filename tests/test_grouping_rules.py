@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from heron_spark import Bolt, Grouping, Spout, Stream, TopologyBuilder
+from heron_spark.contract import key_groups
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
 from heron_spark.plan.view import PlanView
@@ -142,8 +143,9 @@ def test_remembered_key_slots_agree_with_the_hash():
     """A one-field fields grouping remembers each key's task; new keys are hashed in plain
     Python (a few) or with NumPy (many): every way gives the task the hash gives."""
     keys = ["", "a", "w1", "ünïcode", "x" * 300, "\ud800", *[f"k{i}" for i in range(50)]]
-    expected = (tuple_batch.key_hash([tuple_batch.canonical_keys(keys)]) % np.uint64(7))
-    few, many = grouping.KeySlots(7), grouping.KeySlots(7)
+    hashed = tuple_batch.key_hash([tuple_batch.canonical_keys(keys)]).tolist()
+    expected = np.array([key_groups.task_of_key_group(h % 128, 7, 128) for h in hashed])
+    few, many = grouping.KeySlots(7, 128), grouping.KeySlots(7, 128)
     by_few = [int(few.slots([key])[0]) for key in keys]  # one new key at a time
     assert by_few == expected.tolist()
     assert many.slots(keys).tolist() == expected.tolist()  # all new at once
@@ -183,8 +185,8 @@ def test_rows_ordered_before_their_batch_is_built_go_where_the_batch_would_send_
         ordered = chunk if order is None else [chunk[i] for i in order]
         position = {row[2]: at for at, row in enumerate(chunk)}
         batch = tuple_batch.build(["k", "j", "v"], chunk)
-        arrow_slots = tuple_batch.key_hash(tuple_batch.key_columns(
-            batch, target.key_indices)) % np.uint64(3)
+        arrow_slots = [key_groups.task_of_key_group(h % 128, 3, 128) for h in tuple_batch.key_hash(
+            tuple_batch.key_columns(batch, target.key_indices)).tolist()]
         for task, part in parts.items():
             got = ordered if part is None else ordered[part]
             assert [v for *_, v in got] == sorted(v for *_, v in got)

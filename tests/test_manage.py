@@ -327,12 +327,51 @@ def test_effectively_once_checkpoints_go_on_while_deactivated(spark, tmp_path, h
         wait_until(lambda: handle.status_detail()["checkpoint"]["committed"] >= 2, 90,
                    message="two checkpoints committed while deactivated")
         assert swc.read_counts(out) == {}
-        with pytest.raises(TopologyValueError):
-            handle.update({"count": 3})  # its state is per task: refused
+        with pytest.raises(TopologyValueError) as refused:
+            handle.update({"lines": 3})  # a stateful spout's offsets are per task: refused
+        assert refused.value.component == "lines"
         handle.activate()
         assert handle.wait(timeout=TIMEOUT) == "FINISHED", handle.status_detail()
     finally:
         handle.kill()
+    assert swc.read_counts(out) == swc.expected_counts(text)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_effectively_once_update_2_3_1_of_the_stateful_count_keeps_exact_counts(spark, tmp_path,
+                                                                                hconf, backend):
+    """``update`` of the stateful counting bolt 2 -> 3 -> 1 while words flow: each new
+    generation restores every key group's counts on the task that owns it now, so the final
+    counts are exact and each word is counted by one task only."""
+    import stateful_word_count as swc
+
+    name = f"manage-eo-rescale-{backend}"
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
+    text = swc.write_corpus(corpus, 3000)
+    topology = swc.build(name, corpus, out, interval=0.3,
+                         config={swc.SLEEP_MS: 20, "heron.state.backend": backend})
+    handle = heron_spark.submit(topology, spark=spark.session, conf={**hconf, **swc.SHORT_QUEUES},
+                                master="local[4]")
+
+    def committed() -> int:
+        return handle.status_detail()["checkpoint"]["committed"]
+
+    try:
+        assert handle.wait_running(timeout=120)
+        for count in (3, 1):
+            before = committed()
+            wait_until(lambda b=before: committed() >= b + 2, 90,
+                       message="two checkpoints committed before the update")
+            assert handle.status == "RUNNING"  # the input still flows
+            generation = handle.update({"count": count})
+            assert handle.status_detail()["generation"] == generation
+        assert handle.wait(timeout=TIMEOUT) == "FINISHED", handle.status_detail()
+    finally:
+        handle.kill()
+    assert handle.status_detail()["generation"] == 2
+    files = sorted(out.glob("counts-*.json"))
+    assert len(files) == 1, files  # the one count task of the last generation
     assert swc.read_counts(out) == swc.expected_counts(text)
 
 

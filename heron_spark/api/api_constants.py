@@ -25,6 +25,8 @@ TOPOLOGY_RELIABILITY_MODE = "topology.reliability.mode"
 TOPOLOGY_BOLT_AUTO_ACK = "topology.bolt.auto.ack"  # heron_spark: ack each tuple after process()
 TOPOLOGY_STATEFUL_CHECKPOINT_INTERVAL_SECONDS = "topology.stateful.checkpoint.interval.seconds"
 TOPOLOGY_STATEFUL_START_CLEAN = "topology.stateful.start.clean"
+# heron_spark (Flink's name): the number of key groups, fixed for the topology's life
+TOPOLOGY_MAX_PARALLELISM = "topology.max.parallelism"
 TOPOLOGY_CONTAINER_CPU_REQUESTED = "topology.container.cpu"
 TOPOLOGY_CONTAINER_RAM_REQUESTED = "topology.container.ram"
 TOPOLOGY_CONTAINER_DISK_REQUESTED = "topology.container.disk"

@@ -25,6 +25,7 @@ import math
 from typing import Any, Mapping
 
 from heron_spark.api import api_constants as keys
+from heron_spark.contract.key_groups import MAX_KEY_GROUPS
 from heron_spark.errors import TopologyValueError
 
 Mode = keys.TopologyReliabilityMode
@@ -54,6 +55,10 @@ class TopologyConfig:
     stmgrs: int = 1
     # topology.debug: heronpy's flag; user code may read it
     debug: bool = False
+    # topology.max.parallelism: the number of key groups (contract.key_groups): a fields-grouped
+    # key's task and a stateful task's share of keyed state; >= every component's parallelism,
+    # and fixed for the topology's life (a rescale moves whole key groups)
+    max_parallelism: int = 128
 
     @property
     def at_least_once(self) -> bool:
@@ -103,6 +108,7 @@ class TopologyConfig:
                                 component),
             stmgrs=_stmgrs(config, default.stmgrs, component),
             debug=_bool(config, keys.TOPOLOGY_DEBUG, default.debug, component),
+            max_parallelism=_max_parallelism(config, default.max_parallelism, component),
         )
 
 
@@ -196,4 +202,15 @@ def _stmgrs(config: Mapping[str, Any], default: int, component: str | None) -> i
     if count is None or count < 1:  # Heron parses it as the container count
         raise _error(key, value, component, "must be an integer >= 1",
                      "set it to the number of containers")
+    return count
+
+
+def _max_parallelism(config: Mapping[str, Any], default: int, component: str | None) -> int:
+    key = keys.TOPOLOGY_MAX_PARALLELISM
+    value = config.get(key, default)
+    count = _whole(value)
+    if count is None or not 1 <= count <= MAX_KEY_GROUPS:
+        raise _error(key, value, component, f"must be an integer from 1 to {MAX_KEY_GROUPS}",
+                     f"set it to at least the largest parallelism the topology will ever have "
+                     f"(default {default})")
     return count

@@ -47,7 +47,7 @@ from heron_spark.contract.exit_codes import ExitCode
 from heron_spark.instance import hooks, task_metrics
 from heron_spark.instance.collector import OutputCollector
 from heron_spark.instance.context import InstanceContext
-from heron_spark.instance.stateful import TaskState
+from heron_spark.instance.stateful import KeyLayout, TaskState
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import stmgr_pb2, tmaster_pb2
 from heron_spark.wire import frames
@@ -154,8 +154,11 @@ class TaskExecutor:
             settings = state_settings(config, own_state_config(self.decl.config,
                                                                plan.logical.config),
                                       self.component_name)
+            tasks = tuple(plan.component_tasks[self.component_name])
+            layout = KeyLayout(tasks.index(task_id), tasks,
+                               plan.logical.topology_config.max_parallelism)
             self.stateful = TaskState(config, plan.logical.name, task_id, self.component_name,
-                                      settings, wake)
+                                      settings, wake, layout=layout)
         self.held = False  # effectively once: a spout waits for the end of a restore
         self.paused = False  # the topology is deactivated: a spout does not emit
         self.hooks: hooks.TaskHooks | None = None  # set once the task has a task hook

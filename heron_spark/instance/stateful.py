@@ -13,17 +13,26 @@ local snapshot: a shallow copy of the dict whose mutable values are then copied 
 RocksDB checkpoint of hard links) and sends the marker to every downstream task at once; the
 snapshot goes to the task's ``Uploader`` thread, which writes it to the checkpoint store
 (``statemgr.checkpoints``: the pickled dict, or only the SST files the store does not hold yet
-plus a manifest). The executor takes the ``finished`` uploads on its turns and only then
-reports each save; the TMaster commits the checkpoint once every task has. A failed upload
-fails the task and the checkpoint is never committed. Loop thread only (the upload jobs run on
+plus a manifest). The task of index 0 also writes its component's layout (parallelism,
+``topology.max.parallelism``, task ids). The executor takes the ``finished`` uploads on its
+turns and only then reports each save; the TMaster commits the checkpoint once every task has. A failed upload
+fails the task and the checkpoint is never committed.
+
+Keyed state lives per key group (``contract.key_groups``): a ``memory`` checkpoint holds its
+entries grouped by key group. A restore reads the layout its component saved: the same
+parallelism reads the file of the task of the same index; a new parallelism (``heron-spark
+update``) reads, from every old task whose key groups overlap the ones this task owns now,
+the entries of those groups, so each key's state is on exactly one task. An old task holding
+a key outside its own key groups means the state is not keyed by the fields grouping: the
+restore fails rather than guess. Loop thread only (the upload jobs run on
 the uploader's thread and touch only their snapshot and a store of their own).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
-import pickle
 import posixpath
 import shutil
 import time
@@ -31,10 +40,14 @@ from typing import Callable
 
 from heron_spark.api.serializer import IHeronSerializer
 from heron_spark.api.state import HashMapState, State, StatefulComponent
+from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.config import StateSettings, SystemConfig
+from heron_spark.contract import key_groups
 from heron_spark.errors import TopologyRuntimeError
 from heron_spark.instance.uploader import Finished, Uploader
-from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
+from heron_spark.statemgr.checkpoints import (CheckpointStore, checkpoint_root,
+                                              decode_memory_state, encode_memory_state)
+from heron_spark.wire import tuple_batch
 
 # A database folder is never opened twice in one process: an in-process task that crashed may
 # still hold its old one open (RocksDB locks a folder per process).
@@ -42,6 +55,45 @@ _INCARNATIONS = itertools.count(1)
 
 _FIX_ROOT = ("make heron.checkpoint.root a place every executor can write, with room for the "
              "state (hdfs://, s3://, a shared file:// mount)")
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyLayout:
+    """A task's place among its component's tasks, and so its share of the key groups."""
+
+    task_index: int
+    tasks: tuple[int, ...]  # the component's task ids, in index order
+    max_parallelism: int    # topology.max.parallelism
+
+    @property
+    def owned(self) -> range:
+        """Return the key groups this task owns."""
+        return key_groups.key_group_range(self.task_index, len(self.tasks),
+                                          self.max_parallelism)
+
+    def record(self, backend: str) -> dict:
+        """Return the component layout a checkpoint keeps (``CheckpointStore.save_component``)."""
+        return {"parallelism": len(self.tasks), "max_parallelism": self.max_parallelism,
+                "tasks": list(self.tasks), "backend": backend}
+
+
+def group_by_key_group(entries: dict, max_parallelism: int) -> dict[int, dict]:
+    """Return ``entries`` split by the key group of each key (hashed vectorised, in NumPy)."""
+    keys = list(entries)
+    if any(type(key) is tuple for key in keys):
+        groups = [key_groups.key_group(key, max_parallelism) for key in keys]
+    elif keys:
+        digest = tuple_batch.key_hash([tuple_batch.canonical_keys(keys)], dedupe=False)
+        groups = key_groups.key_groups(digest, max_parallelism).tolist()
+    else:
+        groups = []
+    out: dict[int, dict] = {}
+    for key, group in zip(keys, groups):
+        part = out.get(group)
+        if part is None:
+            part = out[group] = {}
+        part[key] = entries[key]
+    return out
 
 
 def local_state_dir(config: SystemConfig, topology: str, task_id: int) -> str:
@@ -54,7 +106,9 @@ class TaskState:
 
     def __init__(self, config: SystemConfig, topology: str, task_id: int, component: str,
                  settings: StateSettings, wake: Callable[[], None] | None = None,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 layout: KeyLayout | None = None) -> None:
+        self._layout = layout  # None: one task alone (tests), its state not split
         self._root = checkpoint_root(config.checkpoint_root, config.work_dir)
         self._topology = topology
         self.task_id = task_id
@@ -102,18 +156,75 @@ class TaskState:
         state = HashMapState(ttl_secs=self.settings.ttl_secs, clock=self._clock)
         if not checkpoint_id:
             return state
-        path = self.store.path(checkpoint_id, self.task_id)
+        sources, owned = self._restore_plan(checkpoint_id)
+        merged: dict = {}
+        ttl_secs = 0.0
+        for task, theirs in sources:
+            ttl_secs, groups = self._read_memory(checkpoint_id, task)
+            for group, entries in groups.items():
+                if theirs is not None and group is not None and group not in theirs:
+                    raise self._not_keyed(checkpoint_id, task, next(iter(entries)), group)
+                if owned is None or group in owned:
+                    merged.update(entries)
+        state.restore(ttl_secs, merged)
+        return state
+
+    def _read_memory(self, checkpoint_id: int, task: int) -> tuple[float, dict]:
+        """Return ``(ttl_secs, {key group: entries})`` of a task's file (None: not grouped)."""
+        path = self.store.path(checkpoint_id, task)
         try:
-            data = self.store.load(checkpoint_id, self.task_id)
+            data = self.store.load(checkpoint_id, task)
             if data is None:
                 raise self._missing(checkpoint_id, path)
-            ttl_secs, entries = pickle.loads(data)
+            return decode_memory_state(data)
         except TopologyRuntimeError:
             raise
         except Exception as exc:  # noqa: BLE001 - unpickling raises anything
             raise self._corrupt(checkpoint_id, path, exc) from exc
-        state.restore(ttl_secs, entries)
-        return state
+
+    def _restore_plan(self, checkpoint_id: int) -> tuple[list[tuple[int, range | None]],
+                                                         range | None]:
+        """Return the old tasks to read, each with its key groups, and the groups to keep.
+
+        Each old task comes with the key groups it owned (None: not split); the groups to keep
+        are None for all. From the layout the component saved with ``checkpoint_id``: none (a checkpoint from
+        before key groups, or a task with no layout) reads this task id's file.
+        """
+        layout = self._layout
+        if layout is None:
+            return [(self.task_id, None)], None
+        path = self.store.component_path(checkpoint_id, self.component)
+        try:
+            record = self.store.load_component(checkpoint_id, self.component)
+            if record is None:
+                return [(self.task_id, None)], None
+            old_tasks = [int(task) for task in record["tasks"]]
+            old_max = int(record["max_parallelism"])
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise self._corrupt(checkpoint_id, path, exc) from exc
+        if old_max != layout.max_parallelism:
+            msg = (f"checkpoint {checkpoint_id} was written with topology.max.parallelism "
+                   f"{old_max}, this run has {layout.max_parallelism}: key groups cannot "
+                   f"change while the topology has state. Fix: set topology.max.parallelism "
+                   f"back to {old_max}")
+            raise TopologyRuntimeError(msg, component=self.component, task_id=self.task_id)
+        if len(old_tasks) == len(layout.tasks):
+            return [(old_tasks[layout.task_index], None)], None
+        owned = layout.owned
+        sources: list[tuple[int, range | None]] = []
+        for index, task in enumerate(old_tasks):
+            theirs = key_groups.key_group_range(index, len(old_tasks), old_max)
+            if theirs.start < owned.stop and owned.start < theirs.stop:
+                sources.append((task, theirs))
+        return sources, owned
+
+    def _not_keyed(self, checkpoint_id: int, task: int, key, group: int) -> TopologyRuntimeError:
+        msg = (f"cannot split the state of checkpoint {checkpoint_id} across a new "
+               f"parallelism: task {task} held the key {key!r}, of key group {group}, which "
+               f"that task did not own, so the state is not keyed by the component's fields "
+               f"grouping. Fix: update the component back to its old parallelism, or keep "
+               f"its state under the key(s) its fields grouping routes by")
+        return TopologyRuntimeError(msg, component=self.component, task_id=self.task_id)
 
     def _load_rocksdb(self, checkpoint_id: int, serializer: IHeronSerializer | None) -> State:
         from heron_spark.instance.rocksdb_state import RocksDBState
@@ -122,24 +233,42 @@ class TaskState:
         shutil.rmtree(self._local, ignore_errors=True)
         db_dir = os.path.join(self._local, f"db-{os.getpid()}-{next(_INCARNATIONS)}")
         os.makedirs(db_dir)
-        if checkpoint_id:
-            self._download(checkpoint_id, db_dir)
-        return RocksDBState(db_dir, serializer, ttl_secs=self.settings.ttl_secs,
-                            clock=self._clock, component=self.component)
+        sources, owned = self._restore_plan(checkpoint_id) if checkpoint_id else ([], None)
+        if owned is None and sources:
+            self._download(checkpoint_id, sources[0][0], db_dir)
+        most = self._layout.max_parallelism if self._layout is not None \
+            else TopologyConfig.max_parallelism
+        state = RocksDBState(db_dir, serializer, ttl_secs=self.settings.ttl_secs,
+                             clock=self._clock, component=self.component, max_parallelism=most)
+        if owned is None:
+            return state
+        assert self._layout is not None  # owned comes from the layout
+        for task, theirs in sources:  # a new parallelism: copy the groups this task owns now
+            folder = os.path.join(self._local, f"old-{task}")
+            shutil.rmtree(folder, ignore_errors=True)
+            os.makedirs(folder)
+            self._download(checkpoint_id, task, folder)
+            assert theirs is not None  # a split names each old task's key groups
+            stray = state.absorb(folder, owned, theirs, self._layout.max_parallelism)
+            shutil.rmtree(folder, ignore_errors=True)
+            if stray is not None:
+                state.close()
+                raise self._not_keyed(checkpoint_id, task, *stray)
+        return state
 
-    def _download(self, checkpoint_id: int, db_dir: str) -> None:
+    def _download(self, checkpoint_id: int, task: int, db_dir: str) -> None:
         store = self.store
-        path = store.path(checkpoint_id, self.task_id, "manifest")
+        path = store.path(checkpoint_id, task, "manifest")
         try:
-            entries = store.load_manifest(checkpoint_id, self.task_id)
+            entries = store.load_manifest(checkpoint_id, task)
         except (OSError, ValueError) as exc:
             raise self._corrupt(checkpoint_id, path, exc) from exc
         if entries is None:
             raise self._missing(checkpoint_id, path)
         for entry in entries:
-            path = store.entry_path(checkpoint_id, self.task_id, entry)
+            path = store.entry_path(checkpoint_id, task, entry)
             try:
-                store.download(checkpoint_id, self.task_id, entry,
+                store.download(checkpoint_id, task, entry,
                                os.path.join(db_dir, entry.name))
             except (OSError, ValueError) as exc:
                 raise self._corrupt(checkpoint_id, path, exc) from exc
@@ -221,8 +350,10 @@ class TaskState:
         self._upload_bytes(checkpoint_id, self._pickled(checkpoint_id, ttl_secs, entries))
 
     def _pickled(self, checkpoint_id: int, ttl_secs: float, entries: dict) -> bytes:
+        most = self._layout.max_parallelism if self._layout is not None \
+            else TopologyConfig.max_parallelism
         try:
-            return pickle.dumps((ttl_secs, entries), protocol=pickle.HIGHEST_PROTOCOL)
+            return encode_memory_state(ttl_secs, group_by_key_group(entries, most))
         except Exception as exc:  # noqa: BLE001 - pickling raises anything
             msg = (f"cannot pickle the state for checkpoint {checkpoint_id}: {exc}. Fix: keep "
                    f"only picklable keys and values in the state")
@@ -233,6 +364,7 @@ class TaskState:
         path = posixpath.join(self._root, self._topology, str(checkpoint_id))
         try:
             store = self._upload_store()
+            self._save_layout(store, checkpoint_id, "memory")
             path = store.path(checkpoint_id, self.task_id)
             store.save(checkpoint_id, self.task_id, data)
         except OSError as exc:
@@ -242,6 +374,7 @@ class TaskState:
         path = posixpath.join(self._root, self._topology, str(checkpoint_id))
         try:
             store = self._upload_store()
+            self._save_layout(store, checkpoint_id, "rocksdb")
             path = store.path(checkpoint_id, self.task_id, "manifest")
             entries = store.describe(folder, os.listdir(folder), self._hashes)
             store.upload(checkpoint_id, self.task_id, folder, entries)
@@ -249,6 +382,11 @@ class TaskState:
             raise self._upload_failed(checkpoint_id, path, exc) from exc
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+
+    def _save_layout(self, store: CheckpointStore, checkpoint_id: int, backend: str) -> None:
+        """Write the component's layout with the checkpoint (the task of index 0 does)."""
+        if self._layout is not None and self._layout.task_index == 0:
+            store.save_component(checkpoint_id, self.component, self._layout.record(backend))
 
     def _upload_failed(self, checkpoint_id: int, path: str,
                        exc: BaseException) -> TopologyRuntimeError:

@@ -11,12 +11,14 @@ entry points share the rules:
   big one into contiguous slices, one per task (zero-copy): balanced to within one small
   batch. Fields grouping hashes the key columns (``tuple_batch.key_hash``, through each
   value's ``str`` form, so equal keys meet in one task whatever process or column type they
-  travel in); all and lowest are constant; rows whose destinations were chosen per tuple go
-  exactly there. A fields grouping on one string field remembers each key's task
-  (``KeySlots``), so a key of a small batch seen before costs one dict lookup instead of
-  hashing its bytes; a big batch is hashed whole in NumPy (``hashing``) and, when
-  it is the stream's only grouping, reordered by task with one ``take`` so that each task
-  gets a zero-copy slice (``Target.sorted_partition``).
+  travel in) and sends a key to the task owning its key group (``contract.key_groups``:
+  group = hash % ``topology.max.parallelism``, task = group * tasks // max parallelism, so
+  a stateful task's keyed state is the key groups it owns); all and lowest are constant;
+  rows whose destinations were chosen per tuple go exactly there. A fields grouping on one
+  string field remembers each key's task (``KeySlots``), so a key of a small batch seen
+  before costs one dict lookup instead of hashing its bytes; a big batch is hashed whole in
+  NumPy (``hashing``) and, when it is the stream's only grouping, reordered by task with one
+  ``take`` so that each task gets a zero-copy slice (``Target.sorted_partition``).
   An emitter that holds its tuples as Python rows orders them by destination before it
   builds the batch (``Target.row_order``), so a per-tuple instance never
   takes rows out of an Arrow batch (``RecordBatch.take`` imports ``pyarrow.compute``, a large
@@ -33,6 +35,8 @@ import numpy as np
 import pyarrow as pa
 
 from heron_spark.api.serializer import load_serializer_named
+from heron_spark.api.topology_config import TopologyConfig
+from heron_spark.contract import key_groups
 from heron_spark.plan.view import PlanView
 from heron_spark.proto.topology_pb2 import GroupingType
 from heron_spark.wire import arrow_numpy, hashing, tuple_batch
@@ -50,12 +54,7 @@ SMALL_BATCH_ROWS = 512    # an Arrow batch up to this size is hashed through Key
 _PASS_PER_TASK_MAX = 8    # ordering rows by task: a pass per task for up to this many, else a sort
 _ROW_ORDER_PYTHON_MAX = 256  # Python rows ordered by task in plain Python up to this many
 _STR_ONLY = {str}
-
-
-def _key_bytes(key) -> bytes:
-    """Return the bytes the fields-grouping hash reads for one key value (``canonical_keys``)."""
-    text = key if type(key) is str else str(key)
-    return text.encode("utf-8", "surrogatepass")
+_DEFAULT_MAX_PARALLELISM = TopologyConfig.max_parallelism
 
 
 class KeySlots:
@@ -66,8 +65,10 @@ class KeySlots:
     keys seen before. One thread only.
     """
 
-    def __init__(self, task_count: int) -> None:
-        self._count = np.uint64(task_count)
+    def __init__(self, task_count: int, max_parallelism: int) -> None:
+        self._count = task_count
+        self._max_parallelism = max_parallelism
+        self._owners = key_groups.owners(task_count, max_parallelism)
         self._known: dict = {}
 
     def slots(self, keys: list) -> np.ndarray:
@@ -83,12 +84,13 @@ class KeySlots:
             if len(self._known) + len(missing) > _KEY_SLOTS_MAX:
                 self._known.clear()
             if len(missing) <= _FEW_KEYS:
-                count = int(self._count)
-                self._known.update((key, hashing.text_hash(_key_bytes(key)) % count)
+                owners, most = self._owners, self._max_parallelism
+                self._known.update((key, owners[hashing.text_hash(key_groups.value_bytes(key)) % most])
                                    for key in missing)
             else:
                 digest = tuple_batch.key_hash([tuple_batch.canonical_keys(missing)], dedupe=False)
-                self._known.update(zip(missing, (digest % self._count).tolist()))
+                slot = task_slots(digest, self._count, self._max_parallelism)
+                self._known.update(zip(missing, slot.tolist()))
             known = self._known
             slots = [known[key] for key in keys]
         return slots
@@ -98,7 +100,7 @@ class Target:
     """One subscribing bolt of one stream: its grouping and tasks."""
 
     def __init__(self, grouping: int, tasks: Sequence[int], key_indices: Sequence[int],
-                 chooser=None) -> None:
+                 chooser=None, max_parallelism: int = _DEFAULT_MAX_PARALLELISM) -> None:
         self.grouping = grouping
         self.task_list = list(tasks)
         self.tasks = np.asarray(tasks, dtype=np.int64)
@@ -107,7 +109,8 @@ class Target:
         self.chooser = chooser  # custom grouping: the user's CustomGrouping, prepared
         self.offset = random.randrange(max(1, len(self.task_list)))  # shuffle: next task first
         self.received = [0] * len(self.task_list)  # shuffle: rows per task
-        self.key_slots = KeySlots(len(self.task_list)) \
+        self.max_parallelism = max_parallelism  # topology.max.parallelism: the key groups
+        self.key_slots = KeySlots(len(self.task_list), max_parallelism) \
             if grouping == _FIELDS and len(self.key_indices) == 1 else None
 
     def choose(self, values, direct_task: int | None) -> list[int]:
@@ -123,7 +126,9 @@ class Target:
         if self.grouping == _FIELDS:
             digest = tuple_batch.key_hash(
                 [tuple_batch.canonical_keys([values[i]]) for i in self.key_indices])[0]
-            return [self.task_list[int(digest % np.uint64(len(self.task_list)))]]
+            group = key_groups.key_groups(int(digest), self.max_parallelism)
+            return [self.task_list[key_groups.task_of_key_group(
+                group, len(self.task_list), self.max_parallelism)]]
         return [random.choice(self.task_list)]  # SHUFFLE, NONE
 
     def partition(self, batch: pa.RecordBatch, selected: np.ndarray | None) -> dict:
@@ -167,9 +172,9 @@ class Target:
         if len(columns) == 1 and pa.types.is_dictionary(columns[0].type):
             column = columns[0]
             by_value = task_slots(hashing.string_hash(column.dictionary, dedupe=False),
-                                  self.tasks.size)
+                                  self.tasks.size, self.max_parallelism)
             return by_value[arrow_numpy.numbers(column.indices, zero_copy_only=False)]
-        return task_slots(tuple_batch.key_hash(columns), self.tasks.size)
+        return task_slots(tuple_batch.key_hash(columns), self.tasks.size, self.max_parallelism)
 
     def row_slots(self, rows: Sequence[Sequence]) -> np.ndarray:
         """Return the task slot of each of ``rows`` (Python tuples of values): fields grouping.
@@ -182,7 +187,7 @@ class Target:
         digest = tuple_batch.key_hash(
             [tuple_batch.canonical_keys([row[i] for row in rows]) for i in self.key_indices],
             dedupe=False)
-        return (digest % np.uint64(self.tasks.size)).astype(np.int64)
+        return task_slots(digest, self.tasks.size, self.max_parallelism).astype(np.int64)
 
     def row_order(self, rows: Sequence[Sequence]) -> tuple[list[int] | None, dict]:
         """Return the order that groups ``rows`` (Python tuples of values) by task, and the slices.
@@ -332,17 +337,33 @@ def _task_slices(sizes) -> dict:
     return parts
 
 
-def task_slots(digest: np.ndarray, count: int) -> np.ndarray:
-    """Return ``digest % count`` (uint64 key hashes, ``count`` tasks): each row's task slot.
+def task_slots(digest: np.ndarray, count: int, max_parallelism: int) -> np.ndarray:
+    """Return each row's task slot from its uint64 key hash, among ``count`` tasks.
 
-    A power of two takes a mask instead of a division (the same numbers); the slots come as
-    the smallest unsigned type that holds them, which the per-task passes read fastest.
+    The slot of the task owning the key's group (``contract.key_groups``): the group (a mask
+    when ``max_parallelism`` is a power of two), then one gather from the table of owners.
+    The slots come as the smallest unsigned type that holds them, which the per-task passes
+    read fastest.
     """
-    if count & (count - 1) == 0:
-        slot = digest & np.uint64(count - 1)
+    table = _owner_table(count, max_parallelism)
+    if max_parallelism & (max_parallelism - 1) == 0:
+        group = digest & np.uint64(max_parallelism - 1)
     else:
-        slot = digest % np.uint64(count)
-    return slot.astype(np.uint8 if count <= 256 else np.intp)
+        group = digest % np.uint64(max_parallelism)
+    return table[group]
+
+
+_OWNER_TABLES: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _owner_table(count: int, max_parallelism: int) -> np.ndarray:
+    """Return ``key_groups.owners`` as a NumPy array (kept per (count, max parallelism))."""
+    table = _OWNER_TABLES.get((count, max_parallelism))
+    if table is None:
+        table = np.array(key_groups.owners(count, max_parallelism),
+                         dtype=np.uint8 if count <= 256 else np.intp)
+        _OWNER_TABLES[count, max_parallelism] = table
+    return table
 
 
 def split_by_task(dests: np.ndarray, rows: np.ndarray) -> dict[int, np.ndarray]:
@@ -404,6 +425,7 @@ def stream_routing(plan: PlanView, component: str, context=None) -> dict[str, St
                 chooser = _pickling.loads(sub.custom)
                 chooser.prepare(context, component, name, list(tasks))
             targets.append(Target(sub.grouping, tasks,
-                                  [stream.fields.index(f) for f in sub.fields], chooser))
+                                  [stream.fields.index(f) for f in sub.fields], chooser,
+                                  plan.logical.topology_config.max_parallelism))
         out[name] = StreamRouting(targets)
     return out

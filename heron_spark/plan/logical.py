@@ -432,6 +432,7 @@ def _check_acyclic(components: dict[str, ComponentDecl]) -> None:
 
 
 def _check_stmgrs(topology_config: TopologyConfig, components: dict[str, ComponentDecl]) -> None:
+    check_max_parallelism(topology_config, components)
     count = topology_config.stmgrs  # >= 1: TopologyConfig checked it
     total = sum(c.parallelism for c in components.values())
     if count > total:  # Heron's packing refuses more containers than instances too
@@ -439,6 +440,25 @@ def _check_stmgrs(topology_config: TopologyConfig, components: dict[str, Compone
         raise TopologyValueError(msg,
                                  value=count, kind="config",
                                  fix=f"use at most {total} containers (one per instance)")
+
+
+def check_max_parallelism(topology_config: TopologyConfig,
+                          components: dict[str, ComponentDecl]) -> None:
+    """Refuse a component with more tasks than the topology has key groups.
+
+    Its tasks past ``topology.max.parallelism`` would own no key group (no fields-grouped
+    tuple, no keyed state).
+    """
+    limit = topology_config.max_parallelism
+    for decl in components.values():
+        if decl.parallelism > limit:
+            msg = f"parallelism {decl.parallelism} exceeds {keys.TOPOLOGY_MAX_PARALLELISM} {limit}"
+            raise TopologyValueError(msg, component=decl.name, value=decl.parallelism,
+                                     kind="parallelism",
+                                     fix=f"set {keys.TOPOLOGY_MAX_PARALLELISM} to "
+                                         f"{decl.parallelism} or more in the topology config "
+                                         f"(once, at first submit: it is fixed for the "
+                                         f"topology's life), or use a parallelism <= {limit}")
 
 
 def _check_picklable(plan: LogicalPlan) -> None:

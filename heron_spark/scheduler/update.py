@@ -10,8 +10,15 @@ manager (``store_plans``, ``topology_proto``), and launches the new generation.
 
 At-least-once: tuples in flight when the old containers stop are never acked, so the spouts
 of the new generation replay them (``FileSpout`` resumes from the offsets it committed in the
-state manager, keyed by component and task index). Effectively-once topologies are refused:
-their checkpoints hold per-task state that would need repartitioning.
+state manager, keyed by component and task index).
+
+Effectively once: the new generation restores the last committed checkpoint, each stateful
+bolt's keyed state split by key group over its new tasks (``instance.stateful``; the fields
+grouping routes by the same key groups). A stateful spout's state (its read offsets) is per
+task and cannot be split: changing a stateful spout's parallelism is refused
+(``check_stateful_rescale``), as is a stateful bolt with an input that is not fields-grouped
+(its state is not keyed by what routes its tuples). ``topology.max.parallelism`` cannot change:
+an update never changes the config, and a restore refuses a checkpoint written with another.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from typing import Any
 
 from heron_spark import _pickling
 from heron_spark.config import SystemConfig
+from heron_spark.api.api_constants import TOPOLOGY_MAX_PARALLELISM
 from heron_spark.errors import TopologyValueError
 from heron_spark.plan.logical import LogicalPlan, _check_stmgrs
 from heron_spark.plan.packing import pack
@@ -112,15 +120,43 @@ def plan_update(spark, system: SystemConfig, current: LogicalPlan,
     Raise TopologyValueError (an effectively-once topology, a bad name or count, nothing
     changes) or ClusterCapacityError (the cluster lacks the slots); nothing has changed then.
     """
-    if current.topology_config.effectively_once:
-        msg = "cannot update an effectively-once topology: its checkpointed state is per task"
-        raise TopologyValueError(msg, value=dict(parallelism), kind="reliability",
-                                 fix="kill it and submit it again with the new parallelism")
     plan = with_parallelism(current, parallelism)
+    if current.topology_config.effectively_once:
+        check_stateful_rescale(current, plan)
     packing = pack(plan, system.packing_algorithm)
     view = PlanView(plan, packing)
     check_slots(spark, view.container_count, system.spark_slots_wait_secs)
     return Rescale(plan, packing, view, _pickling.dumps(plan))
+
+
+def check_stateful_rescale(current: LogicalPlan, plan: LogicalPlan) -> None:
+    """Refuse rescaling a stateful component whose state cannot be split by key group.
+
+    Effectively once only: a stateful spout (its offsets are per task), and a stateful bolt
+    with an input that is not fields-grouped. Stateless components rescale freely.
+    """
+    from heron_spark.api.state import StatefulComponent
+
+    for name, decl in plan.components.items():
+        old = current.components[name].parallelism
+        if decl.parallelism == old or not issubclass(decl.component_class, StatefulComponent):
+            continue
+        fix = (f"keep {name}'s parallelism {old} (the state of each of its tasks is restored "
+               f"as it is), or kill the topology and submit it again to start from empty state")
+        if decl.is_spout:
+            msg = ("cannot change the parallelism of a stateful spout of an effectively-once "
+                   "topology: its state (what it read) is per task and cannot be split by key")
+            raise TopologyValueError(msg, component=name, value=decl.parallelism,
+                                     kind="parallelism", fix=fix)
+        unkeyed = [f"{sub.component}/{sub.stream}" for sub in decl.inputs
+                   if sub.grouping != topology_pb2.GroupingType.FIELDS]
+        if unkeyed:
+            msg = (f"cannot change the parallelism of a stateful bolt of an effectively-once "
+                   f"topology whose input {', '.join(unkeyed)} is not fields-grouped: its "
+                   f"state is split by the key groups of {TOPOLOGY_MAX_PARALLELISM}, which only "
+                   f"a fields grouping routes by")
+            raise TopologyValueError(msg, component=name, value=decl.parallelism,
+                                     kind="parallelism", fix=fix)
 
 
 def topology_proto(plan: LogicalPlan, topology_id: str,

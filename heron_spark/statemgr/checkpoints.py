@@ -5,7 +5,12 @@ path; empty means ``<heron.work.dir>/checkpoints`` on the local filesystem, whic
 ``local[N]`` and a single machine. On a cluster set a URL every executor can reach. Layout,
 under ``<root>/<topology>/``:
 
-- ``<checkpoint id>/<task id>.state``: a ``memory`` task's state, pickled whole;
+- ``<checkpoint id>/<task id>.state``: a ``memory`` task's state, pickled whole:
+  ``{"format": MEMORY_FORMAT, "ttl_secs": ..., "groups": {key group: {key: value}}}`` (a
+  checkpoint written before key groups holds the tuple ``(ttl_secs, {key: value})``);
+- ``<checkpoint id>/component-<name>.json``: a stateful component's layout when it saved
+  (``parallelism``, ``max_parallelism``, its task ids in index order, the backend), written
+  by its task of index 0: a rescaled component's restore reads its old tasks' files by it;
 - ``<checkpoint id>/<task id>.manifest``: a ``rocksdb`` task's checkpoint, a JSON list of the
   database's files: each small file (``CURRENT``, ``MANIFEST-*``, ``OPTIONS-*``, the WAL)
   stored under ``<checkpoint id>/<task id>.files/``, each SST file by its content's SHA-256
@@ -34,7 +39,8 @@ from heron_spark.errors import ConfigError
 log = logging.getLogger(__name__)
 
 SHARED = "shared"
-MANIFEST_FORMAT = "heron_spark.rocksdb/1"
+MANIFEST_FORMAT = "heron_spark.rocksdb/2"  # /2: every stored key starts with its key group
+MEMORY_FORMAT = "heron_spark.memory/2"  # a memory state grouped by key group
 _CHUNK_BYTES = 4 * 1024 * 1024
 
 
@@ -104,6 +110,33 @@ class CheckpointStore:
         """Return ``task``'s state for ``checkpoint_id``; None when it saved none."""
         path = self.path(checkpoint_id, task)
         return self._read(path) if self._is_file(path) else None
+
+    # ---- component layouts (key groups) -----------------------------------------------------
+    def component_path(self, checkpoint_id: int, component: str) -> str:
+        """Return where ``component``'s layout of ``checkpoint_id`` lives."""
+        from urllib.parse import quote
+
+        return posixpath.join(self.base, str(checkpoint_id),
+                              f"component-{quote(component, safe='')}.json")
+
+    def save_component(self, checkpoint_id: int, component: str, layout: dict) -> None:
+        """Write ``component``'s layout (parallelism, max parallelism, tasks) for a checkpoint."""
+        self._write(self.component_path(checkpoint_id, component),
+                    json.dumps(layout, sort_keys=True).encode())
+
+    def load_component(self, checkpoint_id: int, component: str) -> dict | None:
+        """Return ``component``'s layout of ``checkpoint_id``; None when it wrote none.
+
+        Raise ``ValueError`` when the file is not one.
+        """
+        path = self.component_path(checkpoint_id, component)
+        if not self._is_file(path):
+            return None
+        layout = json.loads(self._read(path))
+        if not isinstance(layout, dict) or not isinstance(layout.get("tasks"), list):
+            msg = f"{path} is not a component layout"
+            raise ValueError(msg)
+        return layout
 
     # ---- manifests and shared files (rocksdb) -----------------------------------------------
     def describe(self, local_dir: str, names: Iterable[str],
@@ -288,6 +321,35 @@ class CheckpointStore:
             self.fs.delete_dir(posixpath.join(self.base, str(checkpoint_id)))
         except OSError as exc:  # another cleaner got there first, or a flaky store
             log.warning("could not delete checkpoint %d: %s", checkpoint_id, exc)
+
+
+def encode_memory_state(ttl_secs: float, groups: dict[int, dict]) -> bytes:
+    """Return a ``memory`` task's state file: its entries by key group, pickled.
+
+    Raise what ``pickle`` raises for a key or value it cannot write.
+    """
+    import pickle
+
+    body = {"format": MEMORY_FORMAT, "ttl_secs": ttl_secs, "groups": groups}
+    return pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def decode_memory_state(data: bytes) -> tuple[float, dict]:
+    """Return ``(ttl_secs, {key group: {key: value}})`` of a ``memory`` task's state file.
+
+    A file written before key groups comes back as one group ``None``. Raise ``ValueError``
+    for an unknown format (and what ``pickle`` raises for bytes that are not a pickle).
+    """
+    import pickle
+
+    body = pickle.loads(data)
+    if isinstance(body, tuple):
+        return body[0], {None: body[1]}
+    if not isinstance(body, dict) or body.get("format") != MEMORY_FORMAT:
+        found = body.get("format") if isinstance(body, dict) else type(body).__name__
+        msg = f"unknown state format {found!r}"
+        raise ValueError(msg)
+    return body["ttl_secs"], body["groups"]
 
 
 def _manifest_bytes(entries: list[ManifestEntry]) -> bytes:

@@ -337,6 +337,8 @@ class TMasterCore:
         if plan is not None:
             self.plan = plan
             self.all_tasks = set(plan.task_component)
+            if self.checkpoints is not None:  # a rescale: the new tasks save and restore
+                self.checkpoints.tasks = frozenset(self.all_tasks)
             self.metrics = {key: value for key, value in self.metrics.items()
                             if plan.task_component.get(key[1]) == key[0]}
         self.registrations.clear()

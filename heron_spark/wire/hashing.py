@@ -4,7 +4,8 @@ Stable means the same in every process, run and machine (unlike Python's ``hash`
 keys meet in one task wherever they are emitted. The hash is computed with NumPy straight from
 an Arrow string (or binary) array's offsets and bytes, with no Python object per value: each
 string's bytes are summed as a polynomial modulo 2**64, then mixed with its length through
-SplitMix64's finaliser (``text_hash`` is the definition, in plain Python).
+SplitMix64's finaliser (``contract.key_groups.text_hash`` is the definition, in plain Python:
+key groups and keyed state use the same hash).
 
 The polynomial of every string comes from one running sum over the array's bytes: byte ``t``
 of the buffer adds ``(byte + 1) * M**t``, and the string on bytes ``[s, e)`` is the difference
@@ -18,14 +19,16 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from heron_spark.contract import key_groups
+from heron_spark.contract.key_groups import text_hash
 from heron_spark.wire import arrow_numpy
 
 DICTIONARY_MIN_ROWS = 2048  # from this many values on, long values are hashed once per value
 _DEDUPE_MIN_BYTES = 12      # ... when they average more bytes than this (the crossover)
 _CHUNK_BYTES = 1 << 16      # bytes per running-sum pass: the power tables hold 1 MiB
-_MULTIPLIER = 0x100000001B3
+_MULTIPLIER = key_groups.MULTIPLIER
 _INVERSE = pow(_MULTIPLIER, -1, 1 << 64)
-_COMBINE = np.uint64(1000003)
+_COMBINE = np.uint64(key_groups.COMBINE)
 _ONE = np.uint64(1)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 _C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
@@ -134,35 +137,12 @@ def _polynomials(data: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return sums
 
 
-_M64 = (1 << 64) - 1
-
-
-def _mix_int(h: int) -> int:
-    h ^= h >> 30
-    h = (h * 0xBF58476D1CE4E5B9) & _M64
-    h ^= h >> 27
-    h = (h * 0x94D049BB133111EB) & _M64
-    return h ^ (h >> 31)
-
-
-def text_hash(data: bytes) -> int:
-    """Return the ``string_hash`` of one value given as its UTF-8 bytes, in plain Python.
-
-    For a few new keys it costs microseconds where a NumPy call costs tens.
-    """
-    hashed = len(data)
-    if data:
-        total, power = 0, 1
-        for byte in data:
-            total = (total + (byte + 1) * power) & _M64
-            power = (power * _MULTIPLIER) & _M64
-        hashed ^= _mix_int(total)
-    return _mix_int(hashed)
-
-
 def combine(columns: list[np.ndarray]) -> np.ndarray:
-    """Combine per-column hashes of the same rows into one hash per row."""
+    """Combine per-column hashes of the same rows into one hash per row (``key_groups.combine``)."""
     combined = columns[0]
     for hashed in columns[1:]:
         combined = (combined * _COMBINE) ^ hashed
     return combined
+
+
+__all__ = ["combine", "string_hash", "text_hash"]
