@@ -1,8 +1,9 @@
 """A Spark driver program for the driver-restart tests: submits a word count, waits.
 
 Usage: python resumable_driver.py KIND NAME CORPUS OUT STATEMGR_URL WORK_DIR
-KIND is ``reliable`` (the at-least-once word count) or ``stateful`` (the effectively-once
-one). Prints ``status <STATE> generation <N>`` at the end. Started (and killed) by the tests.
+KIND is ``reliable`` (the at-least-once word count), ``stateful`` (the effectively-once
+one) or ``stateful-rocksdb`` (that one on the rocksdb state backend). Prints
+``status <STATE> generation <N>`` at the end. Started (and killed) by the tests.
 """
 
 from __future__ import annotations
@@ -21,8 +22,11 @@ from heron_spark import submit  # noqa: E402
 
 def _topology(kind: str, name: str, corpus: Path, out: Path):
     """The topology of ``kind`` and the runtime conf it runs with."""
-    if kind == "stateful":
-        return swc.build(name, corpus, out, config={swc.SLEEP_MS: 2}), swc.SHORT_QUEUES
+    if kind.startswith("stateful"):
+        backend = "rocksdb" if kind == "stateful-rocksdb" else "memory"
+        return swc.build(name, corpus, out, config={swc.SLEEP_MS: 2,
+                                                    "heron.state.backend": backend}), \
+            swc.SHORT_QUEUES
     return rwc.build(name, corpus, out,
                      config={rwc.SLEEP_MS: 3, "topology.message.timeout.secs": 5,
                              "topology.max.spout.pending": 200}), {}

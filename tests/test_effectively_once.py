@@ -110,9 +110,11 @@ def test_stmgr_killed(spark, tmp_path, hconf):
 
 @pytest.mark.fault
 def test_container_killed(spark, tmp_path, hconf):
+    """On the rocksdb backend: the container's databases go with it; the checkpoints do not."""
     name = "eo-container"
     text, out, handle = _start(spark, tmp_path, hconf, name,
-                               **{"heron.stage.resubmit.backoff.secs": 0.5})
+                               **{"heron.stage.resubmit.backoff.secs": 0.5,
+                                  "heron.state.backend": "rocksdb"})
     work = tmp_path / "work" / name
     _wait_commits(hconf, name)
     [stmgr] = faults.find(work, "stmgr", container=0)
@@ -125,16 +127,17 @@ def test_container_killed(spark, tmp_path, hconf):
 
 @pytest.mark.fault
 def test_driver_killed_and_resumed(tmp_path, hconf):
+    """On the rocksdb backend: a new driver resumes from the committed checkpoint's manifests."""
     name = "eo-driver"
     corpus, out, work = tmp_path / "corpus.txt", tmp_path / "out", tmp_path / "work"
     text = swc.write_corpus(corpus, LINES)
     args = [name, str(corpus), str(out), hconf["heron.statemgr"], str(work)]
-    first = faults.start_driver("stateful", args, tmp_path / "driver-1.log")
+    first = faults.start_driver("stateful-rocksdb", args, tmp_path / "driver-1.log")
     second = None
     try:
         committed = _wait_commits(hconf, name)
         faults.kill_driver(first, work)
-        second = faults.start_driver("stateful", args, tmp_path / "driver-2.log")
+        second = faults.start_driver("stateful-rocksdb", args, tmp_path / "driver-2.log")
         assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
     finally:
         for proc in (first, second):
