@@ -91,6 +91,15 @@ def test_rocksdb_values_go_through_the_topology_serializer(tmp_path):
     assert state.get("k") == [1, 2] and calls == ["k", [1, 2]]  # a str key's stored key is kept
 
 
+def test_a_value_the_serializer_cannot_write_fails_naming_the_component_and_the_fix(tmp_path):
+    state = RocksDBState(str(tmp_path / "db"), component="count")
+    with pytest.raises(TopologyRuntimeError) as err:
+        state.put("k", lambda: 1)  # pickle cannot write a lambda
+    text = str(err.value)
+    assert err.value.component == "count" and "function" in text and "Fix: put only" in text
+    assert state.get("k") is None  # nothing half-written
+
+
 # ---- settings ------------------------------------------------------------------------------
 def test_a_bad_backend_or_ttl_is_refused_naming_the_key():
     with pytest.raises(ConfigError) as bad:

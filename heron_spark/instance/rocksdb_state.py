@@ -27,11 +27,17 @@ from heron_spark.api.serializer import IHeronSerializer, default_serializer
 from heron_spark.api.state import State
 from heron_spark.config import ROCKSDB_EXTRA, ROCKSDB_PACKAGE
 from heron_spark.contract.key_groups import GROUP_PREFIX, key_group
-from heron_spark.errors import ExtrasError
+from heron_spark.errors import ExtrasError, TopologyRuntimeError
 
 _EXPIRY = struct.Struct(">d")
 _GROUP = GROUP_PREFIX         # the key group before every stored key
 _RAW_KEYS_MAX = 1 << 16       # stored keys of str keys remembered (then forgotten at once)
+
+
+def _short(value: Any) -> str:
+    """Return ``repr(value)``, cut to 60 characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def rocksdict_module(component: str | None = None) -> Any:
@@ -51,14 +57,26 @@ class RocksDBState(State):
                  ttl_secs: float = 0.0, clock: Callable[[], float] = time.time,
                  component: str | None = None, max_parallelism: int = 128) -> None:
         self._rocksdict = rocksdict_module(component)
+        self.component = component
         self.path = path
         self.max_parallelism = max_parallelism  # topology.max.parallelism: the key groups
         self._raw_keys: dict[str, bytes] = {}
         self.ttl_secs = ttl_secs
         self._clock = clock
         serializer = serializer or default_serializer
-        self._dumps, self._loads = serializer.serialize, serializer.deserialize
+        self._serialize, self._loads = serializer.serialize, serializer.deserialize
         self._db = self._open()
+
+    def _dumps(self, value) -> bytes:
+        """Serialize a key or value; one clear error when the serializer cannot."""
+        try:
+            return self._serialize(value)
+        except Exception as exc:  # noqa: BLE001 - a serializer raises anything
+            msg = (f"the rocksdb state cannot store the {type(value).__name__} "
+                   f"{_short(value)}: the topology's serializer failed ({exc}). Fix: put only "
+                   "keys and values the serializer (topology.serializer.classname, pickle by "
+                   "default) can write, such as numbers, strings, lists and dicts of them")
+            raise TopologyRuntimeError(msg, component=self.component) from exc
 
     def _open(self):
         options = self._rocksdict.Options(raw_mode=True)
