@@ -18,8 +18,9 @@ plus a manifest). The task of index 0 also writes its component's layout (parall
 turns and only then reports each save; the TMaster commits the checkpoint once every task has. A failed upload
 fails the task and the checkpoint is never committed.
 
-Keyed state lives per key group (``contract.key_groups``): a ``memory`` checkpoint holds its
-entries grouped by key group. A restore reads the layout its component saved: the same
+Keyed state lives per key group (``contract.key_groups``): a ``rocksdb`` database keeps each
+key behind its group; a ``memory`` checkpoint holds its entries whole, hashed only when a
+restore splits them. A restore reads the layout its component saved: the same
 parallelism reads the file of the task of the same index; a new parallelism (``heron-spark
 update``) reads, from every old task whose key groups overlap the ones this task owns now,
 the entries of those groups, so each key's state is on exactly one task. An old task holding
@@ -160,17 +161,22 @@ class TaskState:
         merged: dict = {}
         ttl_secs = 0.0
         for task, theirs in sources:
-            ttl_secs, groups = self._read_memory(checkpoint_id, task)
-            for group, entries in groups.items():
-                if theirs is not None and group is not None and group not in theirs:
-                    raise self._not_keyed(checkpoint_id, task, next(iter(entries)), group)
-                if owned is None or group in owned:
-                    merged.update(entries)
+            ttl_secs, entries = self._read_memory(checkpoint_id, task)
+            if theirs is None or owned is None:
+                merged.update(entries)
+                continue
+            assert self._layout is not None  # a split comes from the layout
+            for group, part in group_by_key_group(entries,
+                                                  self._layout.max_parallelism).items():
+                if group not in theirs:
+                    raise self._not_keyed(checkpoint_id, task, next(iter(part)), group)
+                if group in owned:
+                    merged.update(part)
         state.restore(ttl_secs, merged)
         return state
 
     def _read_memory(self, checkpoint_id: int, task: int) -> tuple[float, dict]:
-        """Return ``(ttl_secs, {key group: entries})`` of a task's file (None: not grouped)."""
+        """Return ``(ttl_secs, entries)`` of a task's file."""
         path = self.store.path(checkpoint_id, task)
         try:
             data = self.store.load(checkpoint_id, task)
@@ -350,10 +356,8 @@ class TaskState:
         self._upload_bytes(checkpoint_id, self._pickled(checkpoint_id, ttl_secs, entries))
 
     def _pickled(self, checkpoint_id: int, ttl_secs: float, entries: dict) -> bytes:
-        most = self._layout.max_parallelism if self._layout is not None \
-            else TopologyConfig.max_parallelism
         try:
-            return encode_memory_state(ttl_secs, group_by_key_group(entries, most))
+            return encode_memory_state(ttl_secs, entries)
         except Exception as exc:  # noqa: BLE001 - pickling raises anything
             msg = (f"cannot pickle the state for checkpoint {checkpoint_id}: {exc}. Fix: keep "
                    f"only picklable keys and values in the state")
