@@ -1,0 +1,168 @@
+"""``option("state", ...)`` of the ``heron_spark`` source: a component's checkpointed keyed state.
+
+``spark.read.format("heron_spark").option("topology", T).option("component", C)
+.option("state", "latest")`` is a DataFrame of the keyed state every task of ``C`` saved in the
+topology's last committed checkpoint (``"<checkpoint id>"``: that checkpoint, if it is
+committed and still retained), one row per live key: ``key`` (the key's ``str``, the form
+fields grouping hashes), ``value`` (JSON text when the value is JSON-able, else its ``repr``:
+``CAST(value AS BIGINT)``, ``get_json_object(value, '$.f')``), ``task`` (the task id that holds
+it), ``key_group`` (``heron_spark.contract.key_groups.key_group`` under
+``topology.max.parallelism``, default 128) and ``checkpoint_id``. A batch read only.
+
+``plan_state`` (driver) resolves the options against the state manager and the checkpoint
+store: the I/O-free checks are ``choose_checkpoint`` and ``component_tasks``; each Spark
+partition is one task, read on an executor by ``read_rows`` through
+``heron_spark.statemgr.state_reader``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Iterator, Mapping
+
+from heron_spark.errors import DataSourceOptionError, TopologyRuntimeError
+from heron_spark.sql.resolve import COMPONENT, PATH, STREAM, TOPOLOGY, _option, statemgr_url
+
+STATE = "state"
+LATEST = "latest"
+SCHEMA = "key string, value string, task int, key_group int, checkpoint_id bigint"
+RELIABILITY = "topology.reliability.mode"
+EFFECTIVELY_ONCE = "EFFECTIVELY_ONCE"
+
+
+@dataclasses.dataclass(frozen=True)
+class StatePlan:
+    """What the executors need to read a component's state in one checkpoint."""
+
+    root: str
+    topology: str
+    component: str
+    checkpoint_id: int
+    tasks: dict[int, str]  # task id -> layout (state_reader.MEMORY / ROCKSDB)
+    config: dict[str, str]  # the component's topology + component config (its serializer)
+    max_parallelism: int
+
+
+def choose_checkpoint(topology: str, reliability: str, wanted: str, committed: int,
+                      present: list[int]) -> int:
+    """Return the checkpoint id ``wanted`` names (``latest`` or an id); else raise.
+
+    ``committed``: the last committed checkpoint (0: none yet); ``present``: the ids the
+    checkpoint store holds (those before ``committed`` are retained, committed ones).
+    """
+    if reliability != EFFECTIVELY_ONCE:
+        raise DataSourceOptionError(TOPOLOGY, topology, f"it runs {reliability or 'ATMOST_ONCE'}"
+                                    f", so it checkpoints no state", "submit it with "
+                                    "topology.reliability.mode EFFECTIVELY_ONCE")
+    if not committed:
+        raise DataSourceOptionError(STATE, wanted, f"topology {topology!r} has no committed "
+                                    f"checkpoint yet", "read again once its first checkpoint "
+                                    "is committed (every topology.stateful.checkpoint.interval"
+                                    ".seconds while it runs)")
+    if wanted.lower() == LATEST:
+        return committed
+    retained = [cid for cid in present if cid <= committed] or [committed]
+    if not wanted.isdigit() or int(wanted) not in retained:
+        raise DataSourceOptionError(STATE, wanted, f"topology {topology!r} holds no such "
+                                    f"committed checkpoint (retained: {retained})",
+                                    "use 'latest' or one of the retained ids")
+    return int(wanted)
+
+
+def component_tasks(topology: str, component: str, components: Mapping[str, list[int]],
+                    saved: Mapping[int, str], checkpoint_id: int) -> dict[int, str]:
+    """Return ``component``'s tasks that saved state in the checkpoint, with their layouts.
+
+    ``components``: every component's task ids; ``saved``: ``state_reader.saved_tasks``.
+    Raise when the component is unknown or none of its tasks saved state.
+    """
+    if component not in components:
+        raise DataSourceOptionError(COMPONENT, component, f"topology {topology!r} has no such "
+                                    f"component", f"use one of {sorted(components)}")
+    tasks = {task: saved[task] for task in components[component] if task in saved}
+    if not tasks:
+        stateful = sorted(name for name, ids in components.items()
+                          if any(task in saved for task in ids))
+        raise DataSourceOptionError(COMPONENT, component, f"it saved no state in checkpoint "
+                                    f"{checkpoint_id} of topology {topology!r} (not a "
+                                    f"StatefulComponent?)", f"name a component with state: "
+                                    f"one of {stateful}" if stateful else "make it a "
+                                    "StatefulComponent (init_state) and read again")
+    return tasks
+
+
+def plan_state(options: Mapping[str, str]) -> StatePlan:
+    """Resolve the options of a state read (driver); raise ``DataSourceOptionError``."""
+    from heron_spark.contract.key_groups import DEFAULT_MAX_PARALLELISM, MAX_PARALLELISM
+    from heron_spark.contract.topology_view import CommittedCheckpoint
+    from heron_spark.statemgr import open_state_manager
+    from heron_spark.statemgr.checkpoints import CheckpointStore
+    from heron_spark.statemgr.state_reader import saved_tasks
+    from heron_spark.sql.resolve import stored_topology
+
+    wanted = str(options.get(STATE))
+    for other in (PATH, STREAM):
+        if _option(options, other) is not None:
+            raise DataSourceOptionError(other, _option(options, other), "given together with "
+                                        "option('state'), which reads a component's state",
+                                        f"drop option({other!r})")
+    name, component = _option(options, TOPOLOGY), _option(options, COMPONENT)
+    if name is None or component is None:
+        missing = TOPOLOGY if name is None else COMPONENT
+        raise DataSourceOptionError(missing, None, "option('state') needs the topology and "
+                                    "the component", "add .option('topology', T)"
+                                    ".option('component', C)")
+    with open_state_manager(statemgr_url(options)) as statemgr:
+        topology = stored_topology(statemgr, name)
+        packing = statemgr.get_packing_plan(name)
+        committed = CommittedCheckpoint.from_stored(statemgr.get_committed_checkpoint(name))
+    config = dict(topology.config)
+    components: dict[str, list[int]] = {comp.name: [] for comp in topology.components}
+    for container in packing.containers if packing is not None else []:
+        for inst in container.instances:
+            components.setdefault(inst.component, []).append(inst.task_id)
+    if component not in components:  # before the checkpoint: the clearer error first
+        component_tasks(name, component, components, {}, 0)
+    store = CheckpointStore(committed.root, name) if committed else None
+    checkpoint_id = choose_checkpoint(name, config.get(RELIABILITY, ""), wanted,
+                                      committed.id if committed else 0,
+                                      store.checkpoints() if store else [])
+    assert store is not None and committed is not None
+    tasks = component_tasks(name, component, components, saved_tasks(store, checkpoint_id),
+                            checkpoint_id)
+    comp_config = next(comp.config for comp in topology.components if comp.name == component)
+    config.update(comp_config)
+    return StatePlan(committed.root, name, component, checkpoint_id, tasks, config,
+                     int(config.get(MAX_PARALLELISM) or DEFAULT_MAX_PARALLELISM))
+
+
+def value_text(value: Any) -> str | None:
+    """Return ``value`` as the ``value`` column holds it: JSON text, else its ``repr``."""
+    if value is None:
+        return None
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def read_rows(plan: StatePlan, task: int) -> Iterator[tuple]:
+    """Yield the rows of ``task``'s state in the plan's checkpoint (executor)."""
+    from heron_spark.api.serializer import load_serializer
+    from heron_spark.contract.key_groups import key_group
+    from heron_spark.statemgr.checkpoints import CheckpointStore
+    from heron_spark.statemgr.state_reader import read_task_state
+
+    store = CheckpointStore(plan.root, plan.topology)
+    serializer = load_serializer(plan.config, plan.component)
+    try:
+        for key, value in read_task_state(store, plan.checkpoint_id, task, plan.tasks[task],
+                                          serializer):
+            yield (str(key), value_text(value), task, key_group(key, plan.max_parallelism),
+                   plan.checkpoint_id)
+    except (OSError, ValueError) as exc:
+        msg = (f"cannot read checkpoint {plan.checkpoint_id} of topology {plan.topology!r} "
+               f"under {plan.root}: {exc}. Fix: read option('state', 'latest') again (a newer "
+               f"commit may have deleted it), or restore the checkpoint store's files")
+        raise TopologyRuntimeError(msg, component=plan.component, task_id=task) from exc
