@@ -103,7 +103,8 @@ def _rocksdb_pairs(store: CheckpointStore, checkpoint_id: int, task: int,
         for entry in entries:
             store.download(checkpoint_id, task, entry, os.path.join(scratch, entry.name))
         options = rocksdict.Options(raw_mode=True)
-        db = rocksdict.Rdict(scratch, options, access_type=rocksdict.AccessType.read_only())
+        db: Any = rocksdict.Rdict(scratch, options,  # raw mode: keys and values are bytes
+                                  access_type=rocksdict.AccessType.read_only())
         try:
             loads, size = serializer.deserialize, _EXPIRY.size
             for raw_key, raw in db.items():
