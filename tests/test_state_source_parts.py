@@ -178,3 +178,17 @@ def test_no_committed_checkpoint_and_no_effectively_once_are_clear_errors(tmp_pa
         sql_state.plan_state({**ask, "heron.statemgr": _stored(tmp_path / "b", "ATLEAST_ONCE",
                                                               committed=None)})
     assert (info.value.option, info.value.value) == ("topology", "t")
+
+
+def test_a_checkpoint_deleted_after_planning_is_one_error_naming_the_task(tmp_path):
+    """A newer commit deletes the planned checkpoint (``retain``) before a task is read."""
+    url = _stored(tmp_path)
+    plan = sql_state.plan_state({"topology": "t", "component": "count", "heron.statemgr": url,
+                                 "state": "latest"})
+    CheckpointStore(plan.root, "t").retain(5)
+    task = min(plan.tasks)
+    with pytest.raises(DataSourceOptionError, match="read option\\('state', 'latest'\\) again") \
+            as info:
+        list(sql_state.read_rows(plan, task))
+    assert (info.value.option, info.value.value) == ("state", "4")
+    assert f"component 'count' task {task}: " in str(info.value)

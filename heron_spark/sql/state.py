@@ -21,7 +21,7 @@ import dataclasses
 import json
 from typing import Any, Iterator, Mapping
 
-from heron_spark.errors import DataSourceOptionError, TopologyRuntimeError
+from heron_spark.errors import DataSourceOptionError
 from heron_spark.sql.resolve import COMPONENT, PATH, STREAM, TOPOLOGY, _option, statemgr_url
 
 STATE = "state"
@@ -162,7 +162,10 @@ def read_rows(plan: StatePlan, task: int) -> Iterator[tuple]:
             yield (str(key), value_text(value), task, key_group(key, plan.max_parallelism),
                    plan.checkpoint_id)
     except (OSError, ValueError) as exc:
-        msg = (f"cannot read checkpoint {plan.checkpoint_id} of topology {plan.topology!r} "
-               f"under {plan.root}: {exc}. Fix: read option('state', 'latest') again (a newer "
-               f"commit may have deleted it), or restore the checkpoint store's files")
-        raise TopologyRuntimeError(msg, component=plan.component, task_id=task) from exc
+        raise DataSourceOptionError(STATE, str(plan.checkpoint_id), f"component "
+                                    f"{plan.component!r} task {task}: cannot read the "
+                                    f"checkpoint under {plan.root}: {exc}", "read "
+                                    "option('state', 'latest') again (a newer commit deletes "
+                                    "older checkpoints; for long reads of a running topology "
+                                    "lengthen topology.stateful.checkpoint.interval.seconds)"
+                                    ) from exc
