@@ -10,13 +10,17 @@ folder, as ``submit`` and the TMaster store them. The Spark reads (classic and C
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import pickle
 
 import pytest
 
 from heron_spark import Bolt, DataSourceOptionError, Grouping, Spout, TopologyBuilder
+from heron_spark.api.serializer import IHeronSerializer
 from heron_spark.api.state import HashMapState, StatefulComponent
+from heron_spark.contract.key_groups import key_group
 from heron_spark.contract.topology_view import CommittedCheckpoint
 from heron_spark.plan.logical import build_logical_plan
 from heron_spark.plan.packing import pack
@@ -192,3 +196,52 @@ def test_a_checkpoint_deleted_after_planning_is_one_error_naming_the_task(tmp_pa
         list(sql_state.read_rows(plan, task))
     assert (info.value.option, info.value.value) == ("state", "4")
     assert f"component 'count' task {task}: " in str(info.value)
+
+
+class _Tagged(IHeronSerializer):
+    """JSON behind a tag the component's config sets: decoding needs the component's config."""
+
+    def initialize(self, config):
+        self.tag = str(config.get("test.tag", "?")).encode()
+
+    def serialize(self, obj):
+        return self.tag + json.dumps(obj).encode()
+
+    def deserialize(self, input_str):
+        assert input_str.startswith(self.tag), "not written by this serializer"
+        return json.loads(input_str[len(self.tag):])
+
+
+def test_rocksdb_state_decodes_with_the_topology_s_serializer_and_component_config(tmp_path):
+    from heron_spark.instance.rocksdb_state import RocksDBState
+
+    builder = TopologyBuilder("s")
+    words = builder.add_spout("words", _Spout, par=1)
+    builder.add_bolt("count", _Bolt, par=1, inputs={words: Grouping.fields("word")},
+                     config={"test.tag": "T1"})
+    builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
+                        "topology.serializer.classname": f"{__name__}._Tagged"})
+    plan = build_logical_plan(builder.build(), "s")
+    packing = pack(plan)
+    [task] = [inst.task_id for c in packing.containers for inst in c.instances
+              if inst.component == "count"]
+    root = str(tmp_path / "checkpoints")
+    with LocalFileStateManager(f"{tmp_path}/state") as statemgr:
+        statemgr.set_topology(topology_proto(plan, "s-1", b""))
+        statemgr.set_packing_plan("s", packing)
+        statemgr.set_committed_checkpoint("s", CommittedCheckpoint(9, 0, root, 1.0).as_dict())
+    serializer = _Tagged()
+    serializer.initialize({"test.tag": "T1"})
+    state = RocksDBState(str(tmp_path / "db"), serializer)
+    state.put("a", {"n": 1})
+    state.put("b", [2])
+    state.checkpoint(str(tmp_path / "snap"))
+    state.close()
+    store = CheckpointStore(root, "s")
+    snap = str(tmp_path / "snap")
+    store.upload(9, task, snap, store.describe(snap, os.listdir(snap), {}))
+    read = sql_state.plan_state({"topology": "s", "component": "count", "state": "latest",
+                                 "heron.statemgr": f"file://{tmp_path}/state"})
+    assert sorted(sql_state.read_rows(read, task)) == [
+        ("a", '{"n": 1}', task, key_group("a", 128), 9),
+        ("b", "[2]", task, key_group("b", 128), 9)]
