@@ -245,3 +245,20 @@ def test_rocksdb_state_decodes_with_the_topology_s_serializer_and_component_conf
     assert sorted(sql_state.read_rows(read, task)) == [
         ("a", '{"n": 1}', task, key_group("a", 128), 9),
         ("b", "[2]", task, key_group("b", 128), 9)]
+
+
+def test_the_batched_key_groups_are_key_group_s_and_batches_hold_every_row(tmp_path):
+    keys = [f"w{i}" for i in range(300)] + [7, -1, 2 ** 70, ("t", 1), 2.5, "", "ü"]
+    assert sql_state.key_groups(keys, 128) == [key_group(key, 128) for key in keys]
+    assert sql_state.key_groups(keys, 3) == [key_group(key, 3) for key in keys]
+    url = _stored(tmp_path)
+    plan = sql_state.plan_state({"topology": "t", "component": "count", "heron.statemgr": url,
+                                 "state": "latest"})
+    root = CheckpointStore(plan.root, "t")
+    task = min(plan.tasks)
+    root.save(4, task, pickle.dumps((0.0, {f"k{i}": i for i in range(10)})))
+    batches = list(sql_state.read_batches(plan, task, rows_per_batch=4))
+    assert [batch.num_rows for batch in batches] == [4, 4, 2]
+    assert [row for batch in batches for row in batch.to_pylist()] == [
+        {"key": f"k{i}", "value": str(i), "task": task, "key_group": key_group(f"k{i}", 16),
+         "checkpoint_id": 4} for i in range(10)]

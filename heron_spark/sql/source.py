@@ -127,7 +127,7 @@ class _StateReader(DataSourceReader):
         return [TaskPartition(task) for task in sorted(self.plan.tasks)]
 
     def read(self, partition) -> Iterator:
-        return state.read_rows(self.plan, partition.task)
+        return state.read_batches(self.plan, partition.task)
 
 
 class _StreamReader(DataSourceStreamReader):

@@ -11,13 +11,14 @@ it), ``key_group`` (``heron_spark.contract.key_groups.key_group`` under
 
 ``plan_state`` (driver) resolves the options against the state manager and the checkpoint
 store: the I/O-free checks are ``choose_checkpoint`` and ``component_tasks``; each Spark
-partition is one task, read on an executor by ``read_rows`` through
-``heron_spark.statemgr.state_reader``.
+partition is one task, read on an executor by ``read_batches`` (Arrow batches of
+``ROWS_PER_BATCH`` rows) through ``heron_spark.statemgr.state_reader``.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from typing import Any, Iterator, Mapping
 
@@ -29,6 +30,14 @@ LATEST = "latest"
 SCHEMA = "key string, value string, task int, key_group int, checkpoint_id bigint"
 RELIABILITY = "topology.reliability.mode"
 EFFECTIVELY_ONCE = "EFFECTIVELY_ONCE"
+ROWS_PER_BATCH = 4096
+
+
+def _arrow_schema():
+    import pyarrow as pa
+
+    return pa.schema([("key", pa.string()), ("value", pa.string()), ("task", pa.int32()),
+                      ("key_group", pa.int32()), ("checkpoint_id", pa.int64())])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,20 +156,37 @@ def value_text(value: Any) -> str | None:
         return repr(value)
 
 
-def read_rows(plan: StatePlan, task: int) -> Iterator[tuple]:
-    """Yield the rows of ``task``'s state in the plan's checkpoint (executor)."""
+def key_groups(keys: list, max_parallelism: int) -> list[int]:
+    """Return ``key_groups.key_group(key, max_parallelism)`` of each key, hashed in one call.
+
+    ``key_group`` hashes one key per call (about 250 us); a million keys need one batch call.
+    """
+    from heron_spark.wire import tuple_batch
+
+    hashes = tuple_batch.key_hash([tuple_batch.canonical_keys(keys)], dedupe=False)
+    return (hashes % max_parallelism).tolist()
+
+
+def read_batches(plan: StatePlan, task: int, rows_per_batch: int = ROWS_PER_BATCH) -> Iterator:
+    """Yield Arrow record batches (``SCHEMA``) of ``task``'s state in the checkpoint (executor)."""
+    import pyarrow as pa
+
     from heron_spark.api.serializer import load_serializer
-    from heron_spark.contract.key_groups import key_group
     from heron_spark.statemgr.checkpoints import CheckpointStore
     from heron_spark.statemgr.state_reader import read_task_state
 
     store = CheckpointStore(plan.root, plan.topology)
     serializer = load_serializer(plan.config, plan.component)
+    pairs = read_task_state(store, plan.checkpoint_id, task, plan.tasks[task], serializer)
     try:
-        for key, value in read_task_state(store, plan.checkpoint_id, task, plan.tasks[task],
-                                          serializer):
-            yield (str(key), value_text(value), task, key_group(key, plan.max_parallelism),
-                   plan.checkpoint_id)
+        while chunk := list(itertools.islice(pairs, rows_per_batch)):
+            keys = [key for key, _ in chunk]
+            yield pa.RecordBatch.from_arrays([
+                pa.array([str(key) for key in keys], pa.string()),
+                pa.array([value_text(value) for _, value in chunk], pa.string()),
+                pa.array([task] * len(chunk), pa.int32()),
+                pa.array(key_groups(keys, plan.max_parallelism), pa.int32()),
+                pa.array([plan.checkpoint_id] * len(chunk), pa.int64())], schema=_arrow_schema())
     except (OSError, ValueError) as exc:
         raise DataSourceOptionError(STATE, str(plan.checkpoint_id), f"component "
                                     f"{plan.component!r} task {task}: cannot read the "
@@ -169,3 +195,9 @@ def read_rows(plan: StatePlan, task: int) -> Iterator[tuple]:
                                     "older checkpoints; for long reads of a running topology "
                                     "lengthen topology.stateful.checkpoint.interval.seconds)"
                                     ) from exc
+
+
+def read_rows(plan: StatePlan, task: int) -> Iterator[tuple]:
+    """Yield ``task``'s rows as tuples in ``SCHEMA``'s order (``read_batches``, row by row)."""
+    for batch in read_batches(plan, task):
+        yield from zip(*(column.to_pylist() for column in batch.columns))
