@@ -23,7 +23,8 @@ import json
 from typing import Any, Iterator, Mapping
 
 from heron_spark.errors import DataSourceOptionError
-from heron_spark.sql.resolve import COMPONENT, PATH, STREAM, TOPOLOGY, _option, statemgr_url
+from heron_spark.sql.resolve import (COMPONENT, PATH, STREAM, TOPOLOGY, _option, statemgr_url,
+                                     stored_topology)
 
 STATE = "state"
 LATEST = "latest"
@@ -108,7 +109,6 @@ def plan_state(options: Mapping[str, str]) -> StatePlan:
     from heron_spark.statemgr import open_state_manager
     from heron_spark.statemgr.checkpoints import CheckpointStore
     from heron_spark.statemgr.state_reader import saved_tasks
-    from heron_spark.sql.resolve import stored_topology
 
     wanted = str(options.get(STATE))
     for other in (PATH, STREAM):
