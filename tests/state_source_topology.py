@@ -7,7 +7,8 @@ checkpoints go on committing after the last word; ``count`` (``stateful_word_cou
 once, one of the two state backends. ``run_and_read`` submits it, waits until the committed
 checkpoint holds every word (read with ``statemgr.state_reader``, not through Spark), kills it
 and reads both components' state through ``spark.read.format("heron_spark")``: the caller
-compares those rows with ``expected_counts`` of the corpus. Used by ``test_session_parity.py``
+compares those rows with ``expected_counts`` of the corpus; reads while it runs check that a
+checkpoint read is consistent (``read_consistent``). Used by ``test_session_parity.py``
 on a classic session and from a Spark Connect client (``connect_client.py state``).
 """
 
@@ -25,7 +26,7 @@ from heron_spark.api.state import StatefulComponent
 CORPUS = "test.corpus"
 COUNT = "count"
 PER_CALL = 64
-PAUSE_SECS = 0.02  # between two calls' words: the input spans several checkpoints
+PAUSE_SECS = 0.05  # between two calls' words: the input spans several checkpoints
 
 
 class CorpusWordSpout(Spout, StatefulComponent):
@@ -91,11 +92,27 @@ def read_state(spark, name: str, statemgr: str, component: str, state: str = "la
             .option("heron.statemgr", statemgr).load())
 
 
+def read_consistent(spark, name: str, statemgr: str) -> list[int]:
+    """Read ``count``'s latest state, then ``words``' in the same checkpoint, while it runs.
+
+    Returns ``[checkpoint id, the sum of the counts, the spout's offset]``: in one consistent
+    checkpoint every word the spout emitted before it is counted before it, so the two agree.
+    The first read holds its checkpoint (``stateHoldSecs``), so newer commits do not delete
+    it before the second.
+    """
+    rows = read_state(spark, name, statemgr, COUNT).select("value", "checkpoint_id").collect()
+    [checkpoint] = {row["checkpoint_id"] for row in rows}
+    [offset] = [int(row["value"]) for row in
+                read_state(spark, name, statemgr, "words", str(checkpoint)).collect()]
+    return [checkpoint, sum(int(row["value"]) for row in rows), offset]
+
+
 def run_and_read(spark, folder: Path, name: str, backend: str, lines: int,
                  timeout: float) -> dict:
     """Run the topology until its committed state holds every word, kill it, read its state.
 
-    Returns the rows of ``count`` and of ``words``, the result of a SQL aggregate over the
+    While it runs, three ``read_consistent`` reads (``running``). Returns the rows of
+    ``count`` and of ``words``, the result of a SQL aggregate over the
     state, the committed checkpoint id, the count tasks, the expected counts, and the errors
     of the bad reads (their messages).
     """
@@ -112,6 +129,9 @@ def run_and_read(spark, folder: Path, name: str, backend: str, lines: int,
     try:
         assert handle.wait_running(timeout=120), handle.status
         total = sum(expected.values())
+        wait_until(lambda: committed_total(conf["heron.statemgr"], name) > 0, timeout,
+                   message="a committed checkpoint holding some words")
+        running = [read_consistent(spark, name, conf["heron.statemgr"]) for _ in range(3)]
         wait_until(lambda: committed_total(conf["heron.statemgr"], name) == total, timeout,
                    message=lambda: f"a committed checkpoint holding all {total} words")
     finally:
@@ -140,7 +160,8 @@ def run_and_read(spark, folder: Path, name: str, backend: str, lines: int,
             errors[what] = None
         except Exception as exc:  # noqa: BLE001 - Spark wraps the source's error
             errors[what] = str(exc)
-    return {"state": state, "rows": rows, "sql": [sql["keys"], sql["total"], sql["tasks"]],
+    return {"state": state, "rows": rows, "running": running,
+            "sql": [sql["keys"], sql["total"], sql["tasks"]],
             "spout": spout, "committed": committed, "count_tasks": count_tasks,
             "expected": dict(expected), "errors": errors,
             "columns": counts.columns, "connect": type(spark).__module__}

@@ -113,7 +113,9 @@ def test_a_committed_checkpoint_s_state_reads_as_a_dataframe(session_client, tmp
     """``option("state", "latest")`` after a stateful word count's committed checkpoint holds
     every word: one row per word with its exact count (from the corpus), on exactly one of the
     count tasks, its key group and the committed id; the spout's offset by id; SQL over it;
-    and one clear error each for an unknown component, checkpoint and topology."""
+    and one clear error each for an unknown component, checkpoint and topology. Reads while it
+    runs (a commit every 0.5 s) see one consistent checkpoint: the counts add up to the
+    spout's offset in it."""
     name = f"{session_client.kind}-state-{backend}"
     result = session_client.run("state", tmp_path, name=name, backend=backend, lines=1500)
     expected = collections.Counter(result["expected"])
@@ -127,9 +129,13 @@ def test_a_committed_checkpoint_s_state_reads_as_a_dataframe(session_client, tmp
     [[key, value, _, _, checkpoint]] = result["spout"]
     assert (key, int(value), checkpoint) == ("offset", sum(expected.values()),
                                              result["committed"])
+    for checkpoint, counted, emitted in result["running"]:  # read while it ran, 0.5 s commits
+        assert counted == emitted and 0 < checkpoint <= result["committed"], result["running"]
     errors = result["errors"]
     assert "'nope'" in errors["component"] and "no such component" in errors["component"]
     assert f"'{result['committed'] + 1000}'" in errors["checkpoint"]
-    assert f"retained: [{result['committed']}]" in errors["checkpoint"]
+    assert "retained: [" in errors["checkpoint"]  # the reads while it ran hold theirs
+    assert f"{result['committed']}]" in errors["checkpoint"]
     assert "'no-such-topology'" in errors["topology"] and "heron-spark list" in errors["topology"]
-    print(f"{session_client.kind} {backend}: {len(rows)} keys of checkpoint {result['committed']}")
+    print(f"{session_client.kind} {backend}: {len(rows)} keys of checkpoint {result['committed']}; "
+          f"while running [checkpoint, counted, emitted]: {result['running']}")

@@ -161,6 +161,8 @@ def test_the_options_resolve_to_the_committed_checkpoint_s_tasks(tmp_path):
     ({"path": "/x"}, "path", "/x", "drop option('path')"),
     ({"stream": "default"}, "stream", "default", "drop option('stream')"),
     ({"component": None}, "component", None, "option('component', C)"),
+    ({"stateHoldSecs": "-1"}, "stateHoldSecs", "-1", "seconds >= 0"),
+    ({"stateHoldSecs": "soon"}, "stateHoldSecs", "soon", "seconds >= 0"),
 ])
 def test_a_state_read_that_names_nothing_readable_is_one_error_naming_the_option(
         tmp_path, options, option, value, says):
@@ -185,10 +187,10 @@ def test_no_committed_checkpoint_and_no_effectively_once_are_clear_errors(tmp_pa
 
 
 def test_a_checkpoint_deleted_after_planning_is_one_error_naming_the_task(tmp_path):
-    """A newer commit deletes the planned checkpoint (``retain``) before a task is read."""
+    """Without a hold, a newer commit deletes the planned checkpoint before a task is read."""
     url = _stored(tmp_path)
     plan = sql_state.plan_state({"topology": "t", "component": "count", "heron.statemgr": url,
-                                 "state": "latest"})
+                                 "state": "latest", "stateHoldSecs": "0"})
     CheckpointStore(plan.root, "t").retain(5)
     task = min(plan.tasks)
     with pytest.raises(DataSourceOptionError, match="read option\\('state', 'latest'\\) again") \
@@ -262,3 +264,27 @@ def test_the_batched_key_groups_are_key_group_s_and_batches_hold_every_row(tmp_p
     assert [row for batch in batches for row in batch.to_pylist()] == [
         {"key": f"k{i}", "value": str(i), "task": task, "key_group": key_group(f"k{i}", 16),
          "checkpoint_id": 4} for i in range(10)]
+
+
+def test_a_read_holds_its_checkpoint_through_newer_commits_until_the_hold_runs_out(tmp_path):
+    url = _stored(tmp_path)
+    plan = sql_state.plan_state({"topology": "t", "component": "count", "heron.statemgr": url,
+                                 "state": "latest", "stateHoldSecs": "60"})
+    store = CheckpointStore(plan.root, "t")
+    store.retain(5)  # a commit of checkpoint 5 while the read runs: 3 goes, 4 is held
+    assert store.checkpoints() == [4, 5]
+    assert sorted(row[0] for task in plan.tasks for row in sql_state.read_rows(plan, task)) \
+        == ["task", "task"]
+    [hold] = [info.path for info in store._list(f"{store.base}/4") if "hold-" in info.path]
+    store._write(hold, b'{"until": 1.0}')  # the hold ran out
+    store.retain(5)
+    assert store.checkpoints() == [5]
+
+
+def test_a_hold_that_is_being_written_or_damaged_holds_nothing(tmp_path):
+    store = CheckpointStore(str(tmp_path), "t")
+    store.save(1, 1, b"x")
+    store._write(f"{store.base}/1/hold-x.json", b"{not json")
+    assert not store.held(1, 0.0)
+    store.hold(1, 50.0)
+    assert store.held(1, 49.0) and not store.held(1, 50.0)

@@ -9,6 +9,9 @@ fields grouping hashes), ``value`` (JSON text when the value is JSON-able, else 
 it), ``key_group`` (``heron_spark.contract.key_groups.key_group`` under
 ``topology.max.parallelism``, default 128) and ``checkpoint_id``. A batch read only.
 
+Defining the DataFrame holds its checkpoint (``CheckpointStore.hold``) for ``stateHoldSecs``
+(default 120; 0: no hold), so the commits that follow while it is read do not delete it.
+
 ``plan_state`` (driver) resolves the options against the state manager and the checkpoint
 store: the I/O-free checks are ``choose_checkpoint`` and ``component_tasks``; each Spark
 partition is one task, read on an executor by ``read_batches`` (Arrow batches of
@@ -20,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import logging
+import time
 from typing import Any, Iterator, Mapping
 
 from heron_spark.errors import DataSourceOptionError
@@ -32,6 +37,11 @@ SCHEMA = "key string, value string, task int, key_group int, checkpoint_id bigin
 RELIABILITY = "topology.reliability.mode"
 EFFECTIVELY_ONCE = "EFFECTIVELY_ONCE"
 ROWS_PER_BATCH = 4096
+HOLD_SECS = "stateHoldSecs"
+DEFAULT_HOLD_SECS = 120.0
+_ATTEMPTS = 3
+
+log = logging.getLogger(__name__)
 
 
 def _arrow_schema():
@@ -103,10 +113,11 @@ def component_tasks(topology: str, component: str, components: Mapping[str, list
 
 
 def plan_state(options: Mapping[str, str]) -> StatePlan:
-    """Resolve the options of a state read (driver); raise ``DataSourceOptionError``."""
+    """Resolve the options of a state read and hold its checkpoint (driver).
+
+    Raise ``DataSourceOptionError`` naming the option, the value and the fix.
+    """
     from heron_spark.contract.key_groups import DEFAULT_MAX_PARALLELISM, MAX_PARALLELISM
-    from heron_spark.contract.topology_view import CommittedCheckpoint
-    from heron_spark.statemgr import open_state_manager
     from heron_spark.statemgr.checkpoints import CheckpointStore
     from heron_spark.statemgr.state_reader import saved_tasks
 
@@ -122,28 +133,60 @@ def plan_state(options: Mapping[str, str]) -> StatePlan:
         raise DataSourceOptionError(missing, None, "option('state') needs the topology and "
                                     "the component", "add .option('topology', T)"
                                     ".option('component', C)")
+    hold_secs = _hold_secs(options)
+    for attempt in range(_ATTEMPTS):
+        topology, components, committed = _stored(options, name)
+        if component not in components:  # before the checkpoint: the clearer error first
+            component_tasks(name, component, components, {}, 0)
+        store = CheckpointStore(committed.root, name) if committed else None
+        checkpoint_id = choose_checkpoint(name, topology.config.get(RELIABILITY, ""), wanted,
+                                          committed.id if committed else 0,
+                                          store.checkpoints() if store else [])
+        assert store is not None and committed is not None
+        if hold_secs:
+            try:
+                store.hold(checkpoint_id, time.time() + hold_secs)
+            except OSError as exc:  # a read-only root: read without a hold
+                log.warning("cannot hold checkpoint %d of %s under %s (%s): a commit during "
+                            "the read may delete it", checkpoint_id, name, committed.root, exc)
+        saved = saved_tasks(store, checkpoint_id)  # listed after the hold: they stay
+        if saved or attempt == _ATTEMPTS - 1 or wanted.lower() != LATEST:
+            break
+        # a newer commit deleted it between the record and the hold: read the record again
+    tasks = component_tasks(name, component, components, saved, checkpoint_id)
+    config = dict(topology.config)
+    config.update(next(comp.config for comp in topology.components if comp.name == component))
+    return StatePlan(committed.root, name, component, checkpoint_id, tasks, config,
+                     int(config.get(MAX_PARALLELISM) or DEFAULT_MAX_PARALLELISM))
+
+
+def _hold_secs(options: Mapping[str, str]) -> float:
+    given = _option(options, HOLD_SECS)
+    try:
+        secs = DEFAULT_HOLD_SECS if given is None else float(given)
+    except ValueError:
+        secs = -1.0
+    if not secs >= 0:
+        raise DataSourceOptionError(HOLD_SECS, given, "not a number of seconds",
+                                    f"give seconds >= 0 (default {DEFAULT_HOLD_SECS:g}; 0: no "
+                                    "hold)")
+    return secs
+
+
+def _stored(options: Mapping[str, str], name: str):
+    """Return the stored topology, each component's task ids and the committed checkpoint."""
+    from heron_spark.contract.topology_view import CommittedCheckpoint
+    from heron_spark.statemgr import open_state_manager
+
     with open_state_manager(statemgr_url(options)) as statemgr:
         topology = stored_topology(statemgr, name)
         packing = statemgr.get_packing_plan(name)
         committed = CommittedCheckpoint.from_stored(statemgr.get_committed_checkpoint(name))
-    config = dict(topology.config)
     components: dict[str, list[int]] = {comp.name: [] for comp in topology.components}
     for container in packing.containers if packing is not None else []:
         for inst in container.instances:
             components.setdefault(inst.component, []).append(inst.task_id)
-    if component not in components:  # before the checkpoint: the clearer error first
-        component_tasks(name, component, components, {}, 0)
-    store = CheckpointStore(committed.root, name) if committed else None
-    checkpoint_id = choose_checkpoint(name, config.get(RELIABILITY, ""), wanted,
-                                      committed.id if committed else 0,
-                                      store.checkpoints() if store else [])
-    assert store is not None and committed is not None
-    tasks = component_tasks(name, component, components, saved_tasks(store, checkpoint_id),
-                            checkpoint_id)
-    comp_config = next(comp.config for comp in topology.components if comp.name == component)
-    config.update(comp_config)
-    return StatePlan(committed.root, name, component, checkpoint_id, tasks, config,
-                     int(config.get(MAX_PARALLELISM) or DEFAULT_MAX_PARALLELISM))
+    return topology, components, committed
 
 
 def value_text(value: Any) -> str | None:
