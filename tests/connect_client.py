@@ -41,6 +41,10 @@ classic session.
 - ``stream``: ``stream_topology`` submitted, its stream read by ``readStream.format(
   "heron_spark")`` (topology, component, stream) into a memory sink of this session, files
   added after the query started; then the topology killed. Prints the rows seen and expected.
+- ``state``: ``state_source_topology``'s stateful word count (``options["backend"]``) run
+  until a committed checkpoint holds every word, killed, then its state read with
+  ``spark.read.format("heron_spark").option("state", ...)``; prints the rows and the errors
+  of bad reads.
 - ``dataframe``: a topology whose spout is ``from_dataframe(spark.range(...)...)`` (written by
   the server's executors) into a ``ParquetSink``, run to its end; prints what
   ``spark.read.parquet`` and ``spark.read.format("heron_spark")`` read back.
@@ -434,6 +438,14 @@ def stream(spark, folder: Path, options: dict) -> dict:
             "connect": type(spark).__module__}
 
 
+def state(spark, folder: Path, options: dict) -> dict:
+    import state_source_topology as sst
+
+    return sst.run_and_read(spark, folder, options.get("name", "connect-state"),
+                            options.get("backend", "memory"), int(options.get("lines", 1500)),
+                            TIMEOUT)
+
+
 def dataframe(spark, folder: Path, options: dict) -> dict:
     from heron_spark import Grouping, TopologyBuilder, submit
     from heron_spark.io import ParquetSink, from_dataframe
@@ -465,7 +477,7 @@ def dataframe(spark, folder: Path, options: dict) -> dict:
 # session: ``connect_support.ClassicSessionClient`` runs some on the tests' classic session.
 SCENARIOS = {"wordcount": wordcount, "placed": placed, "stateful": stateful, "manage": manage, "kill": kill,
              "cancel": cancel, "netns": netns, "unimportable": unimportable,
-             "abandon": abandon, "stream": stream, "dataframe": dataframe}
+             "abandon": abandon, "stream": stream, "dataframe": dataframe, "state": state}
 
 
 def main() -> None:

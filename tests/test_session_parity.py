@@ -14,8 +14,12 @@ from __future__ import annotations
 import collections
 
 import manage_topologies as mt
+import pytest
 import reliable_word_count as rwc
+import state_source_topology as sst
 from connect_support import session_kinds, wait_nothing_left
+
+from heron_spark.contract.key_groups import key_group
 
 FAULT_CONF = {"topology.message.timeout.secs": 4, "topology.max.spout.pending": 300,
               rwc.SLEEP_MS: 2}
@@ -101,3 +105,37 @@ def _heron_process(pid: int) -> bool:
             return b"heron_spark" in cmdline.read()
     except OSError:
         return False
+
+
+@session_kinds("spark")
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_a_committed_checkpoint_s_state_reads_as_a_dataframe(session_client, tmp_path, backend):
+    """``option("state", "latest")`` after a stateful word count's committed checkpoint holds
+    every word: one row per word with its exact count (from the corpus), on exactly one of the
+    count tasks, its key group and the committed id; the spout's offset by id; SQL over it;
+    and one clear error each for an unknown component, checkpoint and topology. Reads while it
+    runs (a commit every 0.5 s) see one consistent checkpoint: the counts add up to the
+    spout's offset in it."""
+    name = f"{session_client.kind}-state-{backend}"
+    result = session_client.run("state", tmp_path, name=name, backend=backend, lines=1500)
+    expected = collections.Counter(result["expected"])
+    rows = result["rows"]
+    assert result["columns"] == ["key", "value", "task", "key_group", "checkpoint_id"]
+    assert sst.counts_of(rows) == expected and len(rows) == len(expected)
+    assert {task for _, _, task, _, _ in rows} == set(result["count_tasks"])
+    assert all(group == key_group(key, 128) for key, _, _, group, _ in rows)
+    assert {checkpoint for *_, checkpoint in rows} == {result["committed"]}
+    assert result["sql"] == [len(expected), sum(expected.values()), 2]
+    [[key, value, _, _, checkpoint]] = result["spout"]
+    assert (key, int(value), checkpoint) == ("offset", sum(expected.values()),
+                                             result["committed"])
+    for checkpoint, counted, emitted in result["running"]:  # read while it ran, 0.5 s commits
+        assert counted == emitted and 0 < checkpoint <= result["committed"], result["running"]
+    errors = result["errors"]
+    assert "'nope'" in errors["component"] and "no such component" in errors["component"]
+    assert f"'{result['committed'] + 1000}'" in errors["checkpoint"]
+    assert "retained: [" in errors["checkpoint"]  # the reads while it ran hold theirs
+    assert f"{result['committed']}]" in errors["checkpoint"]
+    assert "'no-such-topology'" in errors["topology"] and "heron-spark list" in errors["topology"]
+    print(f"{session_client.kind} {backend}: {len(rows)} keys of checkpoint {result['committed']}; "
+          f"while running [checkpoint, counted, emitted]: {result['running']}")

@@ -113,16 +113,18 @@ def resolve_path(options: Mapping[str, str]) -> str:
                                     f"without a component", "add .option('component', C)")
     from heron_spark.statemgr import open_state_manager
 
-    url = statemgr_url(options)
-    with open_state_manager(url) as statemgr:
-        topology = statemgr.get_topology(topology_name)
-        if topology is None:
-            known = statemgr.topologies()
-            where = statemgr.location
-    if topology is None:
-        raise DataSourceOptionError(TOPOLOGY, topology_name,
-                                    f"no such topology in state manager {where} (it holds "
-                                    f"{known})", "check the name with `heron-spark list`, or "
-                                    "set option('heron.statemgr', URL) to the state manager "
-                                    "it was submitted to")
+    with open_state_manager(statemgr_url(options)) as statemgr:
+        topology = stored_topology(statemgr, topology_name)
     return sink_path_in(topology, component, _option(options, STREAM))
+
+
+def stored_topology(statemgr, name: str):
+    """Return the topology proto ``statemgr`` stores as ``name``; else raise naming the option."""
+    topology = statemgr.get_topology(name)
+    if topology is None:
+        raise DataSourceOptionError(TOPOLOGY, name,
+                                    f"no such topology in state manager {statemgr.location} "
+                                    f"(it holds {statemgr.topologies()})", "check the name with "
+                                    "`heron-spark list`, or set option('heron.statemgr', URL) "
+                                    "to the state manager it was submitted to")
+    return topology

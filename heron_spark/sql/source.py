@@ -16,6 +16,9 @@ after the query starts). Options are resolved once, when the DataFrame is define
 Spark finds the source by itself: the top-level module ``pyspark_heron_spark`` (installed with
 the package) exposes it as ``DefaultSource``, and PySpark 4 registers every such module on the
 Python path of its workers the first time a Python data source is used.
+``.option("state", "latest")`` (with ``topology`` and ``component``) reads instead the keyed
+state of the component in the last committed checkpoint: see ``heron_spark.sql.state``.
+
 ``heron_spark.register_data_source(spark)`` registers it explicitly (classic or Connect).
 Classes here run in Spark's Python workers: the driver's (planning) and the executors' (read).
 """
@@ -28,7 +31,7 @@ from pyspark.sql.datasource import (DataSource, DataSourceReader, DataSourceStre
                                     InputPartition)
 
 from heron_spark.errors import DataSourceOptionError
-from heron_spark.sql import reading
+from heron_spark.sql import reading, state
 from heron_spark.sql.resolve import resolve_path
 from heron_spark.sql.sink_log import SinkLog, open_log
 
@@ -55,6 +58,12 @@ class HeronSparkDataSource(DataSource):
 
     def __init__(self, options) -> None:
         super().__init__(options)
+        self.state: state.StatePlan | None = None
+        if options.get(state.STATE) not in (None, ""):
+            self.state = state.plan_state(options)
+            self.base = ""
+            self.starting = "earliest"
+            return
         self.base = resolve_path(options)
         starting = str(options.get(STARTING_OFFSETS) or "earliest").lower()
         if starting not in ("earliest", "latest"):
@@ -69,15 +78,23 @@ class HeronSparkDataSource(DataSource):
 
     def schema(self):
         """Return the schema of the committed files (driver; only without ``.schema()``)."""
+        if self.state is not None:
+            return state.SCHEMA
         log = open_log(self.base)
         return reading.infer_schema(self.base, log.files_upto(log.latest()))
 
     def reader(self, schema) -> "DataSourceReader":
         """Return a batch reader of every file committed when the query is planned."""
+        if self.state is not None:
+            return _StateReader(self.state)
         return _BatchReader(self.base, schema)
 
     def streamReader(self, schema) -> "DataSourceStreamReader":  # noqa: N802 - pyspark\'s name
         """Return a micro-batch reader over the commit log's batch ids."""
+        if self.state is not None:
+            raise DataSourceOptionError(state.STATE, self.options.get(state.STATE),
+                                        "a checkpoint's state is read as a batch",
+                                        "use spark.read, not spark.readStream")
         return _StreamReader(self.base, schema, self.starting)
 
 
@@ -92,6 +109,25 @@ class _BatchReader(DataSourceReader):
 
     def read(self, partition) -> Iterator:
         return reading.read_files(partition.base, partition.uris, self.schema)
+
+
+class TaskPartition(InputPartition):
+    """One task's state in a checkpoint."""
+
+    def __init__(self, task: int) -> None:
+        super().__init__(task)
+        self.task = task
+
+
+class _StateReader(DataSourceReader):
+    def __init__(self, plan: state.StatePlan) -> None:
+        self.plan = plan
+
+    def partitions(self) -> Sequence[InputPartition]:
+        return [TaskPartition(task) for task in sorted(self.plan.tasks)]
+
+    def read(self, partition) -> Iterator:
+        return state.read_batches(self.plan, partition.task)
 
 
 class _StreamReader(DataSourceStreamReader):

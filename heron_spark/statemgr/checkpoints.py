@@ -22,7 +22,8 @@ An upload writes its list of files as ``<checkpoint id>/<task id>.uploading`` fi
 manifest last. Instances write and read their own files (writes from their background
 uploader thread); the TMaster deletes checkpoints older than the last committed one
 (``retain``), and with them every shared file no remaining manifest or ``.uploading`` list
-references. A shared file an upload in flight reuses is
+references, but not a checkpoint a reader holds (``hold``: ``<checkpoint id>/hold-*.json``, the
+wall-clock time until which it stays). A shared file an upload in flight reuses is
 always still referenced: an SST file never comes back once compaction dropped it, so a file
 the database holds now was in its last committed checkpoint too (``retain`` keeps that one).
 """
@@ -34,6 +35,8 @@ import hashlib
 import json
 import logging
 import posixpath
+import time
+import uuid
 from typing import Iterable
 
 from heron_spark.errors import ConfigError
@@ -41,6 +44,7 @@ from heron_spark.errors import ConfigError
 log = logging.getLogger(__name__)
 
 SHARED = "shared"
+HOLD = "hold-"  # a reader's hold on a checkpoint: <checkpoint id>/hold-<uuid>.json
 MANIFEST_FORMAT = "heron_spark.rocksdb/2"  # /2: every stored key starts with its key group
 MEMORY_FORMAT = "heron_spark.memory/3"  # a memory state: its entries, whole
 _CHUNK_BYTES = 4 * 1024 * 1024
@@ -222,11 +226,37 @@ class CheckpointStore:
                       if info.type == _directory() and info.base_name.isdigit())
 
     def retain(self, keep: int) -> None:
-        """Delete every checkpoint older than ``keep``, then the shared files none references."""
+        """Delete every checkpoint older than ``keep``, then the shared files none references.
+
+        A checkpoint a reader holds (``hold``) stays until its hold runs out.
+        """
+        now = time.time()
         for checkpoint_id in self.checkpoints():
-            if checkpoint_id < keep:
+            if checkpoint_id < keep and not self.held(checkpoint_id, now):
                 self._delete(checkpoint_id)
         self.collect_shared()
+
+    # ---- readers' holds ---------------------------------------------------------------------
+    def hold(self, checkpoint_id: int, until: float) -> str:
+        """Keep ``checkpoint_id`` from ``retain`` until wall-clock time ``until``; return the file.
+
+        A reader of a checkpoint's state (``heron_spark.sql.state``) holds it while it reads, so
+        the next commit does not delete it under the read. ``clear`` ignores holds.
+        """
+        path = posixpath.join(self.base, str(checkpoint_id), f"{HOLD}{uuid.uuid4().hex}.json")
+        self._write(path, json.dumps({"until": until}).encode())
+        return path
+
+    def held(self, checkpoint_id: int, now: float) -> bool:
+        """Return whether a reader's hold on ``checkpoint_id`` lasts beyond ``now``."""
+        for info in self._list(posixpath.join(self.base, str(checkpoint_id))):
+            if info.base_name.startswith(HOLD) and info.base_name.endswith(".json"):
+                try:
+                    if float(json.loads(self._read(info.path))["until"]) > now:
+                        return True
+                except (OSError, ValueError, KeyError, TypeError):
+                    continue  # being written or damaged: a hold lasts seconds, ignore it
+        return False
 
     def clear(self) -> None:
         """Delete every checkpoint of the topology (a new run starts from empty state)."""
