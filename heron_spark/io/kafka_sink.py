@@ -132,6 +132,7 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
     _pending: int | None = None       # the checkpoint whose transaction awaits its commit
     _marker: Any = None               # a Consumer of the transactions' marker group
     _last_checkpoint = 0              # the last checkpoint saved
+    _discarding = False               # pre_restore aborts: delivery reports no longer count
 
     def init_state(self, stateful_state) -> None:
         """Keep the state: the checkpoint it was saved at and the records held then."""
@@ -159,14 +160,17 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
 
     def pre_restore(self, checkpoint_id) -> None:
         """Before a rollback to ``checkpoint_id``: commit what it covers, abort the rest, close."""
-        if self._transactional and self._producer is not None:
-            if self._pending is not None and self._pending <= int(checkpoint_id):
-                self._commit(self._pending)
-            elif self._pending is not None or self._open:
-                self._call("abort_transaction")
-                self.transactions["aborted"] += 1
-            self._pending, self._open = None, False
-        self.close()
+        try:
+            if self._transactional and self._producer is not None:
+                if self._pending is not None and self._pending <= int(checkpoint_id):
+                    self._commit(self._pending)
+                elif self._pending is not None or self._open:
+                    self._discarding = True  # the abort purges queued records: not an error
+                    self._call("abort_transaction")
+                    self.transactions["aborted"] += 1
+                self._pending, self._open = None, False
+        finally:
+            self.close()
 
     def initialize(self, config, context):
         """Create the producer and check that the broker answers and has the topic."""
@@ -345,6 +349,8 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
             self._producer.poll(0)
 
     def _delivered(self, tup, error, message) -> None:
+        if self._discarding:  # records of a transaction being aborted (a rollback)
+            return
         if error is None:
             if self._reliable and tup is not None:
                 self.ack(tup)
