@@ -27,7 +27,8 @@ Printed per run:
 
 Every run's final counts are checked exactly (each key counted N // K or N // K + 1 times, on
 one task only); a mismatch stops the benchmark with exit code 1. Then per figure the median of
-the runs and every run. Every process the benchmark starts is stopped when it ends.
+the runs and every run. Every process the benchmark starts is stopped when it ends; its
+folders (under the temporary directory) are removed unless ``BENCH_KEEP=1``.
 
 Run from the repository root (a quick default; the issue's sizes take a while):
     .venv/bin/python benchmarks/state.py
