@@ -310,3 +310,78 @@ def test_ui_from_the_tracker_in_container_0(spark, tmp_path, hconf):
     finally:
         driver.quit()
         handle.kill()
+
+
+def test_ui_shows_each_stateful_tasks_state_as_the_tracker_reports_it(spark, tmp_path, hconf):
+    """The State table (effectively once): a row per stateful task.
+
+    Its keys equal to the keys the task counted (its own tally, apart from the state), its
+    figures equal to the tracker's ``/topologies/metrics`` for that instance, the alignment
+    from the stmgrs'.
+    """
+    import ui_state_topology as state_topo
+
+    driver = _browser()
+    name = "ui_state_count"
+    handle = submit(state_topo.topology(name, tmp_path), spark=spark.session, conf=hconf,
+                    master="local[4]")
+    try:
+        assert handle.wait_running(120), handle.status_detail()
+        link = handle.ui_link()
+        base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))
+        tracker = Tracker(base, tracker_token(open_state_manager(hconf["heron.statemgr"])))
+        driver.get(link)
+        row = f'tr[data-topology="{name}"]'
+        wait_until(lambda: _text(driver, f"{row} [data-state]"), 30, message="the topology")
+        (cluster, environs), = tracker.get("/topologies/states").items()
+        (environ, topologies), = environs.items()
+        tracker.ids = {"cluster": cluster, "environ": environ, "topology": name}
+        if topologies[name].get("role"):
+            tracker.ids["role"] = topologies[name]["role"]
+        _click(driver, f"{row} a")
+
+        instances = tracker.get("/topologies/physicalplan")["instances"]
+        counters = {i: inst["task_id"] for i, inst in instances.items() if inst["name"] == "count"}
+
+        def seen() -> dict[str, int]:
+            files = {i: tmp_path / f"seen-{task}.json" for i, task in counters.items()}
+            return {i: json.loads(f.read_text()) for i, f in files.items() if f.exists()}
+
+        def api_keys() -> dict[str, float]:
+            answer = tracker.get("/topologies/metrics", component="count", interval=ALL_TIME,
+                                 metricname=["__state-keys"])
+            return {i: float(v) for i, v in answer["metrics"].get("__state-keys", {}).items()}
+        # Once the input is counted and checkpointed, the keys stop moving.
+        wait_until(lambda: sum(seen().values()) == state_topo.KEYS and api_keys() == seen(), 90,
+                   message=f"each counting task's published keys to equal its own tally {seen()}")
+
+        def table() -> dict[str, dict[str, float]]:
+            return _read(driver, """
+                const out = {};
+                for (const tr of document.querySelectorAll('#state-table tr[data-instance]')) {
+                  const row = out[tr.dataset.instance] = {};
+                  for (const td of tr.querySelectorAll('td[data-metric][data-value]')) {
+                    row[td.dataset.metric] = Number(td.dataset.value);
+                  }
+                }
+                return out;""")
+        wait_until(lambda: {i: table().get(i, {}).get("keys") for i in counters} == seen(), 30,
+                   message="the State table to show each task's keys")
+        shown = table()
+        assert set(shown) == set(counters) | {i for i, inst in instances.items()
+                                              if inst["name"] == "keys"}
+        answer = tracker.get("/topologies/metrics", component="count", interval=ALL_TIME,
+                             metricname=["__state-bytes", "__checkpoint-uploaded-bytes"])
+        for instance in counters:
+            row = shown[instance]
+            assert {"keys", "bytes", "pause", "upload", "alignment", "uploaded"} <= row.keys()
+            assert "restore" not in row  # nothing was restored
+            # memory state of the same keys and counts pickles to the same bytes every time
+            assert row["bytes"] == float(answer["metrics"]["__state-bytes"][instance]) > 0
+            assert row["uploaded"] == \
+                float(answer["metrics"]["__checkpoint-uploaded-bytes"][instance])
+            assert row["pause"] >= 0 and row["upload"] >= 0 and row["alignment"] >= 0
+        assert _errors(driver) == []
+    finally:
+        driver.quit()
+        handle.kill()

@@ -44,6 +44,14 @@ TIME_SPENT_BACK_PRESSURE_BY_COMPID = "__time_spent_back_pressure_by_compid"  # /
 PENDING_TREES = "__pending-trees"                         # a spout task's open trees
 COMPLETE_LATENCY_MS_TOTAL = "__complete-latency-ms-total"  # summed ages of acked trees, ms
 METRICS_DROPPED = "__metrics-dropped"                      # samples the full queue refused
+# effectively once, a stateful task's (gauges of its last checkpoint unless noted)
+STATE_KEYS = "__state-keys"                    # keys at the last snapshot
+STATE_BYTES = "__state-bytes"                  # memory: pickled size; rocksdb: database files
+CHECKPOINT_PAUSE_MS = "__checkpoint-pause-ms"  # the task's thread: pre_save + local snapshot
+CHECKPOINT_UPLOAD_MS = "__checkpoint-upload-ms"        # the uploader's thread
+CHECKPOINT_UPLOADED_BYTES = "__checkpoint-uploaded-bytes"
+CHECKPOINT_UPLOADED_BYTES_TOTAL = "__checkpoint-uploaded-bytes-total"  # cumulative
+STATE_RESTORE_MS = "__state-restore-ms"        # loading the last restored checkpoint
 
 # ---- heron_spark's, stream managers (cumulative unless noted)
 TUPLES_ROUTED = "__tuples-routed"
@@ -61,6 +69,8 @@ CHECKPOINT_HELD_FRAMES = "__checkpoint-held-frames"  # a gauge (effectively once
 RESTORE_DROPPED_FRAMES = "__restore-dropped-frames"  # effectively once
 QUEUED_TUPLES = "__queued-tuples"                # /<component>: a gauge
 QUEUE_AGE_MAX_MS = "__queue-age-max-ms"          # /<component>: a gauge, the oldest's wait
+# /<task>: a gauge, first to last upstream marker of a local bolt task's last checkpoint
+CHECKPOINT_ALIGNMENT_MS = "__checkpoint-alignment-ms"
 
 # ---- heron_spark's, every I/O loop (stream managers and instances)
 LOOP_TURNS = "__loop-turns"

@@ -471,3 +471,5 @@ class TaskExecutor:
         add(name=metric_names.EXECUTE_COUNT, value=self.executed)
         for name, value in list(self.user_metrics.items()):
             add(name=name, value=value)
+        if self.stateful is not None:
+            self.stateful.stats.add_metrics(add)

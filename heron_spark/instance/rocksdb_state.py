@@ -174,6 +174,10 @@ class RocksDBState(State):
         """Write a RocksDB checkpoint into ``folder`` (must not exist): flush, hard-link SSTs."""
         self._rocksdict.Checkpoint(self._db).create_checkpoint(folder)
 
+    def estimated_keys(self) -> int:
+        """Return RocksDB's estimate of the keys held (expired ones not yet removed count)."""
+        return int(self._db.property_int_value("rocksdb.estimate-num-keys") or 0)
+
     def close(self) -> None:
         """Close the database (idempotent)."""
         if self._db is not None:

@@ -45,6 +45,7 @@ from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.config import StateSettings, SystemConfig
 from heron_spark.contract import key_groups
 from heron_spark.errors import TopologyRuntimeError
+from heron_spark.instance.state_stats import StateStats
 from heron_spark.instance.uploader import Finished, Uploader
 from heron_spark.statemgr.checkpoints import (CheckpointStore, checkpoint_root,
                                               decode_memory_state, encode_memory_state)
@@ -126,6 +127,7 @@ class TaskState:
         self.epoch = 0
         self.checkpoint_id = 0
         self.saved = 0
+        self.stats = StateStats()  # published as the task's state metrics
 
     @property
     def store(self) -> CheckpointStore:
@@ -147,10 +149,13 @@ class TaskState:
         if not isinstance(component, StatefulComponent):
             self.state = HashMapState()
             return
+        started = time.perf_counter()
         if self.settings.backend == "rocksdb":
             self.state = self._load_rocksdb(checkpoint_id, serializer)
         else:
             self.state = self._load_memory(checkpoint_id)
+        if checkpoint_id:
+            self.stats.restore_ms = round((time.perf_counter() - started) * 1000.0, 3)
         component.init_state(self.state)
 
     def _load_memory(self, checkpoint_id: int) -> HashMapState:
@@ -303,25 +308,35 @@ class TaskState:
         if not isinstance(component, StatefulComponent):
             self._ready.append((checkpoint_id, None))
             return
+        started = time.perf_counter()
+        job = self._snapshot(component, checkpoint_id)
+        stats = self.stats
+        stats.pause_ms = round((time.perf_counter() - started) * 1000.0, 3)
+        stats.snapshots += 1
+        self._uploader.submit(checkpoint_id, lambda: self._timed(job))
+
+    def _snapshot(self, component, checkpoint_id: int) -> Callable[[], tuple[int, int]]:
+        """Take the local snapshot; return its upload job (-> state bytes, bytes written)."""
         component.pre_save(str(checkpoint_id))
         state = self.state
         if isinstance(state, HashMapState):
             ttl_secs, entries = state.snapshot()
-            self._uploader.submit(checkpoint_id, lambda: self._upload_memory(
-                checkpoint_id, ttl_secs, entries))
-            return
+            self.stats.keys = len(entries)
+            return lambda: self._upload_memory(checkpoint_id, ttl_secs, entries)
         from heron_spark.instance.rocksdb_state import RocksDBState
 
         if not isinstance(state, RocksDBState):  # init_state's object replaced by the user's
             # Its values may change in place and it copies none on write: pickle them now.
-            data = self._pickled(checkpoint_id, 0.0, dict(state.items()))
-            self._uploader.submit(checkpoint_id, lambda: self._upload_bytes(checkpoint_id, data))
-            return
+            items = dict(state.items())
+            self.stats.keys = len(items)
+            data = self._pickled(checkpoint_id, 0.0, items)
+            return lambda: self._upload_bytes(checkpoint_id, data)
         folder = os.path.join(self._local, "snapshots", str(checkpoint_id))
         shutil.rmtree(folder, ignore_errors=True)
         os.makedirs(os.path.dirname(folder), exist_ok=True)
         state.checkpoint(folder)
-        self._uploader.submit(checkpoint_id, lambda: self._upload_rocksdb(checkpoint_id, folder))
+        self.stats.keys = state.estimated_keys()
+        return lambda: self._upload_rocksdb(checkpoint_id, folder)
 
     def finished(self) -> list[Finished]:
         """Return the saves whose upload ended (with its error, or None), in order."""
@@ -352,8 +367,14 @@ class TaskState:
             store = self._thread_store = CheckpointStore(self._root, self._topology)
         return store
 
-    def _upload_memory(self, checkpoint_id: int, ttl_secs: float, entries: dict) -> None:
-        self._upload_bytes(checkpoint_id, self._pickled(checkpoint_id, ttl_secs, entries))
+    def _timed(self, job: Callable[[], tuple[int, int]]) -> None:
+        started = time.perf_counter()
+        state_bytes, written = job()
+        self.stats.uploaded(state_bytes, written, time.perf_counter() - started)
+
+    def _upload_memory(self, checkpoint_id: int, ttl_secs: float,
+                       entries: dict) -> tuple[int, int]:
+        return self._upload_bytes(checkpoint_id, self._pickled(checkpoint_id, ttl_secs, entries))
 
     def _pickled(self, checkpoint_id: int, ttl_secs: float, entries: dict) -> bytes:
         try:
@@ -364,7 +385,7 @@ class TaskState:
             raise TopologyRuntimeError(msg, component=self.component,
                                        task_id=self.task_id) from exc
 
-    def _upload_bytes(self, checkpoint_id: int, data: bytes) -> None:
+    def _upload_bytes(self, checkpoint_id: int, data: bytes) -> tuple[int, int]:
         path = posixpath.join(self._root, self._topology, str(checkpoint_id))
         try:
             store = self._upload_store()
@@ -373,19 +394,21 @@ class TaskState:
             store.save(checkpoint_id, self.task_id, data)
         except OSError as exc:
             raise self._upload_failed(checkpoint_id, path, exc) from exc
+        return len(data), len(data)
 
-    def _upload_rocksdb(self, checkpoint_id: int, folder: str) -> None:
+    def _upload_rocksdb(self, checkpoint_id: int, folder: str) -> tuple[int, int]:
         path = posixpath.join(self._root, self._topology, str(checkpoint_id))
         try:
             store = self._upload_store()
             self._save_layout(store, checkpoint_id, "rocksdb")
             path = store.path(checkpoint_id, self.task_id, "manifest")
             entries = store.describe(folder, os.listdir(folder), self._hashes)
-            store.upload(checkpoint_id, self.task_id, folder, entries)
+            written = store.upload(checkpoint_id, self.task_id, folder, entries)
         except OSError as exc:
             raise self._upload_failed(checkpoint_id, path, exc) from exc
         finally:
             shutil.rmtree(folder, ignore_errors=True)
+        return sum(entry.size for entry in entries), written
 
     def _save_layout(self, store: CheckpointStore, checkpoint_id: int, backend: str) -> None:
         """Write the component's layout with the checkpoint (the task of index 0 does)."""

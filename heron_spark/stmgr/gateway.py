@@ -5,11 +5,14 @@ belong to the checkpoint. A task's state may be saved only once the marker came 
 one of its upstream tasks (Chandy-Lamport with aligned barriers, as Heron's stmgr does): from
 the moment an upstream task's marker arrives, its later frames for that task are held back;
 when the last upstream's marker arrives, the task gets one marker, then the held frames in
-arrival order. No I/O: the stmgr core gives frames in and a ``deliver`` callable out.
+arrival order. ``alignment_secs`` keeps, per task, how long its last checkpoint's alignment
+took (first marker to last). No I/O: the stmgr core gives frames in and a ``deliver`` callable
+out.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Callable
 
 from heron_spark.wire import frames
@@ -23,10 +26,14 @@ class CheckpointGateway:
     """See the module docstring. ``upstream``: local bolt task -> tasks that feed it."""
 
     def __init__(self, upstream: dict[int, frozenset[int]],
-                 deliver: Callable[[int, bytes | bytearray, int], bool]) -> None:
+                 deliver: Callable[[int, bytes | bytearray, int], bool],
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.upstream = upstream
         self._deliver = deliver
-        self._aligning: dict[int, tuple[int, set[int]]] = {}  # task -> (checkpoint, arrived)
+        self._clock = clock
+        # task -> (checkpoint, arrived, first marker's time)
+        self._aligning: dict[int, tuple[int, set[int], float]] = {}
+        self.alignment_secs: dict[int, float] = {}  # task -> its last checkpoint's alignment
         self._held: dict[int, list[tuple[bytes | bytearray, int]]] = {}
         self.held_frames = 0
 
@@ -45,11 +52,12 @@ class CheckpointGateway:
             return self._deliver(task, frame, rows)
         checkpoint = int(frames.data_stream(frame, stream_length))
         if aligning is None or aligning[0] != checkpoint:
-            aligning = self._aligning[task] = (checkpoint, set())
+            aligning = self._aligning[task] = (checkpoint, set(), self._clock())
         aligning[1].add(src)
         if not aligning[1] >= self.upstream.get(task, frozenset()):
             return True
         del self._aligning[task]
+        self.alignment_secs[task] = self._clock() - aligning[2]
         delivered = self._deliver(task, frame, 0)
         held = self._held.pop(task, [])
         self.held_frames -= len(held)

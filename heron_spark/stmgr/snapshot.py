@@ -52,6 +52,9 @@ def metrics_publish(core: "StmgrCore", peer_frames_dropped: int,
     if core.gateway is not None:
         add(name=names.CHECKPOINT_HELD_FRAMES, value=core.gateway.held_frames)
         add(name=names.RESTORE_DROPPED_FRAMES, value=relay.frames_dropped_in_restore)
+        for task, secs in sorted(core.gateway.alignment_secs.items()):
+            add(name=names.scoped(names.CHECKPOINT_ALIGNMENT_MS, str(task)),
+                value=round(secs * 1000.0, 3))
     now = core.clock()
     queued: dict[str, int] = {}
     age: dict[str, float] = {}

@@ -1,6 +1,7 @@
-// One topology: state, logical plan graph, physical plan, per-component metrics table, charts,
-// exceptions and instance logs. `refresh()` re-fetches everything (called every few seconds);
-// the graph is redrawn only when the plan changes. Runs in the browser.
+// One topology: state, logical plan graph, physical plan, per-component metrics table, per-task
+// state (effectively once), charts, exceptions and instance logs. `refresh()` re-fetches
+// everything (called every few seconds); the graph is redrawn only when the plan changes.
+// Runs in the browser.
 import {get, post} from "./api.js";
 import {ComponentCharts} from "./charts.js";
 import {el} from "./dom.js";
@@ -8,6 +9,7 @@ import {drawLogicalPlan} from "./graph.js";
 import {LogViewer, renderExceptions} from "./logs.js";
 import {backpressure, COLUMNS, componentMetrics, format} from "./metrics.js";
 import {renderPhysicalPlan} from "./physical.js";
+import {renderState, stateRows} from "./state.js";
 
 /** Windows of the metrics table, in seconds; -1 is since the topology started (Heron's). */
 export const INTERVALS = [[-1, "all time"], [600, "10 minutes"], [3600, "1 hour"],
@@ -26,14 +28,15 @@ export class TopologyView {
     const section = (id, extra = {}) => el("section", {id, ...extra});
     this.parts = {
       head: section("summary"), logical: section("logical"), physical: section("physical"),
-      metrics: section("metrics"), charts: section("charts"),
+      metrics: section("metrics"), state: section("state"), charts: section("charts"),
       exceptions: section("exceptions"), log: section("log", {hidden: true}),
     };
     this.charts = new ComponentCharts(this.parts.charts);
     this.logs = new LogViewer(this.parts.log, this.topo);
     main.replaceChildren(this.parts.head,
                          el("div", {class: "row"}, [this.parts.logical, this.parts.physical]),
-                         this.parts.metrics, this.parts.charts, this.parts.exceptions,
+                         this.parts.metrics, this.parts.state, this.parts.charts,
+                         this.parts.exceptions,
                          this.parts.log);
     document.getElementById("crumb").textContent = `/ ${params.topology}`;
   }
@@ -63,6 +66,8 @@ export class TopologyView {
     // Live views need a running TMaster (a FINISHED or KILLED topology has none): each part
     // that cannot load says why in place, and the plans above stay.
     const live = [[this.parts.metrics, () => this.renderMetrics(logical, components)],
+                  [this.parts.state, async () => renderState(this.parts.state, await stateRows(
+                    this.topo, physical, components, this.interval))],
                   [this.parts.exceptions, () => this.renderExceptions(components)],
                   [this.parts.charts, () => this.selected &&
                     this.charts.update(this.topo, logical, this.selected)]];
