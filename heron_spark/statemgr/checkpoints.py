@@ -5,9 +5,10 @@ path; empty means ``<heron.work.dir>/checkpoints`` on the local filesystem, whic
 ``local[N]`` and a single machine. On a cluster set a URL every executor can reach. Layout,
 under ``<root>/<topology>/``:
 
-- ``<checkpoint id>/<task id>.state``: a ``memory`` task's state, pickled whole:
-  ``{"format": MEMORY_FORMAT, "ttl_secs": ..., "entries": {key: value}}`` (a checkpoint of
-  the first backends holds the tuple ``(ttl_secs, {key: value})``). Not split by key group:
+- ``<checkpoint id>/<task id>.state``: a ``memory`` task's state: the pickled header
+  ``{"format": MEMORY_FORMAT, "ttl_secs": ..., "chunks": n}``, then ``n`` pickled dicts of
+  its entries, ``MEMORY_CHUNK_KEYS`` each (a checkpoint of the first backends holds the tuple
+  ``(ttl_secs, {key: value})``). Not split by key group:
   hashing every key at every checkpoint cost more than pickling them (2.7 s against 1.0 s
   per million keys), so a restore that splits (a rescale) and the state reader hash them;
 - ``<checkpoint id>/component-<name>.json``: a stateful component's layout when it saved
@@ -46,7 +47,8 @@ log = logging.getLogger(__name__)
 SHARED = "shared"
 HOLD = "hold-"  # a reader's hold on a checkpoint: <checkpoint id>/hold-<uuid>.json
 MANIFEST_FORMAT = "heron_spark.rocksdb/2"  # /2: every stored key starts with its key group
-MEMORY_FORMAT = "heron_spark.memory/3"  # a memory state: its entries, whole
+MEMORY_FORMAT = "heron_spark.memory/4"  # a memory state: a header, then pickled slices
+MEMORY_CHUNK_KEYS = 10_000  # entries per slice (about 10 ms of pickling each)
 _CHUNK_BYTES = 4 * 1024 * 1024
 
 
@@ -355,33 +357,58 @@ class CheckpointStore:
             log.warning("could not delete checkpoint %d: %s", checkpoint_id, exc)
 
 
-def encode_memory_state(ttl_secs: float, entries: dict) -> bytes:
-    """Return a ``memory`` task's state file: its entries, pickled.
+def encode_memory_state(ttl_secs: float, entries: dict,
+                        chunk_keys: int = MEMORY_CHUNK_KEYS) -> bytes:
+    """Return a ``memory`` task's state file: a header, then its entries in pickled slices.
 
-    Raise what ``pickle`` raises for a key or value it cannot write.
+    Each slice of ``chunk_keys`` entries is pickled by its own call, so a thread pickling a
+    large state (the uploader) gives the GIL back between slices (``time.sleep(0)``): one
+    ``pickle.dumps`` of a million entries held it, and so stopped the task's thread, for
+    about a second. Raise what ``pickle`` raises for a key or value it cannot write.
     """
+    import itertools
     import pickle
+    import time
 
-    body = {"format": MEMORY_FORMAT, "ttl_secs": ttl_secs, "entries": entries}
-    return pickle.dumps(body, protocol=pickle.HIGHEST_PROTOCOL)
+    items = iter(entries.items())
+    parts = [b""]
+    count = 0
+    while True:
+        chunk = dict(itertools.islice(items, chunk_keys))
+        if not chunk:
+            break
+        parts.append(pickle.dumps(chunk, protocol=pickle.HIGHEST_PROTOCOL))
+        count += 1
+        time.sleep(0)  # let the task's thread run between slices
+    parts[0] = pickle.dumps({"format": MEMORY_FORMAT, "ttl_secs": ttl_secs, "chunks": count},
+                            protocol=pickle.HIGHEST_PROTOCOL)
+    return b"".join(parts)
 
 
 def decode_memory_state(data: bytes) -> tuple[float, dict]:
     """Return ``(ttl_secs, {key: value})`` of a ``memory`` task's state file.
 
-    Raise ``ValueError``
-    for an unknown format (and what ``pickle`` raises for bytes that are not a pickle).
+    Raise ``ValueError`` for an unknown format (and what ``pickle`` raises for bytes that are
+    not a pickle).
     """
+    import io
     import pickle
 
-    body = pickle.loads(data)
-    if isinstance(body, tuple):
+    stream = io.BytesIO(data)
+    body = pickle.load(stream)
+    if isinstance(body, tuple):  # the first backends' (ttl_secs, entries)
         return body[0], body[1]
     if not isinstance(body, dict) or body.get("format") != MEMORY_FORMAT:
         found = body.get("format") if isinstance(body, dict) else type(body).__name__
         msg = f"unknown state format {found!r}"
         raise ValueError(msg)
-    return body["ttl_secs"], body["entries"]
+    entries: dict = {}
+    for _ in range(int(body["chunks"])):
+        entries.update(pickle.load(stream))
+    if stream.read(1):
+        msg = "bytes after the last slice of the state"
+        raise ValueError(msg)
+    return body["ttl_secs"], entries
 
 
 def _manifest_bytes(entries: list[ManifestEntry]) -> bytes:
