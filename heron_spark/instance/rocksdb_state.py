@@ -11,10 +11,7 @@ stored key of a ``str`` key is remembered (a bounded dict), so a key used again 
 again. ``items`` walks the database with an
 iterator: nothing is loaded whole. A checkpoint is RocksDB's own (``checkpoint``): the
 memtable is flushed and the SST files hard-linked into a folder, which the task's uploader
-ships in the background. That flush runs on the task's thread, and its time grows with the
-writes since the last one (about 90 ms for 150k writes here): so every ``FLUSH_EVERY_WRITES``
-puts and deletes the memtable is flushed in RocksDB's background threads without waiting, and
-a checkpoint flushes only the rest (6-13 ms measured, against 65-96 ms).
+ships in the background.
 
 Loop thread only.
 """
@@ -35,7 +32,6 @@ from heron_spark.errors import ExtrasError, TopologyRuntimeError
 _EXPIRY = struct.Struct(">d")
 _GROUP = GROUP_PREFIX         # the key group before every stored key
 _RAW_KEYS_MAX = 1 << 16       # stored keys of str keys remembered (then forgotten at once)
-FLUSH_EVERY_WRITES = 32_768   # writes between background memtable flushes (see the docstring)
 
 
 def _short(value: Any) -> str:
@@ -70,7 +66,6 @@ class RocksDBState(State):
         serializer = serializer or default_serializer
         self._serialize, self._loads = serializer.serialize, serializer.deserialize
         self._db = self._open()
-        self._writes = 0  # since the last background flush
 
     def _dumps(self, value) -> bytes:
         """Serialize a key or value; one clear error when the serializer cannot."""
@@ -82,12 +77,6 @@ class RocksDBState(State):
                    "keys and values the serializer (topology.serializer.classname, pickle by "
                    "default) can write, such as numbers, strings, lists and dicts of them")
             raise TopologyRuntimeError(msg, component=self.component) from exc
-
-    def _wrote(self) -> None:
-        self._writes += 1
-        if self._writes >= FLUSH_EVERY_WRITES:  # keep the checkpoint's own flush short
-            self._writes = 0
-            self._db.flush(False)
 
     def _open(self):
         options = self._rocksdict.Options(raw_mode=True)
@@ -110,7 +99,6 @@ class RocksDBState(State):
         """Set ``key`` to ``value`` (with a TTL: for ``ttl_secs`` from now)."""
         expiry = self._clock() + self.ttl_secs if self.ttl_secs else 0.0
         self._db.put(self._raw(key), _EXPIRY.pack(expiry) + self._dumps(value))
-        self._wrote()
 
     def get(self, key):
         """Return the value of ``key`` (None when absent or expired)."""
@@ -127,7 +115,6 @@ class RocksDBState(State):
     def delete(self, key) -> None:
         """Remove ``key`` (nothing happens when it is absent)."""
         self._db.delete(self._raw(key))
-        self._wrote()
 
     def enumerate(self):
         """Return ``enumerate`` over the live keys, as heronpy's does."""
