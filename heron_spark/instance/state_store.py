@@ -1,7 +1,4 @@
-"""Where a spout task keeps its source offsets: the topology's state manager (``FileSpout``).
-
-Also where a task reads the committed-checkpoint record the TMaster writes (``ParquetSink``).
-"""
+"""Where a spout task keeps its source offsets: the topology's state manager (``FileSpout``)."""
 
 from __future__ import annotations
 
@@ -34,7 +31,3 @@ class SpoutStateStore:
     def save(self, state: dict) -> None:
         """Replace the saved state."""
         self._open().set_spout_state(self._topology, self._key, state)
-
-    def committed_checkpoint(self) -> dict | None:
-        """Return the TMaster's committed-checkpoint record of the topology, or None."""
-        return self._open().get_committed_checkpoint(self._topology)
