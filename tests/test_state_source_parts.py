@@ -30,6 +30,7 @@ from heron_spark.statemgr import LocalFileStateManager
 from heron_spark.statemgr.checkpoints import CheckpointStore
 from heron_spark.statemgr.state_reader import read_task_state, saved_tasks
 from heron_spark.testing import ManualClock
+from heron_spark.wire import tuple_batch
 
 
 def _memory_checkpoint(store: CheckpointStore, checkpoint_id: int, task: int,
@@ -251,8 +252,8 @@ def test_rocksdb_state_decodes_with_the_topology_s_serializer_and_component_conf
 
 def test_the_batched_key_groups_are_key_group_s_and_batches_hold_every_row(tmp_path):
     keys = [f"w{i}" for i in range(300)] + [7, -1, 2 ** 70, ("t", 1), 2.5, "", "ü"]
-    assert sql_state.key_groups(keys, 128) == [key_group(key, 128) for key in keys]
-    assert sql_state.key_groups(keys, 3) == [key_group(key, 3) for key in keys]
+    assert tuple_batch.key_groups_of(keys, 128) == [key_group(key, 128) for key in keys]
+    assert tuple_batch.key_groups_of(keys, 3) == [key_group(key, 3) for key in keys]
     url = _stored(tmp_path)
     plan = sql_state.plan_state({"topology": "t", "component": "count", "heron.statemgr": url,
                                  "state": "latest"})

@@ -82,13 +82,7 @@ class KeyLayout:
 def group_by_key_group(entries: dict, max_parallelism: int) -> dict[int, dict]:
     """Return ``entries`` split by the key group of each key (hashed vectorised, in NumPy)."""
     keys = list(entries)
-    if any(type(key) is tuple for key in keys):
-        groups = [key_groups.key_group(key, max_parallelism) for key in keys]
-    elif keys:
-        digest = tuple_batch.key_hash([tuple_batch.canonical_keys(keys)], dedupe=False)
-        groups = key_groups.key_groups(digest, max_parallelism).tolist()
-    else:
-        groups = []
+    groups = tuple_batch.key_groups_of(keys, max_parallelism)
     out: dict[int, dict] = {}
     for key, group in zip(keys, groups):
         part = out.get(group)

@@ -208,23 +208,6 @@ def value_text(value: Any) -> str | None:
         return repr(value)
 
 
-def key_groups(keys: list, max_parallelism: int) -> list[int]:
-    """Return ``key_groups.key_group(key, max_parallelism)`` of each key, hashed in one call.
-
-    ``key_group`` hashes one key per call in Python (about 7 us); a million keys take one
-    vectorised call (tuple keys, the keys of groupings on several fields, one at a time).
-    """
-    from heron_spark.contract.key_groups import key_group
-    from heron_spark.wire import tuple_batch
-
-    hashes = tuple_batch.key_hash([tuple_batch.canonical_keys(keys)], dedupe=False)
-    groups = (hashes % max_parallelism).tolist()
-    for i, key in enumerate(keys):
-        if type(key) is tuple:  # a key of several fields combines its fields' hashes
-            groups[i] = key_group(key, max_parallelism)
-    return groups
-
-
 def read_batches(plan: StatePlan, task: int, rows_per_batch: int = ROWS_PER_BATCH) -> Iterator:
     """Yield Arrow record batches (``SCHEMA``) of ``task``'s state in the checkpoint (executor)."""
     import pyarrow as pa
@@ -232,6 +215,7 @@ def read_batches(plan: StatePlan, task: int, rows_per_batch: int = ROWS_PER_BATC
     from heron_spark.api.serializer import load_serializer
     from heron_spark.statemgr.checkpoints import CheckpointStore
     from heron_spark.statemgr.state_reader import read_task_state
+    from heron_spark.wire import tuple_batch
 
     store = CheckpointStore(plan.root, plan.topology)
     serializer = load_serializer(plan.config, plan.component)
@@ -243,7 +227,7 @@ def read_batches(plan: StatePlan, task: int, rows_per_batch: int = ROWS_PER_BATC
                 pa.array([str(key) for key in keys], pa.string()),
                 pa.array([value_text(value) for _, value in chunk], pa.string()),
                 pa.array([task] * len(chunk), pa.int32()),
-                pa.array(key_groups(keys, plan.max_parallelism), pa.int32()),
+                pa.array(tuple_batch.key_groups_of(keys, plan.max_parallelism), pa.int32()),
                 pa.array([plan.checkpoint_id] * len(chunk), pa.int64())], schema=_arrow_schema())
     except (OSError, ValueError) as exc:
         raise DataSourceOptionError(STATE, str(plan.checkpoint_id), f"component "
