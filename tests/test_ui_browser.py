@@ -164,6 +164,27 @@ def _errors(driver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
+def _open_topology(driver, handle, hconf, name: str) -> Tracker:
+    """Log in through the handle's link, see ``name`` RUNNING in the list and open its page.
+
+    Return a tracker client whose query ids (cluster, environ, role) name the topology.
+    """
+    link = handle.ui_link()
+    base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))
+    tracker = Tracker(base, tracker_token(open_state_manager(hconf["heron.statemgr"])))
+    driver.get(link)
+    row = f'tr[data-topology="{name}"]'
+    wait_until(lambda: _text(driver, f"{row} [data-state]"), 30, message="the topology in the list")
+    assert _text(driver, f"{row} [data-state]") == "RUNNING"
+    (cluster, environs), = tracker.get("/topologies/states").items()
+    (environ, topologies), = environs.items()
+    tracker.ids = {"cluster": cluster, "environ": environ, "topology": name}
+    if topologies[name].get("role"):
+        tracker.ids["role"] = topologies[name]["role"]
+    _click(driver, f"{row} a")
+    return tracker
+
+
 def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, hconf):
     driver = _browser()
     name = "ui_word_count"
@@ -171,22 +192,8 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
                     master="local[4]")
     try:
         assert handle.wait_running(120), handle.status_detail()
-        link = handle.ui_link()
-        base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))
-        tracker = Tracker(base, tracker_token(open_state_manager(hconf["heron.statemgr"])))
-
         # The list: this topology, RUNNING; its ids are the API's query parameters.
-        driver.get(link)
-        row = f'tr[data-topology="{name}"]'
-        wait_until(lambda: _text(driver, f"{row} [data-state]"), 30, message="the topology in the list")
-        assert _text(driver, f"{row} [data-state]") == "RUNNING"
-        states = tracker.get("/topologies/states")
-        (cluster, environs), = states.items()
-        (environ, topologies), = environs.items()
-        tracker.ids = {"cluster": cluster, "environ": environ, "topology": name}
-        if topologies[name].get("role"):
-            tracker.ids["role"] = topologies[name]["role"]
-        _click(driver, f"{row} a")
+        tracker = _open_topology(driver, handle, hconf, name)
 
         # Every component in the table and as a node of the logical plan graph.
         def shown(css: str) -> set[str]:
@@ -327,18 +334,7 @@ def test_ui_shows_each_stateful_tasks_state_as_the_tracker_reports_it(spark, tmp
                     master="local[4]")
     try:
         assert handle.wait_running(120), handle.status_detail()
-        link = handle.ui_link()
-        base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))
-        tracker = Tracker(base, tracker_token(open_state_manager(hconf["heron.statemgr"])))
-        driver.get(link)
-        row = f'tr[data-topology="{name}"]'
-        wait_until(lambda: _text(driver, f"{row} [data-state]"), 30, message="the topology")
-        (cluster, environs), = tracker.get("/topologies/states").items()
-        (environ, topologies), = environs.items()
-        tracker.ids = {"cluster": cluster, "environ": environ, "topology": name}
-        if topologies[name].get("role"):
-            tracker.ids["role"] = topologies[name]["role"]
-        _click(driver, f"{row} a")
+        tracker = _open_topology(driver, handle, hconf, name)
 
         instances = tracker.get("/topologies/physicalplan")["instances"]
         counters = {i: inst["task_id"] for i, inst in instances.items() if inst["name"] == "count"}
