@@ -13,23 +13,25 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from heron_spark.api import api_constants as keys
+from heron_spark.api.event_time import timestamp_ms
 from heron_spark.api.event_windows import SESSION, SLIDING, TUMBLING, EventWindows
 from heron_spark.api.stream import Stream
 from heron_spark.errors import TopologyValueError
 
 EVENT_TIME = "heron.window.event.time"
 """True: windows over each tuple's event time (``HeronTuple.timestamp``, ms)."""
-TIMESTAMP_FIELD = "topology.bolts.tuple.timestamp.field.name"
+TIMESTAMP_FIELD = keys.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME
 """Heron Java's key: the input field holding each tuple's event time (int ms)."""
-ALLOWED_LATENESS_MS = "heron.window.allowed.lateness.ms"
+ALLOWED_LATENESS_MS = keys.HERON_WINDOW_ALLOWED_LATENESS_MS
 """How long (ms of event time) a window is kept after it fired, for late tuples (default 0)."""
-LATE_TUPLE_STREAM = "topology.bolts.late.tuple.stream"
+LATE_TUPLE_STREAM = keys.TOPOLOGY_BOLTS_LATE_TUPLE_STREAM
 """Heron Java's key: the stream late tuples are emitted on (one field, ``late_tuple``)."""
 WINDOW_LENGTH_MS = "topology.bolts.window.length.duration.ms"
 """Heron Java's key: the window length in ms (instead of the heronpy ``..._secs`` key)."""
 SLIDING_INTERVAL_MS = "topology.bolts.window.sliding.interval.duration.ms"
 """Heron Java's key: the sliding interval in ms (instead of the heronpy ``..._secs`` key)."""
-MAX_LAG_MS = "topology.bolts.tuple.timestamp.max.lag.ms"
+MAX_LAG_MS = keys.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS
 """The spouts' out-of-orderness bound (ms); checked here when a window bolt's config has it."""
 SESSION_GAP_SECS = "sessionwindowbolt_gap_secs"
 SESSION_GAP_MS = "sessionwindowbolt_gap_ms"
@@ -213,13 +215,7 @@ class EventTimeTask:
             index = self._index(tup, field)
             values = tup.values
             value = values[index] if index is not None and index < len(values) else None
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return None
-        if isinstance(value, float):
-            if not math.isfinite(value):
-                return None
-            value = int(value)
-        return value
+        return timestamp_ms(value)
 
     def _index(self, tup: Any, field: str) -> int | None:
         source = (tup.component, tup.stream)
@@ -287,9 +283,8 @@ class EventTimeTask:
 
     def _count(self) -> None:
         self.late_tuples += 1
-        record = getattr(self._context, "record_late_tuples", None)
-        if record is not None:
-            record(1)
+        if self._context is not None:
+            self._context.record_late_tuples(1)
 
     def _remember(self, key: tuple) -> None:
         self._logged[key] = True

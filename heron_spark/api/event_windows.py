@@ -30,10 +30,8 @@ from __future__ import annotations
 import heapq
 from typing import Any, Hashable, NamedTuple
 
+from heron_spark.api.event_time import WATERMARK_MIN
 from heron_spark.errors import TopologyValueError
-
-WATERMARK_MIN = -(2 ** 63)
-"""The watermark before any is known (``heron_spark.api.event_time``'s value)."""
 
 TUMBLING = "tumbling"
 SLIDING = "sliding"

@@ -62,6 +62,7 @@ from typing import Any, Iterator
 from heron_spark.api import _window_event_time as event_time
 from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
+from heron_spark.api.event_time import WATERMARK_MAX
 from heron_spark.api.event_windows import SESSION, SLIDING, TUMBLING, FiredWindow
 from heron_spark.api.state import State, StatefulComponent
 from heron_spark.api.stream import Stream
@@ -72,8 +73,6 @@ WindowContext = namedtuple("WindowContext", ("start", "end"))
 """The bounds of a window: seconds since the epoch (``start`` to ``end``) for processing-time
 windows, int ms since the epoch (``[start, end)``) for event-time windows."""
 
-WATERMARK_MAX = 2 ** 63 - 1
-"""The watermark at the end of input (``heron_spark.api.event_time``'s value)."""
 _STATE_KEY = "__heron_spark.event_windows"
 
 def _time_of(tup) -> float:
@@ -416,10 +415,7 @@ class _WindowBolt(Bolt, StatefulComponent):
         """Emit as ``Bolt.emit``; inside an event-time ``processWindow`` at ``end - 1``."""
         if timestamp is None:
             timestamp = self._emit_timestamp
-        if timestamp is None:
-            return super().emit(tup, stream, anchors, direct_task, need_task_ids)
-        return super().emit(tup, stream, anchors, direct_task, need_task_ids,  # type: ignore[call-arg]
-                            timestamp=timestamp)
+        return super().emit(tup, stream, anchors, direct_task, need_task_ids, timestamp)
 
     def process_watermark(self, watermark_ms: int) -> None:
         """Fire the event-time windows the watermark ``watermark_ms`` completes, in end order."""
