@@ -86,6 +86,15 @@ def test_bad_event_time_settings_are_refused_at_submit(bolt, config, key, value)
         refused.value.problem.startswith("the window is shorter")
 
 
+def test_a_timestamp_field_its_input_lacks_is_refused():
+    with pytest.raises(TopologyValueError) as refused:
+        _add(Tumbling, {"topology.bolts.tuple.timestamp.field.name": "when",
+                        "tumblingwindowbolt_duration_secs": 1})
+    assert (refused.value.component, refused.value.value) == ("windows", "when")
+    assert _add(Tumbling, {"topology.bolts.tuple.timestamp.field.name": "ts",
+                           "tumblingwindowbolt_duration_secs": 1})
+
+
 def test_the_bolt_declares_its_late_stream():
     spec = _add(Tumbling, {**EVENT, "tumblingwindowbolt_duration_secs": 1,
                            "topology.bolts.late.tuple.stream": "late"})

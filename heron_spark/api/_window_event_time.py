@@ -16,6 +16,7 @@ from typing import Any
 from heron_spark.api import api_constants as keys
 from heron_spark.api.event_time import timestamp_ms
 from heron_spark.api.event_windows import SESSION, SLIDING, TUMBLING, EventWindows
+from heron_spark.api.component import HeronComponentSpec
 from heron_spark.api.stream import Stream
 from heron_spark.errors import TopologyValueError
 
@@ -159,6 +160,28 @@ def event_time_settings(kind: str, config: dict, component: str | None, *,
     field = config.get(TIMESTAMP_FIELD) or None
     return EventTimeSettings(kind, size, slide if slide is not None else size, lateness, field,
                              late)
+
+
+def check_timestamp_field(field: str, inputs: Any, component: str | None) -> None:
+    """Refuse ``field`` when an input given by its spec declares its stream without it.
+
+    Only inputs given as specs (their default stream) are checked here; the others are
+    checked where the tuples arrive (a stream without the field: its tuples have no event
+    time).
+    """
+    specs = list(inputs) if isinstance(inputs, (dict, list, tuple)) else []
+    for spec in specs:
+        if not isinstance(spec, HeronComponentSpec) or not isinstance(spec.outputs, list):
+            continue
+        fields = [out for out in spec.outputs if isinstance(out, str)]
+        for out in spec.outputs:
+            if isinstance(out, Stream) and out.stream_id == Stream.DEFAULT_STREAM_ID:
+                fields = list(out.fields)
+        if fields and field not in fields:
+            msg = (f"{TIMESTAMP_FIELD!r} names {field!r}, which the input "
+                   f"{spec.name}/{Stream.DEFAULT_STREAM_ID} does not declare")
+            raise TopologyValueError(msg, component=component, value=field, kind="config",
+                                     fix=f"name one of its fields {fields}")
 
 
 def with_late_stream(outputs: list, late_stream: str, component: str | None) -> list:

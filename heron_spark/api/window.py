@@ -349,6 +349,8 @@ class _WindowBolt(Bolt, StatefulComponent):
             settings = cls._event_settings(config, name, require=False)
             if settings is None:
                 cls._settings(config, name)
+            elif settings.timestamp_field is not None:
+                event_time.check_timestamp_field(settings.timestamp_field, inputs, name)
             late = config.get(event_time.LATE_TUPLE_STREAM)
             if late is not None and (settings is not None or cls._ALWAYS_EVENT_TIME):
                 declared = [*(cls.outputs or []), *(optional_outputs or [])]
