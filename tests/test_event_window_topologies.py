@@ -274,6 +274,7 @@ def test_a_late_tuple_refires_its_kept_window_and_later_ones_take_the_late_strea
                                                                    (("h", 1800),)]
     log = _spout_log(tmp_path)
     assert sorted(log["ack"]) == list("abcefghi") and not log["fail"]
+    assert run.handle.metrics()["windows"]["__late-tuples"] == 2
 
 
 def test_without_a_late_stream_late_tuples_are_acked_and_untimed_ones_fail(tmp_path):
@@ -286,6 +287,7 @@ def test_without_a_late_stream_late_tuples_are_acked_and_untimed_ones_fail(tmp_p
                                                                    (2000, 3000, ["b"])]
     log = _spout_log(tmp_path)
     assert sorted(log["ack"]) == ["a", "b", "late"] and log["fail"] == ["untimed"]
+    assert run.handle.metrics()["windows"]["__late-tuples"] == 2  # the late and the untimed
 
 
 def test_untimed_tuples_take_the_late_stream_when_there_is_one(tmp_path):
