@@ -179,6 +179,36 @@ def test_sessions_read_from_the_bolts_timestamp_field(tmp_path):
     _check_firings(run, expected)
 
 
+class UserSessions(ReportSessions):
+    """Sessions per user (a name's number modulo 3)."""
+
+    def session_key(self, tup):
+        return int(tup.values[0].split("-")[1]) % 3
+
+
+def test_sessions_kept_per_key(tmp_path):
+    events = _task_events(8, tasks=2, count=150, disorder=20)
+    builder = TopologyBuilder("user-sessions")
+    spout = builder.add_spout("events", EventSpout, par=2,
+                              config={"events.per.task": events, LAG: 20})
+    windows = builder.add_bolt("windows", UserSessions, par=1,
+                               inputs={spout: Grouping.SHUFFLE},
+                               config={"heron.window.event.time": True,
+                                       "sessionwindowbolt_gap_ms": 40})
+    builder.add_bolt("collect", CollectingBolt, par=1, inputs={windows: Grouping.SHUFFLE})
+    builder.set_config(FAST_WATERMARKS)
+    run = run_local(builder, timeout=TIMEOUT, collect_dir=tmp_path)
+    assert run.status == "FINISHED"
+    expected: dict = {}
+    for user in range(3):
+        mine = [[[n, ts] for n, ts in task if int(n.split("-")[1]) % 3 == user]
+                for task in events]
+        expected.update({(user, *k): v for k, v in _expected_sessions(mine, 40).items()})
+    got = sorted((int(c.values[2][0].split("-")[1]) % 3, c.values[0], c.values[1],
+                  c.values[2]) for c in run.collected("collect"))
+    assert got == sorted((*k, v) for k, v in expected.items())
+
+
 # --- lateness, the late stream, tuples without event time -------------------------------------
 
 WAIT = "wait"
