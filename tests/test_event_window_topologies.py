@@ -335,14 +335,15 @@ def test_untimed_tuples_take_the_late_stream_when_there_is_one(tmp_path):
 
 # --- effectively once: the pending windows survive a crash --------------------------------------
 
-def test_effectively_once_windows_survive_a_crash_exactly(tmp_path):
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_effectively_once_windows_survive_a_crash_exactly(tmp_path, backend):
     """The window task raises once, mid-run, after checkpoints: the rollback restores its
     pending windows (without them, the tuples of windows open at the checkpoint are lost: the
     spouts rewind only to the checkpoint)."""
     events = _task_events(5, tasks=2, count=150, disorder=30)
-    topology = eo.build("eo-windows", events, tmp_path, pace_ms=2, crash_at=200,
-                        extra={**FAST_WATERMARKS, "topology.stateful.checkpoint.interval.seconds":
-                               0.05})
+    topology = eo.build("eo-windows", events, tmp_path, pace_ms=1, crash_at=200,
+                        extra={**FAST_WATERMARKS, "heron.state.backend": backend,
+                               "topology.stateful.checkpoint.interval.seconds": 0.05})
     run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work")})
     assert run.run(timeout=TIMEOUT) == "FINISHED"
     assert (tmp_path / "crashed").exists()
