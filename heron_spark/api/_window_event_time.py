@@ -285,7 +285,7 @@ class EventTimeTask:
             bounds = self.windows.bounds_of(ts)[-1]
         if bounds not in self._logged:
             self._remember(bounds)
-            self._bolt.log(f"late tuple (event time {ts} ms) for the window {list(bounds)} "
+            self._bolt.log(f"late tuple (event time {ts} ms) for the window [{bounds[0]}, {bounds[1]}) "
                            f"purged at watermark {self.windows.watermark}; " + self._fate(),
                            "warn")
         if self.settings.late_stream is not None:
