@@ -43,7 +43,12 @@ _LOGGED_WINDOWS = 256  # late tuples are logged once per window, for this many r
 
 
 def event_time_on(config: dict, component: str | None) -> bool:
-    """Return True when ``config`` turns event-time windows on (checking the two keys)."""
+    """Return True when ``config`` turns event-time windows on (checking the two keys).
+
+    ``heron.window.event.time: False`` wins over a timestamp field (a window bolt's ``spec``
+    pins the flag from its own config, so a topology-wide timestamp field meant for the
+    spouts does not turn its windows to event time).
+    """
     field = config.get(TIMESTAMP_FIELD)
     if field is not None and (not isinstance(field, str) or not field):
         msg = f"{TIMESTAMP_FIELD!r} must name an input field (a non-empty str)"
@@ -56,7 +61,9 @@ def event_time_on(config: dict, component: str | None) -> bool:
         msg = f"{EVENT_TIME!r} must be True or False"
         raise TopologyValueError(msg, component=component, value=flag, kind="config",
                                  fix=f"set {EVENT_TIME!r} to True or False")
-    return bool(field) or flag is True or str(flag).lower() == "true"
+    if flag is not None and str(flag).lower() == "false":
+        return False
+    return bool(field) or str(flag).lower() == "true"
 
 
 def _ms(value: Any, key: str, component: str | None, *, zero: bool = False) -> int:

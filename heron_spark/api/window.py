@@ -346,6 +346,9 @@ class _WindowBolt(Bolt, StatefulComponent):
                                      component=name, kind="class",
                                      fix="define processWindow(self, window_info, tuples)")
         if isinstance(config, dict):
+            if not cls._ALWAYS_EVENT_TIME:  # the bolt's own config decides, not the topology's
+                config = {**config,
+                          event_time.EVENT_TIME: event_time.event_time_on(config, name)}
             settings = cls._event_settings(config, name, require=False)
             if settings is None:
                 cls._settings(config, name)
