@@ -46,6 +46,8 @@ from heron_spark.config import StateSettings, SystemConfig
 from heron_spark.contract import key_groups
 from heron_spark.errors import TopologyRuntimeError
 from heron_spark.instance.state_stats import StateStats
+from heron_spark.instance.timers import (KeyedTimers, check_snapshot, merge_snapshots,
+                                         split_by_key_group)
 from heron_spark.instance.uploader import Finished, Uploader
 from heron_spark.statemgr.checkpoints import (CheckpointStore, checkpoint_root,
                                               decode_memory_state, encode_memory_state)
@@ -122,6 +124,7 @@ class TaskState:
         self.checkpoint_id = 0
         self.saved = 0
         self.stats = StateStats()  # published as the task's state metrics
+        self.timers: KeyedTimers | None = None  # a bolt with on_timer's: saved beside the state
 
     @property
     def store(self) -> CheckpointStore:
@@ -140,6 +143,8 @@ class TaskState:
              serializer: IHeronSerializer | None = None) -> None:
         """Load ``checkpoint_id``'s state (0: empty) and give it to ``component``."""
         self.epoch, self.checkpoint_id = epoch, checkpoint_id
+        if self.timers is not None:
+            self._load_timers(self.timers, checkpoint_id)
         if not isinstance(component, StatefulComponent):
             self.state = HashMapState()
             return
@@ -297,17 +302,22 @@ class TaskState:
     def snapshot(self, component, checkpoint_id: int) -> None:
         """``pre_save``, take a local snapshot for ``checkpoint_id`` and queue its upload.
 
-        Blocks only while the upload queue is full.
+        Blocks only while the upload queue is full. The timers (if the task keeps any) are
+        saved by the same upload job.
         """
+        timers = self._timers_job(checkpoint_id)
         if not isinstance(component, StatefulComponent):
-            self._ready.append((checkpoint_id, None))
+            if timers is None:
+                self._ready.append((checkpoint_id, None))
+            else:
+                self._uploader.submit(checkpoint_id, timers)
             return
         started = time.perf_counter()
         job = self._snapshot(component, checkpoint_id)
         stats = self.stats
         stats.pause_ms = round((time.perf_counter() - started) * 1000.0, 3)
         stats.snapshots += 1
-        self._uploader.submit(checkpoint_id, lambda: self._timed(job))
+        self._uploader.submit(checkpoint_id, lambda: self._timed(job, timers))
 
     def _snapshot(self, component, checkpoint_id: int) -> Callable[[], tuple[int, int]]:
         """Take the local snapshot; return its upload job (-> state bytes, bytes written)."""
@@ -361,10 +371,13 @@ class TaskState:
             store = self._thread_store = CheckpointStore(self._root, self._topology)
         return store
 
-    def _timed(self, job: Callable[[], tuple[int, int]]) -> None:
+    def _timed(self, job: Callable[[], tuple[int, int]],
+               timers: Callable[[], None] | None = None) -> None:
         started = time.perf_counter()
         state_bytes, written = job()
         self.stats.uploaded(state_bytes, written, time.perf_counter() - started)
+        if timers is not None:
+            timers()
 
     def _upload_memory(self, checkpoint_id: int, ttl_secs: float,
                        entries: dict) -> tuple[int, int]:
@@ -414,3 +427,74 @@ class TaskState:
         msg = (f"cannot write checkpoint {checkpoint_id} to {path}: {exc}. Fix: "
                f"{_FIX_ROOT}")
         return TopologyRuntimeError(msg, component=self.component, task_id=self.task_id)
+
+    # ---- timers (instance.timers): a file per task beside the state -------------------------
+    def _timers_job(self, checkpoint_id: int) -> Callable[[], None] | None:
+        """Return the upload job of this task's timers as they are now (None: it keeps none).
+
+        The loop thread copies them (plain data); the uploader thread pickles and writes them.
+        """
+        if self.timers is None:
+            return None
+        data = self.timers.snapshot()
+        return lambda: self._upload_timers(checkpoint_id, data)
+
+    def _upload_timers(self, checkpoint_id: int, data: dict) -> None:
+        import pickle
+
+        path = posixpath.join(self._root, self._topology, str(checkpoint_id))
+        try:
+            encoded = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - pickling raises anything
+            msg = (f"cannot pickle the timers for checkpoint {checkpoint_id}: {exc}. Fix: "
+                   f"register timers only under picklable keys")
+            raise TopologyRuntimeError(msg, component=self.component,
+                                       task_id=self.task_id) from exc
+        try:
+            store = self._upload_store()
+            self._save_layout(store, checkpoint_id, self.settings.backend)
+            path = store.path(checkpoint_id, self.task_id, "timers")
+            store.save_timers(checkpoint_id, self.task_id, encoded)
+        except OSError as exc:
+            raise self._upload_failed(checkpoint_id, path, exc) from exc
+
+    def _load_timers(self, timers: KeyedTimers, checkpoint_id: int) -> None:
+        """Put the timers of ``checkpoint_id`` (0: none) this task owns now into ``timers``.
+
+        The same split as a memory state's: the same parallelism reads the task of the same
+        index; a new one takes, from every old task, the timers of the key groups it owns now.
+        """
+        if not checkpoint_id:
+            timers.restore(merge_snapshots([]))
+            return
+        sources, owned = self._restore_plan(checkpoint_id)
+        parts = []
+        for task, theirs in sources:
+            data = self._read_timers(checkpoint_id, task)
+            if theirs is None or owned is None:
+                parts.append(data)
+                continue
+            assert self._layout is not None  # a split comes from the layout
+            for group, part in split_by_key_group(data, self._layout.max_parallelism).items():
+                if group not in theirs:
+                    key = next(iter(part["event"] or part["processing"]))[0]
+                    raise self._not_keyed(checkpoint_id, task, key, group)
+                if group in owned:
+                    parts.append(part)
+        timers.restore(merge_snapshots(parts))
+
+    def _read_timers(self, checkpoint_id: int, task: int) -> dict:
+        import pickle
+
+        path = self.store.path(checkpoint_id, task, "timers")
+        try:
+            encoded = self.store.load_timers(checkpoint_id, task)
+            if encoded is None:
+                raise self._missing(checkpoint_id, path)
+            data = pickle.loads(encoded)
+            check_snapshot(data)
+            return data
+        except TopologyRuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - unpickling raises anything
+            raise self._corrupt(checkpoint_id, path, exc) from exc
