@@ -123,14 +123,13 @@ class CheckpointStore:
         path = self.path(checkpoint_id, task)
         return self._read(path) if self._is_file(path) else None
 
-    # ---- a bolt's timers (instance.timers) ---------------------------------------------------
-    def save_timers(self, checkpoint_id: int, task: int, data: bytes) -> None:
-        """Write ``task``'s pickled timers for ``checkpoint_id`` (``<task>.timers``, atomically)."""
-        self._write(self.path(checkpoint_id, task, TIMERS_SUFFIX), data)
+    def save_extra(self, checkpoint_id: int, task: int, suffix: str, data: bytes) -> None:
+        """Write a small file of ``task`` beside its state (``suffix``: what it holds)."""
+        self._write(self.path(checkpoint_id, task, suffix), data)
 
-    def load_timers(self, checkpoint_id: int, task: int) -> bytes | None:
-        """Return ``task``'s pickled timers of ``checkpoint_id``; None when it saved none."""
-        path = self.path(checkpoint_id, task, TIMERS_SUFFIX)
+    def load_extra(self, checkpoint_id: int, task: int, suffix: str) -> bytes | None:
+        """Return ``save_extra``'s file, None when the task saved none."""
+        path = self.path(checkpoint_id, task, suffix)
         return self._read(path) if self._is_file(path) else None
 
     # ---- component layouts (key groups) -----------------------------------------------------
