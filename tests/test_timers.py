@@ -340,13 +340,13 @@ class Deadlines(Bolt):
         self.fired.append((key, ts_ms, kind))
 
 
-def _executor(tmp_path, bolt_class, name: str = "timed"):
+def _executor(tmp_path, bolt_class, name: str = "timed", task_of: str = "bolt"):
     builder = TopologyBuilder(name)
     keys = builder.add_spout("keys", Keys, par=1)
     builder.add_bolt("bolt", bolt_class, par=1, inputs={keys: Grouping.fields("key")})
     prepared = prepare(builder.build(), conf={"heron.work.dir": str(tmp_path / "work")})
     sent: list = []
-    task = prepared.view.component_tasks["bolt"][0]
+    task = prepared.view.component_tasks[task_of][0]
     bolt = build_executor(prepared.view, task, prepared.system, sent.append)
     bolt.offer(frames.CONTROL, frames.control_frame(stmgr_pb2.StmgrToInstance(
         start=stmgr_pb2.StartProcessing(generation=0))))
@@ -360,6 +360,13 @@ def test_registering_a_timer_without_on_timer_names_the_component_and_the_fix(tm
         bolt.context.register_event_time_timer("k", 5)
     assert bad.value.component == "bolt" and "on_timer" in bad.value.fix
     bolt.close()
+    spout, _ = _executor(tmp_path, NoTimers, task_of="keys")
+    for register in (spout.context.register_processing_time_timer,
+                     spout.context.delete_event_time_timer):
+        with pytest.raises(TopologyTypeError) as bad:
+            register("k", 5)
+        assert bad.value.component == "keys" and "bolt" in bad.value.fix
+    spout.close()
 
 
 def test_the_executor_fires_processing_timers_at_their_wall_clock_deadline(tmp_path):
