@@ -304,12 +304,19 @@ class FlagWhenAll(CollectingBolt):
             self.flag.write_text("10")
 
 
-def test_processing_time_timers_fire_at_their_wall_clock_time(tmp_path):
-    builder = TopologyBuilder("processing-timers")
+def processing_topology(name: str) -> TopologyBuilder:
+    """Ten keys, a processing-time timer each, 150 ms on; the spout ends once all fired."""
+    builder = TopologyBuilder(name)
     keys = builder.add_spout("keys", UntilFired, par=1)
     timed = builder.add_bolt("timed", Deadlines, par=2, inputs={keys: Grouping.fields("key")})
     builder.add_bolt("sink", FlagWhenAll, par=1, inputs={timed: Grouping.SHUFFLE})
-    run = run_local(builder.build(), timeout=TIMEOUT, collect_dir=tmp_path)
+    builder.set_config({"topology.stmgrs": 2})
+    return builder
+
+
+def test_processing_time_timers_fire_at_their_wall_clock_time(tmp_path):
+    run = run_local(processing_topology("processing-timers").build(), timeout=TIMEOUT,
+                    collect_dir=tmp_path)
     assert run.status == "FINISHED"
     got = run.collected("sink")
     assert sorted(c.values[0] for c in got) == [f"k{i}" for i in range(10)]
