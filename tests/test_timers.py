@@ -139,8 +139,10 @@ def test_a_snapshot_is_plain_data_and_restores_the_same_timers():
     snapshot = pickle.loads(pickle.dumps(timers.snapshot()))
     again = KeyedTimers()
     again.restore(snapshot)
-    assert again.snapshot() == timers.snapshot()
+    for kind in (EVENT, PROCESSING):
+        assert again.timers(kind) == timers.timers(kind)
     assert list(again.fire_event(2000)) == list(timers.fire_event(2000))
+    assert list(again.due_processing(2000)) == list(timers.due_processing(2000))
     with pytest.raises(ValueError, match="format"):
         again.restore({"event": []})
 
@@ -155,7 +157,9 @@ def test_split_by_key_group_gives_each_key_to_the_task_its_grouping_routes_it_to
     for group, part in parts.items():
         for kind in (EVENT, PROCESSING):
             assert all(key_groups.key_group(key, 128) == group for key, _ in part[kind])
-    assert merge_snapshots(list(parts.values())) == timers.snapshot()
+    merged = merge_snapshots(list(parts.values()))
+    for kind in (EVENT, PROCESSING):
+        assert sorted(map(repr, merged[kind])) == sorted(map(repr, timers.snapshot()[kind]))
 
 
 def test_uses_timers_is_a_class_overriding_on_timer():

@@ -327,8 +327,8 @@ class TaskState:
             def upload_extras() -> None:
                 if blob is not None:
                     self._upload_time(checkpoint_id, blob)
-                if timers is not None:
-                    timers()
+                if timers is not None:  # no state upload writes the layout: this one does
+                    timers(True)
             self._uploader.submit(checkpoint_id, upload_extras)
             return
         started = time.perf_counter()
@@ -342,7 +342,7 @@ class TaskState:
             if blob is not None:
                 self._upload_time(checkpoint_id, blob)
             if timers is not None:
-                timers()
+                timers(False)
         self._uploader.submit(checkpoint_id, upload)
 
     # ---- event-time progress ----------------------------------------------------------------
@@ -491,17 +491,18 @@ class TaskState:
         return TopologyRuntimeError(msg, component=self.component, task_id=self.task_id)
 
     # ---- timers (instance.timers): a file per task beside the state -------------------------
-    def _timers_job(self, checkpoint_id: int) -> Callable[[], None] | None:
+    def _timers_job(self, checkpoint_id: int) -> Callable[[bool], None] | None:
         """Return the upload job of this task's timers as they are now (None: it keeps none).
 
-        The loop thread copies them (plain data); the uploader thread pickles and writes them.
+        The loop thread copies them (plain data); the uploader thread pickles and writes them
+        (and, called with True, the component's layout, which a state upload writes otherwise).
         """
         if self.timers is None:
             return None
         data = self.timers.snapshot()
-        return lambda: self._upload_timers(checkpoint_id, data)
+        return lambda layout: self._upload_timers(checkpoint_id, data, layout)
 
-    def _upload_timers(self, checkpoint_id: int, data: dict) -> None:
+    def _upload_timers(self, checkpoint_id: int, data: dict, layout: bool) -> None:
         path = posixpath.join(self._root, self._topology, str(checkpoint_id))
         try:
             encoded = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
@@ -512,7 +513,8 @@ class TaskState:
                                        task_id=self.task_id) from exc
         try:
             store = self._upload_store()
-            self._save_layout(store, checkpoint_id, self.settings.backend)
+            if layout:
+                self._save_layout(store, checkpoint_id, self.settings.backend)
             path = store.path(checkpoint_id, self.task_id, TIMERS_SUFFIX)
             store.save_extra(checkpoint_id, self.task_id, TIMERS_SUFFIX, encoded)
         except OSError as exc:

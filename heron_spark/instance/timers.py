@@ -154,9 +154,14 @@ class KeyedTimers:
 
     # ---- checkpoints -----------------------------------------------------------------------
     def snapshot(self) -> dict:
-        """Return every timer as plain, picklable data (what a checkpoint keeps)."""
+        """Return every timer as plain, picklable data (what a checkpoint keeps).
+
+        ``{"format": TIMERS_FORMAT, "event": [(key, ts_ms), ...], "processing": [...]}``, the
+        timers of each kind in no particular order (a copy of the live set: linear time on
+        the task's thread at each checkpoint; ``restore`` orders them again).
+        """
         return {"format": TIMERS_FORMAT,
-                **{kind: queue.items() for kind, queue in self._queues.items()}}
+                **{kind: list(queue.live) for kind, queue in self._queues.items()}}
 
     def restore(self, data: dict) -> None:
         """Replace every timer with those of ``data`` (a ``snapshot()``, maybe merged or split).
@@ -222,7 +227,7 @@ def empty_snapshot() -> dict:
 def split_by_key_group(data: dict, max_parallelism: int) -> dict[int, dict]:
     """Return the timers of snapshot ``data`` split by the key group of each timer's key.
 
-    Each part is a snapshot of its own (firing order kept); groups with no timer are absent.
+    Each part is a snapshot of its own; groups with no timer are absent.
     """
     check_snapshot(data)
     keys = list(dict.fromkeys(key for kind in KINDS for key, _ in data[kind]))
@@ -245,6 +250,4 @@ def merge_snapshots(parts: list[dict]) -> dict:
         check_snapshot(part)
         for kind in KINDS:
             out[kind].extend(part[kind])
-    for kind in KINDS:
-        out[kind].sort(key=lambda item: (item[1], order_key(item[0])))
     return out
