@@ -124,9 +124,11 @@ def test_event_time_timers_fire_per_key_when_the_watermark_reaches_them(tmp_path
                                 "topology.bolt.auto.ack": True})
     run = run_local(builder.build(), timeout=TIMEOUT, collect_dir=tmp_path)
     assert run.status == "FINISHED"
-    got = sorted(c.values for c in run.collected("sink"))
+    collected = run.collected("sink")
+    got = sorted(c.values for c in collected)
     assert got == expected_rounds(scripts)
     assert sum(count for _, _, count in got) == 240
+    assert {c.timestamp for c in collected} == {None}  # on_timer's emits carry none
     logs = [json.loads(p.read_text()) for p in tmp_path.glob("fired-*.json")]
     assert sum(map(len, logs)) == len(got)
     for fired in logs:  # in time order, each once the watermark reached it
