@@ -14,7 +14,6 @@ import event_window_eo as eo
 import fault_support as faults
 from heron_spark import (Grouping, SessionWindowBolt, SlidingWindowBolt, Spout, TopologyBuilder,
                          TumblingWindowBolt)
-from heron_spark.api.event_time import WATERMARK_MAX
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.scheduler.submit import submit
 from heron_spark.statemgr import open_state_manager
@@ -227,9 +226,8 @@ class ScriptSpout(Spout):
 
     def next_tuple(self):
         if not self.script:
-            # the input is over: no tuple will come (so the last windows fire while the trees
-            # of their tuples are still open; WATERMARK_MAX itself is refused here)
-            self.advance_watermark(WATERMARK_MAX - 1)
+            # the input is over: the task's watermark goes to WATERMARK_MAX at once, so the
+            # last windows fire while the trees of their tuples are still open
             self.declare_exhausted()
             return
         first, second = self.script[0]

@@ -271,11 +271,11 @@ class TaskExecutor:
 
     def send_watermark(self, status: watermarks.Status, now: float) -> None:
         """Tell every downstream task ``status``, after everything emitted before it."""
+        self.watermark_sent = status  # first: the end of turn below may look at it
         self.end_turn(now, force=True)
         slot = watermarks.encode(status)
         for dest in self.plan.downstream_tasks(self.task_id):
             self.send(frames.data_frame(frames.WATERMARK, self.task_id, dest, 0, slot))
-        self.watermark_sent = status
         self._watermark_resend_at = now + self.decl.topology_config.watermark_interval_ms / 1000.0
 
     def _validated_timestamp(self, timestamp) -> int:

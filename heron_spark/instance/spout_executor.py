@@ -79,7 +79,9 @@ class SpoutExecutor(TaskExecutor):
     def advance_watermark(self, watermark_ms: int) -> None:
         """Raise the task's watermark to ``watermark_ms`` and send it now."""
         now = self.clock()
-        self.watermarks.advance(self._validated_timestamp(watermark_ms), now)
+        if watermark_ms != WATERMARK_MAX:
+            watermark_ms = self._validated_timestamp(watermark_ms)
+        self.watermarks.advance(watermark_ms, now)
         status = self.watermarks.status(now)
         if status != self.watermark_sent:
             self.send_watermark(status, now)
@@ -193,6 +195,11 @@ class SpoutExecutor(TaskExecutor):
         done = self.exhausted and not self.announced and not self.trees
         if not self.lingers(now, force or done):
             self.collector.flush_all()
+        if self.exhausted and self.watermark_sent != WATERMARK_MAX and not self.announced:
+            # Out of input: nothing more comes but replays. Windows downstream fire (and ack)
+            # now, not after the trees they hold time out; a tuple replayed later is late.
+            self.watermarks.advance(WATERMARK_MAX, now)
+            self.send_watermark(WATERMARK_MAX, now)
         if done:
             self.control_message(stmgr_pb2.InstanceToStmgr(
                 exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
