@@ -164,3 +164,39 @@ def test_update_refuses_what_cannot_be_split_before_anything_stops(tmp_path):
     with pytest.raises(TopologyValueError) as unkeyed:
         check_stateful_rescale(shuffled, with_parallelism(shuffled, {"count": 3}))
     assert unkeyed.value.component == "count"
+
+
+def test_update_rescales_a_processing_time_window_bolt_but_not_an_event_time_one(tmp_path):
+    from heron_spark import Bolt, Grouping, TopologyBuilder, TumblingWindowBolt
+    from heron_spark.errors import TopologyValueError
+    from heron_spark.plan.prepare import prepare
+    from heron_spark.scheduler.update import check_stateful_rescale, with_parallelism
+    from heron_spark.testing import ScriptedSpout
+
+    class Windows(TumblingWindowBolt):
+        outputs = ["n"]
+
+        def processWindow(self, window_info, tuples):  # noqa: N802 - heronpy's name
+            self.emit([len(tuples)])
+
+    class Sink(Bolt):
+        def process(self, tup):
+            pass
+
+    def plan(event_time: bool):
+        builder = TopologyBuilder("windows")
+        events = ScriptedSpout.spec(name="events", par=1, script=[])
+        builder.add_spec(events)
+        windows = builder.add_bolt("windows", Windows, par=2, inputs={events: Grouping.SHUFFLE},
+                                   config={TumblingWindowBolt.WINDOW_DURATION_SECS: 1,
+                                           "heron.window.event.time": event_time})
+        builder.add_bolt("sink", Sink, par=1, inputs={windows: Grouping.SHUFFLE})
+        builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE"})
+        return prepare(builder.build()).logical
+
+    processing = plan(False)
+    check_stateful_rescale(processing, with_parallelism(processing, {"windows": 3}))
+    event = plan(True)
+    with pytest.raises(TopologyValueError) as refused:
+        check_stateful_rescale(event, with_parallelism(event, {"windows": 3}))
+    assert refused.value.component == "windows"

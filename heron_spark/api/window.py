@@ -300,6 +300,11 @@ class _WindowBolt(Bolt, StatefulComponent):
     _emit_timestamp: int | None = None
 
     @classmethod
+    def _keeps_state(cls, config: dict) -> bool:
+        """Return whether the bolt saves state at checkpoints with ``config`` (event time)."""
+        return cls._ALWAYS_EVENT_TIME or event_time.event_time_on(config, None)
+
+    @classmethod
     def _event_settings(cls, config: dict, component: str | None,
                         require: bool) -> event_time.EventTimeSettings | None:
         """Return the event-time settings when ``config`` turns event time on, else None."""

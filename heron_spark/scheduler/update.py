@@ -141,8 +141,11 @@ def check_stateful_rescale(current: LogicalPlan, plan: LogicalPlan) -> None:
 
     for name, decl in plan.components.items():
         old = current.components[name].parallelism
-        keyed = issubclass(decl.component_class, StatefulComponent) \
-            or uses_timers(decl.component_class)  # timers are split by key group too
+        cls = decl.component_class
+        # a window bolt keeps state only in event time (``_keeps_state``)
+        keeps = getattr(cls, "_keeps_state", None)
+        stateful = issubclass(cls, StatefulComponent) and (keeps is None or keeps(decl.config))
+        keyed = stateful or uses_timers(cls)  # timers are split by key group too
         if decl.parallelism == old or not keyed:
             continue
         fix = (f"keep {name}'s parallelism {old} (the state of each of its tasks is restored "
