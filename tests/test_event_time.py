@@ -197,3 +197,25 @@ def test_bad_event_time_settings_are_refused_before_launch():
         run_local(builder.build(), timeout=TIMEOUT)
     assert caught.value.component == "events"
     assert caught.value.value == "at"
+
+
+def test_emits_of_timestamped_input_reach_direct_and_custom_groupings(tmp_path):
+    # The stamping fast path must leave streams chosen per tuple to the general emit.
+    from heron_spark.api.custom_grouping import ICustomGrouping
+
+    class Evens(ICustomGrouping):
+        def prepare(self, context, component, stream, target_tasks):
+            self.tasks = target_tasks
+
+        def choose_tasks(self, values):
+            return [self.tasks[values[0] % len(self.tasks)]]
+
+    script = [Stamped((i,), 2_000 + i) for i in range(10)]
+    builder = TopologyBuilder("stamped_custom")
+    spout = _scripted(builder, "numbers", 1, script=script)
+    double = builder.add_bolt("double", Double, par=1, inputs={spout: Grouping.SHUFFLE})
+    builder.add_bolt("sink", CollectingBolt, par=2,
+                     inputs={double: Grouping.custom(Evens())})
+    run = run_local(builder.build(), timeout=TIMEOUT, collect_dir=tmp_path)
+    got = sorted((c.values[0], c.timestamp) for c in run.collected("sink"))
+    assert got == [(2 * i, 2_000 + i) for i in range(10)]

@@ -156,7 +156,7 @@ class OutputCollector:
         if timestamp is None:
             timestamp = self.current_ts
         if out is None or direct_task is not None or need_task_ids or len(values) != out.width \
-                or out.dests is not None or out.roots is not None or out.batches:
+                or out.per_tuple or out.dests is not None or out.roots is not None or out.batches:
             return self.emit(values, stream, direct_task, need_task_ids, (), timestamp)
         rows = out.rows
         stamps = out.stamps
