@@ -1,6 +1,7 @@
 """Test kit: test your topologies the way heron_spark tests its own.
 
-- ``ScriptedSpout``: emits a fixed script of tuples, with ``Pause``, ``Raise`` and ``END`` markers.
+- ``ScriptedSpout``: emits a fixed script of tuples, with ``Pause``, ``Raise`` and ``END`` markers;
+  event time with ``Stamped`` tuples and explicit ``Watermark`` markers.
 - ``CollectingBolt``: records every tuple it receives (with its own task id) to a folder.
 - ``run_local``: run a topology to its end, in this process (no Spark) or on ``local[N]``, and
   return what the collectors saw.
@@ -29,6 +30,7 @@ from heron_spark.errors import TopologyValueError
 COLLECT_DIR = "testing.collect.dir"
 SCRIPT = "testing.script"
 SCRIPT_STREAM = "testing.stream"
+SCRIPTS = "testing.scripts"
 _FLUSH_SECS = 1.0
 
 T = TypeVar("T")
@@ -48,21 +50,48 @@ class Raise:
     message: str
 
 
+@dataclasses.dataclass(frozen=True)
+class Stamped:
+    """Script item: emit ``values`` with event time ``timestamp`` (ms), from ``partition``."""
+
+    values: tuple
+    timestamp: int
+    partition: Any = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Watermark:
+    """Script marker: advance the task's watermark to ``timestamp`` (ms) explicitly."""
+
+    timestamp: int
+
+
 END = "__heron_spark_end__"
 """Script marker: declare the spout exhausted here (implied at the end of the script)."""
 
 
 class ScriptedSpout(Spout):
-    """Emits ``testing.script`` items round-robin over its tasks: item i goes to task i % par."""
+    """Emits ``testing.script`` items round-robin over its tasks: item i goes to task i % par.
+
+    With ``scripts`` (one list per task) each task emits its own instead.
+    """
 
     outputs: list = []
 
     @classmethod
     def spec(cls, name: str | None = None, par: int = 1, inputs=None, config: dict | None = None,
              optional_outputs=None, *, script: Iterable = (), fields: Iterable[str] = ("value",),
-             stream: str = Stream.DEFAULT_STREAM_ID) -> HeronComponentSpec:
-        """Return a spec emitting ``script`` on ``stream`` with ``fields``."""
+             stream: str = Stream.DEFAULT_STREAM_ID,
+             scripts: Iterable[Iterable] | None = None) -> HeronComponentSpec:
+        """Return a spec emitting ``script`` (or task i: ``scripts[i]``) on ``stream``."""
         config = {**(config or {}), SCRIPT: list(script), SCRIPT_STREAM: stream}
+        if scripts is not None:
+            per_task = [list(items) for items in scripts]
+            if len(per_task) != par:
+                msg = "ScriptedSpout takes one script per task"
+                raise TopologyValueError(msg, component=name, value=len(per_task),
+                                         fix=f"pass {par} scripts (par={par})")
+            config[SCRIPTS] = per_task
         outputs = [Stream(list(fields), name=stream), *(optional_outputs or [])]
         return super().spec(name=name, par=par, inputs=inputs, config=config,
                             optional_outputs=outputs)
@@ -71,7 +100,9 @@ class ScriptedSpout(Spout):
         """Take this task's share of ``testing.script``: item i when i % parallelism is its index."""
         par = context.get_component_parallelism(context.get_component_id())
         index = context.get_task_index()
-        self._items = [item for i, item in enumerate(config.get(SCRIPT, [])) if i % par == index]
+        scripts = config.get(SCRIPTS)
+        self._items = list(scripts[index]) if scripts is not None else \
+            [item for i, item in enumerate(config.get(SCRIPT, [])) if i % par == index]
         self._stream = config.get(SCRIPT_STREAM, Stream.DEFAULT_STREAM_ID)
         self._position = 0
         self._resume_at = 0.0
@@ -92,6 +123,11 @@ class ScriptedSpout(Spout):
         elif isinstance(item, str) and item == END:
             self._position = len(self._items)
             self.declare_exhausted()
+        elif isinstance(item, Stamped):
+            self.emit(list(item.values), stream=self._stream, timestamp=item.timestamp,
+                      partition=item.partition)
+        elif isinstance(item, Watermark):
+            self.advance_watermark(item.timestamp)
         else:
             self.emit(list(item), stream=self._stream)
 
@@ -105,6 +141,8 @@ class Collected:
     stream: str
     source_task: int
     values: tuple
+    timestamp: int | None = None  # the tuple's event time (ms), if it had one
+    watermark: int | None = None  # the collecting task's input watermark when it arrived
 
 
 class CollectingBolt(Bolt):
@@ -120,13 +158,15 @@ class CollectingBolt(Bolt):
         self._path.parent.mkdir(parents=True, exist_ok=True)
         self._path.unlink(missing_ok=True)
         self._task = context.get_task_id()
+        self._context = context
         self._buffer: list[Collected] = []
         self._last_flush = time.monotonic()
 
     def process(self, tup) -> None:
         """Record ``tup``; records are written when a second has passed since the last write."""
         self._buffer.append(Collected(self._task, tup.component, tup.stream, tup.task,
-                                      tuple(tup.values)))
+                                      tuple(tup.values), getattr(tup, "timestamp", None),
+                                      self._context.get_current_watermark()))
         if time.monotonic() - self._last_flush > _FLUSH_SECS:
             self._flush()
 

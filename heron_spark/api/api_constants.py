@@ -44,3 +44,19 @@ TOPOLOGY_CAP_TICKET = "topology.cap.ticket"
 TOPOLOGY_PROJECT_NAME = "topology.project.name"
 TOPOLOGY_ADDITIONAL_CLASSPATH = "topology.additional.classpath"
 TOPOLOGY_COMPONENT_OUTPUT_TPS = "topology.component.output.tps"
+
+# Event time (Heron Java's window keys; heron_spark reads them on spouts and bolts, see
+# docs/event-time.md). A spout: the output field holding each tuple's event time (int ms since
+# the epoch), and how far out of order its timestamps may be (the watermark trails the newest
+# timestamp by this lag). A window bolt: the input field holding the timestamp.
+TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME = "topology.bolts.tuple.timestamp.field.name"
+TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS = "topology.bolts.tuple.timestamp.max.lag.ms"
+# How often a spout task sends its watermark downstream (default 1000, at least 10)
+TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS = "topology.bolts.watermark.event.interval.ms"
+# A window bolt's stream for tuples later than its allowed lateness (one field, late_tuple)
+TOPOLOGY_BOLTS_LATE_TUPLE_STREAM = "topology.bolts.late.tuple.stream"
+# heron_spark: a spout partition or task with no event-time tuple for this long (while not held
+# by backpressure) stops holding the watermark back; 0: never
+HERON_WATERMARK_IDLE_MS = "heron.watermark.idle.ms"
+# heron_spark: how late a tuple may be and still update its (already fired) event-time window
+HERON_WINDOW_ALLOWED_LATENESS_MS = "heron.window.allowed.lateness.ms"

@@ -16,12 +16,16 @@ class BaseBolt(BaseComponent):
         return tup.stream == TupleHelper.TICK_TUPLE_ID
 
     def emit(self, tup, stream: str = Stream.DEFAULT_STREAM_ID, anchors=None,
-             direct_task: int | None = None, need_task_ids: bool = False):
+             direct_task: int | None = None, need_task_ids: bool = False,
+             timestamp: int | None = None):
         """Emit ``tup`` on ``stream``, anchored to the input tuples in ``anchors``.
 
-        Returns the target task ids when ``need_task_ids`` is True.
+        Returns the target task ids when ``need_task_ids`` is True. heron_spark:
+        ``timestamp`` is the tuple's event time (int ms since the epoch); without it, an emit
+        inside ``process(tup)`` carries the newest timestamp of its anchors, else of ``tup``.
         """
-        return self.delegate.emit(tup, stream, None, anchors, direct_task, need_task_ids)
+        return self.delegate.emit(tup, stream, None, anchors, direct_task, need_task_ids,
+                                  timestamp)
 
     def ack(self, tup) -> None:
         """Mark input ``tup`` processed (at-least-once)."""
@@ -50,6 +54,15 @@ class Bolt(BaseBolt):
 
     def process_tick(self, tup) -> None:
         """Handle a tick tuple (stream ``__tick`` from component ``__system``)."""
+
+    def process_watermark(self, watermark_ms: int) -> None:
+        """Handle the advance of this task's input watermark to ``watermark_ms`` (heron_spark).
+
+        Every tuple still to come has a timestamp >= ``watermark_ms`` (ms since the epoch;
+        ``event_time.WATERMARK_MAX`` at the end of input, before ``end_of_input``). Called on
+        the task's thread after every tuple that came before the watermark; emits here leave
+        before the watermark goes on downstream. Event-time windows fire here.
+        """
 
     def end_of_input(self) -> None:
         """Handle the end of input: every upstream task has ended (bounded topologies); may emit."""

@@ -93,6 +93,17 @@ class TopologyContext(ABC):
         """Return this task's index within its component, from 0 (heron_spark extra)."""
         return self.get_component_tasks(self.get_component_id()).index(self.get_task_id())
 
+    def get_current_watermark(self) -> int:
+        """Return this task's watermark in ms since the epoch (heron_spark; see ``event_time``).
+
+        ``event_time.WATERMARK_MIN`` before any. A bolt's is its input watermark.
+        """
+        raise NotImplementedError
+
+    def record_late_tuples(self, count: int = 1) -> None:
+        """Count ``count`` tuples this task found late (heron_spark: ``__late-tuples``)."""
+        raise NotImplementedError
+
     @abstractmethod
     def add_task_hook(self, task_hook) -> None:
         """Register ``task_hook`` for this task's emits, acks, fails and executes.

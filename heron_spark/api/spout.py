@@ -14,13 +14,29 @@ class BaseSpout(BaseComponent):
     _is_spout = True
 
     def emit(self, tup, tup_id: Any = None, stream: str = Stream.DEFAULT_STREAM_ID,
-             direct_task: int | None = None, need_task_ids: bool = False):
+             direct_task: int | None = None, need_task_ids: bool = False,
+             timestamp: int | None = None, partition: Any = None):
         """Emit ``tup`` (values in declared field order) on ``stream``.
 
         ``tup_id`` makes the tuple reliable under at-least-once. ``direct_task`` names the target
         task on a direct stream. Returns the target task ids when ``need_task_ids`` is True.
+        heron_spark: ``timestamp`` is the tuple's event time (int ms since the epoch; without
+        it, the field named by ``topology.bolts.tuple.timestamp.field.name``, if set), and
+        ``partition`` names the source partition it comes from (any hashable; default: this
+        task): the spout's watermark is the minimum over its partitions (see
+        ``heron_spark.api.event_time``).
         """
-        return self.delegate.emit(tup, stream, tup_id, None, direct_task, need_task_ids)
+        return self.delegate.emit(tup, stream, tup_id, None, direct_task, need_task_ids,
+                                  timestamp, partition)
+
+    def advance_watermark(self, watermark_ms: int) -> None:
+        """Say that every tuple this task emits from now on has a timestamp >= ``watermark_ms``.
+
+        heron_spark: for sources that know their progress (an explicit watermark, as in tests);
+        it goes downstream at once, after the tuples emitted before. The generated watermark
+        never moves it back.
+        """
+        self.delegate.advance_watermark(watermark_ms)
 
     def declare_exhausted(self) -> None:
         """Tell the runtime this spout will emit nothing more (bounded sources only).

@@ -30,6 +30,7 @@ from heron_spark.errors import TopologyValueError
 
 Mode = keys.TopologyReliabilityMode
 RELIABILITY_MODES = (Mode.ATMOST_ONCE, Mode.ATLEAST_ONCE, Mode.EFFECTIVELY_ONCE)
+WATERMARK_INTERVAL_MIN_MS = 10
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,6 +60,15 @@ class TopologyConfig:
     # key's task and a stateful task's share of keyed state; >= every component's parallelism,
     # and fixed for the topology's life (a rescale moves whole key groups)
     max_parallelism: int = 128
+    # Event time (a spout's view): topology.bolts.tuple.timestamp.field.name, the output field
+    # holding each tuple's event time in ms (None: only emit(timestamp=) gives one)
+    timestamp_field: str | None = None
+    # topology.bolts.tuple.timestamp.max.lag.ms: the watermark trails the newest timestamp by this
+    watermark_lag_ms: int = 0
+    # topology.bolts.watermark.event.interval.ms: a spout task sends its watermark this often
+    watermark_interval_ms: int = 1000
+    # heron.watermark.idle.ms: no event-time tuple this long (not backpressured): idle; 0: never
+    watermark_idle_ms: int = 5000
 
     @property
     def at_least_once(self) -> bool:
@@ -109,6 +119,15 @@ class TopologyConfig:
             stmgrs=_stmgrs(config, default.stmgrs, component),
             debug=_bool(config, keys.TOPOLOGY_DEBUG, default.debug, component),
             max_parallelism=_max_parallelism(config, default.max_parallelism, component),
+            timestamp_field=_field_name(config, keys.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME,
+                                        component),
+            watermark_lag_ms=_millis(config, keys.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS,
+                                     default.watermark_lag_ms, 0, component),
+            watermark_interval_ms=_millis(config, keys.TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS,
+                                          default.watermark_interval_ms, WATERMARK_INTERVAL_MIN_MS,
+                                          component),
+            watermark_idle_ms=_millis(config, keys.HERON_WATERMARK_IDLE_MS,
+                                      default.watermark_idle_ms, 0, component),
         )
 
 
@@ -214,3 +233,26 @@ def _max_parallelism(config: Mapping[str, Any], default: int, component: str | N
                      f"set it to at least the largest parallelism the topology will ever have "
                      f"(default {default})")
     return count
+
+
+def _millis(config: Mapping[str, Any], key: str, default: int, least: int,
+            component: str | None) -> int:
+    """Read a whole number of milliseconds, at least ``least``; None means the default."""
+    value = config.get(key)
+    if value is None:
+        return default
+    count = _whole(value)
+    if count is None or count < least:
+        raise _error(key, value, component, f"must be a whole number of milliseconds >= {least}",
+                     f"set {key} to milliseconds >= {least}, e.g. {default or 1000}")
+    return count
+
+
+def _field_name(config: Mapping[str, Any], key: str, component: str | None) -> str | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value:
+        raise _error(key, value, component, "must name a field",
+                     f"set {key} to the name of the field holding the event time in ms")
+    return value

@@ -52,6 +52,11 @@ CHECKPOINT_UPLOAD_MS = "__checkpoint-upload-ms"        # the uploader's thread
 CHECKPOINT_UPLOADED_BYTES = "__checkpoint-uploaded-bytes"
 CHECKPOINT_UPLOADED_BYTES_TOTAL = "__checkpoint-uploaded-bytes-total"  # cumulative
 STATE_RESTORE_MS = "__state-restore-ms"        # loading the last restored checkpoint
+# event time: a task's watermark (ms since the epoch, a gauge once it has one), how far it
+# trails the wall clock (ms, a gauge), and the tuples it found late (cumulative)
+WATERMARK = "__watermark"
+WATERMARK_LAG_MS = "__watermark-lag-ms"
+LATE_TUPLES = "__late-tuples"
 
 # ---- heron_spark's, stream managers (cumulative unless noted)
 TUPLES_ROUTED = "__tuples-routed"

@@ -1,7 +1,10 @@
 """A bolt task's logic, without sockets.
 
 ``process`` for every tuple of every delivered batch (or ``process_batch``), acking, ticks, end
-of input, Heron's bolt metrics. Its input waits while its output gate is closed. See
+of input, Heron's bolt metrics. Its input waits while its output gate is closed. Event time:
+each input tuple carries its batch row's timestamp, emits made while processing it inherit it,
+and WATERMARK frames move the task's ``InputWatermarks``; when that advances,
+``_watermark_advanced`` runs ``process_watermark`` and sends the watermark on. See
 ``executor.py`` for the turn the shells drive.
 """
 
@@ -19,7 +22,8 @@ from heron_spark.api.serializer import load_serializer_named
 from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.api.tuple import HeronTuple, TupleHelper
 from heron_spark.contract import metric_names
-from heron_spark.instance import batches, task_metrics
+from heron_spark.api.event_time import WATERMARK_MAX, WATERMARK_MIN
+from heron_spark.instance import batches, task_metrics, watermarks
 from heron_spark.instance.acking import AckBuffer
 from heron_spark.instance.executor import TaskExecutor
 from heron_spark.proto import stmgr_pb2
@@ -49,6 +53,8 @@ class BoltExecutor(TaskExecutor):
         self._current: HeronTuple | None = None  # auto-ack: the tuple in process()
         self._settled = False                     # auto-ack: process() acked or failed it
         self.upstream = set(self.plan.upstream_tasks(self.task_id))
+        self.input_marks = watermarks.InputWatermarks(self.upstream)
+        self.watermark = WATERMARK_MIN  # the input watermark process_watermark last saw
         self.drained = False
         self._tick_secs = 0.0
         self._next_tick: float | None = None
@@ -74,15 +80,25 @@ class BoltExecutor(TaskExecutor):
             (sub.component, sub.stream): [0, 0] for sub in self.decl.inputs}
 
     # delegate API
-    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
-        """Emit one tuple (the slow path), anchored to ``anchors`` or, auto-acking, the input."""
+    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids,
+             timestamp=None, partition=None):
+        """Emit one tuple (the slow path), anchored to ``anchors`` or, auto-acking, the input.
+
+        Without ``timestamp`` it carries its anchors' newest timestamp, else the input's.
+        """
         roots: tuple[int, ...] = ()
         if self.reliable:
             if anchors is None and self._current is not None:
                 anchors = (self._current,)  # auto-ack bolts anchor to their input
             if anchors:
                 roots = _roots_of(anchors)
-        return self.collector.emit(values, stream, direct_task, need_task_ids, roots)
+        if timestamp is not None:
+            timestamp = self._validated_timestamp(timestamp)
+        else:
+            timestamp = _newest_timestamp(anchors) if anchors else None
+            if timestamp is None:
+                timestamp = self.collector.current_ts
+        return self.collector.emit(values, stream, direct_task, need_task_ids, roots, timestamp)
 
     def ack(self, tup) -> None:
         """Record ``tup`` processed (at-least-once; nothing to do at-most-once)."""
@@ -178,7 +194,10 @@ class BoltExecutor(TaskExecutor):
     def _on_data(self, frame: bytes) -> None:
         data_kind, src, _, rows, stream_length = _data_head(frame, _PREFIX_BYTES)
         if data_kind != frames.TUPLES:
-            if data_kind == frames.END_OF_STREAM:
+            if data_kind == frames.WATERMARK:
+                self._on_watermark(src, watermarks.decode(frames.data_stream(frame,
+                                                                             stream_length)))
+            elif data_kind == frames.END_OF_STREAM:
                 self._on_end_of_stream(src)
             elif data_kind == frames.CHECKPOINT_MARKER and self.stateful is not None:
                 self.checkpoint(int(frames.data_stream(frame, stream_length)))
@@ -204,6 +223,13 @@ class BoltExecutor(TaskExecutor):
         if self.hooks is not None:
             process = self.hooks.executing(process)
         now = time.time()
+        stamps = tuple_batch.timestamps(batch)
+        if stamps is not None:
+            self._process_stamped(batch, values, stamps, component, stream, src, now, process)
+            self.executed += rows
+            stats[1] += _clock_ns() - started_ns
+            stats[0] += rows
+            return
         roots: list | None = None
         root_column: pa.Array | None = None
         if self.reliable:
@@ -220,14 +246,14 @@ class BoltExecutor(TaskExecutor):
             # tuples built by C-level iteration: no Python frame per tuple before process()
             for tup in map(_new_tuple, repeat(HeronTuple), zip(
                     repeat(None), repeat(component), repeat(stream), repeat(src),
-                    values, repeat(now), repeat(()))):
+                    values, repeat(now), repeat(()), repeat(None))):
                 process(tup)
         else:
             key_index = batch.schema.get_field_index(tuple_batch.KEY_COLUMN)  # by name
             key_column = batch.column(key_index if key_index >= 0 else tuple_batch.KEY_COLUMN)
             tuples = map(_new_tuple, repeat(HeronTuple), zip(
                 key_column.to_pylist(), repeat(component), repeat(stream), repeat(src), values,
-                repeat(now), roots))
+                repeat(now), roots, repeat(None)))
             if self.auto_ack:
                 self._process_auto_acked(tuples)
             elif root_column is not None:  # acked as delivered, they are acked by these columns
@@ -241,6 +267,50 @@ class BoltExecutor(TaskExecutor):
         self.executed += rows
         stats[1] += _clock_ns() - started_ns  # Heron's __execute-latency: per batch, not per tuple
         stats[0] += rows
+
+    def _process_stamped(self, batch, values: list, stamps: list, component: str, stream: str,
+                         src: int, now: float, process) -> None:
+        """Process a batch whose tuples carry timestamps: emits inherit each one's.
+
+        One Python step per tuple more than the plain paths (the input's timestamp is set
+        before each ``process``); at most once the bolt's ``emit`` is the stamping fast path
+        meanwhile.
+        """
+        ids: list | None = None
+        roots: list | None = None
+        root_column = key_column = None
+        if self.reliable:
+            roots = tuple_batch.row_roots(batch)
+            if roots is not None:
+                key_column = batch.column(tuple_batch.KEY_COLUMN)
+                ids = key_column.to_pylist()
+                root_index = batch.schema.get_field_index(tuple_batch.ROOT_COLUMN)
+                if root_index >= 0:
+                    root_column = batch.column(root_index)
+                else:
+                    self.acks.single_root = False
+        tuples = list(map(_new_tuple, repeat(HeronTuple), zip(
+            repeat(None) if ids is None else ids, repeat(component), repeat(stream),
+            repeat(src), values, repeat(now), repeat(()) if roots is None else roots, stamps)))
+        collector = self.collector
+        component_dict = self.component.__dict__
+        plain = component_dict.get("emit")
+        swapped = plain is not None and plain is self._bound.get("emit") and not self.reliable
+        if swapped:
+            component_dict["emit"] = collector.emit_plain_stamped
+        try:
+            if roots is not None and self.auto_ack:
+                self._process_auto_acked(tuples, stamped=True)
+                return
+            if root_column is not None:
+                self.acks.delivered(tuples, root_column, key_column, now, (component, stream))
+            for tup in tuples:
+                collector.current_ts = tup[7]
+                process(tup)
+        finally:
+            collector.current_ts = None
+            if swapped:
+                component_dict["emit"] = plain
 
     def _process_batch(self, batch, component: str, stream: str, src: int, width: int) -> None:
         view = batches.input_view(batch, width, component, stream, src)
@@ -264,24 +334,67 @@ class BoltExecutor(TaskExecutor):
                 self.acks.ack_rows(flat, keys if counts is None else np.repeat(keys, counts),
                                    batch.num_rows)
 
-    def _process_auto_acked(self, tuples) -> None:
+    def _process_auto_acked(self, tuples, stamped: bool = False) -> None:
         process = self.component.process
         ack = self.acks.ack
         if self.hooks is not None:
             process, ack = self.hooks.executing(process), self.hooks.acking(ack)
+        collector = self.collector
         try:
             for tup in tuples:
                 self._current, self._settled = tup, False
+                if stamped:
+                    collector.current_ts = tup[7]
                 process(tup)
                 if not self._settled:
                     ack(tup)
         finally:
             self._current = None
 
+    # ---- event time ----------------------------------------------------------------------------
+    def _on_watermark(self, src: int, status: watermarks.Status) -> None:
+        marks = self.input_marks
+        changed = marks.on_idle(src) if status == watermarks.IDLE else \
+            marks.on_watermark(src, int(status))
+        if changed:
+            self._input_watermark_changed()
+
+    def _input_watermark_changed(self) -> None:
+        """Handle an input watermark that advanced or went idle, then tell downstream."""
+        status = self.input_marks.status()
+        if status != watermarks.IDLE and int(status) > self.watermark:
+            self._watermark_advanced(int(status))
+        if status != self.watermark_sent:
+            self.send_watermark(status, self.clock())
+
+    def _watermark_advanced(self, watermark: int) -> None:
+        """Run ``process_watermark(watermark)``: every tuple before it was processed."""
+        self.watermark = watermark
+        process_watermark = getattr(self.component, "process_watermark", None)
+        if process_watermark is not None:  # a duck-typed bolt may lack it
+            process_watermark(watermark)
+
+    def current_watermark(self) -> int:
+        """Return the input watermark ``process_watermark`` last saw."""
+        return self.watermark
+
+    def time_state(self) -> dict | None:
+        """Return the input watermarks, for a checkpoint."""
+        return {"input": self.input_marks.snapshot(), "watermark": self.watermark}
+
+    def restore_time_state(self, saved: dict) -> None:
+        """Start from a checkpoint's input watermarks (``process_watermark`` saw its own)."""
+        marks = saved.get("input")
+        if marks is not None:
+            self.input_marks.restore(marks)
+        self.watermark = max(self.watermark, int(saved.get("watermark", WATERMARK_MIN)))
+
     def _on_end_of_stream(self, src: int) -> None:
         if src not in self.upstream:
             return  # replayed after a restart, or already seen
         self.upstream.discard(src)
+        if self.input_marks.on_end(src):
+            self._input_watermark_changed()
         if not self.upstream:
             self.component.end_of_input()
             self._flush_with_acks(self.clock(), force=True)
@@ -328,11 +441,16 @@ class BoltExecutor(TaskExecutor):
             deadline = min(deadline, self._acks_due)
         if self._next_tick is not None:
             deadline = min(deadline, self._next_tick)
+        if self.watermark_sent is not None and self.watermark_sent != WATERMARK_MAX:
+            deadline = min(deadline, self._watermark_resend_at)
         return deadline
 
     def on_time(self, now: float) -> None:
-        """Run what is due: user metrics, then a tick tuple when one is due."""
+        """Run what is due: user metrics, the watermark again, then a tick tuple when one is due."""
         super().on_time(now)
+        if self.watermark_sent is not None and now >= self._watermark_resend_at \
+                and self.watermark_sent != WATERMARK_MAX:
+            self.send_watermark(self.watermark_sent, now)
         if self._next_tick is not None and now >= self._next_tick:
             self.component.process_tick(HeronTuple(
                 None, TupleHelper.TICK_SOURCE_COMPONENT, TupleHelper.TICK_TUPLE_ID, -1,
@@ -351,6 +469,14 @@ class BoltExecutor(TaskExecutor):
 
 def _ignore(tup) -> None:
     """``ack``/``fail`` at-most-once: there are no trees to settle."""
+
+
+def _newest_timestamp(anchors) -> int | None:
+    """Return the newest timestamp among ``anchors`` (input tuples), None when none has one."""
+    if not isinstance(anchors, (list, tuple)) or isinstance(anchors, HeronTuple):
+        anchors = (anchors,)
+    stamps = [t for t in (getattr(a, "timestamp", None) for a in anchors) if t is not None]
+    return max(stamps) if stamps else None
 
 
 def _roots_of(anchors) -> tuple[int, ...]:

@@ -10,6 +10,12 @@ destination task (``plan.grouping``) and sends one DATA frame per destination, w
 relay without decoding. At-least-once, it draws each copy's edge id here and sends the XOR
 updates (``edges``, or ``opened`` for a spout's new trees) ahead of the frames that carry them.
 Whole record batches (the batch API) take the same way without a Python object per row.
+
+Event time: a tuple emitted with a timestamp (``emit(..., timestamp=ms)``, or inherited from
+the input a bolt is processing: ``current_ts``) keeps it beside its row; a batch with any
+timestamp carries the ``__hs_ts`` column (``tuple_batch.with_timestamps``). While a stream
+holds timestamps its emits leave the fast paths (it is out of ``_plain`` until its flush),
+except ``emit_plain_stamped``, which the executor binds while it processes timestamped input.
 """
 
 from __future__ import annotations
@@ -62,7 +68,7 @@ class _StreamOut:
 
     __slots__ = ("name", "name_bytes", "fields", "width", "routing", "per_tuple",
                  "direct_tasks", "rows", "roots", "dests", "routed", "emitted", "batches",
-                 "batch_rows")
+                 "batch_rows", "stamps")
 
     def __init__(self, name: str, fields: tuple[str, ...], routing: grouping.StreamRouting) -> None:
         self.name = name
@@ -79,6 +85,7 @@ class _StreamOut:
         self.emitted = 0
         self.batches: list = []  # small record batches waiting to leave together (batch API)
         self.batch_rows = 0
+        self.stamps: list | None = None  # event time: each buffered row's timestamp (or None)
 
 
 class OutputCollector:
@@ -115,10 +122,13 @@ class OutputCollector:
         # topology.serializer.classname's serializer (None: pickle)
         self.serializer: IHeronSerializer | None = None
         self.sent = 0     # tuple copies handed to the stmgr connection (what it counts in)
+        # event time: the timestamp of the input being processed (emit_plain_stamped's)
+        self.current_ts: int | None = None
 
     # ---- emitting --------------------------------------------------------------------------
     def emit_plain(self, values, stream: str = _DEFAULT, anchors=None,
-                   direct_task: int | None = None, need_task_ids: bool = False):
+                   direct_task: int | None = None, need_task_ids: bool = False,
+                   timestamp: int | None = None):
         """Emit at most once: ``Bolt.emit`` (same signature), bound as the bolt's ``emit``.
 
         Anchors mean nothing without trees. The common case is one dict lookup, a length check
@@ -126,8 +136,8 @@ class OutputCollector:
         """
         out = self._plain.get(stream)
         if out is None or direct_task is not None or need_task_ids or len(values) != out.width \
-                or out.dests is not None or out.roots is not None:
-            return self.emit(values, stream, direct_task, need_task_ids)
+                or out.dests is not None or out.roots is not None or timestamp is not None:
+            return self.emit(values, stream, direct_task, need_task_ids, (), timestamp)
         rows = out.rows
         rows.append(values)
         if len(rows) >= self._max:
@@ -135,17 +145,49 @@ class OutputCollector:
             self._push()
         return None
 
+    def emit_plain_stamped(self, values, stream: str = _DEFAULT, anchors=None,
+                           direct_task: int | None = None, need_task_ids: bool = False,
+                           timestamp: int | None = None):
+        """Emit at most once with the input's timestamp (``current_ts``) unless given one.
+
+        Bound as the bolt's ``emit`` while it processes timestamped input.
+        """
+        out = self._streams.get(stream)
+        if timestamp is None:
+            timestamp = self.current_ts
+        if out is None or direct_task is not None or need_task_ids or len(values) != out.width \
+                or out.dests is not None or out.roots is not None or out.batches:
+            return self.emit(values, stream, direct_task, need_task_ids, (), timestamp)
+        rows = out.rows
+        stamps = out.stamps
+        if stamps is None:
+            stamps = self._start_stamps(out)
+        rows.append(values)
+        stamps.append(timestamp)
+        if len(rows) >= self._max:
+            self._flush(out)
+            self._push()
+        return None
+
     def spout_emit_plain(self, values, tup_id=None, stream: str = _DEFAULT,
-                         direct_task: int | None = None, need_task_ids: bool = False):
+                         direct_task: int | None = None, need_task_ids: bool = False,
+                         timestamp: int | None = None, partition=None):
         """Emit at most once: ``Spout.emit`` (same signature), bound as the spout's ``emit``.
 
-        A message id means nothing without trees.
+        A message id means nothing without trees; a timestamp goes to the executor's ``emit``,
+        which moves the spout's watermark.
         """
+        if timestamp is not None:
+            return self.delegate_emit(values, stream, None, None, direct_task, need_task_ids,
+                                      timestamp, partition)
         return self.emit_plain(values, stream, None, direct_task, need_task_ids)
 
     def emit(self, values, stream: str, direct_task: int | None, need_task_ids: bool,
-             roots: tuple[int, ...] = ()):
-        """Buffer one tuple in the trees ``roots``; return its target task ids when asked."""
+             roots: tuple[int, ...] = (), timestamp: int | None = None):
+        """Buffer one tuple in the trees ``roots``; return its target task ids when asked.
+
+        ``timestamp``: its event time in ms, if it has one.
+        """
         out = self._streams.get(stream)
         if out is None:
             msg = f"emit on undeclared stream {stream!r}"
@@ -183,14 +225,28 @@ class OutputCollector:
             out.roots.append(roots)
         elif out.roots is not None:
             out.roots.append(())
+        if timestamp is not None:
+            stamps = out.stamps
+            if stamps is None:
+                stamps = self._start_stamps(out)
+            stamps.append(timestamp)
+        elif out.stamps is not None:
+            out.stamps.append(None)
         rows.append(values)
         if len(rows) >= self._max:
             self._flush(out)
             self._push()
         return result
 
+    def _start_stamps(self, out: _StreamOut) -> list:
+        """Start keeping timestamps on ``out``: the rows before have none; fast paths stop."""
+        stamps = out.stamps = [None] * len(out.rows)
+        self._plain.pop(out.name, None)
+        return stamps
+
     def emit_anchored(self, values, stream: str = _DEFAULT, anchors=None,
-                      direct_task: int | None = None, need_task_ids: bool = False):
+                      direct_task: int | None = None, need_task_ids: bool = False,
+                    timestamp: int | None = None):
         """Emit at least once: ``Bolt.emit`` (same signature), bound as the bolt's ``emit``.
 
         Bound unless the bolt auto-acks. The common case (one anchor, a stream routed by the
@@ -202,8 +258,10 @@ class OutputCollector:
         except (TypeError, ValueError):
             anchor = None
         if anchor.__class__ is not HeronTuple or out is None or direct_task is not None \
-                or need_task_ids or len(values) != out.width or out.dests is not None:
-            return self.delegate_emit(values, stream, None, anchors, direct_task, need_task_ids)
+                or need_task_ids or len(values) != out.width or out.dests is not None \
+                or timestamp is not None or anchor[7] is not None:
+            return self.delegate_emit(values, stream, None, anchors, direct_task, need_task_ids,
+                                      timestamp)
         rows = out.rows
         roots = out.roots
         if roots is None:
@@ -216,15 +274,17 @@ class OutputCollector:
         return None
 
     def spout_emit_tracked(self, values, tup_id=None, stream: str = _DEFAULT,
-                           direct_task: int | None = None, need_task_ids: bool = False):
+                           direct_task: int | None = None, need_task_ids: bool = False,
+                           timestamp: int | None = None, partition=None):
         """Emit at least once: ``Spout.emit`` (same signature), bound as the spout's ``emit``.
 
         A message id opens a tree (``open_tree``, the spout's ``SpoutTrees.open``).
         """
         out = self._plain.get(stream)
         if tup_id is None or out is None or direct_task is not None or need_task_ids \
-                or len(values) != out.width or out.dests is not None:
-            return self.delegate_emit(values, stream, tup_id, None, direct_task, need_task_ids)
+                or len(values) != out.width or out.dests is not None or timestamp is not None:
+            return self.delegate_emit(values, stream, tup_id, None, direct_task, need_task_ids,
+                                      timestamp, partition)
         rows = out.rows
         roots = out.roots
         if roots is None:
@@ -371,6 +431,11 @@ class OutputCollector:
         self.last_flush = self._clock()
         rows, dests, routed, roots = out.rows, out.dests, out.routed, out.roots
         out.rows, out.dests, out.routed, out.roots = [], None, None, None
+        stamps = out.stamps
+        if stamps is not None:
+            out.stamps = None
+            if not out.per_tuple and not out.batches:
+                self._plain[out.name] = out
         parts = None
         sorter = out.routing.sorter
         if sorter is not None and dests is None:  # fields grouping: rows ordered by task here
@@ -379,6 +444,8 @@ class OutputCollector:
                 rows = [rows[i] for i in order]
                 if roots is not None:
                     roots = [roots[i] for i in order]
+                if stamps is not None:
+                    stamps = [stamps[i] for i in order]
         packed = None
         one_each = False
         if roots is not None:
@@ -390,6 +457,8 @@ class OutputCollector:
                 if one_each else (np.fromiter(chain.from_iterable(roots), dtype=np.uint64),
                                   np.fromiter(map(len, roots), dtype=np.int32, count=count))
         batch, schema = tuple_batch.build_rows(out.fields, rows, self.serializer)
+        if stamps is not None:  # not the fields' schema any more: no cached layout
+            batch, schema = tuple_batch.with_timestamps(batch, stamps), None
         # A spout's per-tuple rows each open a tree of their own: their roots are distinct.
         self._send_batch(out, batch, dests, routed, packed, gathered, parts,
                          one_each, one_each and self._is_spout, schema)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 from heron_spark.api.context import StreamId, TopologyContext
 from heron_spark.api.task_hook import ITaskHook
@@ -42,6 +42,8 @@ class InstanceContext(TopologyContext):
         self.metrics = self._metrics_collector.registered  # read by the executor
         self.task_hooks: list = []
         self.on_task_hook: Callable[[], None] | None = None  # the executor's: called after each add_task_hook
+        # the executor (set by it): this task's watermark and late-tuple count
+        self.event_time: Any = None
 
     def get_task_id(self) -> int:
         """Return this task's id."""
@@ -93,6 +95,18 @@ class InstanceContext(TopologyContext):
         decl = self._plan.logical.components.get(component_id)
         stream = None if decl is None else decl.outputs.get(stream_id)
         return None if stream is None else tuple(stream.fields)
+
+    # ---- event time
+    def get_current_watermark(self) -> int:
+        """Return this task's watermark in ms since the epoch (``WATERMARK_MIN`` before any).
+
+        A bolt's is its input watermark: every tuple still to come has a timestamp >= it.
+        """
+        return self.event_time.current_watermark()
+
+    def record_late_tuples(self, count: int = 1) -> None:
+        """Count ``count`` tuples this task found late (the ``__late-tuples`` metric)."""
+        self.event_time.record_late_tuples(count)
 
     # ---- task hooks
     def add_task_hook(self, task_hook) -> None:

@@ -25,6 +25,11 @@ The output gate (``OutputGate``) watches the bytes the stmgr has not taken from 
 more frames. The executor answers only through ``send(frame)`` and reads time only from
 ``clock``, so it is tested without processes or sockets.
 
+Event time: every task tells its downstream tasks its watermark in band (WATERMARK frames,
+``send_watermark``), after what it emitted before; a spout makes its own
+(``instance.watermarks.SourceWatermarks``), a bolt merges its upstream tasks'
+(``InputWatermarks``). Under effectively once they are saved with each checkpoint.
+
 The executor is also the delegate behind the user's ``Spout``/``Bolt`` methods. When a
 component does not override ``emit``, the executor binds the collector's fast path as the
 component's ``emit``: per tuple, one Python call and one list append.
@@ -40,11 +45,14 @@ from typing import Any, Callable
 from heron_spark.api import global_metrics
 from heron_spark.api.metrics import MultiCountMetric
 from heron_spark.api.serializer import load_serializer
+from heron_spark.api.event_time import WATERMARK_MAX, WATERMARK_MIN
+from heron_spark.api.event_time import timestamp_ms as event_time_ms
 from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.config import SystemConfig, own_state_config, state_settings
 from heron_spark.contract import metric_names
 from heron_spark.contract.exit_codes import ExitCode
-from heron_spark.instance import hooks, task_metrics
+from heron_spark.errors import TopologyValueError
+from heron_spark.instance import hooks, task_metrics, watermarks
 from heron_spark.instance.collector import OutputCollector
 from heron_spark.instance.context import InstanceContext
 from heron_spark.instance.stateful import KeyLayout, TaskState
@@ -161,6 +169,12 @@ class TaskExecutor:
                                       settings, wake, layout=layout)
         self.held = False  # effectively once: a spout waits for the end of a restore
         self.paused = False  # the topology is deactivated: a spout does not emit
+        # event time: what this task last told downstream (None: nothing yet), and when it
+        # tells it again unchanged (a restarted downstream task learns it so)
+        self.watermark_sent: watermarks.Status | None = None
+        self._watermark_resend_at = 0.0
+        self.late_tuples = 0  # event time: tuples this task found late (``__late-tuples``)
+        self.context.event_time = self
         self.hooks: hooks.TaskHooks | None = None  # set once the task has a task hook
         self.global_counts = MultiCountMetric()    # this task's global_metrics (``__auto__``)
         self.means = task_metrics.IntervalMean()   # the metrics thread's, for latencies
@@ -234,9 +248,44 @@ class TaskExecutor:
         """Handle one frame from the stmgr (subclasses)."""
         raise NotImplementedError
 
-    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
+    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids,
+             timestamp=None, partition=None):
         """Emit one tuple: the delegate's general ``emit`` behind the fast paths (subclasses)."""
         raise NotImplementedError
+
+    # ---- event time --------------------------------------------------------------------------
+    def current_watermark(self) -> int:
+        """Return this task's watermark in ms (``WATERMARK_MIN`` before any; subclasses)."""
+        return WATERMARK_MIN
+
+    def record_late_tuples(self, count: int = 1) -> None:
+        """Count ``count`` late tuples (``__late-tuples``)."""
+        self.late_tuples += count
+
+    def time_state(self) -> dict | None:
+        """Return the event-time progress a checkpoint keeps (subclasses)."""
+        return None
+
+    def restore_time_state(self, saved: dict) -> None:
+        """Start from a checkpoint's event-time progress (subclasses)."""
+
+    def send_watermark(self, status: watermarks.Status, now: float) -> None:
+        """Tell every downstream task ``status``, after everything emitted before it."""
+        self.end_turn(now, force=True)
+        slot = watermarks.encode(status)
+        for dest in self.plan.downstream_tasks(self.task_id):
+            self.send(frames.data_frame(frames.WATERMARK, self.task_id, dest, 0, slot))
+        self.watermark_sent = status
+        self._watermark_resend_at = now + self.decl.topology_config.watermark_interval_ms / 1000.0
+
+    def _validated_timestamp(self, timestamp) -> int:
+        """Return an emit's ``timestamp`` as int ms; raise when it is not one."""
+        value = event_time_ms(timestamp)
+        if value is None:
+            msg = "emit(timestamp=...) takes the event time as int milliseconds since the epoch"
+            raise TopologyValueError(msg, component=self.component_name, value=timestamp,
+                                     kind="timestamp", fix="pass an int of ms, or None")
+        return value
 
     def _run(self, now: float) -> bool:
         """Do the turn's own work after its input (a spout's ``next_tuple`` slice).
@@ -284,6 +333,8 @@ class TaskExecutor:
             self.held = hold
             self.committed_id = max(self.committed_id, checkpoint_id)  # restored: committed
             self.stateful.load(self.component, epoch, checkpoint_id, self.collector.serializer)
+            if self.stateful.time_state is not None:
+                self.restore_time_state(self.stateful.time_state)
         self.context.on_task_hook = self._hooked
         for hook in hooks.auto_hooks(config, self.component_name):
             self.context.add_task_hook(hook)
@@ -357,7 +408,7 @@ class TaskExecutor:
         """
         assert self.stateful is not None, "checkpoints are sent to effectively-once tasks only"
         self.end_turn(self.clock(), force=True)
-        self.stateful.snapshot(self.component, checkpoint_id)
+        self.stateful.snapshot(self.component, checkpoint_id, self.time_state())
         name = str(checkpoint_id).encode()
         for dest in self.plan.downstream_tasks(self.task_id):
             self.send(frames.data_frame(frames.CHECKPOINT_MARKER, self.task_id, dest, 0, name))
@@ -473,3 +524,10 @@ class TaskExecutor:
             add(name=name, value=value)
         if self.stateful is not None:
             self.stateful.stats.add_metrics(add)
+        watermark = self.current_watermark()
+        if watermark != WATERMARK_MIN:
+            add(name=metric_names.WATERMARK, value=watermark)
+            if watermark != WATERMARK_MAX:
+                add(name=metric_names.WATERMARK_LAG_MS, value=time.time() * 1000.0 - watermark)
+        if self.late_tuples:
+            add(name=metric_names.LATE_TUPLES, value=self.late_tuples)

@@ -68,8 +68,10 @@ class TaskHooks:
     def _emitting(self, emit: Callable) -> Callable:
         hooks, task_id = self.hooks, self.task_id
 
-        def hooked_emit(values, stream, tup_id, anchors, direct_task, need_task_ids):
-            result = emit(values, stream, tup_id, anchors, direct_task, need_task_ids)
+        def hooked_emit(values, stream, tup_id, anchors, direct_task, need_task_ids,
+                        timestamp=None, partition=None):
+            result = emit(values, stream, tup_id, anchors, direct_task, need_task_ids,
+                          timestamp, partition)
             info = EmitInfo(values, stream, task_id, result if need_task_ids else None)
             for hook in hooks:
                 hook.emit(info)

@@ -1,7 +1,9 @@
 """A spout task's logic, without sockets.
 
 ``next_tuple`` slices, tuple trees under at-least-once, deactivation, Heron's spout metrics. It
-calls ``next_tuple`` only while its output gate is open and the stmgr lets it emit. See
+calls ``next_tuple`` only while its output gate is open and the stmgr lets it emit. Event
+time: the tuples' timestamps move the task's ``SourceWatermarks``, whose watermark (or
+idleness) goes downstream every ``topology.bolts.watermark.event.interval.ms``. See
 ``executor.py`` for the turn the shells drive.
 """
 
@@ -13,9 +15,11 @@ from itertools import count, repeat
 
 import numpy as np
 
+from heron_spark.api.event_time import timestamp_ms as event_time_ms
 from heron_spark.api.spout import Spout
 from heron_spark.contract import metric_names
-from heron_spark.instance import batches, task_metrics
+from heron_spark.api.event_time import WATERMARK_MAX
+from heron_spark.instance import batches, task_metrics, watermarks
 from heron_spark.instance.acking import SpoutTrees
 from heron_spark.instance.executor import TaskExecutor
 from heron_spark.proto import physical_plan_pb2, stmgr_pb2
@@ -39,13 +43,46 @@ class SpoutExecutor(TaskExecutor):
         self._unrouted_max = self.config.backpressure_high_water_tuples
         self.next_tuple_calls = 0  # Heron's __next-tuple-count
         self.next_tuple_ns = 0     # total time in next_tuple: __next-tuple-latency's numerator
+        settings = self.decl.topology_config
+        self.watermarks = watermarks.SourceWatermarks(
+            settings.watermark_lag_ms, settings.watermark_idle_ms, self.clock())
+        self._watermark_secs = settings.watermark_interval_ms / 1000.0
+        self._next_watermark = self.clock() + self._watermark_secs
+        # topology.bolts.tuple.timestamp.field.name: stream -> the field's index
+        self._stamp_fields: dict[str, int] = {}
+        if settings.timestamp_field is not None:
+            self._stamp_fields = {
+                name: stream.fields.index(settings.timestamp_field)
+                for name, stream in self.decl.outputs.items()
+                if settings.timestamp_field in stream.fields}
 
     # delegate API
-    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids):
-        """Emit one tuple (the slow path); a message id ``tup_id`` opens a tree."""
+    def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids,
+             timestamp=None, partition=None):
+        """Emit one tuple (the slow path); a message id ``tup_id`` opens a tree.
+
+        A timestamp (given, or the stream's timestamp field's value) moves the watermark of
+        ``partition``; a timestamp field whose value is no timestamp leaves the tuple without.
+        """
+        if timestamp is not None:
+            timestamp = self._validated_timestamp(timestamp)
+        elif self._stamp_fields:
+            index = self._stamp_fields.get(stream)
+            if index is not None and index < len(values):
+                timestamp = event_time_ms(values[index])
+        if timestamp is not None:
+            self.watermarks.observe(timestamp, partition, self.clock())
         roots = (self.trees.open(tup_id, stream),) if self.trees is not None and tup_id is not None \
             else ()
-        return self.collector.emit(values, stream, direct_task, need_task_ids, roots)
+        return self.collector.emit(values, stream, direct_task, need_task_ids, roots, timestamp)
+
+    def advance_watermark(self, watermark_ms: int) -> None:
+        """Raise the task's watermark to ``watermark_ms`` and send it now."""
+        now = self.clock()
+        self.watermarks.advance(self._validated_timestamp(watermark_ms), now)
+        status = self.watermarks.status(now)
+        if status != self.watermark_sent:
+            self.send_watermark(status, now)
 
     def declare_exhausted(self) -> None:
         """Mark the spout out of input: once its trees close, the stmgr is told."""
@@ -63,13 +100,16 @@ class SpoutExecutor(TaskExecutor):
             self.collector.emit_batch(batch, stream, roots)
 
     def _configure(self, config: dict) -> None:
+        # A timestamp field: every emit reads it, so the general emit, no fast path.
+        fast = not self._stamp_fields
         if self.reliable:
             settings = self.decl.topology_config  # this component's view
             self.trees = SpoutTrees(self.task_id, settings.message_timeout_or_none_secs,
                                     settings.max_spout_pending, clock=self.clock)
             self.collector.open_tree = self.trees.open
-            self._bind(Spout, "emit", self.collector.spout_emit_tracked)
-        else:
+            if fast:
+                self._bind(Spout, "emit", self.collector.spout_emit_tracked)
+        elif fast:
             self._bind(Spout, "emit", self.collector.spout_emit_plain)
 
     def _initialized(self, config: dict) -> None:
@@ -155,6 +195,10 @@ class SpoutExecutor(TaskExecutor):
             self.announced = True
             self.logger.info("spout task %d exhausted", self.task_id)
 
+    def next_deadline(self, now: float) -> float:
+        """Return when the loop must come back at the latest: also the watermark."""
+        return min(super().next_deadline(now), self._next_watermark)
+
     def wait_secs(self, now: float) -> float:
         """How long the loop may wait for input when ``next_tuple`` did not emit."""
         wait = max(0.0, self.next_deadline(now) - now)
@@ -182,8 +226,11 @@ class SpoutExecutor(TaskExecutor):
             self.on_control(message)
 
     def on_time(self, now: float) -> None:
-        """Run what is due: user metrics, then ``fail`` for every tree that timed out."""
+        """Run what is due: user metrics, the watermark, ``fail`` for every tree that timed out."""
         super().on_time(now)
+        if now >= self._next_watermark:
+            self._next_watermark = now + self._watermark_secs
+            self._tell_watermark(now)
         if self.trees is not None:
             fail = self.component.fail
             if self.hooks is not None:
@@ -191,6 +238,35 @@ class SpoutExecutor(TaskExecutor):
             for message_id in self.trees.expired():
                 self.exhausted = False  # a bounded spout replays, then declares exhaustion again
                 fail(message_id)
+
+    def _tell_watermark(self, now: float) -> None:
+        """Send the task's watermark or idleness downstream when it changed, or is due again.
+
+        A spout held back (backpressure, deactivated, waiting for a restore) is not idle.
+        """
+        if self.announced:
+            return  # its END_OF_STREAM went out: +infinity downstream
+        marks = self.watermarks
+        if self.gated or self.paused or self.held or not self.gate.open or \
+                (self.trees is not None and self.trees.full):
+            marks.hold(now)
+        status = marks.status(now)
+        if status != self.watermark_sent or now >= self._watermark_resend_at:
+            self.send_watermark(status, now)
+
+    def current_watermark(self) -> int:
+        """Return this task's watermark (``WATERMARK_MAX`` once it ended)."""
+        return WATERMARK_MAX if self.announced else self.watermarks.watermark
+
+    def time_state(self) -> dict | None:
+        """Return the watermark generator's progress, for a checkpoint."""
+        return {"source": self.watermarks.snapshot()}
+
+    def restore_time_state(self, saved: dict) -> None:
+        """Start the watermark generator from a checkpoint's progress."""
+        source = saved.get("source")
+        if source is not None:
+            self.watermarks.restore(source, self.clock())
 
     def _close_trees(self, done: stmgr_pb2.TreesDone) -> None:
         if self.trees is None:

@@ -25,8 +25,14 @@ parallelism reads the file of the task of the same index; a new parallelism (``h
 update``) reads, from every old task whose key groups overlap the ones this task owns now,
 the entries of those groups, so each key's state is on exactly one task. An old task holding
 a key outside its own key groups means the state is not keyed by the fields grouping: the
-restore fails rather than guess. Loop thread only (the upload jobs run on
-the uploader's thread and touch only their snapshot and a store of their own).
+restore fails rather than guess.
+
+Beside the state, every task of an effectively-once topology saves its event-time progress
+(``time_state``: its watermarks, ``instance.watermarks``) in a small file of its own; a start
+from a checkpoint reads it back when the component has the parallelism it had (after a
+rescale watermarks start over: every upstream task sends its own again). Loop thread only
+(the upload jobs run on the uploader's thread and touch only their snapshot and a store of
+their own).
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import pickle
 import posixpath
 import shutil
 import time
@@ -122,6 +129,7 @@ class TaskState:
         self.checkpoint_id = 0
         self.saved = 0
         self.stats = StateStats()  # published as the task's state metrics
+        self.time_state: dict | None = None  # the loaded checkpoint's event-time progress
 
     @property
     def store(self) -> CheckpointStore:
@@ -140,6 +148,7 @@ class TaskState:
              serializer: IHeronSerializer | None = None) -> None:
         """Load ``checkpoint_id``'s state (0: empty) and give it to ``component``."""
         self.epoch, self.checkpoint_id = epoch, checkpoint_id
+        self.time_state = self._load_time(checkpoint_id) if checkpoint_id else None
         if not isinstance(component, StatefulComponent):
             self.state = HashMapState()
             return
@@ -294,20 +303,70 @@ class TaskState:
         return TopologyRuntimeError(msg, component=self.component, task_id=self.task_id)
 
     # ---- checkpoints ------------------------------------------------------------------------
-    def snapshot(self, component, checkpoint_id: int) -> None:
+    def snapshot(self, component, checkpoint_id: int, time_state: dict | None = None) -> None:
         """``pre_save``, take a local snapshot for ``checkpoint_id`` and queue its upload.
 
-        Blocks only while the upload queue is full.
+        ``time_state``: the task's event-time progress, saved beside the state. Blocks only
+        while the upload queue is full.
         """
+        blob = None if time_state is None else self._time_blob(time_state)
         if not isinstance(component, StatefulComponent):
-            self._ready.append((checkpoint_id, None))
+            if blob is None:
+                self._ready.append((checkpoint_id, None))
+            else:
+                self._uploader.submit(checkpoint_id,
+                                      lambda: self._upload_time(checkpoint_id, blob))
             return
         started = time.perf_counter()
         job = self._snapshot(component, checkpoint_id)
         stats = self.stats
         stats.pause_ms = round((time.perf_counter() - started) * 1000.0, 3)
         stats.snapshots += 1
-        self._uploader.submit(checkpoint_id, lambda: self._timed(job))
+
+        def upload() -> None:
+            self._timed(job)
+            if blob is not None:
+                self._upload_time(checkpoint_id, blob)
+        self._uploader.submit(checkpoint_id, upload)
+
+    # ---- event-time progress ----------------------------------------------------------------
+    def _time_owner(self) -> tuple:
+        """Return whose progress a time file holds: the component, the task's index, its tasks."""
+        layout = self._layout
+        return (self.component, None if layout is None else layout.task_index,
+                None if layout is None else len(layout.tasks))
+
+    def _time_blob(self, time_state: dict) -> bytes:
+        return pickle.dumps({"owner": self._time_owner(), "time": time_state},
+                            protocol=pickle.HIGHEST_PROTOCOL)
+
+    def _upload_time(self, checkpoint_id: int, blob: bytes) -> None:
+        path = posixpath.join(self._root, self._topology, str(checkpoint_id))
+        try:
+            store = self._upload_store()
+            path = store.path(checkpoint_id, self.task_id, "time")
+            store.save_extra(checkpoint_id, self.task_id, "time", blob)
+        except OSError as exc:
+            raise self._upload_failed(checkpoint_id, path, exc) from exc
+
+    def _load_time(self, checkpoint_id: int) -> dict | None:
+        """Return the event-time progress this task saved at ``checkpoint_id``, if it is its own.
+
+        None when there is none, or it belonged to another component or parallelism.
+        """
+        try:
+            blob = self.store.load_extra(checkpoint_id, self.task_id, "time")
+        except OSError as exc:
+            raise self._missing(checkpoint_id, self.store.path(
+                checkpoint_id, self.task_id, "time")) from exc
+        if blob is None:
+            return None
+        try:
+            saved = pickle.loads(blob)  # noqa: S301 - our own file in the checkpoint store
+        except Exception as exc:  # noqa: BLE001 - a corrupt file raises anything
+            raise self._corrupt(checkpoint_id, self.store.path(checkpoint_id, self.task_id,
+                                                               "time"), exc) from exc
+        return saved["time"] if saved.get("owner") == self._time_owner() else None
 
     def _snapshot(self, component, checkpoint_id: int) -> Callable[[], tuple[int, int]]:
         """Take the local snapshot; return its upload job (-> state bytes, bytes written)."""

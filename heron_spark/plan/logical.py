@@ -280,8 +280,17 @@ def _component(spec: HeronComponentSpec, topo_config: dict) -> ComponentDecl:
                                  kind="inputs", fix="pass inputs={upstream_spec: Grouping...}")
     config = {**topo_config, **(spec.custom_config or {}),
               keys.TOPOLOGY_COMPONENT_PARALLELISM: par}
+    settings = TopologyConfig.from_config(config, name)
+    field = (spec.custom_config or {}).get(keys.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME)
+    if spec.is_spout and field is not None and \
+            not any(field in stream.fields for stream in outputs.values()):
+        msg = (f"{keys.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME} names a field no output "
+               f"stream of the spout declares")
+        raise TopologyValueError(msg, component=name, value=field, kind="config",
+                                 fix=f"name one of its fields "
+                                     f"{sorted({f for s in outputs.values() for f in s.fields})}")
     return ComponentDecl(name, spec.python_class_path, spec.is_spout, par, outputs, inputs,
-                         config, TopologyConfig.from_config(config, name), carried)
+                         config, settings, carried)
 
 
 def _outputs(component: str, declared) -> dict[str, StreamDecl]:

@@ -119,6 +119,15 @@ class CheckpointStore:
         path = self.path(checkpoint_id, task)
         return self._read(path) if self._is_file(path) else None
 
+    def save_extra(self, checkpoint_id: int, task: int, suffix: str, data: bytes) -> None:
+        """Write a small file of ``task`` beside its state (``suffix``: what it holds)."""
+        self._write(self.path(checkpoint_id, task, suffix), data)
+
+    def load_extra(self, checkpoint_id: int, task: int, suffix: str) -> bytes | None:
+        """Return ``save_extra``'s file, None when the task saved none."""
+        path = self.path(checkpoint_id, task, suffix)
+        return self._read(path) if self._is_file(path) else None
+
     # ---- component layouts (key groups) -----------------------------------------------------
     def component_path(self, checkpoint_id: int, component: str) -> str:
         """Return where ``component``'s layout of ``checkpoint_id`` lives."""

@@ -17,6 +17,10 @@ reserved prefix:
   bolt's anchors' roots): ``__hs_root`` (uint64) when every row of the batch has exactly one,
   as is usual, else ``__hs_roots`` (list<uint64>);
 - ``__hs_key`` (uint64): the row's edge id, drawn by the emitter for this destination's copy.
+
+Event time adds ``__hs_ts`` (int64, nullable) right after the fields, before any acking
+column: each row's timestamp in milliseconds since the epoch (``api.event_time``), present only
+when some row of the batch has one.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ _SERIALIZERS: dict[bytes, object] = {}  # dotted class name -> a serializer of t
 ROOT_COLUMN = "__hs_root"
 ROOTS_COLUMN = "__hs_roots"
 KEY_COLUMN = "__hs_key"
+TS_COLUMN = "__hs_ts"
+_TS_FIELD = pa.field(TS_COLUMN, pa.int64())
 _U64_TYPE = pa.uint64()
 _ROOT_FIELD = pa.field(ROOT_COLUMN, _U64_TYPE)
 _KEY_FIELD = pa.field(KEY_COLUMN, _U64_TYPE)
@@ -210,6 +216,17 @@ def with_roots(batch: pa.RecordBatch, flat: np.ndarray, counts: np.ndarray,
     np.cumsum(counts, out=offsets[1:])
     roots = pa.ListArray.from_arrays(pa.array(offsets), _u64_array(flat))
     return batch.append_column(pa.field(ROOTS_COLUMN, _ROOTS_TYPE), roots)
+
+
+def with_timestamps(batch: pa.RecordBatch, stamps: Sequence[int | None]) -> pa.RecordBatch:
+    """Return ``batch`` with its event-time column: ``stamps``, one int ms (or None) per row."""
+    return batch.append_column(_TS_FIELD, pa.array(stamps, type=pa.int64()))
+
+
+def timestamps(batch: pa.RecordBatch) -> list | None:
+    """Return each row's event time (int ms, or None), None when the batch carries none."""
+    index = batch.schema.get_field_index(TS_COLUMN)
+    return None if index < 0 else batch.column(index).to_pylist()
 
 
 def with_keys(batch: pa.RecordBatch, keys: np.ndarray) -> pa.RecordBatch:
