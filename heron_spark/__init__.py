@@ -10,7 +10,7 @@ from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, Base
                              IMetric, IReducer, ITaskHook, MeanReducedMetric, MeanReducer,
                              MultiAssignableMetrics, MultiCountMetric, MultiMeanReducedMetric,
                              MultiReducedMetric, PythonSerializer, ReducedMetric,
-                             SlidingWindowBolt, Spout, State, StatefulComponent, Stream,
+                             SessionWindowBolt, SlidingWindowBolt, Spout, State, StatefulComponent, Stream,
                              Topology, TopologyBuilder, TopologyContext, TopologyReliabilityMode,
                              TumblingWindowBolt, Tuple, TupleHelper, TwoPhaseStatefulComponent,
                              WindowContext, api_constants, batch_source, global_metrics)
@@ -51,7 +51,8 @@ __all__ = [
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
     "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
     "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",
-    "MultiReducedMetric", "PythonSerializer", "ReducedMetric", "SlidingWindowBolt", "Spout",
+    "MultiReducedMetric", "PythonSerializer", "ReducedMetric", "SessionWindowBolt",
+    "SlidingWindowBolt", "Spout",
     "State", "StatefulComponent", "Stream", "Topology", "TwoPhaseStatefulComponent",
     "TopologyBuilder", "TopologyContext", "TopologyNotFoundError", "TopologyReliabilityMode",
     "TopologyRuntimeError", "TopologyStateError", "TopologyTypeError", "TopologyValueError",

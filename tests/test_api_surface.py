@@ -14,7 +14,7 @@ EXPECTED = {
     "FileSource", "ParquetSink", "from_dataframe",  # connectors (issue 19)
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",
     "HeronTuple", "ICustomGrouping", "IMetric", "MeanReducedMetric", "MultiCountMetric",
-    "SlidingWindowBolt", "Spout",
+    "SessionWindowBolt", "SlidingWindowBolt", "Spout",
     # metrics family, serializers, task hooks, global metrics (heronpy's names)
     "AssignableMetrics", "IReducer", "MeanReducer", "MultiAssignableMetrics",
     "MultiMeanReducedMetric", "MultiReducedMetric", "ReducedMetric", "IHeronSerializer",
@@ -86,7 +86,8 @@ HERONPY_MODULES = {
     "heronpy.api.cloudpickle": ["dumps", "loads"],
     "heronpy.api.state.state": ["State", "HashMapState"],
     "heronpy.api.state.stateful_component": ["StatefulComponent"],
-    "heronpy.api.bolt.window_bolt": ["SlidingWindowBolt", "TumblingWindowBolt", "WindowContext"],
+    "heronpy.api.bolt.window_bolt": ["SessionWindowBolt", "SlidingWindowBolt", "TumblingWindowBolt",
+                                     "WindowContext"],
     "heronpy.streamlet": ["Builder", "Config", "Runner", "WindowConfig", "KeyedWindow"],
     "heronpy.streamlet.builder": ["Builder"],
     "heronpy.streamlet.runner": ["Runner"],

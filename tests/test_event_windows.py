@@ -129,6 +129,17 @@ def test_a_late_item_in_a_fired_window_refires_it_at_once_with_fire_updated():
     assert not windows.add(9, "c") and len(windows) == 0
 
 
+def test_a_late_item_opening_a_window_already_complete_fires_it_at_once():
+    windows = EventWindows.tumbling(10, lateness_ms=50)
+    windows.add(31, "x")
+    assert windows.advance(35) == []
+    assert windows.add(12, "late")      # [10, 20) never existed; kept until 70
+    [first] = windows.fire_updated()
+    assert (first.start, first.items, first.released, first.refire) == (10, ["late"], ["late"],
+                                                                         False)
+    assert [(f.start, f.items) for f in windows.advance(40)] == [(30, ["x"])]
+
+
 def _sessions(events, gap: int) -> dict:
     """Sessions per key by sorting each key's times: a new one starts at a gap >= ``gap``."""
     out: dict = {}

@@ -20,7 +20,8 @@ from heron_spark.api.task_hook import (BoltAckInfo, BoltExecuteInfo, BoltFailInf
                                        ITaskHook, SpoutAckInfo, SpoutFailInfo)
 from heron_spark.api.topology import Topology, TopologyBuilder, TopologyType
 from heron_spark.api.tuple import HeronTuple, Tuple, TupleHelper
-from heron_spark.api.window import SlidingWindowBolt, TumblingWindowBolt, WindowContext
+from heron_spark.api.window import (SessionWindowBolt, SlidingWindowBolt, TumblingWindowBolt,
+                                    WindowContext)
 
 __all__ = [
     "AssignableMetric", "AssignableMetrics", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout",
@@ -28,7 +29,7 @@ __all__ = [
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronTuple", "ICustomGrouping",
     "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric", "MeanReducer",
     "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric", "MultiReducedMetric",
-    "PythonSerializer", "ReducedMetric", "SlidingWindowBolt", "Spout", "SpoutAckInfo",
+    "PythonSerializer", "ReducedMetric", "SessionWindowBolt", "SlidingWindowBolt", "Spout", "SpoutAckInfo",
     "SpoutFailInfo", "HashMapState", "State", "StatefulComponent", "Stream",
     "Topology", "TopologyBuilder", "TopologyContext", "TopologyReliabilityMode", "TopologyType",
     "TumblingWindowBolt", "TwoPhaseStatefulComponent", "Tuple", "TupleHelper", "WindowContext",

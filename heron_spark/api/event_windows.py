@@ -30,10 +30,8 @@ from __future__ import annotations
 import heapq
 from typing import Any, Hashable, NamedTuple
 
+from heron_spark.api.event_time import WATERMARK_MIN
 from heron_spark.errors import TopologyValueError
-
-WATERMARK_MIN = -(2 ** 63)
-"""The watermark before any is known (``heron_spark.api.event_time``'s value)."""
 
 TUMBLING = "tumbling"
 SLIDING = "sliding"
@@ -118,7 +116,7 @@ class EventWindows:
         self._sessions: dict[Hashable, list] = {}    # key -> wids (session)
         self._to_fire: list = []                     # heap (end, start, wid): not fired yet
         self._to_purge: list = []                    # heap (end + lateness, wid)
-        self._dirty: set = set()                     # wids: complete, fired, then updated
+        self._dirty: set = set()                     # wids: complete, then late items came
         self._pending: dict[int, int] = {}           # seq -> windows still to fire with it
 
     @classmethod
@@ -198,8 +196,6 @@ class EventWindows:
             kept = [w for w in wids if w not in overlapping]
             kept.append(wid)
             self._sessions[key] = kept
-            if merged.fired and merged.new and end <= self.watermark:
-                self._dirty.add(wid)
         seq = self._next_seq()
         self._put(wid, seq, ts, item)
         self._pending[seq] = 1
@@ -227,7 +223,7 @@ class EventWindows:
         window = self._windows[wid]
         window.entries.append((seq, ts, item))
         window.new.append(seq)
-        if window.fired and window.end <= self.watermark:
+        if window.end <= self.watermark:  # complete already: fires again (or late, first)
             self._dirty.add(wid)
 
     # --- firing -------------------------------------------------------------------------------
@@ -255,7 +251,11 @@ class EventWindows:
         return fired
 
     def fire_updated(self) -> list[FiredWindow]:
-        """Return the fired windows that late items updated since (in end order), firing them."""
+        """Fire the complete windows late items went into since; return them in end order.
+
+        Those are windows that had fired (they fire again with all their items) and windows a
+        late item opened after the watermark passed their end (they fire for the first time).
+        """
         wids = set(self._dirty)
         self._dirty.clear()
         return self._fire(wids)
@@ -348,7 +348,7 @@ class EventWindows:
                     self._sessions[key].append(wid)
             else:
                 self._by_start[(key, start)] = wid
-            if fired and new and end <= self.watermark:
+            if new and end <= self.watermark:
                 self._dirty.add(wid)
 
 

@@ -35,6 +35,22 @@ window of the last N). There are no ticks: a window fires on the tuple that comp
 tuple is acked after the last window that holds it was processed; with a slow input that
 may take longer than ``topology.message.timeout.secs`` (the tuple then fails and replays).
 At the end of input, the window the next slide would have fired is fired with the tuples it has.
+
+Event-time windows (heron_spark, issue 34; ``docs/guide/windows.md``): with the bolt's config
+setting ``topology.bolts.tuple.timestamp.field.name`` (the input field holding each tuple's
+event time, int ms) or ``heron.window.event.time: True`` (``HeronTuple.timestamp``), windows are
+over event time, aligned to the epoch, and fire in ``process_watermark`` when the watermark
+passes their end (``event_windows`` has the semantics); ``SessionWindowBolt`` is always so.
+``window_info`` is then ``WindowContext(start, end)`` in ms, ``[start, end)``; emits made in
+``processWindow`` carry the timestamp ``end - 1``. ``heron.window.allowed.lateness.ms`` keeps
+a window that long after it fired: a late tuple for it updates it and it fires again at once
+with all its tuples. A tuple later than that, or without a usable event time, is counted in
+``__late-tuples``, logged, and emitted on ``topology.bolts.late.tuple.stream`` when that is set
+(field ``late_tuple``: the tuple's values); a tuple without event time fails under
+at-least-once when there is no late stream. Under at-least-once a tuple is acked once every
+window holding it has fired (late and refused tuples at once). Under effectively once the
+pending windows are saved at each checkpoint (the bolt is a ``StatefulComponent``) and
+restored at the same parallelism.
 """
 
 from __future__ import annotations
@@ -43,13 +59,21 @@ import time
 from collections import deque, namedtuple
 from typing import Any, Iterator
 
+from heron_spark.api import _window_event_time as event_time
 from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
+from heron_spark.api.event_time import WATERMARK_MAX
+from heron_spark.api.event_windows import SESSION, SLIDING, TUMBLING, FiredWindow
+from heron_spark.api.state import State, StatefulComponent
+from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
 from heron_spark.errors import TopologyValueError
 
 WindowContext = namedtuple("WindowContext", ("start", "end"))
-"""The bounds of a window, in seconds since the epoch (``start`` to ``end``)."""
+"""The bounds of a window: seconds since the epoch (``start`` to ``end``) for processing-time
+windows, int ms since the epoch (``[start, end)``) for event-time windows."""
+
+_STATE_KEY = "__heron_spark.event_windows"
 
 def _time_of(tup) -> float:
     """Return when ``tup`` arrived at this task (its ``creation_time``), else now."""
@@ -253,15 +277,44 @@ def _check_timeout(config: dict, held_secs: float, component: str | None) -> Non
                 "the window")
 
 
-class _WindowBolt(Bolt):
-    """What both window bolts share: settings, the tick frequency, validation."""
+class _WindowBolt(Bolt, StatefulComponent):
+    """What the window bolts share: settings, the tick frequency, validation, event time."""
 
     WINDOW_DURATION_SECS = ""
     WINDOW_SLIDEINTERVAL_SECS: str | None = None
     WINDOW_COUNT = ""
     WINDOW_SLIDE_COUNT: str | None = None
+    EVENT_TIME = event_time.EVENT_TIME
+    TIMESTAMP_FIELD = event_time.TIMESTAMP_FIELD
+    ALLOWED_LATENESS_MS = event_time.ALLOWED_LATENESS_MS
+    LATE_TUPLE_STREAM = event_time.LATE_TUPLE_STREAM
+    WINDOW_LENGTH_MS = event_time.WINDOW_LENGTH_MS
+    SLIDING_INTERVAL_MS = event_time.SLIDING_INTERVAL_MS
+    LATE_TUPLE_FIELD = event_time.LATE_TUPLE_FIELD
+    _EVENT_KIND = TUMBLING
+    _ALWAYS_EVENT_TIME = False
     _windows: TimeWindows | None = None
     _counts: CountWindows | None = None
+    _event: event_time.EventTimeTask | None = None
+    _saved: State | None = None
+    _emit_timestamp: int | None = None
+
+    @classmethod
+    def _event_settings(cls, config: dict, component: str | None,
+                        require: bool) -> event_time.EventTimeSettings | None:
+        """Return the event-time settings when ``config`` turns event time on, else None."""
+        if not (cls._ALWAYS_EVENT_TIME or event_time.event_time_on(config, component)):
+            return None
+        if cls.WINDOW_COUNT and cls.WINDOW_COUNT in config:
+            msg = "count windows cannot be event-time windows"
+            raise TopologyValueError(msg, component=component, value=config[cls.WINDOW_COUNT],
+                                     kind="config",
+                                     fix=f"drop {cls.WINDOW_COUNT!r}, or drop "
+                                         f"{event_time.TIMESTAMP_FIELD!r} / "
+                                         f"{event_time.EVENT_TIME!r}")
+        return event_time.event_time_settings(
+            cls._EVENT_KIND, config, component, size_secs_key=cls.WINDOW_DURATION_SECS or None,
+            slide_secs_key=cls.WINDOW_SLIDEINTERVAL_SECS, require=require)
 
     @classmethod
     def _settings(cls, config: dict, component: str | None) -> tuple | None:
@@ -293,7 +346,15 @@ class _WindowBolt(Bolt):
                                      component=name, kind="class",
                                      fix="define processWindow(self, window_info, tuples)")
         if isinstance(config, dict):
-            cls._settings(config, name)
+            settings = cls._event_settings(config, name, require=False)
+            if settings is None:
+                cls._settings(config, name)
+            late = config.get(event_time.LATE_TUPLE_STREAM)
+            if late is not None and (settings is not None or cls._ALWAYS_EVENT_TIME):
+                declared = [*(cls.outputs or []), *(optional_outputs or [])]
+                added = event_time.with_late_stream(declared, late, name)
+                if len(added) > len(declared):
+                    optional_outputs = [*(optional_outputs or []), added[-1]]
         return super().spec(name=name, par=par, inputs=inputs, config=config,
                             optional_outputs=optional_outputs)
 
@@ -306,8 +367,20 @@ class _WindowBolt(Bolt):
         raise NotImplementedError(msg)
 
     def initialize(self, config: dict, context) -> None:
-        """Read the window settings and set the tick frequency; subclasses call this first."""
+        """Read the window settings and set the tick frequency; subclasses call this first.
+
+        Event time: no ticks; the windows restored from the checkpoint, if any.
+        """
         component = context.get_component_id() if context is not None else None
+        event_settings = self._event_settings(config, component, require=True)
+        if event_settings is not None:
+            reliable = TopologyConfig.from_config(config, component).at_least_once
+            self._event = event_time.EventTimeTask(event_settings, self, context, reliable)
+            saved = self._saved.get(_STATE_KEY) if self._saved is not None else None
+            if saved is not None:
+                self._event.windows.restore(saved)
+            self._windows = self._counts = None
+            return
         settings = self._settings(config, component)
         if settings is None:  # raises: a window bolt needs its duration
             settings = (False, *window_settings(config, self.WINDOW_DURATION_SECS,
@@ -324,6 +397,50 @@ class _WindowBolt(Bolt):
         self.slide_interval = slide
         config[keys.TOPOLOGY_TICK_TUPLE_FREQ_SECS] = slide
         self._windows = TimeWindows(duration, slide, time.time())
+
+    # --- event time ---------------------------------------------------------------------------
+
+    def init_state(self, stateful_state: State) -> None:
+        """Keep the checkpointed state (effectively once): event-time windows live in it."""
+        self._saved = stateful_state
+
+    def pre_save(self, checkpoint_id) -> None:
+        """Save the pending event-time windows (effectively once) into the state."""
+        if self._event is not None and self._saved is not None:
+            self._saved.put(_STATE_KEY, self._event.windows.snapshot())
+
+    def emit(self, tup, stream: str = Stream.DEFAULT_STREAM_ID, anchors=None,
+             direct_task: int | None = None, need_task_ids: bool = False,
+             timestamp: int | None = None):
+        """Emit as ``Bolt.emit``; inside an event-time ``processWindow`` at ``end - 1``."""
+        if timestamp is None:
+            timestamp = self._emit_timestamp
+        return super().emit(tup, stream, anchors, direct_task, need_task_ids, timestamp)
+
+    def process_watermark(self, watermark_ms: int) -> None:
+        """Fire the event-time windows the watermark ``watermark_ms`` completes, in end order."""
+        if self._event is not None:
+            self._fire_event(self._event.windows.advance(watermark_ms))
+
+    def _event_add(self, event: event_time.EventTimeTask, tup) -> None:
+        """Put ``tup`` in its event-time windows; refire the fired ones it updates."""
+        ts = event.timestamp_of(tup)
+        if ts is None:
+            event.refuse_untimed(tup)
+        elif not event.windows.add(ts, tup):
+            event.refuse_late(tup, ts)
+        else:
+            self._fire_event(event.windows.fire_updated())
+
+    def _fire_event(self, fired: list[FiredWindow]) -> None:
+        for window in fired:
+            self._emit_timestamp = window.end - 1
+            try:
+                self.processWindow(WindowContext(window.start, window.end), window.items)
+            finally:
+                self._emit_timestamp = None
+            for tup in window.released:
+                self.ack(tup)
 
     def _count_add(self, counts: CountWindows, tup) -> None:
         """Add ``tup`` to the count windows and fire the one it completes.
@@ -366,8 +483,13 @@ class SlidingWindowBolt(_WindowBolt):
     WINDOW_COUNT = "slidingwindowbolt_count"
     WINDOW_SLIDE_COUNT = "slidingwindowbolt_slide_count"
 
+    _EVENT_KIND = SLIDING
+
     def process(self, tup) -> None:
         """Keep ``tup`` in the window; ack the tuples that left it."""
+        if self._event is not None:
+            self._event_add(self._event, tup)
+            return
         if self._counts is not None:
             self._count_add(self._counts, tup)
             return
@@ -379,7 +501,7 @@ class SlidingWindowBolt(_WindowBolt):
 
     def process_tick(self, tup) -> None:
         """Fire the window ending now, then ack the tuples that left it."""
-        if self._counts is not None:
+        if self._counts is not None or self._event is not None:
             return  # count windows fire on tuples, not ticks
         window, tuples, expired = self._state().slide_to(_time_of(tup))
         for old in expired:
@@ -388,6 +510,9 @@ class SlidingWindowBolt(_WindowBolt):
 
     def end_of_input(self) -> None:
         """Fire the windows the remaining tuples would still be in, acking them as they leave."""
+        if self._event is not None:
+            self.process_watermark(WATERMARK_MAX)
+            return
         if self._counts is not None:
             self._count_flush(self._counts)
             return
@@ -410,6 +535,9 @@ class TumblingWindowBolt(_WindowBolt):
 
     def process(self, tup) -> None:
         """Keep ``tup`` for the current window."""
+        if self._event is not None:
+            self._event_add(self._event, tup)
+            return
         if self._counts is not None:
             self._count_add(self._counts, tup)
             return
@@ -418,12 +546,15 @@ class TumblingWindowBolt(_WindowBolt):
 
     def process_tick(self, tup) -> None:
         """Fire the window ending now and ack its tuples."""
-        if self._counts is not None:
+        if self._counts is not None or self._event is not None:
             return  # count windows fire on tuples, not ticks
         self._fire(_time_of(tup))
 
     def end_of_input(self) -> None:
         """Fire the last, partial window (if it holds tuples)."""
+        if self._event is not None:
+            self.process_watermark(WATERMARK_MAX)
+            return
         if self._counts is not None:
             self._count_flush(self._counts)
             return
@@ -437,4 +568,31 @@ class TumblingWindowBolt(_WindowBolt):
             self.ack(tup)
 
 
-__all__ = ["CountWindows", "SlidingWindowBolt", "TimeWindows", "TumblingWindowBolt", "WindowContext"]
+class SessionWindowBolt(_WindowBolt):
+    """Call ``processWindow`` with each session: tuples less than a gap apart in event time.
+
+    Always event time (``HeronTuple.timestamp``, or the field named by
+    ``topology.bolts.tuple.timestamp.field.name``). A session is ``[first ts, last ts + gap)``
+    in ms; it fires when the watermark passes its end. A late tuple that joins sessions
+    merges them into one that fires again with all their tuples (see the module docstring).
+    """
+
+    WINDOW_GAP_SECS = event_time.SESSION_GAP_SECS
+    WINDOW_GAP_MS = event_time.SESSION_GAP_MS
+    _EVENT_KIND = SESSION
+    _ALWAYS_EVENT_TIME = True
+
+    def process(self, tup) -> None:
+        """Put ``tup`` in its session."""
+        if self._event is None:
+            self._state()  # raises: initialize did not run the window bolt's
+        else:
+            self._event_add(self._event, tup)
+
+    def end_of_input(self) -> None:
+        """Fire the sessions left (the watermark at the end of input fired them already)."""
+        self.process_watermark(WATERMARK_MAX)
+
+
+__all__ = ["CountWindows", "SessionWindowBolt", "SlidingWindowBolt", "TimeWindows",
+           "TumblingWindowBolt", "WindowContext"]
