@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from heron_spark import TopologyRuntimeError, TopologyTypeError, TopologyValueError
+from heron_spark import (GlobalStreamId, Grouping, SessionWindowBolt, TopologyBuilder,
+                         TopologyRuntimeError, TopologyTypeError, TopologyValueError)
 from heron_spark.streamlet import (Builder, Config, Generator, KeyedWindow, Timestamped, Window,
                                    WindowConfig)
 from heron_spark.testing import CollectingBolt, run_local
@@ -282,6 +283,33 @@ def test_late_elements_refire_their_window_within_the_lateness_and_are_dropped_a
     assert metrics["reducebykeyandwindow-1"]["__late-tuples"] == 1
     source = metrics["generator-1"]
     assert source["__ack-count"] == 5 and source.get("__fail-count", 0) == 0  # A-D and FAR
+
+
+class SessionSizes(SessionWindowBolt):
+    """An ordinary session window bolt fed by a streamlet: acks its tuples as sessions fire."""
+
+    outputs = ["start", "end", "size"]
+
+    def processWindow(self, window_info, tuples):  # noqa: N802
+        self.emit([window_info.start, window_info.end, len(tuples)])
+
+
+def test_to_bolt_feeds_event_time_window_bolts_the_elements_event_times(tmp_path):
+    events = [("k", 0, BASE + ts) for ts in (0, 30, 70, 400, 420, 900)]
+    builder = Builder()
+    _source(builder, events, 2).to_bolt(SessionSizes, name="sessions", par=1,
+                                        config={SessionWindowBolt.WINDOW_GAP_MS: 100})
+    topology = builder.build(TopologyBuilder("to_bolt"))
+    topology.add_bolt("sizes", CollectingBolt, par=1,
+                      inputs={GlobalStreamId("sessions", "default"): Grouping.SHUFFLE})
+    topology.set_config(_at_least_once().as_dict())
+    run = run_local(topology.build(), conf=CONF, timeout=TIMEOUT, collect_dir=tmp_path / "c")
+    assert run.status == "FINISHED"
+    got = sorted((c.values[0] - BASE, c.values[1] - BASE, c.values[2])
+                 for c in run.collected("sizes"))
+    assert got == [(0, 170, 3), (400, 520, 2), (900, 1_000, 1)]
+    source = run.handle.metrics()["generator-1"]  # acked once each, by the window bolt
+    assert source["__ack-count"] == len(events) + 2 and source.get("__fail-count", 0) == 0
 
 
 # --- refusals -------------------------------------------------------------------------------

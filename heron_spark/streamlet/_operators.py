@@ -12,7 +12,7 @@ from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.component import GlobalStreamId
 from heron_spark.api.stream import Grouping
-from heron_spark.api.window import SlidingWindowBolt, TumblingWindowBolt
+from heron_spark.api.window import SessionWindowBolt, SlidingWindowBolt, TumblingWindowBolt
 from heron_spark.errors import TopologyTypeError, TopologyValueError
 from heron_spark.streamlet import _components as parts
 from heron_spark.streamlet import _event_windowed as event_windowed
@@ -198,7 +198,8 @@ class ToBolt(_Bolt):
         super().__init__(parent, partitions=par)
         self._bolt = bolt_class
         # a window bolt acks as tuples leave its windows: acking on receipt too would ack twice
-        acks_later = issubclass(bolt_class, (SlidingWindowBolt, TumblingWindowBolt))
+        acks_later = issubclass(bolt_class, (SlidingWindowBolt, TumblingWindowBolt,
+                                                 SessionWindowBolt))
         self._user_config = {**({} if acks_later else {keys.TOPOLOGY_BOLT_AUTO_ACK: True}),
                              **(config or {})}
 

@@ -202,3 +202,6 @@ class EventTimeWindowConfig(WindowConfig):
                                                if self.kind == SLIDING else ""))
         return (f"WindowConfig.event_time_{self.kind}({lengths}, "
                 f"allowed_lateness={self.allowed_lateness_ms}ms)")
+
+
+__all__ = ["EventTimeWindowConfig", "WindowConfig"]
