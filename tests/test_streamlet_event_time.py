@@ -204,8 +204,14 @@ def test_event_time_sessions_per_key_match_plain_python(tmp_path):
     assert _keyed(_values(run, "sessions")) == expected
 
 
-@pytest.mark.parametrize("method", ["join", "outer_join"])
-def test_event_time_joins_match_a_plain_join_per_window(tmp_path, method):
+JOIN_WINDOWS = {"tumbling": WindowConfig.event_time_tumbling(400),
+                "sliding": WindowConfig.event_time_sliding(400, 150),
+                "session": WindowConfig.event_time_session(40)}
+
+
+@pytest.mark.parametrize("method, kind", [("join", "tumbling"), ("outer_join", "tumbling"),
+                                          ("join", "sliding"), ("outer_join", "session")])
+def test_event_time_joins_match_a_plain_join_per_window(tmp_path, method, kind):
     rng = random.Random(4)
     left = [(rng.choice("abcde"), f"l{i}", BASE + i * 13 + rng.randint(0, 300)) for i in range(120)]
     right = [(rng.choice("abcdf"), f"r{i}", BASE + i * 11 + rng.randint(0, 300))
@@ -213,16 +219,26 @@ def test_event_time_joins_match_a_plain_join_per_window(tmp_path, method):
     builder = Builder()
     lefts = _source(builder, left, 2).map(lambda e: (e[0], e[1]))
     rights = _source(builder, right, 3).map(lambda e: (e[0], e[1]))
-    getattr(lefts, method)(rights, WindowConfig.event_time_tumbling(400), lambda x, y: (x, y)) \
+    getattr(lefts, method)(rights, JOIN_WINDOWS[kind], lambda x, y: (x, y)) \
         .set_num_partitions(2).to_bolt(CollectingBolt, name="joined")
     run = _run(builder, tmp_path)
+    sessions = {key: _sessions([(ts, 0) for k, _, ts in left + right if k == key], 40)
+                for key in "abcdef"}
+
+    def windows_of(key: str, ts: int) -> list[tuple[int, int]]:
+        if kind == "tumbling":
+            return [(ts - ts % 400, ts - ts % 400 + 400)]
+        if kind == "sliding":
+            return [(start, start + 400) for start in _sliding_starts(ts, 400, 150)]
+        return [(start, end) for start, end, _ in sessions[key] if start <= ts < end]
+
     windows: dict = collections.defaultdict(lambda: ([], []))
     for side, elements in ((0, left), (1, right)):
         for key, value, ts in elements:
-            windows[(key, ts - ts % 400)][side].append(value)
+            for start, end in windows_of(key, ts):
+                windows[(key, start, end)][side].append(value)
     expected = []
-    for (key, start), (lvs, rvs) in windows.items():
-        where = (key, start, start + 400)
+    for where, (lvs, rvs) in windows.items():
         expected += [(where, (lv, rv)) for lv in lvs for rv in rvs]
         if method == "outer_join" and not (lvs and rvs):
             expected += [(where, (lv, None)) for lv in lvs] + [(where, (None, rv)) for rv in rvs]
