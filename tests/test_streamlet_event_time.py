@@ -61,23 +61,10 @@ def _run(builder: Builder, tmp_path: Path, config: Config | None = None):
     return run
 
 
-# Under at-least-once a bounded spout task ends (and its watermark becomes the maximum) only
-# once every tuple it emitted was acked, while an event-time window acks its tuples only once
-# the watermark passed it: the last windows wait for each other's end. So each source task
-# ends with a sentinel far in event time, which moves its watermark past every window and is
-# filtered out before the windows.
-FAR = BASE + 10 ** 9
-END = "end"
-
-
 def _source(builder: Builder, events: list, partitions: int, lag: int = LAG):
-    """Return the timestamped streamlet of (key, value, event time) ``events``.
-
-    Over ``partitions`` source tasks, each ending with a sentinel (filtered out here).
-    """
-    ends = [(END, 0, FAR)] * partitions  # the list's last items: one per task, each its last
-    return builder.new_source(events + ends).set_num_partitions(partitions) \
-        .assign_timestamps(lambda e: e[2], max_lag_ms=lag).filter(lambda e: e[0] != END)
+    """Return the timestamped streamlet of (key, value, event time) ``events`` on ``partitions``."""
+    return builder.new_source(events).set_num_partitions(partitions) \
+        .assign_timestamps(lambda e: e[2], max_lag_ms=lag)
 
 
 # The core's at-most-once fast path for timestamped emits (BoltCollector.emit_plain_stamped)
@@ -188,11 +175,9 @@ def test_event_time_sessions_per_key_match_plain_python(tmp_path):
             ts += rng.randint(200, 400)
     rng.shuffle(events)  # the source tasks see them far out of order: a lag covers it all
     lag = max(ts for _, _, ts in events) - BASE + 1
-    ends = [Timestamped((END, 0), FAR)] * 2  # see FAR
     builder = Builder()
-    builder.new_source([Timestamped((k, v), ts) for k, v, ts in events] + ends) \
+    builder.new_source([Timestamped((k, v), ts) for k, v, ts in events]) \
         .set_num_partitions(2).assign_timestamps(max_lag_ms=lag) \
-        .filter(lambda e: e[0] != END) \
         .reduce_by_key_and_window(WindowConfig.event_time_session(100), lambda a, b: a + b) \
         .to_bolt(CollectingBolt, name="sessions")
     run = _run(builder, tmp_path)
@@ -263,8 +248,7 @@ class _LateAfterFiring(Generator):
                             Timestamped(("k", 2), BASE + 5_000),  # B: watermark to BASE + 5000
                             "wait",
                             Timestamped(("k", 4), BASE + 200),    # C: late, updates A's window
-                            Timestamped(("k", 8), BASE - 20_000),  # D: too late, dropped
-                            Timestamped((END, 0), FAR)])
+                            Timestamped(("k", 8), BASE - 20_000)])  # D: too late, dropped
 
     def get(self):
         step = next(self.script)
@@ -285,7 +269,6 @@ def test_late_elements_refire_their_window_within_the_lateness_and_are_dropped_a
 
     builder = Builder()
     sums = builder.new_source(_LateAfterFiring(fired)).assign_timestamps() \
-        .filter(lambda e: e[0] != END) \
         .reduce_by_key_and_window(WindowConfig.event_time_tumbling(1_000,
                                                                    allowed_lateness_ms=10_000),
                                   lambda a, b: a + b)
@@ -298,7 +281,7 @@ def test_late_elements_refire_their_window_within_the_lateness_and_are_dropped_a
     metrics = run.handle.metrics()
     assert metrics["reducebykeyandwindow-1"]["__late-tuples"] == 1
     source = metrics["generator-1"]
-    assert source["__ack-count"] == 5 and source.get("__fail-count", 0) == 0  # A-D and FAR
+    assert source["__ack-count"] == 4 and source.get("__fail-count", 0) == 0
 
 
 class SessionSizes(SessionWindowBolt):
@@ -325,7 +308,7 @@ def test_to_bolt_feeds_event_time_window_bolts_the_elements_event_times(tmp_path
                  for c in run.collected("sizes"))
     assert got == [(0, 170, 3), (400, 520, 2), (900, 1_000, 1)]
     source = run.handle.metrics()["generator-1"]  # acked once each, by the window bolt
-    assert source["__ack-count"] == len(events) + 2 and source.get("__fail-count", 0) == 0
+    assert source["__ack-count"] == len(events) and source.get("__fail-count", 0) == 0
 
 
 # --- refusals -------------------------------------------------------------------------------

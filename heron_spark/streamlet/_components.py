@@ -16,6 +16,7 @@ from collections import deque
 from typing import Any, Callable
 
 from heron_spark.api.bolt import Bolt
+from heron_spark.api.event_time import WATERMARK_MAX
 from heron_spark.api.spout import Spout
 from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
@@ -40,7 +41,9 @@ class SourceSpout(Spout):
 
     ``_produce`` returns None for nothing now and raises ``StopIteration`` when the source
     ended. At-least-once: keeps each element until acked and emits failed ones again before
-    anything new.
+    anything new. With timestamps (``assign_timestamps``), each element is emitted with its
+    event time, and the end of a bounded source moves the task's watermark to the end of
+    event time (an element replayed after that is late).
     """
 
     outputs = OUTPUTS
@@ -49,6 +52,7 @@ class SourceSpout(Spout):
         self._reliable = TopologyConfig.from_config(config).at_least_once
         self._component = context.get_component_id()
         stamps = config.get(TIMESTAMPS)
+        self._timestamped = stamps is not None
         self._stamp: Callable[[Any], tuple[Any, int | None]] = (
             _unstamped if stamps is None else
             self._from_generator if stamps == FROM_GENERATOR else
@@ -76,6 +80,10 @@ class SourceSpout(Spout):
             element = self._produce()
         except StopIteration:
             self._ended = True
+            if self._timestamped:
+                # the end of event time: the windows fire (and ack) without waiting for the
+                # spout's end, which under at-least-once waits for their acks
+                self.advance_watermark(WATERMARK_MAX - 1)
             self.declare_exhausted()
             return
         if element is None:

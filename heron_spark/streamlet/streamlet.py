@@ -74,8 +74,9 @@ class Streamlet:
         returns ``Timestamped(element, timestamp_ms)``. Every operation downstream (``map``,
         ``filter``, ``flat_map``, ``union``, ...) keeps its input's event time, so any
         streamlet read from timestamped sources can be windowed by event time
-        (``WindowConfig.event_time_tumbling`` / ``_sliding`` / ``_session``). Returns this
-        streamlet.
+        (``WindowConfig.event_time_tumbling`` / ``_sliding`` / ``_session``). When a bounded
+        source runs out, its tasks' watermark moves to the end of event time (the last windows
+        fire). Returns this streamlet.
         """
         msg = "assign_timestamps() applies to a source streamlet only"
         raise TopologyValueError(msg, component=self._name, value=self,
