@@ -147,6 +147,22 @@ def test_event_time_sliding_reduce_by_window_matches_plain_python(tmp_path):
     assert got == expected
 
 
+def test_event_time_sessions_of_the_whole_stream_reduce_by_window(tmp_path):
+    rng = random.Random(6)
+    stamps = sorted(BASE + rng.randint(0, 3_000) for _ in range(60))  # some gaps over 60 ms
+    events = [("x", rng.randint(1, 9), ts) for ts in stamps]
+    rng.shuffle(events)
+    builder = Builder()
+    _source(builder, events, 2, lag=4_000).map(lambda e: e[1]) \
+        .reduce_by_window(WindowConfig.event_time_session(60), lambda a, b: a + b) \
+        .to_bolt(CollectingBolt, name="sessions")
+    run = _run(builder, tmp_path)
+    got = {(w.start_time, w.end_time): total for w, total in _values(run, "sessions")}
+    expected = {(start, end): sum(values)
+                for start, end, values in _sessions([(ts, v) for _, v, ts in events], 60)}
+    assert len(expected) > 5 and got == expected
+
+
 def test_windowed_results_carry_their_window_end_as_event_time_and_window_again(tmp_path):
     events = _events(400, "ab", seed=5)
     builder = Builder()
