@@ -198,8 +198,8 @@ class ToBolt(_Bolt):
         super().__init__(parent, partitions=par)
         self._bolt = bolt_class
         # a window bolt acks as tuples leave its windows: acking on receipt too would ack twice
-        acks_later = issubclass(bolt_class, (SlidingWindowBolt, TumblingWindowBolt,
-                                                 SessionWindowBolt))
+        acks_later = issubclass(bolt_class,
+                                (SlidingWindowBolt, TumblingWindowBolt, SessionWindowBolt))
         self._user_config = {**({} if acks_later else {keys.TOPOLOGY_BOLT_AUTO_ACK: True}),
                              **(config or {})}
 
