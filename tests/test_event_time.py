@@ -47,6 +47,7 @@ class EventLog(Bolt):
     def initialize(self, config, context):
         self.context = context
         self.path = Path(config[COLLECT_DIR]) / f"log-{context.get_task_id()}.pkl"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.events = []
 
     def process(self, tup):

@@ -269,3 +269,74 @@ def test_pattern_reads_every_matching_topic_and_nothing_else(kafka, tmp_path):
     assert run.status == "FINISHED"
     assert sorted(c.values[1] for c in run.collected()) == sorted(
         [b"a%d" % i for i in range(6)] + [b"b%d" % i for i in range(3)])
+
+
+class WatermarkFile(Bolt):
+    """Appends every watermark it sees, and each tuple's (partition, timestamp), to a file."""
+
+    outputs = []
+
+    def initialize(self, config, context):
+        import pathlib
+
+        self.path = pathlib.Path(config["testing.collect.dir"]) / "watermarks.txt"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def process(self, tup):
+        with open(self.path, "a") as out:
+            out.write(f"t {tup.values[3]} {tup.timestamp}\n")
+
+    def process_watermark(self, watermark_ms):
+        with open(self.path, "a") as out:
+            out.write(f"w {watermark_ms}\n")
+
+
+def test_the_kafka_watermark_is_the_slowest_partition_and_an_empty_one_goes_idle(kafka,
+                                                                                   tmp_path):
+    # Partition 0 runs 5 s ahead of partition 1 in event time; partition 2 gets nothing. Lag 0:
+    # every watermark must be a timestamp of partition 1 (the slowest live one), and there are
+    # watermarks at all only because the empty partition stopped holding them back.
+    import threading
+
+    from confluent_kafka import Producer
+
+    source = kafka.create_topic(3)
+    stop = threading.Event()
+    base = 1_700_000_000_000
+
+    def produce():
+        producer = Producer({"bootstrap.servers": kafka.servers, "linger.ms": 0})
+        i = 0
+        while not stop.is_set():
+            producer.produce(source, value=b"a", partition=0, timestamp=base + 5_000 + 10 * i)
+            producer.produce(source, value=b"b", partition=1, timestamp=base + 10 * i)
+            producer.flush(10)
+            i += 1
+            stop.wait(0.01)
+
+    writer = threading.Thread(target=produce, daemon=True)
+    writer.start()
+    builder = TopologyBuilder("kafka-event-time")
+    spout = builder.add_spout("kafka", KafkaSpout, par=1, config={
+        "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
+        "kafka.group.id": "et", "heron.watermark.idle.ms": 300})
+    builder.add_bolt("log", WatermarkFile, par=1, inputs={spout: Grouping.SHUFFLE})
+    builder.set_config({"topology.bolts.watermark.event.interval.ms": 10})
+    runner = InProcessTopology(builder.build(), conf={"testing.collect.dir": str(tmp_path)})
+    try:
+        with pytest.raises(TimeoutError):
+            runner.run(timeout=2.0)
+    finally:
+        stop.set()
+        writer.join(10)
+    lines = (tmp_path / "watermarks.txt").read_text().split("\n")
+    stamps = {int(p): set() for p in range(3)}
+    for line in lines:
+        if line.startswith("t "):
+            _, partition, stamp = line.split()
+            stamps[int(partition)].add(int(stamp))
+    marks = [int(line.split()[1]) for line in lines if line.startswith("w ")]
+    assert stamps[0] and stamps[1] and not stamps[2]
+    assert all(s - base >= 5_000 for s in stamps[0])  # the records' own timestamps
+    assert marks, "the empty partition held the watermark back"
+    assert marks == sorted(marks) and set(marks) <= stamps[1]

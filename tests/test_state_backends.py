@@ -441,3 +441,30 @@ def test_a_memory_state_file_is_pickled_in_slices_and_reads_back_whole():
         decode_memory_state(data + pickle.dumps({}))
     with pytest.raises((EOFError, pickle.UnpicklingError)):  # cut short
         decode_memory_state(data[: len(data) // 2])
+
+
+@pytest.mark.parametrize("stateful", [True, False])
+def test_event_time_progress_is_saved_beside_the_state_and_read_back_by_its_own_task_only(
+        tmp_path, stateful):
+    from heron_spark.instance.stateful import KeyLayout
+
+    def task_state(task: int, index: int, tasks: tuple) -> TaskState:
+        config = SystemConfig(work_dir=str(tmp_path / "work"),
+                              checkpoint_root=str(tmp_path / "root"))
+        return TaskState(config, "topo", task, "sum", StateSettings("memory", 0.0),
+                         layout=KeyLayout(index, tasks, 128))
+
+    component = Stateful() if stateful else object()
+    first = task_state(1, 0, (1, 2))
+    first.load(component, 0, 0)
+    assert first.time_state is None
+    first.snapshot(component, 3, {"input": {"marks": {7: 1_500}, "watermark": 1_500}})
+    assert _finish(first) == [(3, None)]
+    again = task_state(1, 0, (1, 2))
+    again.load(component, 1, 3)
+    assert again.time_state == {"input": {"marks": {7: 1_500}, "watermark": 1_500}}
+    rescaled = task_state(1, 0, (1, 2, 3))  # another parallelism: watermarks start over
+    rescaled.load(component, 1, 3)
+    assert rescaled.time_state is None
+    for task in (first, again, rescaled):
+        task.close()

@@ -38,6 +38,16 @@ class BaseSpout(BaseComponent):
         """
         self.delegate.advance_watermark(watermark_ms)
 
+    def set_watermark_partitions(self, partitions) -> None:
+        """Name the source partitions this task reads (heron_spark, event time).
+
+        Each one not heard from yet holds the task's watermark back until its first
+        timestamped tuple (or until it is idle, ``heron.watermark.idle.ms``), so a partition
+        that starts late does not find its tuples late; a partition no longer named stops
+        counting. Without it a partition counts from its first tuple.
+        """
+        self.delegate.set_watermark_partitions(partitions)
+
     def declare_exhausted(self) -> None:
         """Tell the runtime this spout will emit nothing more (bounded sources only).
 

@@ -84,6 +84,10 @@ class SpoutExecutor(TaskExecutor):
         if status != self.watermark_sent:
             self.send_watermark(status, now)
 
+    def set_watermark_partitions(self, partitions) -> None:
+        """Track exactly ``partitions`` in the task's watermark."""
+        self.watermarks.track(partitions, self.clock())
+
     def declare_exhausted(self) -> None:
         """Mark the spout out of input: once its trees close, the stmgr is told."""
         self.exhausted = True

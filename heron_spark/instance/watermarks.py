@@ -34,6 +34,8 @@ class SourceWatermarks:
         self.idle_secs = idle_ms / 1000.0
         self.newest: dict[Hashable, int] = {}      # partition -> newest timestamp seen
         self._last_seen: dict[Hashable, float] = {}  # partition -> when its last tuple came
+        # partitions the spout reads (``track``) that had no tuple yet -> since when
+        self._waiting: dict[Hashable, float] = {}
         self._quiet_since = now                     # the task: when it last had a timestamp
         self.watermark = WATERMARK_MIN              # what it last said (never goes back)
 
@@ -42,6 +44,8 @@ class SourceWatermarks:
         newest = self.newest.get(partition)
         if newest is None or timestamp > newest:
             self.newest[partition] = timestamp
+            if newest is None:
+                self._waiting.pop(partition, None)
         self._last_seen[partition] = now
         self._quiet_since = now
 
@@ -50,11 +54,29 @@ class SourceWatermarks:
         self.watermark = max(self.watermark, watermark)
         self._quiet_since = now
 
+    def track(self, partitions: Iterable[Hashable], now: float) -> None:
+        """Read exactly ``partitions`` from now on.
+
+        One not seen yet holds the watermark back until its first tuple, or until it is idle;
+        one no longer read stops counting.
+        """
+        wanted = set(partitions)
+        for gone in [p for p in self.newest if p not in wanted]:
+            del self.newest[gone]
+            self._last_seen.pop(gone, None)
+        for gone in [p for p in self._waiting if p not in wanted]:
+            del self._waiting[gone]
+        for partition in wanted:
+            if partition not in self.newest and partition not in self._waiting:
+                self._waiting[partition] = now
+
     def hold(self, now: float) -> None:
         """Restart every idle clock: the spout may not emit now (backpressure, deactivated)."""
         self._quiet_since = now
         for partition in self._last_seen:
             self._last_seen[partition] = now
+        for partition in self._waiting:
+            self._waiting[partition] = now
 
     @property
     def has_event_time(self) -> bool:
@@ -64,6 +86,8 @@ class SourceWatermarks:
     def status(self, now: float) -> Status:
         """Return the task's watermark now, or ``IDLE``."""
         idle = self.idle_secs
+        if any(not idle or now - since < idle for since in self._waiting.values()):
+            return self.watermark  # a partition read but not heard from yet holds it back
         active = [newest for partition, newest in self.newest.items()
                   if not idle or now - self._last_seen.get(partition, now) < idle]
         if not active:

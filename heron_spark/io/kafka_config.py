@@ -29,6 +29,7 @@ COMMIT_INTERVAL_SECS = "kafka.commit.interval.secs"
 METADATA_REFRESH_SECS = "kafka.metadata.refresh.secs"
 CHECK_TIMEOUT_SECS = "kafka.check.timeout.secs"
 BOUNDED = "kafka.bounded"              # spout: end at the end offsets seen at start
+EVENT_TIME = "kafka.event.time"        # spout: records' timestamps are their event time
 TOPIC = "kafka.topic"                  # sink: the topic it produces to
 TRANSACTIONS = "kafka.transactions"    # sink, effectively once: 'auto' | True | False
 INSTALL_EXTRA = "kafka"
@@ -95,6 +96,7 @@ def spout_settings(config: dict, component: str | None = None) -> dict:
         raise TopologyValueError(msg, component=component, value=config.get(DECODER),
                                  kind="config", fix=f"set {OUTPUT_FIELDS!r}: ['word', ...]")
     config.setdefault(BOUNDED, False)
+    config.setdefault(EVENT_TIME, True)
     config.setdefault(MAX_RECORDS_PER_CALL, 500)
     config.setdefault(POLL_TIMEOUT_MS, 5)
     config.setdefault(COMMIT_INTERVAL_SECS, 0.5)

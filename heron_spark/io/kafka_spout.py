@@ -40,6 +40,12 @@ for at most ``kafka.poll.timeout.ms`` (5 ms: how long an idle spout holds its ta
 The consumer asks the broker with ``fetch.wait.max.ms`` 10 (see
 ``kafka_config.CONSUMER_DEFAULTS``); ``kafka.properties`` overrides either.
 
+Event time (``kafka.event.time``, on by default): each tuple's event time is its record's Kafka
+timestamp, and the task keeps a watermark per partition it reads
+(``Spout.set_watermark_partitions``): a partition holds it back from its assignment until its
+first record, or until it has been idle for ``heron.watermark.idle.ms``; records without a
+timestamp go on without one. See the event-time guide.
+
 Metric: ``__kafka-lag/<topic>/<partition>``, the records between the task's read position and
 the partition's end (the high watermark the client last fetched), per partition it reads,
 sampled every ``LAG_BUCKET_SECS``.
@@ -138,13 +144,15 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         self._saved: dict[int, dict[TopicPartition, int]] = {}  # checkpoint -> its offsets
         self._reset = str(properties["auto.offset.reset"])
         self._tracker = OffsetTracker()
-        self._records: dict[tuple, tuple] = {}       # at-least-once: values of pending records
+        # at-least-once: (values, timestamp) of pending records
+        self._records: dict[tuple, tuple] = {}
         self._replay: collections.deque = collections.deque()
         self._restored: dict[TopicPartition, int] = {}
         if self._stateful:
             saved = self._checkpointed.get(STATE_KEY) or {}
             self._restored = {parse_state_key(k): int(v) for k, v in saved.items()}
         self._decoder = config.get(kc.DECODER)
+        self._event_time = bool(config[kc.EVENT_TIME])
         self._per_call = int(config[kc.MAX_RECORDS_PER_CALL])
         self._poll_secs = float(config[kc.POLL_TIMEOUT_MS]) / 1000.0
         self._commit_every = float(config[kc.COMMIT_INTERVAL_SECS])
@@ -179,6 +187,8 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
             self._tracker.assign(tp, offset)
         self._consumer.assign([self._ck.TopicPartition(t, p, self._tracker.position((t, p)))
                                for t, p in self._tracker.partitions()])
+        if self._event_time:
+            self.set_watermark_partitions(self._tracker.partitions())
         self.log(f"KafkaSpout {self._name} task {self._index}/{self._tasks} reads "
                  f"{self._tracker.offsets()}")
 
@@ -216,9 +226,10 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         emitted = 0
         while self._replay and emitted < self._per_call:
             tup_id = self._replay.popleft()
-            values = self._records.get(tup_id)
-            if values is not None:
-                self.emit(values, tup_id=tup_id)
+            pending = self._records.get(tup_id)
+            if pending is not None:
+                self.emit(pending[0], tup_id=tup_id, timestamp=pending[1],
+                          partition=(tup_id[0], tup_id[1]))
                 emitted += 1
         if self._ends is not None and self._read_to_end():
             if not self._records and not self._replay:
@@ -273,16 +284,19 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         if not self._tracker.emitted(tp, offset, reliable=self._reliable):
             return
         kind, stamp = message.timestamp()
-        values = (message.key(), message.value(), tp[0], tp[1], offset,
-                  None if kind == self._ck.TIMESTAMP_NOT_AVAILABLE else stamp)
+        if kind == self._ck.TIMESTAMP_NOT_AVAILABLE:
+            stamp = None
+        values = (message.key(), message.value(), tp[0], tp[1], offset, stamp)
         if self._decoder is not None:
             values = tuple(self._decoder(*values))
+        if not self._event_time:
+            stamp = None
         if self._reliable:
             tup_id = (tp[0], tp[1], offset)
-            self._records[tup_id] = values
-            self.emit(values, tup_id=tup_id)
+            self._records[tup_id] = (values, stamp)
+            self.emit(values, tup_id=tup_id, timestamp=stamp, partition=tp)
         else:
-            self.emit(values)
+            self.emit(values, timestamp=stamp, partition=tp)
 
     def ack(self, tup_id):
         """Mark the record done: its offset is committed once every record below it is."""
