@@ -86,6 +86,15 @@ def test_bad_event_time_settings_are_refused_at_submit(bolt, config, key, value)
         refused.value.problem.startswith("the window is shorter")
 
 
+def test_a_timestamp_field_its_input_lacks_is_refused():
+    with pytest.raises(TopologyValueError) as refused:
+        _add(Tumbling, {"topology.bolts.tuple.timestamp.field.name": "when",
+                        "tumblingwindowbolt_duration_secs": 1})
+    assert (refused.value.component, refused.value.value) == ("windows", "when")
+    assert _add(Tumbling, {"topology.bolts.tuple.timestamp.field.name": "ts",
+                           "tumblingwindowbolt_duration_secs": 1})
+
+
 def test_the_bolt_declares_its_late_stream():
     spec = _add(Tumbling, {**EVENT, "tumblingwindowbolt_duration_secs": 1,
                            "topology.bolts.late.tuple.stream": "late"})
@@ -120,3 +129,14 @@ def test_a_late_stream_colliding_with_another_declared_stream_is_refused(stream,
 def test_processing_time_settings_stay_as_they_were():
     spec = _add(Sliding, {LENGTH_SECS: 1, SLIDE_SECS: 0.5})
     assert spec.outputs == ["start", "end", "values"]
+
+
+def test_the_bolts_own_config_decides_event_time_not_the_topologys():
+    """spec() pins heron.window.event.time from the bolt's own config: a timestamp field set
+    topology-wide for the spouts leaves a processing-time window bolt as it is."""
+    spec = _add(Sliding, {LENGTH_SECS: 1})
+    assert spec.custom_config["heron.window.event.time"] is False
+    merged = {"topology.bolts.tuple.timestamp.field.name": "ts", **spec.custom_config}
+    assert Sliding._event_settings(merged, "windows", require=True) is None
+    spec = _add(Sliding, {"topology.bolts.tuple.timestamp.field.name": "ts", LENGTH_SECS: 1})
+    assert spec.custom_config["heron.window.event.time"] is True

@@ -179,6 +179,36 @@ def test_sessions_read_from_the_bolts_timestamp_field(tmp_path):
     _check_firings(run, expected)
 
 
+class UserSessions(ReportSessions):
+    """Sessions per user (a name's number modulo 3)."""
+
+    def session_key(self, tup):
+        return int(tup.values[0].split("-")[1]) % 3
+
+
+def test_sessions_kept_per_key(tmp_path):
+    events = _task_events(8, tasks=2, count=150, disorder=20)
+    builder = TopologyBuilder("user-sessions")
+    spout = builder.add_spout("events", EventSpout, par=2,
+                              config={"events.per.task": events, LAG: 20})
+    windows = builder.add_bolt("windows", UserSessions, par=1,
+                               inputs={spout: Grouping.SHUFFLE},
+                               config={"heron.window.event.time": True,
+                                       "sessionwindowbolt_gap_ms": 40})
+    builder.add_bolt("collect", CollectingBolt, par=1, inputs={windows: Grouping.SHUFFLE})
+    builder.set_config(FAST_WATERMARKS)
+    run = run_local(builder, timeout=TIMEOUT, collect_dir=tmp_path)
+    assert run.status == "FINISHED"
+    expected: dict = {}
+    for user in range(3):
+        mine = [[[n, ts] for n, ts in task if int(n.split("-")[1]) % 3 == user]
+                for task in events]
+        expected.update({(user, *k): v for k, v in _expected_sessions(mine, 40).items()})
+    got = sorted((int(c.values[2][0].split("-")[1]) % 3, c.values[0], c.values[1],
+                  c.values[2]) for c in run.collected("collect"))
+    assert got == sorted((*k, v) for k, v in expected.items())
+
+
 # --- lateness, the late stream, tuples without event time -------------------------------------
 
 WAIT = "wait"
@@ -274,6 +304,7 @@ def test_a_late_tuple_refires_its_kept_window_and_later_ones_take_the_late_strea
                                                                    (("h", 1800),)]
     log = _spout_log(tmp_path)
     assert sorted(log["ack"]) == list("abcefghi") and not log["fail"]
+    assert run.handle.metrics()["windows"]["__late-tuples"] == 2
 
 
 def test_without_a_late_stream_late_tuples_are_acked_and_untimed_ones_fail(tmp_path):
@@ -286,6 +317,7 @@ def test_without_a_late_stream_late_tuples_are_acked_and_untimed_ones_fail(tmp_p
                                                                    (2000, 3000, ["b"])]
     log = _spout_log(tmp_path)
     assert sorted(log["ack"]) == ["a", "b", "late"] and log["fail"] == ["untimed"]
+    assert run.handle.metrics()["windows"]["__late-tuples"] == 2  # the late and the untimed
 
 
 def test_untimed_tuples_take_the_late_stream_when_there_is_one(tmp_path):
@@ -303,14 +335,15 @@ def test_untimed_tuples_take_the_late_stream_when_there_is_one(tmp_path):
 
 # --- effectively once: the pending windows survive a crash --------------------------------------
 
-def test_effectively_once_windows_survive_a_crash_exactly(tmp_path):
+@pytest.mark.parametrize("backend", ["memory", "rocksdb"])
+def test_effectively_once_windows_survive_a_crash_exactly(tmp_path, backend):
     """The window task raises once, mid-run, after checkpoints: the rollback restores its
     pending windows (without them, the tuples of windows open at the checkpoint are lost: the
     spouts rewind only to the checkpoint)."""
     events = _task_events(5, tasks=2, count=150, disorder=30)
-    topology = eo.build("eo-windows", events, tmp_path, pace_ms=2, crash_at=200,
-                        extra={**FAST_WATERMARKS, "topology.stateful.checkpoint.interval.seconds":
-                               0.05})
+    topology = eo.build("eo-windows", events, tmp_path, pace_ms=1, crash_at=200,
+                        extra={**FAST_WATERMARKS, "heron.state.backend": backend,
+                               "topology.stateful.checkpoint.interval.seconds": 0.05})
     run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work")})
     assert run.run(timeout=TIMEOUT) == "FINISHED"
     assert (tmp_path / "crashed").exists()

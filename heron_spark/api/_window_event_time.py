@@ -16,6 +16,7 @@ from typing import Any
 from heron_spark.api import api_constants as keys
 from heron_spark.api.event_time import timestamp_ms
 from heron_spark.api.event_windows import SESSION, SLIDING, TUMBLING, EventWindows
+from heron_spark.api.component import HeronComponentSpec
 from heron_spark.api.stream import Stream
 from heron_spark.errors import TopologyValueError
 
@@ -42,7 +43,12 @@ _LOGGED_WINDOWS = 256  # late tuples are logged once per window, for this many r
 
 
 def event_time_on(config: dict, component: str | None) -> bool:
-    """Return True when ``config`` turns event-time windows on (checking the two keys)."""
+    """Return True when ``config`` turns event-time windows on (checking the two keys).
+
+    ``heron.window.event.time: False`` wins over a timestamp field (a window bolt's ``spec``
+    pins the flag from its own config, so a topology-wide timestamp field meant for the
+    spouts does not turn its windows to event time).
+    """
     field = config.get(TIMESTAMP_FIELD)
     if field is not None and (not isinstance(field, str) or not field):
         msg = f"{TIMESTAMP_FIELD!r} must name an input field (a non-empty str)"
@@ -55,7 +61,9 @@ def event_time_on(config: dict, component: str | None) -> bool:
         msg = f"{EVENT_TIME!r} must be True or False"
         raise TopologyValueError(msg, component=component, value=flag, kind="config",
                                  fix=f"set {EVENT_TIME!r} to True or False")
-    return bool(field) or flag is True or str(flag).lower() == "true"
+    if flag is not None and str(flag).lower() == "false":
+        return False
+    return bool(field) or str(flag).lower() == "true"
 
 
 def _ms(value: Any, key: str, component: str | None, *, zero: bool = False) -> int:
@@ -161,6 +169,28 @@ def event_time_settings(kind: str, config: dict, component: str | None, *,
                              late)
 
 
+def check_timestamp_field(field: str, inputs: Any, component: str | None) -> None:
+    """Refuse ``field`` when an input given by its spec declares its stream without it.
+
+    Only inputs given as specs (their default stream) are checked here; the others are
+    checked where the tuples arrive (a stream without the field: its tuples have no event
+    time).
+    """
+    specs = list(inputs) if isinstance(inputs, (dict, list, tuple)) else []
+    for spec in specs:
+        if not isinstance(spec, HeronComponentSpec) or not isinstance(spec.outputs, list):
+            continue
+        fields = [out for out in spec.outputs if isinstance(out, str)]
+        for out in spec.outputs:
+            if isinstance(out, Stream) and out.stream_id == Stream.DEFAULT_STREAM_ID:
+                fields = list(out.fields)
+        if fields and field not in fields:
+            msg = (f"{TIMESTAMP_FIELD!r} names {field!r}, which the input "
+                   f"{spec.name}/{Stream.DEFAULT_STREAM_ID} does not declare")
+            raise TopologyValueError(msg, component=component, value=field, kind="config",
+                                     fix=f"name one of its fields {fields}")
+
+
 def with_late_stream(outputs: list, late_stream: str, component: str | None) -> list:
     """Return ``outputs`` (spec outputs) with the late stream declared, if they lack it.
 
@@ -262,7 +292,7 @@ class EventTimeTask:
             bounds = self.windows.bounds_of(ts)[-1]
         if bounds not in self._logged:
             self._remember(bounds)
-            self._bolt.log(f"late tuple (event time {ts} ms) for the window {list(bounds)} "
+            self._bolt.log(f"late tuple (event time {ts} ms) for the window [{bounds[0]}, {bounds[1]}) "
                            f"purged at watermark {self.windows.watermark}; " + self._fate(),
                            "warn")
         if self.settings.late_stream is not None:

@@ -66,3 +66,16 @@ class Bolt(BaseBolt):
 
     def end_of_input(self) -> None:
         """Handle the end of input: every upstream task has ended (bounded topologies); may emit."""
+
+    def on_timer(self, key, ts_ms: int, kind: str) -> None:
+        """Handle a due timer this task registered for ``key`` at ``ts_ms``; may emit.
+
+        ``kind`` is ``"event"`` (registered with ``context.register_event_time_timer``: called
+        once the task's input watermark reaches ``ts_ms``, before ``process_watermark``) or
+        ``"processing"`` (``register_processing_time_timer``: called once the wall clock, in ms
+        since the epoch, reaches ``ts_ms``). Timers fire in time order, ties by key; each
+        registered (key, ts_ms, kind) once. Called on the task's thread; emits carry no
+        timestamp unless given. Under effectively once the timers are checkpointed with the
+        state and follow their key's key group when the component is rescaled. Override it to
+        use timers: registering one on a bolt that does not raises ``TopologyTypeError``.
+        """

@@ -111,3 +111,38 @@ class TopologyContext(ABC):
         Register ``task_hook`` (an ``ITaskHook``): it is told of this task's emits, acks, fails
         and executes from now on (see ``heron_spark.api.task_hook``).
         """
+
+    # ---- timers of a keyed bolt (instance.timers); the runtime's context implements them ----
+    def register_event_time_timer(self, key, ts_ms: int) -> None:
+        """Call the bolt's ``on_timer(key, ts_ms, "event")`` once the input watermark reaches ``ts_ms``.
+
+        ``key``: the value the bolt's fields grouping routes by (a tuple for several fields),
+        so the timer follows its key's state on a rescale; ``ts_ms``: event time, int ms since
+        the epoch. The same (key, ts_ms) registered twice is one timer. A time the watermark
+        has already reached fires at the next watermark advance (at once when registered from
+        ``on_timer``). Bolts only, whose class overrides ``Bolt.on_timer``; task thread only.
+        """
+        self._no_timers()
+
+    def register_processing_time_timer(self, key, ts_ms: int) -> None:
+        """Call the bolt's ``on_timer(key, ts_ms, "processing")`` once the wall clock reaches ``ts_ms``.
+
+        ``ts_ms``: wall-clock time, int ms since the epoch (``int(time.time() * 1000) + delay``).
+        Otherwise as ``register_event_time_timer``.
+        """
+        self._no_timers()
+
+    def delete_event_time_timer(self, key, ts_ms: int) -> None:
+        """Delete the event-time timer of ``key`` at ``ts_ms`` (nothing when there is none)."""
+        self._no_timers()
+
+    def delete_processing_time_timer(self, key, ts_ms: int) -> None:
+        """Delete the processing-time timer of ``key`` at ``ts_ms`` (nothing when there is none)."""
+        self._no_timers()
+
+    def _no_timers(self) -> None:
+        from heron_spark.errors import TopologyTypeError
+
+        msg = f"{type(self).__name__} keeps no timers"
+        raise TopologyTypeError(msg, component=self.get_component_id(),
+                                fix="register timers from a running bolt task's context")

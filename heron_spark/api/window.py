@@ -346,9 +346,14 @@ class _WindowBolt(Bolt, StatefulComponent):
                                      component=name, kind="class",
                                      fix="define processWindow(self, window_info, tuples)")
         if isinstance(config, dict):
+            if not cls._ALWAYS_EVENT_TIME:  # the bolt's own config decides, not the topology's
+                config = {**config,
+                          event_time.EVENT_TIME: event_time.event_time_on(config, name)}
             settings = cls._event_settings(config, name, require=False)
             if settings is None:
                 cls._settings(config, name)
+            elif settings.timestamp_field is not None:
+                event_time.check_timestamp_field(settings.timestamp_field, inputs, name)
             late = config.get(event_time.LATE_TUPLE_STREAM)
             if late is not None and (settings is not None or cls._ALWAYS_EVENT_TIME):
                 declared = [*(cls.outputs or []), *(optional_outputs or [])]
@@ -427,10 +432,13 @@ class _WindowBolt(Bolt, StatefulComponent):
         ts = event.timestamp_of(tup)
         if ts is None:
             event.refuse_untimed(tup)
-        elif not event.windows.add(ts, tup):
+        elif not event.windows.add(ts, tup, self._window_key(tup)):
             event.refuse_late(tup, ts)
         else:
             self._fire_event(event.windows.fire_updated())
+
+    def _window_key(self, tup) -> Any:
+        return None
 
     def _fire_event(self, fired: list[FiredWindow]) -> None:
         for window in fired:
@@ -575,12 +583,24 @@ class SessionWindowBolt(_WindowBolt):
     ``topology.bolts.tuple.timestamp.field.name``). A session is ``[first ts, last ts + gap)``
     in ms; it fires when the watermark passes its end. A late tuple that joins sessions
     merges them into one that fires again with all their tuples (see the module docstring).
+    Sessions are per task unless ``session_key`` is overridden to keep them per key.
     """
 
     WINDOW_GAP_SECS = event_time.SESSION_GAP_SECS
     WINDOW_GAP_MS = event_time.SESSION_GAP_MS
     _EVENT_KIND = SESSION
     _ALWAYS_EVENT_TIME = True
+
+    def session_key(self, tup) -> Any:
+        """Return the key whose sessions ``tup`` belongs to (hashable; None: one per task).
+
+        Override to keep sessions per key, e.g. ``return tup.values[0]`` for the user of a
+        click, with a fields grouping on that field so each key's tuples reach one task.
+        """
+        return None
+
+    def _window_key(self, tup) -> Any:
+        return self.session_key(tup)
 
     def process(self, tup) -> None:
         """Put ``tup`` in its session."""

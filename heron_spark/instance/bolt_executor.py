@@ -4,7 +4,8 @@
 of input, Heron's bolt metrics. Its input waits while its output gate is closed. Event time:
 each input tuple carries its batch row's timestamp, emits made while processing it inherit it,
 and WATERMARK frames move the task's ``InputWatermarks``; when that advances,
-``_watermark_advanced`` runs ``process_watermark`` and sends the watermark on. See
+``_watermark_advanced`` fires the event-time timers it reached (``instance.timers``), runs
+``process_watermark`` and sends the watermark on. See
 ``executor.py`` for the turn the shells drive.
 """
 
@@ -26,6 +27,7 @@ from heron_spark.api.event_time import WATERMARK_MAX, WATERMARK_MIN
 from heron_spark.instance import batches, task_metrics, watermarks
 from heron_spark.instance.acking import AckBuffer
 from heron_spark.instance.executor import TaskExecutor
+from heron_spark.instance.timers import EVENT, PROCESSING, KeyedTimers, uses_timers
 from heron_spark.proto import stmgr_pb2
 from heron_spark.wire import arrow_numpy, frames, tree_ids, tuple_batch
 
@@ -78,6 +80,7 @@ class BoltExecutor(TaskExecutor):
         # __execute-count / __execute-latency per input, every input at 0 from the start
         self.input_stats: dict[tuple[str, str], list] = {
             (sub.component, sub.stream): [0, 0] for sub in self.decl.inputs}
+        self.timers: KeyedTimers | None = None  # a bolt with on_timer's (set by _configure)
 
     # delegate API
     def emit(self, values, stream, tup_id, anchors, direct_task, need_task_ids,
@@ -153,6 +156,10 @@ class BoltExecutor(TaskExecutor):
         self._tick_secs = self.decl.topology_config.tick_tuple_freq_secs
         if self._tick_secs > 0:
             self._next_tick = self.clock() + self._tick_secs
+        if uses_timers(type(self.component)):  # before the state's load: it restores them
+            self.timers = self.context.timers = KeyedTimers(self.component_name)
+            if self.stateful is not None:
+                self.stateful.timers = self.timers
 
     def _initialized(self, config: dict) -> None:
         # initialize may set the frequency in its config (window bolts do): read it again
@@ -368,8 +375,12 @@ class BoltExecutor(TaskExecutor):
             self.send_watermark(status, self.clock())
 
     def _watermark_advanced(self, watermark: int) -> None:
-        """Run ``process_watermark(watermark)``: every tuple before it was processed."""
+        """Fire the event-time timers ``watermark`` reached, then run ``process_watermark``.
+
+        Every tuple before the watermark was processed.
+        """
         self.watermark = watermark
+        self.fire_event_timers(watermark)
         process_watermark = getattr(self.component, "process_watermark", None)
         if process_watermark is not None:  # a duck-typed bolt may lack it
             process_watermark(watermark)
@@ -443,6 +454,10 @@ class BoltExecutor(TaskExecutor):
             deadline = min(deadline, self._next_tick)
         if self.watermark_sent is not None and self.watermark_sent != WATERMARK_MAX:
             deadline = min(deadline, self._watermark_resend_at)
+        if self.timers is not None and not self.drained:
+            due_ms = self.timers.next_processing_deadline()
+            if due_ms is not None:  # wall-clock ms: as a time of this loop's clock
+                deadline = min(deadline, now + max(0.0, due_ms / 1000.0 - time.time()))
         return deadline
 
     def on_time(self, now: float) -> None:
@@ -457,6 +472,30 @@ class BoltExecutor(TaskExecutor):
                 (), time.time(), ()))
             ticks = self._tick_secs
             self._next_tick += ticks * max(1, int((now - self._next_tick) / ticks) + 1)
+        if self.timers is not None and not self.drained:
+            self.fire_processing_timers(int(time.time() * 1000))
+
+    # timers (instance.timers)
+    def fire_event_timers(self, watermark_ms: int) -> None:
+        """Call ``on_timer`` for each event-time timer the watermark ``watermark_ms`` reached.
+
+        In time order; a timer ``on_timer`` registers for a time already reached fires too.
+        """
+        if self.timers is None:
+            return
+        on_timer = self.component.on_timer
+        for key, ts_ms in self.timers.fire_event(watermark_ms):
+            on_timer(key, ts_ms, EVENT)
+
+    def fire_processing_timers(self, now_ms: int) -> None:
+        """Call ``on_timer`` for each processing-time timer due at wall-clock ``now_ms``."""
+        assert self.timers is not None
+        due_ms = self.timers.next_processing_deadline()
+        if due_ms is None or due_ms > now_ms:
+            return
+        on_timer = self.component.on_timer
+        for key, ts_ms in self.timers.due_processing(now_ms):
+            on_timer(key, ts_ms, PROCESSING)
 
     def add_metrics(self, add) -> None:
         """Add this task's counters and Heron's bolt metrics to a metrics publish."""

@@ -8,6 +8,7 @@ from heron_spark.api.context import StreamId, TopologyContext
 from heron_spark.api.task_hook import ITaskHook
 from heron_spark.errors import TopologyTypeError
 from heron_spark.instance.metrics_collector import MetricsCollector
+from heron_spark.instance.timers import EVENT, PROCESSING, KeyedTimers
 from heron_spark.plan.view import PlanView
 
 
@@ -42,6 +43,7 @@ class InstanceContext(TopologyContext):
         self.metrics = self._metrics_collector.registered  # read by the executor
         self.task_hooks: list = []
         self.on_task_hook: Callable[[], None] | None = None  # the executor's: called after each add_task_hook
+        self.timers: KeyedTimers | None = None  # set by the executor of a bolt with on_timer
         # the executor (set by it): this task's watermark and late-tuple count
         self.event_time: Any = None
 
@@ -118,3 +120,33 @@ class InstanceContext(TopologyContext):
         self.task_hooks.append(task_hook)
         if self.on_task_hook is not None:
             self.on_task_hook()
+
+    # ---- timers (instance.timers; the executor fires them)
+    def register_event_time_timer(self, key, ts_ms: int) -> None:
+        """Fire ``on_timer(key, ts_ms, "event")`` once the input watermark reaches ``ts_ms``."""
+        self._timers().register(EVENT, key, ts_ms)
+
+    def register_processing_time_timer(self, key, ts_ms: int) -> None:
+        """Fire ``on_timer(key, ts_ms, "processing")`` once the wall clock (ms) reaches ``ts_ms``."""
+        self._timers().register(PROCESSING, key, ts_ms)
+
+    def delete_event_time_timer(self, key, ts_ms: int) -> None:
+        """Delete the event-time timer of ``key`` at ``ts_ms`` (nothing when there is none)."""
+        self._timers().delete(EVENT, key, ts_ms)
+
+    def delete_processing_time_timer(self, key, ts_ms: int) -> None:
+        """Delete the processing-time timer of ``key`` at ``ts_ms`` (nothing when there is none)."""
+        self._timers().delete(PROCESSING, key, ts_ms)
+
+    def _timers(self) -> KeyedTimers:
+        if self.timers is not None:
+            return self.timers
+        decl = self._plan.logical.components[self._component]
+        if decl.is_spout:
+            msg = "a spout has no timers: only a bolt's on_timer is called"
+            fix = "register timers in a bolt downstream, fields-grouped by the timers' key"
+        else:
+            msg = (f"the bolt registers a timer but its class "
+                   f"{decl.component_class.__name__} does not override Bolt.on_timer")
+            fix = "define on_timer(self, key, ts_ms, kind) on the bolt's class"
+        raise TopologyTypeError(msg, component=self._component, fix=fix)

@@ -30,7 +30,9 @@ restore fails rather than guess.
 Beside the state, every task of an effectively-once topology saves its event-time progress
 (``time_state``: its watermarks, ``instance.watermarks``) in a small file of its own; a start
 from a checkpoint reads it back when the component has the parallelism it had (after a
-rescale watermarks start over: every upstream task sends its own again). Loop thread only
+rescale watermarks start over: every upstream task sends its own again). A bolt with timers
+(``instance.timers``) saves them in a file of its own too, every timer with its key, and a
+restore splits them by key group as it splits a memory state. Loop thread only
 (the upload jobs run on the uploader's thread and touch only their snapshot and a store of
 their own).
 """
@@ -53,8 +55,10 @@ from heron_spark.config import StateSettings, SystemConfig
 from heron_spark.contract import key_groups
 from heron_spark.errors import TopologyRuntimeError
 from heron_spark.instance.state_stats import StateStats
+from heron_spark.instance.timers import (KeyedTimers, check_snapshot, merge_snapshots,
+                                         split_by_key_group)
 from heron_spark.instance.uploader import Finished, Uploader
-from heron_spark.statemgr.checkpoints import (CheckpointStore, checkpoint_root,
+from heron_spark.statemgr.checkpoints import (TIMERS_SUFFIX, CheckpointStore, checkpoint_root,
                                               decode_memory_state, encode_memory_state)
 from heron_spark.wire import tuple_batch
 
@@ -130,6 +134,7 @@ class TaskState:
         self.saved = 0
         self.stats = StateStats()  # published as the task's state metrics
         self.time_state: dict | None = None  # the loaded checkpoint's event-time progress
+        self.timers: KeyedTimers | None = None  # a bolt with on_timer's: saved beside the state
 
     @property
     def store(self) -> CheckpointStore:
@@ -149,6 +154,8 @@ class TaskState:
         """Load ``checkpoint_id``'s state (0: empty) and give it to ``component``."""
         self.epoch, self.checkpoint_id = epoch, checkpoint_id
         self.time_state = self._load_time(checkpoint_id) if checkpoint_id else None
+        if self.timers is not None:
+            self._load_timers(self.timers, checkpoint_id)
         if not isinstance(component, StatefulComponent):
             self.state = HashMapState()
             return
@@ -306,16 +313,23 @@ class TaskState:
     def snapshot(self, component, checkpoint_id: int, time_state: dict | None = None) -> None:
         """``pre_save``, take a local snapshot for ``checkpoint_id`` and queue its upload.
 
-        ``time_state``: the task's event-time progress, saved beside the state. Blocks only
-        while the upload queue is full.
+        ``time_state``: the task's event-time progress, saved beside the state; the timers
+        (if the task keeps any) are saved by the same upload job. Blocks only while the upload
+        queue is full.
         """
         blob = None if time_state is None else self._time_blob(time_state)
+        timers = self._timers_job(checkpoint_id)
         if not isinstance(component, StatefulComponent):
-            if blob is None:
+            if blob is None and timers is None:
                 self._ready.append((checkpoint_id, None))
-            else:
-                self._uploader.submit(checkpoint_id,
-                                      lambda: self._upload_time(checkpoint_id, blob))
+                return
+
+            def upload_extras() -> None:
+                if blob is not None:
+                    self._upload_time(checkpoint_id, blob)
+                if timers is not None:  # no state upload writes the layout: this one does
+                    timers(True)
+            self._uploader.submit(checkpoint_id, upload_extras)
             return
         started = time.perf_counter()
         job = self._snapshot(component, checkpoint_id)
@@ -327,6 +341,8 @@ class TaskState:
             self._timed(job)
             if blob is not None:
                 self._upload_time(checkpoint_id, blob)
+            if timers is not None:
+                timers(False)
         self._uploader.submit(checkpoint_id, upload)
 
     # ---- event-time progress ----------------------------------------------------------------
@@ -473,3 +489,72 @@ class TaskState:
         msg = (f"cannot write checkpoint {checkpoint_id} to {path}: {exc}. Fix: "
                f"{_FIX_ROOT}")
         return TopologyRuntimeError(msg, component=self.component, task_id=self.task_id)
+
+    # ---- timers (instance.timers): a file per task beside the state -------------------------
+    def _timers_job(self, checkpoint_id: int) -> Callable[[bool], None] | None:
+        """Return the upload job of this task's timers as they are now (None: it keeps none).
+
+        The loop thread copies them (plain data); the uploader thread pickles and writes them
+        (and, called with True, the component's layout, which a state upload writes otherwise).
+        """
+        if self.timers is None:
+            return None
+        data = self.timers.snapshot()
+        return lambda layout: self._upload_timers(checkpoint_id, data, layout)
+
+    def _upload_timers(self, checkpoint_id: int, data: dict, layout: bool) -> None:
+        path = posixpath.join(self._root, self._topology, str(checkpoint_id))
+        try:
+            encoded = pickle.dumps(data, protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception as exc:  # noqa: BLE001 - pickling raises anything
+            msg = (f"cannot pickle the timers for checkpoint {checkpoint_id}: {exc}. Fix: "
+                   f"register timers only under picklable keys")
+            raise TopologyRuntimeError(msg, component=self.component,
+                                       task_id=self.task_id) from exc
+        try:
+            store = self._upload_store()
+            if layout:
+                self._save_layout(store, checkpoint_id, self.settings.backend)
+            path = store.path(checkpoint_id, self.task_id, TIMERS_SUFFIX)
+            store.save_extra(checkpoint_id, self.task_id, TIMERS_SUFFIX, encoded)
+        except OSError as exc:
+            raise self._upload_failed(checkpoint_id, path, exc) from exc
+
+    def _load_timers(self, timers: KeyedTimers, checkpoint_id: int) -> None:
+        """Put the timers of ``checkpoint_id`` (0: none) this task owns now into ``timers``.
+
+        The same split as a memory state's: the same parallelism reads the task of the same
+        index; a new one takes, from every old task, the timers of the key groups it owns now.
+        """
+        if not checkpoint_id:
+            timers.restore(merge_snapshots([]))
+            return
+        sources, owned = self._restore_plan(checkpoint_id)
+        parts = []
+        for task, theirs in sources:
+            data = self._read_timers(checkpoint_id, task)
+            if theirs is None or owned is None:
+                parts.append(data)
+                continue
+            assert self._layout is not None  # a split comes from the layout
+            for group, part in split_by_key_group(data, self._layout.max_parallelism).items():
+                if group not in theirs:
+                    key = next(iter(part["event"] or part["processing"]))[0]
+                    raise self._not_keyed(checkpoint_id, task, key, group)
+                if group in owned:
+                    parts.append(part)
+        timers.restore(merge_snapshots(parts))
+
+    def _read_timers(self, checkpoint_id: int, task: int) -> dict:
+        path = self.store.path(checkpoint_id, task, TIMERS_SUFFIX)
+        try:
+            encoded = self.store.load_extra(checkpoint_id, task, TIMERS_SUFFIX)
+            if encoded is None:
+                raise self._missing(checkpoint_id, path)
+            data = pickle.loads(encoded)
+            check_snapshot(data)
+            return data
+        except TopologyRuntimeError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - unpickling raises anything
+            raise self._corrupt(checkpoint_id, path, exc) from exc

@@ -133,13 +133,17 @@ def check_stateful_rescale(current: LogicalPlan, plan: LogicalPlan) -> None:
     """Refuse rescaling a stateful component whose state cannot be split by key group.
 
     Effectively once only: a stateful spout (its offsets are per task), and a stateful bolt
-    with an input that is not fields-grouped. Stateless components rescale freely.
+    (or one with timers, ``Bolt.on_timer``) with an input that is not fields-grouped.
+    Stateless components rescale freely.
     """
     from heron_spark.api.state import StatefulComponent
+    from heron_spark.instance.timers import uses_timers
 
     for name, decl in plan.components.items():
         old = current.components[name].parallelism
-        if decl.parallelism == old or not issubclass(decl.component_class, StatefulComponent):
+        keyed = issubclass(decl.component_class, StatefulComponent) \
+            or uses_timers(decl.component_class)  # timers are split by key group too
+        if decl.parallelism == old or not keyed:
             continue
         fix = (f"keep {name}'s parallelism {old} (the state of each of its tasks is restored "
                f"as it is), or kill the topology and submit it again to start from empty state")

@@ -11,6 +11,9 @@ under ``<root>/<topology>/``:
   ``(ttl_secs, {key: value})``). Not split by key group:
   hashing every key at every checkpoint cost more than pickling them (2.7 s against 1.0 s
   per million keys), so a restore that splits (a rescale) and the state reader hash them;
+- ``<checkpoint id>/<task id>.timers``: the timers of a bolt task that overrides ``on_timer``
+  (``instance.timers``): its pickled ``KeyedTimers.snapshot()``, every timer with its key, so
+  a rescaled component's restore splits them by key group as it splits a memory state;
 - ``<checkpoint id>/component-<name>.json``: a stateful component's layout when it saved
   (``parallelism``, ``max_parallelism``, its task ids in index order, the backend), written
   by its task of index 0: a rescaled component's restore reads its old tasks' files by it;
@@ -50,6 +53,7 @@ MANIFEST_FORMAT = "heron_spark.rocksdb/2"  # /2: every stored key starts with it
 MEMORY_FORMAT = "heron_spark.memory/4"  # a memory state: a header, then pickled slices
 MEMORY_CHUNK_KEYS = 10_000  # entries per slice (about 10 ms of pickling each)
 _CHUNK_BYTES = 4 * 1024 * 1024
+TIMERS_SUFFIX = "timers"  # <checkpoint id>/<task id>.timers: a bolt's pickled timers
 
 
 def checkpoint_root(root: str, work_dir: str) -> str:
