@@ -7,7 +7,7 @@ Importing it starts nothing.
 from heron_spark.streamlet.builder import Builder
 from heron_spark.streamlet.config import Config
 from heron_spark.streamlet.context import Context
-from heron_spark.streamlet.generator import Generator
+from heron_spark.streamlet.generator import Generator, Timestamped
 from heron_spark.streamlet.resources import Resources
 from heron_spark.streamlet.runner import Runner
 from heron_spark.streamlet.streamlet import Streamlet
@@ -16,4 +16,4 @@ from heron_spark.streamlet.window import KeyedWindow, Window
 from heron_spark.streamlet.windowconfig import WindowConfig
 
 __all__ = ["Builder", "Config", "Context", "Generator", "KeyedWindow", "Resources", "Runner",
-           "Streamlet", "TransformOperator", "Window", "WindowConfig"]
+           "Streamlet", "Timestamped", "TransformOperator", "Window", "WindowConfig"]

@@ -11,14 +11,18 @@ are copied per task. These classes run in the operator's tasks only.
 from __future__ import annotations
 
 import copy
+import functools
 from collections import deque
 from typing import Any, Callable
 
 from heron_spark.api.bolt import Bolt
+from heron_spark.api.event_time import WATERMARK_MAX
 from heron_spark.api.spout import Spout
 from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
+from heron_spark.errors import TopologyTypeError
 from heron_spark.streamlet.context import TaskContext
+from heron_spark.streamlet.generator import Timestamped
 
 OUTPUT = "output"
 OUTPUT_FIELD = "_output_"
@@ -28,6 +32,8 @@ FUNCTION = "streamlet.function"
 GENERATOR = "streamlet.generator"
 OPERATOR = "streamlet.operator"
 READS = "streamlet.reads"  # the name of the streamlet(s) an operator reads (Context)
+TIMESTAMPS = "streamlet.timestamps"  # a source's timestamp function, or FROM_GENERATOR
+FROM_GENERATOR = "generator"  # the source's generator returns Timestamped elements
 
 
 class SourceSpout(Spout):
@@ -35,14 +41,23 @@ class SourceSpout(Spout):
 
     ``_produce`` returns None for nothing now and raises ``StopIteration`` when the source
     ended. At-least-once: keeps each element until acked and emits failed ones again before
-    anything new.
+    anything new. With timestamps (``assign_timestamps``), each element is emitted with its
+    event time, and the end of a bounded source moves the task's watermark to the end of
+    event time (an element replayed after that is late).
     """
 
     outputs = OUTPUTS
 
     def initialize(self, config: dict, context) -> None:
         self._reliable = TopologyConfig.from_config(config).at_least_once
-        self._pending: dict[int, Any] = {}
+        self._component = context.get_component_id()
+        stamps = config.get(TIMESTAMPS)
+        self._timestamped = stamps is not None
+        self._stamp: Callable[[Any], tuple[Any, int | None]] = (
+            _unstamped if stamps is None else
+            self._from_generator if stamps == FROM_GENERATOR else
+            functools.partial(self._from_function, stamps))
+        self._pending: dict[int, tuple[Any, int | None]] = {}
         self._replay: deque = deque()
         self._next_id = 0
         self._ended = False
@@ -55,7 +70,8 @@ class SourceSpout(Spout):
     def next_tuple(self) -> None:
         if self._replay:
             tup_id = self._replay.popleft()
-            self.emit([self._pending[tup_id]], tup_id=tup_id, stream=OUTPUT)
+            element, timestamp = self._pending[tup_id]
+            self.emit([element], tup_id=tup_id, stream=OUTPUT, timestamp=timestamp)
             return
         if self._ended:
             self.declare_exhausted()
@@ -64,17 +80,40 @@ class SourceSpout(Spout):
             element = self._produce()
         except StopIteration:
             self._ended = True
+            if self._timestamped:
+                # the end of event time: the windows fire (and ack) without waiting for the
+                # spout's end, which under at-least-once waits for their acks
+                self.advance_watermark(WATERMARK_MAX - 1)
             self.declare_exhausted()
             return
         if element is None:
             return
+        element, timestamp = self._stamp(element)
         if self._reliable:
             tup_id = self._next_id
             self._next_id += 1
-            self._pending[tup_id] = element
-            self.emit([element], tup_id=tup_id, stream=OUTPUT)
+            self._pending[tup_id] = (element, timestamp)
+            self.emit([element], tup_id=tup_id, stream=OUTPUT, timestamp=timestamp)
         else:
-            self.emit([element], stream=OUTPUT)
+            self.emit([element], stream=OUTPUT, timestamp=timestamp)
+
+    def _from_function(self, function: Callable[[Any], Any], element: Any) -> tuple[Any, int]:
+        """Return ``element`` and its event time ``function(element)``."""
+        if isinstance(element, Timestamped):
+            element = element.element
+        return element, _event_time(function(element), element, self._component)
+
+    def _from_generator(self, element: Any) -> tuple[Any, int]:
+        """Return a ``Timestamped`` element's element and event time."""
+        if not isinstance(element, Timestamped):
+            msg = ("assign_timestamps() without a function takes the event times from the "
+                   "generator, which returned an element without one")
+            raise TopologyTypeError(msg, component=self._component, value=element,
+                                    fix="return Timestamped(element, timestamp_ms) from the "
+                                        "generator's get(), or pass assign_timestamps a "
+                                        "function of the element")
+        return element.element, _event_time(element.timestamp_ms, element.element,
+                                            self._component)
 
     def ack(self, tup_id) -> None:
         self._pending.pop(tup_id, None)
@@ -82,6 +121,23 @@ class SourceSpout(Spout):
     def fail(self, tup_id) -> None:
         if tup_id in self._pending:
             self._replay.append(tup_id)
+
+
+def _unstamped(element: Any) -> tuple[Any, None]:
+    """Return ``element`` without an event time (a source without timestamps)."""
+    if isinstance(element, Timestamped):
+        return element.element, None
+    return element, None
+
+
+def _event_time(timestamp: Any, element: Any, component: str) -> int:
+    """Return ``timestamp`` when it is int milliseconds; raise ``TopologyTypeError`` if not."""
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int):
+        msg = f"an element's event time must be int milliseconds since the epoch; {element!r} has"
+        raise TopologyTypeError(msg, component=component, value=timestamp,
+                                fix="return int(seconds * 1000) from the timestamp function "
+                                    "(or as Timestamped's timestamp_ms)")
+    return timestamp
 
 
 class GeneratorSpout(SourceSpout):

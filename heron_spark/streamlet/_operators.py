@@ -12,14 +12,16 @@ from heron_spark.api import api_constants as keys
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.component import GlobalStreamId
 from heron_spark.api.stream import Grouping
-from heron_spark.api.window import SlidingWindowBolt, TumblingWindowBolt
+from heron_spark.api.window import SessionWindowBolt, SlidingWindowBolt, TumblingWindowBolt
 from heron_spark.errors import TopologyTypeError, TopologyValueError
 from heron_spark.streamlet import _components as parts
+from heron_spark.streamlet import _event_windowed as event_windowed
 from heron_spark.streamlet import _windowed as windowed
 from heron_spark.streamlet.generator import Generator
 from heron_spark.streamlet.streamlet import Streamlet
 from heron_spark.streamlet.transformoperator import TransformOperator
-from heron_spark.streamlet.windowconfig import WindowConfig
+from heron_spark.streamlet.windowconfig import (SESSION, SLIDING, EventTimeWindowConfig,
+                                                WindowConfig)
 
 
 def _callable(function: Any, operation: str) -> None:
@@ -52,9 +54,36 @@ class Source(Streamlet):
                                     fix="pass a Generator, a function returning elements, or "
                                         "(heron_spark) a list")
 
+        self._timestamps: tuple[Any, int] | None = None  # (function or None, max lag ms)
+
+    def assign_timestamps(self, timestamp_function=None, max_lag_ms: int = 0) -> "Source":
+        """Give each element the event time ``timestamp_function(element)`` (see Streamlet)."""
+        if timestamp_function is not None:
+            _callable(timestamp_function, "assign_timestamps")
+        if isinstance(max_lag_ms, bool) or not isinstance(max_lag_ms, int):
+            msg = "assign_timestamps(): max_lag_ms must be whole milliseconds (int)"
+            raise TopologyTypeError(msg, component=self.get_name(), value=max_lag_ms,
+                                    fix="pass max_lag_ms=0 or more, e.g. 2000")
+        if max_lag_ms < 0:
+            msg = "assign_timestamps(): max_lag_ms is negative"
+            raise TopologyValueError(msg, component=self.get_name(), value=max_lag_ms,
+                                     kind="config",
+                                     fix="pass max_lag_ms=0 (in-order input) or the most "
+                                         "milliseconds an element may arrive out of order")
+        self._timestamps = (timestamp_function, max_lag_ms)
+        return self
+
+    def _has_timestamps(self) -> bool:
+        return self._timestamps is not None
+
     def _add_to(self, builder) -> None:
+        config: dict[str, Any] = dict(self._config)
+        if self._timestamps is not None:
+            function, lag = self._timestamps
+            config[parts.TIMESTAMPS] = function if function is not None else parts.FROM_GENERATOR
+            config[keys.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_MAX_LAG_MS] = lag
         builder.add_spout(self.get_name(), self._spout, par=self.get_num_partitions(),
-                          config=dict(self._config))
+                          config=config)
 
 
 class _Bolt(Streamlet):
@@ -169,7 +198,8 @@ class ToBolt(_Bolt):
         super().__init__(parent, partitions=par)
         self._bolt = bolt_class
         # a window bolt acks as tuples leave its windows: acking on receipt too would ack twice
-        acks_later = issubclass(bolt_class, (SlidingWindowBolt, TumblingWindowBolt))
+        acks_later = issubclass(bolt_class,
+                                (SlidingWindowBolt, TumblingWindowBolt, SessionWindowBolt))
         self._user_config = {**({} if acks_later else {keys.TOPOLOGY_BOLT_AUTO_ACK: True}),
                              **(config or {})}
 
@@ -178,10 +208,15 @@ class ToBolt(_Bolt):
 
 
 class _Windowed(_Bolt):
-    """A windowed operation: a sliding or tumbling window bolt per its ``WindowConfig``."""
+    """A windowed operation: a window bolt per its ``WindowConfig``.
+
+    A sliding or tumbling processing-time window bolt, or (event-time configs) the event-time
+    window bolt ``_event_time``.
+    """
 
     _sliding: type = Bolt
     _tumbling: type = Bolt
+    _event_time: type = Bolt
 
     def __init__(self, parents: list[Streamlet], window_config: Any, function: Any,
                  partitions: int | None = None) -> None:
@@ -189,29 +224,55 @@ class _Windowed(_Bolt):
             msg = f"{self._prefix}() takes a WindowConfig"
             raise TopologyTypeError(msg,
                                     value=window_config,
-                                    fix="pass WindowConfig.create_sliding_window(...) or "
-                                        "create_tumbling_window(...)")
+                                    fix="pass WindowConfig.create_sliding_window(...), "
+                                        "create_tumbling_window(...) or an event-time one "
+                                        "(WindowConfig.event_time_tumbling(size_ms), ...)")
         _callable(function, self._prefix)
         super().__init__(*parents, partitions=partitions)
         self._window = window_config
         self._function = function
 
     def _bolt_class(self) -> type:
+        if self._window.is_event_time:
+            return self._event_time
         return self._tumbling if self._window.is_tumbling else self._sliding
 
     def _config(self) -> dict:
         window = self._window
-        if window.is_tumbling:
+        if isinstance(window, EventTimeWindowConfig):
+            settings: dict = {event_windowed.EVENT_WINDOW: (
+                window.kind, window.gap_ms if window.kind == SESSION else window.size_ms,
+                window.slide_ms if window.kind == SLIDING else None,
+                window.allowed_lateness_ms)}
+        elif window.is_tumbling:
             settings = {TumblingWindowBolt.WINDOW_DURATION_SECS: window.duration_secs}
         else:
             settings = {SlidingWindowBolt.WINDOW_DURATION_SECS: window.duration_secs,
                         SlidingWindowBolt.WINDOW_SLIDEINTERVAL_SECS: window.slide_secs}
         return {**settings, parts.FUNCTION: self._function}
 
+    def _add_to(self, builder) -> None:
+        if self._window.is_event_time:
+            self._check_timestamps()
+        super()._add_to(builder)
+
+    def _check_timestamps(self) -> None:
+        """Refuse an event-time window over a source whose elements have no event time."""
+        _, plain = self._event_time_sources()
+        if plain:
+            names = ", ".join(repr(source.get_name()) for source in plain)
+            msg = (f"{self._prefix} windows by event time ({self._window!r}), but it reads "
+                   f"source {names}, whose elements have no event time")
+            raise TopologyValueError(msg, component=self.get_name(), value=names,
+                                     kind="inputs",
+                                     fix="call .assign_timestamps(function, max_lag_ms=...) on "
+                                         "that source, or use a processing-time WindowConfig")
+
 
 class ReduceByWindow(_Windowed):
     _prefix = "reducebywindow"
     _sliding, _tumbling = windowed.ReduceByWindowBolt, windowed.TumblingReduceByWindowBolt
+    _event_time = event_windowed.EventTimeReduceByWindowBolt
 
     def __init__(self, parent: Streamlet, window_config: Any, function: Any) -> None:
         super().__init__([parent], window_config, function, partitions=1)
@@ -233,6 +294,7 @@ class ReduceByKeyAndWindow(_Windowed):
     _prefix = "reducebykeyandwindow"
     _sliding = windowed.ReduceByKeyAndWindowBolt
     _tumbling = windowed.TumblingReduceByKeyAndWindowBolt
+    _event_time = event_windowed.EventTimeReduceByKeyAndWindowBolt
 
     def __init__(self, parent: Streamlet, window_config: Any, function: Any) -> None:
         super().__init__([parent], window_config, function, partitions=1)  # as heronpy
@@ -248,6 +310,7 @@ _JOIN_TYPES = {"inner": windowed.INNER, "left": windowed.OUTER_LEFT,
 class Join(_Windowed):
     _prefix = "join"
     _sliding, _tumbling = windowed.JoinBolt, windowed.TumblingJoinBolt
+    _event_time = event_windowed.EventTimeJoinBolt
 
     def __init__(self, left: Streamlet, right: Streamlet, window_config: Any, function: Any,
                  kind: str) -> None:

@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 from abc import abstractmethod
-from typing import Any
+from typing import Any, NamedTuple
+
+
+class Timestamped(NamedTuple):
+    """An element with its event time, as a ``Generator`` may return it (heron_spark).
+
+    ``timestamp_ms``: int milliseconds since the epoch. A source marked with
+    ``assign_timestamps()`` (no function) emits ``element`` with that event time; other
+    sources emit ``element`` and drop the time.
+    """
+
+    element: Any
+    timestamp_ms: int
 
 
 class Generator:

@@ -61,6 +61,48 @@ class Streamlet:
         """Return the number of partitions (tasks)."""
         return self._num_partitions
 
+    # ---- event time (heron_spark) ---------------------------------------------------------------
+    def assign_timestamps(self, timestamp_function: Callable[[Any], int] | None = None,
+                          max_lag_ms: int = 0) -> "Streamlet":
+        """Give each element of this source the event time ``timestamp_function(element)``.
+
+        Event times are int milliseconds since the epoch. Only a source streamlet (from
+        ``Builder.new_source``) takes timestamps: its spout emits each element with its event
+        time and sends watermarks ``max_lag_ms`` behind the largest event time it emitted
+        (elements may arrive up to ``max_lag_ms`` out of order without being late).
+        Without ``timestamp_function`` the source's ``Generator`` gives them: its ``get``
+        returns ``Timestamped(element, timestamp_ms)``. Every operation downstream (``map``,
+        ``filter``, ``flat_map``, ``union``, ...) keeps its input's event time, so any
+        streamlet read from timestamped sources can be windowed by event time
+        (``WindowConfig.event_time_tumbling`` / ``_sliding`` / ``_session``). When a bounded
+        source runs out, its tasks' watermark moves to the end of event time (the last windows
+        fire). Returns this streamlet.
+        """
+        msg = "assign_timestamps() applies to a source streamlet only"
+        raise TopologyValueError(msg, component=self._name, value=self,
+                                 fix="call it on the source: builder.new_source(...)"
+                                     ".assign_timestamps(function, max_lag_ms=...)")
+
+    def _event_time_sources(self) -> tuple[list["Streamlet"], list["Streamlet"]]:
+        """Return (sources with timestamps, sources without) this streamlet reads from."""
+        stamped: list[Streamlet] = []
+        plain: list[Streamlet] = []
+        seen: set[int] = set()
+        todo: list[Streamlet] = [self]
+        while todo:
+            streamlet = todo.pop()
+            if id(streamlet) in seen:
+                continue
+            seen.add(id(streamlet))
+            if not streamlet._parents:
+                (stamped if streamlet._has_timestamps() else plain).append(streamlet)
+            todo.extend(streamlet._parents)
+        return stamped, plain
+
+    def _has_timestamps(self) -> bool:
+        """Return whether this source's elements carry event times (sources override)."""
+        return False
+
     # ---- per-element operations ------------------------------------------------------------
     def map(self, map_function: Callable[[Any], Any]) -> "Streamlet":
         """Return the streamlet of ``map_function(element)`` for every element."""

@@ -8,7 +8,11 @@ from heron_spark.errors import TopologyTypeError
 
 
 class Window:
-    """A window's bounds, in seconds since the epoch (``start_time`` to ``end_time``)."""
+    """A window's bounds, ``start_time`` to ``end_time``.
+
+    Processing-time windows: seconds since the epoch (floats). Event-time windows
+    (``WindowConfig.event_time_*``): int milliseconds since the epoch, ``[start, end)``.
+    """
 
     __slots__ = ("_start_time", "_end_time")
 
@@ -18,12 +22,12 @@ class Window:
 
     @property
     def start_time(self) -> float:
-        """Where the window starts (seconds since the epoch)."""
+        """Where the window starts (seconds; event-time windows: int ms, since the epoch)."""
         return self._start_time
 
     @property
     def end_time(self) -> float:
-        """Where the window ends (seconds since the epoch)."""
+        """Where the window ends (seconds; event-time windows: int ms, since the epoch)."""
         return self._end_time
 
     def __eq__(self, other: object) -> bool:
