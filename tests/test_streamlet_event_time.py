@@ -54,7 +54,7 @@ def _at_least_once() -> Config:
 
 
 def _run(builder: Builder, tmp_path: Path, config: Config | None = None):
-    """Run to the end (at-least-once unless ``config`` says otherwise; see AT_MOST_ONCE_BUG)."""
+    """Run to the end (at-least-once unless ``config`` says otherwise)."""
     run = run_local(builder.topology("event_time", config or _at_least_once()), conf=CONF,
                     timeout=TIMEOUT, collect_dir=tmp_path / "collect")
     assert run.status == "FINISHED"
@@ -65,14 +65,6 @@ def _source(builder: Builder, events: list, partitions: int, lag: int = LAG):
     """Return the timestamped streamlet of (key, value, event time) ``events`` on ``partitions``."""
     return builder.new_source(events).set_num_partitions(partitions) \
         .assign_timestamps(lambda e: e[2], max_lag_ms=lag)
-
-
-# The core's at-most-once fast path for timestamped emits (BoltCollector.emit_plain_stamped)
-# does not route streams that need a per-tuple choice (custom groupings such as the streamlet's
-# key grouping): the tuples are lost. Until the core fixes it, the tests run at-least-once and
-# this mark keeps the at-most-once case in view (strict: it fails once the core is fixed).
-AT_MOST_ONCE_BUG = pytest.mark.xfail(strict=True, reason="the core's emit_plain_stamped loses "
-                                                         "per-tuple-routed stamped emits")
 
 
 def _values(run, component: str) -> list:
@@ -107,7 +99,7 @@ def _keyed(out: list) -> dict:
 # --- windows --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("semantics", [
-    Config.ATLEAST_ONCE, pytest.param(Config.ATMOST_ONCE, marks=AT_MOST_ONCE_BUG)])
+    Config.ATLEAST_ONCE, Config.ATMOST_ONCE])
 def test_event_time_tumbling_counts_per_key_match_plain_python(tmp_path, semantics):
     config = Config()
     config.set_delivery_semantics(semantics)

@@ -16,7 +16,6 @@ from collections import deque
 from typing import Any, Callable
 
 from heron_spark.api.bolt import Bolt
-from heron_spark.api.event_time import WATERMARK_MAX
 from heron_spark.api.spout import Spout
 from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
@@ -80,11 +79,7 @@ class SourceSpout(Spout):
             element = self._produce()
         except StopIteration:
             self._ended = True
-            if self._timestamped:
-                # the end of event time: the windows fire (and ack) without waiting for the
-                # spout's end, which under at-least-once waits for their acks
-                self.advance_watermark(WATERMARK_MAX - 1)
-            self.declare_exhausted()
+            self.declare_exhausted()  # its watermark goes to WATERMARK_MAX at once
             return
         if element is None:
             return
