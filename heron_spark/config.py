@@ -331,13 +331,22 @@ def read_conf_file(conf_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     return data
 
 
+# ``heron.*`` keys of the topology rather than the runtime: read per component from the
+# topology's and components' config (``api.topology_config``, the window bolts), never here.
+WATERMARK_IDLE_MS = "heron.watermark.idle.ms"
+WINDOW_ALLOWED_LATENESS_MS = "heron.window.allowed.lateness.ms"
+WINDOW_EVENT_TIME = "heron.window.event.time"
+TOPOLOGY_SCOPED_KEYS = frozenset({WATERMARK_IDLE_MS, WINDOW_ALLOWED_LATENESS_MS,
+                                  WINDOW_EVENT_TIME})
+
+
 def build_system_config(*layers: Mapping[str, Any] | None) -> SystemConfig:
     """Merge layers of ``heron.*`` keys over the defaults; unknown ``heron.*`` keys are errors."""
     defaults = SystemConfig()
     values: dict[str, Any] = {}
     for layer in layers:
         for key, value in (layer or {}).items():
-            if not key.startswith("heron."):
+            if not key.startswith("heron.") or key in TOPOLOGY_SCOPED_KEYS:
                 continue  # topology.* keys belong to the topology, not the runtime
             if key not in KNOWN_KEYS:
                 raise ConfigError(key, value, "check the spelling; `heron-spark config` lists keys")

@@ -219,3 +219,22 @@ def test_emits_of_timestamped_input_reach_direct_and_custom_groupings(tmp_path):
     run = run_local(builder.build(), timeout=TIMEOUT, collect_dir=tmp_path)
     got = sorted((c.values[0], c.timestamp) for c in run.collected("sink"))
     assert got == [(2 * i, 2_000 + i) for i in range(10)]
+
+
+def test_event_time_keys_may_be_set_for_the_whole_topology(tmp_path):
+    # heron.watermark.idle.ms is the topology's (each spout reads it), not a runtime key
+    early = [Stamped((f"a{i}",), 10_000 + 10 * i) for i in range(10)]
+    busy = []
+    for i in range(0, 100, 10):
+        busy += [Stamped((f"b{j}",), 10_000 + 10 * j) for j in range(i, i + 10)]
+        busy.append(Pause(0.02))
+    builder = TopologyBuilder("idle_topology_wide")
+    spout = _scripted(builder, "events", 2, scripts=[[*early, Pause(0.4)], busy])
+    builder.add_bolt("log", EventLog, par=1, inputs={spout: Grouping.SHUFFLE})
+    builder.set_config({**FAST, "heron.watermark.idle.ms": 100,
+                        "heron.window.allowed.lateness.ms": 0})
+    run = run_local(builder.build(), timeout=TIMEOUT, collect_dir=tmp_path)
+    assert run.status == "FINISHED"
+    (log,) = _logs(tmp_path).values()
+    marks = [e[1] for e in log if e[0] == "watermark" and e[1] != WATERMARK_MAX]
+    assert max(marks) > 10_090  # past task 0's last tuple while it waited: it was idle

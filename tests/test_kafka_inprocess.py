@@ -12,7 +12,7 @@ import pytest
 
 import kafka_support
 import kafka_word_count as kwc
-from heron_spark import Bolt, Grouping, TopologyBuilder, TopologyRuntimeError
+from heron_spark import Bolt, Grouping, TopologyBuilder, TopologyRuntimeError, TumblingWindowBolt
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.io import KafkaSink, KafkaSpout
 from heron_spark.testing import CollectingBolt, run_local
@@ -291,6 +291,22 @@ class WatermarkFile(Bolt):
             out.write(f"w {watermark_ms}\n")
 
 
+class KafkaWindows(TumblingWindowBolt):
+    """Event-time windows of 200 ms over the records; appends "start end count" to a file."""
+
+    outputs = []
+
+    def initialize(self, config, context):
+        super().initialize(config, context)
+        import pathlib
+
+        self.path = pathlib.Path(config["testing.collect.dir"]) / "windows.txt"
+
+    def processWindow(self, window_info, tuples):  # noqa: N802 - heronpy's name
+        with open(self.path, "a") as out:
+            out.write(f"{window_info.start} {window_info.end} {len(tuples)}\n")
+
+
 def test_the_kafka_watermark_is_the_slowest_partition_and_an_empty_one_goes_idle(kafka,
                                                                                    tmp_path):
     # Partition 0 runs 5 s ahead of partition 1 in event time; partition 2 gets nothing. Lag 0:
@@ -304,6 +320,8 @@ def test_the_kafka_watermark_is_the_slowest_partition_and_an_empty_one_goes_idle
     stop = threading.Event()
     base = 1_700_000_000_000
 
+    produced: list[int] = []  # every record's timestamp
+
     def produce():
         producer = Producer({"bootstrap.servers": kafka.servers, "linger.ms": 0})
         i = 0
@@ -311,6 +329,7 @@ def test_the_kafka_watermark_is_the_slowest_partition_and_an_empty_one_goes_idle
             producer.produce(source, value=b"a", partition=0, timestamp=base + 5_000 + 10 * i)
             producer.produce(source, value=b"b", partition=1, timestamp=base + 10 * i)
             producer.flush(10)
+            produced.extend((base + 5_000 + 10 * i, base + 10 * i))
             i += 1
             stop.wait(0.01)
 
@@ -321,6 +340,9 @@ def test_the_kafka_watermark_is_the_slowest_partition_and_an_empty_one_goes_idle
         "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
         "kafka.group.id": "et", "heron.watermark.idle.ms": 300})
     builder.add_bolt("log", WatermarkFile, par=1, inputs={spout: Grouping.SHUFFLE})
+    builder.add_bolt("windows", KafkaWindows, par=1, inputs={spout: Grouping.SHUFFLE},
+                     config={"heron.window.event.time": True,
+                             "topology.bolts.window.length.duration.ms": 200})
     builder.set_config({"topology.bolts.watermark.event.interval.ms": 10})
     runner = InProcessTopology(builder.build(), conf={"testing.collect.dir": str(tmp_path)})
     try:
@@ -340,3 +362,10 @@ def test_the_kafka_watermark_is_the_slowest_partition_and_an_empty_one_goes_idle
     assert all(s - base >= 5_000 for s in stamps[0])  # the records' own timestamps
     assert marks, "the empty partition held the watermark back"
     assert marks == sorted(marks) and set(marks) <= stamps[1]
+    # every window fired while the topology ran holds exactly the records produced in it
+    windows = [tuple(map(int, line.split()))
+               for line in (tmp_path / "windows.txt").read_text().splitlines()]
+    assert len(windows) >= 2
+    for start, end, count in windows:
+        assert end <= marks[-1]
+        assert count == sum(1 for stamp in produced if start <= stamp < end), (start, end)

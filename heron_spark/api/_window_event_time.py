@@ -18,9 +18,10 @@ from heron_spark.api.event_time import timestamp_ms
 from heron_spark.api.event_windows import SESSION, SLIDING, TUMBLING, EventWindows
 from heron_spark.api.component import HeronComponentSpec
 from heron_spark.api.stream import Stream
+from heron_spark import config
 from heron_spark.errors import TopologyValueError
 
-EVENT_TIME = "heron.window.event.time"
+EVENT_TIME = config.WINDOW_EVENT_TIME
 """True: windows over each tuple's event time (``HeronTuple.timestamp``, ms)."""
 TIMESTAMP_FIELD = keys.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME
 """Heron Java's key: the input field holding each tuple's event time (int ms)."""

@@ -1,5 +1,7 @@
 """Topology configuration keys, with heronpy's names and values (``heronpy.api.api_constants``)."""
 
+from heron_spark import config
+
 
 class TopologyReliabilityMode:
     """Values of ``topology.reliability.mode``."""
@@ -57,6 +59,6 @@ TOPOLOGY_BOLTS_WATERMARK_EVENT_INTERVAL_MS = "topology.bolts.watermark.event.int
 TOPOLOGY_BOLTS_LATE_TUPLE_STREAM = "topology.bolts.late.tuple.stream"
 # heron_spark: a spout partition or task with no event-time tuple for this long (while not held
 # by backpressure) stops holding the watermark back; 0: never
-HERON_WATERMARK_IDLE_MS = "heron.watermark.idle.ms"
+HERON_WATERMARK_IDLE_MS = config.WATERMARK_IDLE_MS
 # heron_spark: how late a tuple may be and still update its (already fired) event-time window
-HERON_WINDOW_ALLOWED_LATENESS_MS = "heron.window.allowed.lateness.ms"
+HERON_WINDOW_ALLOWED_LATENESS_MS = config.WINDOW_ALLOWED_LATENESS_MS
