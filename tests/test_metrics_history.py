@@ -46,6 +46,9 @@ def test_metric_kinds_follow_heron():
     assert metric_kind("__execute-latency/word/default") is MetricKind.AVG
     assert metric_kind("__complete-latency/default") is MetricKind.AVG
     assert metric_kind("my-user-count") is MetricKind.LAST
+    assert metric_kind(names.WATERMARK) is MetricKind.LAST
+    assert metric_kind(names.WATERMARK_LAG_MS) is MetricKind.LAST
+    assert metric_kind(names.LATE_TUPLES) is MetricKind.SUM
 
 
 def test_counters_become_per_minute_sums_and_survive_a_restart_from_zero():
@@ -109,6 +112,45 @@ def test_handle_metrics_averages_latencies_over_tasks_and_sums_counts():
     totals = aggregate.by_component(per_task, {}, {3: "count", 4: "count"})["count"]
     assert totals == {"__execute-count/word/default": 12, "__execute-latency/w/d": 200}
 
+
+
+def test_event_time_metrics_fold_per_minute_as_gauges_and_a_counter():
+    """Each instance's watermark and lag are its last samples (per minute and over any
+    interval); its late tuples a counter: per-minute increments, their sum over the interval."""
+    view, clock = _view(), Clock()
+    cache = MetricsCache(clock=clock)
+    first, second = view.component_tasks["count"]
+    base = 1_764_000_000_000  # ms since the epoch
+    for i, (mark, lag, late) in enumerate([(base, 900.0, 2), (base + 500, 1400.0, 5)]):
+        cache.add("count", first, {names.WATERMARK: mark, names.WATERMARK_LAG_MS: lag,
+                                   names.LATE_TUPLES: late}, timestamp_ms=i + 1)
+        clock.now += 10
+    cache.add("count", second, {names.WATERMARK: base - 3_000}, timestamp_ms=1)
+    clock.now = T0 + 60
+    cache.add("count", first, {names.WATERMARK: base + 800, names.WATERMARK_LAG_MS: 700.0,
+                               names.LATE_TUPLES: 9}, timestamp_ms=3)
+    one, two = view.instance_id(first), view.instance_id(second)
+    out = views.metrics_view(view, cache, clock.now, "count", [names.WATERMARK,
+                             names.WATERMARK_LAG_MS, names.LATE_TUPLES], None, -1)["metrics"]
+    assert out == {names.WATERMARK: {one: repr(float(base + 800)), two: repr(float(base - 3_000))},
+                   names.WATERMARK_LAG_MS: {one: "700.0"}, names.LATE_TUPLES: {one: "9.0"}}
+    timeline = views.timeline_view(view, cache, "count", [names.WATERMARK, names.LATE_TUPLES],
+                                   [one], T0, T0 + 60)["timeline"]
+    assert timeline == {
+        names.WATERMARK: {one: {str(T0): repr(float(base + 500)),
+                                str(T0 + 60): repr(float(base + 800))}},
+        names.LATE_TUPLES: {one: {str(T0): "5.0", str(T0 + 60): "4.0"}}}
+
+
+def test_handle_metrics_takes_the_slowest_tasks_watermark_and_sums_late_tuples():
+    per_task = {("count", 3): {names.WATERMARK: 5_000, names.WATERMARK_LAG_MS: 100.0,
+                               names.LATE_TUPLES: 2, names.STATE_KEYS: 10},
+                ("count", 4): {names.WATERMARK: 3_000, names.WATERMARK_LAG_MS: 2_100.0,
+                               names.LATE_TUPLES: 5, names.STATE_KEYS: 7},
+                ("count", 5): {names.WATERMARK: 4_000, names.WATERMARK_LAG_MS: 1_100.0}}
+    totals = aggregate.by_component(per_task, {}, {3: "count", 4: "count", 5: "count"})["count"]
+    assert totals == {names.WATERMARK: 3_000, names.WATERMARK_LAG_MS: 2_100.0,
+                      names.LATE_TUPLES: 7, names.STATE_KEYS: 17}
 
 def _history(view: PlanView, clock: Clock) -> MetricsCache:
     cache = MetricsCache(clock=clock)

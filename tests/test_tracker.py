@@ -221,7 +221,8 @@ def test_prometheus_metrics_cover_every_live_topology(running):
     def both() -> str | None:  # both topologies, and an instance's series (not only a stmgr's)
         text = tracker.get("/metrics").decode()
         return text if 'topology="alpha"' in text and 'topology="beta"' in text \
-            and 'instance="container_0_numbers_' in text else None
+            and 'instance="container_0_numbers_' in text \
+            and "heron_emit_count_default{" in text else None
 
     text = wait_until(both, 120, message="metrics of both topologies and of an instance")
     sample = re.compile(r'^heron_\w+\{topology="(alpha|beta)",component="[^"]+",'
@@ -229,6 +230,10 @@ def test_prometheus_metrics_cover_every_live_topology(running):
     lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     assert lines and [line for line in lines if not sample.match(line)] == []
     assert any('instance="container_0_numbers_' in line for line in lines)
+    # one TYPE line per family: a count is a counter
+    types = dict(re.findall(r"^# TYPE (\S+) (counter|gauge|untyped)$", text, re.MULTILINE))
+    assert {line.split("{", 1)[0] for line in lines} == set(types)
+    assert types["heron_emit_count_default"] == "counter"
 
 
 def test_auth_bearer_login_link_cookie_and_csrf(running):

@@ -8,7 +8,9 @@ numbers of the components table equal to the tracker's ``/topologies/metrics`` (
 every sentence is acked the counters stop moving), the per-minute charts drawn, an
 instance's log read through ``/topologies/container/filedata``, and the Deactivate / Activate
 buttons taking the topology to PAUSED and back to RUNNING.
-A full-page screenshot goes to ``build/screenshots/topology.png``.
+A full-page screenshot goes to ``build/screenshots/topology.png``. Two more topologies check the
+per-task tables: a stateful count's State table (``ui_state_topology``) and an event-time
+topology's Event time table (``ui_event_time_topology``), each against the tracker's figures.
 
 Needs Debian's ``chromium`` and ``chromium-driver`` (``.ci/run`` installs them): without them
 the test is skipped, or fails under ``CI=true``.
@@ -77,11 +79,14 @@ class Tracker:
         self.ids: dict = {}
 
     def get(self, route: str, **params):
+        return json.loads(self.get_text(route, **params))
+
+    def get_text(self, route: str, **params) -> str:
         query = urllib.parse.urlencode({**self.ids, **params}, doseq=True)
         request = urllib.request.Request(f"{self.base}{route}?{query}",
                                          headers={"Authorization": f"Bearer {self.token}"})
         with urllib.request.urlopen(request, timeout=10) as response:
-            return json.loads(response.read())
+            return response.read().decode()
 
     def component_counts(self, component: str, names: dict[str, list[str]]) -> dict[str, float]:
         """Sum each column's metrics over instances and streams, as the table does."""
@@ -377,7 +382,128 @@ def test_ui_shows_each_stateful_tasks_state_as_the_tracker_reports_it(spark, tmp
             assert row["uploaded"] == \
                 float(answer["metrics"]["__checkpoint-uploaded-bytes"][instance])
             assert row["pause"] >= 0 and row["upload"] >= 0 and row["alignment"] >= 0
+        # no task has a watermark (no event time): the Event time section stays hidden
+        assert _read(driver, "const s = document.getElementById('event-time');"
+                             "return [s.hidden, s.childElementCount]") == [True, 0]
         assert _errors(driver) == []
     finally:
         driver.quit()
         handle.kill()
+
+
+def _event_time_table(driver) -> dict[str, dict]:
+    """The Event time table as shown: {instance: {component, watermark, lag, late, text}}."""
+    return _read(driver, """
+        const out = {};
+        for (const tr of document.querySelectorAll('#event-time-table tr[data-instance]')) {
+          const row = out[tr.dataset.instance] = {component: tr.dataset.component};
+          for (const td of tr.querySelectorAll('td[data-metric]')) {
+            const value = td.getAttribute('data-value');
+            row[td.dataset.metric] = value === null ? null : Number(value);
+            row[td.dataset.metric + '_text'] = td.innerText;
+          }
+        }
+        return out;""")
+
+
+def test_ui_shows_each_tasks_watermark_lag_and_late_tuples_as_the_tracker_reports_them(
+        spark, tmp_path, hconf):
+    """The Event time table: a row per task with a watermark.
+
+    Each spout task's watermark is its newest timestamp minus the lag, each bolt task's the
+    minimum over the spout tasks (computed here from the timestamps the spout emits), shown as
+    an ISO date-time in UTC; its lag and late tuples equal the tracker's ``/topologies/metrics``
+    for that instance, the late tuples each task's own tally. The same figures are in
+    ``/metrics`` (Prometheus: gauges and a counter) and ``handle.metrics()`` (per component:
+    the slowest task's watermark, the late tuples summed).
+    """
+    import datetime
+    import time
+
+    import ui_event_time_topology as et
+
+    driver = _browser()
+    name = "ui_event_time"
+    started_ms = int(time.time() * 1000)
+    base = started_ms // 1000 * 1000
+    handle = submit(et.topology(name, tmp_path, base), spark=spark.session, conf=hconf,
+                    master="local[4]")
+    try:
+        assert handle.wait_running(120), handle.status_detail()
+        tracker = _open_topology(driver, handle, hconf, name)
+        instances = tracker.get("/topologies/physicalplan")["instances"]
+        component_of = {i: inst["name"] for i, inst in instances.items()}
+        spouts = {i: inst["task_id"] for i, inst in instances.items() if inst["name"] == "events"}
+        bolts = {i: inst["task_id"] for i, inst in instances.items() if inst["name"] == "late"}
+        # spout task index = its rank among the component's tasks (Heron's task index)
+        index = {i: sorted(spouts.values()).index(task) for i, task in spouts.items()}
+        expected = {i: et.spout_watermark(base, index[i]) for i in spouts}
+        slowest = min(expected.values())
+        expected.update(dict.fromkeys(bolts, slowest))
+
+        def tallies() -> dict[str, int]:
+            files = {i: tmp_path / f"late-{task}.json" for i, task in bolts.items()}
+            return {i: json.loads(f.read_text()) for i, f in files.items() if f.exists()}
+
+        def api(metric: str) -> dict[str, float]:
+            out = {}
+            for component in ("events", "late"):
+                answer = tracker.get("/topologies/metrics", component=component,
+                                     interval=ALL_TIME, metricname=[metric])
+                out.update({i: float(v) for i, v in answer["metrics"].get(metric, {}).items()})
+            return out
+        # Once every tuple is processed the watermarks settle and the late counts stop moving.
+        wait_until(lambda: api("__watermark") == expected, 90,
+                   message=f"each task's watermark to settle at {expected}: {api('__watermark')}")
+        wait_until(lambda: sum(tallies().values()) == et.LATE_TOTAL
+                   and api("__late-tuples") == {i: n for i, n in tallies().items() if n}, 60,
+                   message=f"each bolt task's published late tuples to equal its tally {tallies()}")
+
+        wait_until(lambda: {i: r.get("late") for i, r in _event_time_table(driver).items()}
+                   == {**dict.fromkeys(spouts, 0), **dict.fromkeys(bolts, 0), **tallies()}, 30,
+                   message="the Event time table to show each task's late tuples")
+        shown = _event_time_table(driver)
+        lags = api("__watermark-lag-ms")
+        now_ms = time.time() * 1000
+        assert set(shown) == set(spouts) | set(bolts)
+        for instance, row in shown.items():
+            assert row["component"] == component_of[instance]
+            assert row["watermark"] == expected[instance]
+            iso = datetime.datetime.fromtimestamp(expected[instance] / 1000, datetime.timezone.utc)
+            assert row["watermark_text"] == \
+                iso.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            # the lag: the wall clock when the task published minus its watermark, published
+            # between the submit and now; the tracker's is as new as the table's or newer
+            published_at = row["watermark"] + row["lag"]
+            assert started_ms - 1 <= published_at <= now_ms + 1, (instance, row)
+            assert row["lag"] <= lags[instance]
+            number, unit = row["lag_text"].split()
+            assert abs(float(number) * {"s": 1000, "ms": 1}[unit] - row["lag"]) <= 50, row
+
+        text = tracker.get_text("/metrics")
+        for family, kind in (("heron_watermark", "gauge"), ("heron_watermark_lag_ms", "gauge"),
+                             ("heron_late_tuples", "counter")):
+            assert f"# TYPE {family} {kind}\n" in text
+        for instance, watermark in expected.items():
+            assert _prometheus_sample(text, "heron_watermark", name, instance) == watermark
+        for instance, late in tallies().items():
+            assert _prometheus_sample(text, "heron_late_tuples", name, instance) == late
+
+        _screenshot(driver, SCREENSHOT.with_name("event_time.png"))
+        totals = handle.metrics()
+        assert totals["events"]["__watermark"] == slowest
+        assert totals["late"]["__watermark"] == slowest
+        assert totals["late"]["__late-tuples"] == et.LATE_TOTAL
+        assert _errors(driver) == []
+    finally:
+        driver.quit()
+        handle.kill()
+
+
+def _prometheus_sample(text: str, family: str, topology: str, instance: str) -> float | None:
+    """The value of ``family``'s sample for ``instance`` of ``topology`` in ``text``, or None."""
+    for line in text.splitlines():
+        if line.startswith(family + "{") and f'topology="{topology}"' in line \
+                and f'instance="{instance}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None

@@ -137,8 +137,9 @@ def _decoded(text: str | None, cls: Any) -> Any:
 class HandleView:
     """Everything a topology handle shows, read at one moment (see the module docstring).
 
-    ``metrics`` are summed per component; ``physical_plan`` is None until every stmgr
-    registered; ``tracker_url`` is the tracker beside a TMaster in container 0 (None: none).
+    ``metrics`` are folded per component (``metrics.aggregate``); ``physical_plan`` is None
+    until every stmgr registered; ``tracker_url`` is the tracker beside a TMaster in container 0
+    (None: none).
     """
 
     status: TopologyStatus

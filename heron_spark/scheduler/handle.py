@@ -90,9 +90,12 @@ class TopologyHandle:
         return self._tmaster.status()
 
     def metrics(self) -> dict[str, dict[str, float]]:
-        """Return the latest metrics summed per component.
+        """Return the latest metrics per component, folded over its tasks.
 
-        Heron's (``__emit-count/<stream>``, ``__execute-count``, ...) and user metrics.
+        Heron's (``__emit-count/<stream>``, ``__execute-count``, ...), heron_spark's and user
+        metrics, summed over the tasks except a latency (their mean), a ``*-max-*`` metric and
+        ``__watermark-lag-ms`` (the maximum) and ``__watermark`` (the minimum: the slowest
+        task's); see ``metrics.names.component_fold``.
         """
         self._refresh()
         return self._tmaster.metrics_by_component()

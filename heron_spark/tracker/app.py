@@ -33,7 +33,7 @@ from heron_spark.contract.topology_view import TMasterLocation, TopologyStatus
 from heron_spark.errors import (ClusterCapacityError, HeronSparkError, TopologyNotFoundError,
                                 TopologyStateError, TopologyValueError, TrackerRequestError)
 from heron_spark.statemgr.base import StateManager
-from heron_spark.tracker import shapes, static
+from heron_spark.tracker import prometheus, shapes, static
 from heron_spark.tracker.auth import Authenticator, csrf_ok
 from heron_spark.tracker.http import Request, Response
 
@@ -261,27 +261,18 @@ class TrackerApp:
     def _prometheus(self) -> str:
         """Return every live topology's per-instance metrics in Prometheus' text format.
 
-        One group per metric name; the Heron name is kept in the ``metric`` label.
+        See ``tracker.prometheus``: one family per metric name, typed, the Heron name kept in
+        the ``metric`` label.
         """
-        samples: dict[str, list[str]] = {}
-        for name in self._names():
-            if not self.statemgr.get_tmaster_location(name):
-                continue
-            status, rows = self._live(name, LivePath.PROMETHEUS.value, {})
-            if status != 200:
-                continue
-            for component, instance, metric, value in rows:
-                family = "heron_" + "".join(c if c.isalnum() else "_"
-                                            for c in metric.strip("_")).strip("_")
-                labels = ",".join(f'{k}="{_label(v)}"' for k, v in (
-                    ("topology", name), ("component", component), ("instance", instance),
-                    ("metric", metric)))
-                samples.setdefault(family, []).append(f"{family}{{{labels}}} {float(value)!r}")
-        lines = []
-        for family in sorted(samples):
-            lines.append(f"# TYPE {family} untyped")
-            lines.extend(samples[family])
-        return "\n".join(lines) + "\n"
+        def live_rows():
+            for name in self._names():
+                if not self.statemgr.get_tmaster_location(name):
+                    continue
+                status, rows = self._live(name, LivePath.PROMETHEUS.value, {})
+                if status == 200:
+                    yield name, rows
+
+        return prometheus.exposition(live_rows())
 
     def _verb(self, verb: str, params: dict) -> Response:
         """Run a management verb (POST ``/topologies/<verb>``).
@@ -329,10 +320,6 @@ def _refused(status: int, exc: HeronSparkError, fields: dict | None = None) -> R
 def _one(params: dict, name: str) -> str:
     values = params.get(name) or []
     return values[-1] if values else ""
-
-
-def _label(value) -> str:
-    return str(value).replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
 def _page(status: int, title: str, text: str) -> Response:

@@ -1,5 +1,6 @@
 // One topology: state, logical plan graph, physical plan, per-component metrics table, per-task
-// state (effectively once), charts, exceptions and instance logs. `refresh()` re-fetches
+// state (effectively once), per-task event time (watermarks, late tuples), charts, exceptions
+// and instance logs. `refresh()` re-fetches
 // everything (called every few seconds); the graph is redrawn only when the plan changes.
 // Runs in the browser.
 import {get, post} from "./api.js";
@@ -9,6 +10,7 @@ import {drawLogicalPlan} from "./graph.js";
 import {LogViewer, renderExceptions} from "./logs.js";
 import {backpressure, COLUMNS, componentMetrics, format} from "./metrics.js";
 import {renderPhysicalPlan} from "./physical.js";
+import {eventTimeRows, renderEventTime} from "./event_time.js";
 import {renderState, stateRows} from "./state.js";
 
 /** Windows of the metrics table, in seconds; -1 is since the topology started (Heron's). */
@@ -28,14 +30,16 @@ export class TopologyView {
     const section = (id, extra = {}) => el("section", {id, ...extra});
     this.parts = {
       head: section("summary"), logical: section("logical"), physical: section("physical"),
-      metrics: section("metrics"), state: section("state"), charts: section("charts"),
+      metrics: section("metrics"), state: section("state"),
+      eventTime: section("event-time", {hidden: true}), charts: section("charts"),
       exceptions: section("exceptions"), log: section("log", {hidden: true}),
     };
     this.charts = new ComponentCharts(this.parts.charts);
     this.logs = new LogViewer(this.parts.log, this.topo);
     main.replaceChildren(this.parts.head,
                          el("div", {class: "row"}, [this.parts.logical, this.parts.physical]),
-                         this.parts.metrics, this.parts.state, this.parts.charts,
+                         this.parts.metrics, this.parts.state, this.parts.eventTime,
+                         this.parts.charts,
                          this.parts.exceptions,
                          this.parts.log);
     document.getElementById("crumb").textContent = `/ ${params.topology}`;
@@ -68,11 +72,14 @@ export class TopologyView {
     const live = [[this.parts.metrics, () => this.renderMetrics(logical, components)],
                   [this.parts.state, async () => renderState(this.parts.state, await stateRows(
                     this.topo, physical, components, this.interval))],
+                  [this.parts.eventTime, async () => renderEventTime(this.parts.eventTime,
+                    await eventTimeRows(this.topo, physical, components, this.interval))],
                   [this.parts.exceptions, () => this.renderExceptions(components)],
                   [this.parts.charts, () => this.selected &&
                     this.charts.update(this.topo, logical, this.selected)]];
     await Promise.all(live.map(([part, load]) => load().catch(err => {
       if (part === this.parts.charts) this.charts.component = null;  // rebuilt next time
+      part.hidden = false;  // a section hidden while empty shows its error
       part.replaceChildren(el("p", {class: "error"}, String(err.message || err)));
     })));
   }
