@@ -9,6 +9,7 @@ import numpy as np
 
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 from heron_spark.config import SystemConfig
+from heron_spark.api.event_time import WATERMARK_MAX
 from heron_spark.instance.bolt_executor import ACK_HOLD_SECS, ACKS_HELD_MAX, BoltExecutor
 from heron_spark.instance.spout_executor import SpoutExecutor
 from heron_spark.plan.logical import build_logical_plan
@@ -96,7 +97,8 @@ def _kinds(sent) -> list[str]:
     out = []
     for frame in map(_joined, sent):
         if frame[4] == frames.DATA:
-            out.append("data")
+            kind = frames.data_head(frame)[0]
+            out.append("watermark" if kind == frames.WATERMARK else "data")
         else:
             out.append(stmgr_pb2.InstanceToStmgr.FromString(
                 frame[frames.PREFIX_BYTES:]).WhichOneof("body"))
@@ -108,7 +110,10 @@ def test_spout_slices_stop_when_next_tuple_is_idle_and_exhaustion_follows_the_ac
     spout, sent, clock = _executor(SpoutExecutor, view, "numbers")
     assert spout.run_slice(clock())  # five tuples, then next_tuple emits nothing
     spout.end_turn(clock())
-    assert _kinds(sent) == ["opened", "data"] and len(spout.trees) == 5
+    # out of input: its watermark goes to the end of time at once (the trees stay open)
+    assert _kinds(sent) == ["opened", "data", "watermark"] and len(spout.trees) == 5
+    head = frames.data_head(_joined(sent[2]))
+    assert frames.data_stream(_joined(sent[2]), head[4]) == str(WATERMARK_MAX)
     opened = stmgr_pb2.InstanceToStmgr.FromString(_joined(sent[0])[frames.PREFIX_BYTES:]).opened
     roots = tree_ids.unpack(opened.roots)
     assert not spout.run_slice(clock())  # exhausted now, but trees are open: no announcement
