@@ -62,10 +62,10 @@ SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
 def test_effectively_once_rollback_commits_the_restored_checkpoints_files_only(tmp_path):
     """A crash rolls back: files of the restored checkpoint are committed, later ones never."""
     corpus, out = tmp_path / "corpus.txt", tmp_path / "out"
-    text = pwc.write_corpus(corpus, 3000)
+    text = pwc.write_corpus(corpus, 1500)
     topology = pwc.build("pq-eo-crash", corpus, out, mode="EFFECTIVELY_ONCE", sinks=2,
                          config={"topology.stateful.checkpoint.interval.seconds": 0.05,
-                                 pwc.CRASH_AT: 1200, pwc.CRASH_MARKER: str(tmp_path / "crashed"),
+                                 pwc.CRASH_AT: 600, pwc.CRASH_MARKER: str(tmp_path / "crashed"),
                                  pwc.SLEEP_MS: 1},
                          sink_config={"parquet.roll.rows": 50})  # files between checkpoints
     run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work"),
@@ -83,7 +83,7 @@ def test_effectively_once_rollback_commits_the_restored_checkpoints_files_only(t
 
 
 def test_partitioned_by_a_field(tmp_path):
-    expected, out = _run_in_process(tmp_path, "ATLEAST_ONCE",
+    expected, out = _run_in_process(tmp_path, "ATLEAST_ONCE", lines=100,
                                     sink_config={"parquet.partition.by": "word"})
     assert sorted(p.name for p in out.iterdir() if p.name.startswith("word="))[:2] == \
         ["word=w00", "word=w01"]
@@ -226,7 +226,10 @@ def test_at_least_once_a_restarted_sink_skips_what_the_folder_already_committed(
     sink_config = {**DEDUPE, "parquet.roll.rows": 97}
     if partition:
         sink_config["parquet.partition.by"] = partition
-    expected, out = _run_in_process(tmp_path, "ATLEAST_ONCE", sinks=2, sink_config=sink_config)
+    # partitioned by word, a file per word and roll: fewer lines keep it quick
+    lines = 100 if partition == "word" else 300
+    expected, out = _run_in_process(tmp_path, "ATLEAST_ONCE", lines=lines, sinks=2,
+                                    sink_config=sink_config)
     batches = CommitLog.open(str(out)).names()
     topology = pwc.build("pq-alo-again", tmp_path / "corpus.txt", out, mode="ATLEAST_ONCE",
                          sinks=2, sink_config=sink_config)
