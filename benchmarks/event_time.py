@@ -40,10 +40,13 @@ Phases (each run is one topology; every process it started is gone before the ne
   the lag (2000 ms) = 5000 ms. The windows' counts are checked exactly per window and word
   against the event times the spouts report they emitted.
 
-Every run also samples ``/proc`` (``wc_report.ProcessSampler``) for CPU seconds per process
-role (driver, Spark JVM, Spark Python workers, stmgr, metricsmgr, each component's instances);
-printed as a table, median [every run], per topology and phase. --json PATH writes every
-figure. Every process the benchmark starts is stopped when it ends, Ctrl-C too.
+Every run also samples ``/proc`` (``wc_report.ProcessSampler``) for CPU seconds and peak RSS
+(VmHWM) per process role (driver, Spark JVM, Spark Python workers, stmgr, metricsmgr, each
+component's instances); printed as two tables, median [every run], per topology and phase,
+with the CPU microseconds per word of the instances and stmgrs. The first run of a series
+also pays the Spark session's warm-up (the JVM's CPU), so the two topologies take turns going
+first. --json PATH writes every figure. Every process the benchmark starts is stopped when it
+ends, Ctrl-C too.
 
 The corpus, the spouts' corpus reading and the process sampling are the word count's
 (``wc_topologies``, ``wc_report``, ``word_count``); this file has the topologies, the checks,
@@ -467,20 +470,25 @@ def _topology_cpu_s(run: dict) -> float:
                if role.startswith(("instance ", "stmgr")))
 
 
-def cpu_table(columns: dict[str, list[dict]]) -> tuple[list[str], dict]:
-    """Return the lines of a CPU-seconds table per process role, one column per series."""
+def role_table(columns: dict[str, list[dict]], key: str, fmt: str) -> tuple[list[str], dict]:
+    """Return the lines of a table of ``key`` per process role, one column per series.
+
+    Each cell is the median of the series' runs, then every run's figure; CPU seconds
+    (``cpu_s``) get a last row summing every role.
+    """
     runs = [r for series in columns.values() for r in series]
-    roles = _roles_in(runs)
+    roles = _roles_in(runs) + (["all"] if key == "cpu_s" else [])
     width = max([12] + [len(role) for role in roles])
     header = f"  {'role':<{width}} " + " ".join(f"{name:<36}" for name in columns)
     lines, summary = [header], {}
-    for role in roles + ["all"]:
+    for role in roles:
         cells = []
         for name, series in columns.items():
-            values = [sum(v["cpu_s"] for v in r["roles"].values()) if role == "all"
-                      else r["roles"].get(role, {}).get("cpu_s", 0.0) for r in series]
+            values = [sum(v[key] for v in r["roles"].values()) if role == "all"
+                      else r["roles"].get(role, {}).get(key, 0.0) for r in series]
             summary.setdefault(role, {})[name] = _median(values)
-            cells.append(f"{_median(values):.2f} [{', '.join(f'{v:.2f}' for v in values)}]")
+            cells.append(f"{fmt.format(_median(values))} "
+                         f"[{', '.join(fmt.format(v) for v in values)}]")
         lines.append(f"  {role:<{width}} " + " ".join(f"{c:<36}" for c in cells))
     return lines, summary
 
@@ -516,9 +524,12 @@ def report(args, event: list[dict], processing: list[dict], delay: list[dict]) -
     columns = {name: runs for name, runs in (
         (f"{EVENT_TIME} throughput", event), (f"{PROCESSING_TIME} throughput", processing),
         (f"{EVENT_TIME} delay phase", delay)) if runs}
-    table, summary["cpu_s"] = cpu_table(columns)
+    cpu, summary["cpu_s"] = role_table(columns, "cpu_s", "{:.2f}")
+    rss, summary["peak_rss_mb"] = role_table(columns, "peak_rss_mb", "{:.0f}")
     print("\n".join(["", "== summary"] + lines
-                    + ["CPU seconds per process role, median [every run]:"] + table), flush=True)
+                    + ["CPU seconds per process role, median [every run]:"] + cpu
+                    + ["peak RSS MB per process role (the largest process), median [every run]:"]
+                    + rss), flush=True)
     return summary
 
 
@@ -596,7 +607,8 @@ def main(argv=None) -> int:
         bench = Bench(args, spark, work_root, corpus, shuffle_path, expected_windows,
                       expected_words)
         for i in range(args.runs if "throughput" in args.phases else 0):
-            for kind, runs in ((EVENT_TIME, event), (PROCESSING_TIME, processing)):
+            pair = ((EVENT_TIME, event), (PROCESSING_TIME, processing))
+            for kind, runs in (pair if i % 2 == 0 else pair[::-1]):  # each goes first in turn
                 r = bench.run_once(kind, "throughput")
                 runs.append(r)
                 if i == 0 and kind == EVENT_TIME:
