@@ -154,6 +154,25 @@ class EventWindows:
         """
         if self.kind == SESSION:
             return self._add_session(ts, item, key)
+        if self.kind == TUMBLING:  # one window per item: the common case, inline
+            size = self.size_ms
+            start = ts - ts % size
+            end = start + size
+            watermark = self.watermark
+            if end + self.lateness_ms <= watermark:
+                return False
+            wid = self._by_start.get((key, start))
+            if wid is None:
+                wid = self._by_start[(key, start)] = self._open(key, start, end)
+            window = self._windows[wid]
+            self._seq += 1
+            seq = self._seq
+            window.entries.append((seq, ts, item))
+            window.new.append(seq)
+            if end <= watermark:  # complete already: fires again (or late, first)
+                self._dirty.add(wid)
+            self._pending[seq] = 1
+            return True
         wids = []
         for start, end in self.bounds_of(ts):
             if not self._kept(end):
@@ -256,6 +275,8 @@ class EventWindows:
         Those are windows that had fired (they fire again with all their items) and windows a
         late item opened after the watermark passed their end (they fire for the first time).
         """
+        if not self._dirty:  # the usual: the item went into a window still open
+            return []
         wids = set(self._dirty)
         self._dirty.clear()
         return self._fire(wids)
