@@ -10,25 +10,25 @@ from heron_spark.instance.watermarks import IDLE, InputWatermarks, SourceWaterma
 def test_a_source_watermark_trails_its_slowest_partition_by_the_lag() -> None:
     marks = SourceWatermarks(lag_ms=100, idle_ms=0, now=0.0)
     assert marks.status(0.0) == WATERMARK_MIN
-    marks.observe(5_000, "a", 0.0)
-    marks.observe(9_000, "b", 0.0)
-    marks.observe(4_000, "a", 0.0)  # out of order: the newest stays
+    marks.observe(5_000, "a")
+    marks.observe(9_000, "b")
+    marks.observe(4_000, "a")  # out of order: the newest stays
     assert marks.status(1.0) == 4_900
-    marks.observe(7_000, "a", 1.0)
+    marks.observe(7_000, "a")
     assert marks.status(1.0) == 6_900
 
 
 def test_an_idle_partition_stops_holding_the_watermark_back_unless_backpressure_held_it() -> None:
     marks = SourceWatermarks(lag_ms=0, idle_ms=1_000, now=0.0)
-    marks.observe(1_000, 0, 0.0)
-    marks.observe(50_000, 1, 0.0)
+    marks.observe(1_000, 0)
+    marks.observe(50_000, 1)
     assert marks.status(0.5) == 1_000
-    marks.observe(60_000, 1, 0.9)
+    marks.observe(60_000, 1)
     marks.hold(0.9)  # backpressure: partition 0 could not be read, so it is not idle
     assert marks.status(1.5) == 1_000
-    marks.observe(61_000, 1, 1.95)
+    marks.observe(61_000, 1)
     assert marks.status(2.0) == 61_000  # partition 0 quiet for 1.1 s while it could emit
-    marks.observe(2_000, 0, 2.1)  # back, behind the watermark: the watermark never goes back
+    marks.observe(2_000, 0)  # back, behind the watermark: the watermark never goes back
     assert marks.status(2.1) == 61_000
 
 
@@ -44,13 +44,13 @@ def test_a_task_without_event_time_goes_idle_after_the_idle_time() -> None:
 
 def test_an_explicit_watermark_and_the_snapshot_survive_a_restore() -> None:
     marks = SourceWatermarks(lag_ms=10, idle_ms=0, now=0.0)
-    marks.observe(500, None, 0.0)
+    marks.observe(500, None)
     marks.advance(2_000, 0.0)
     assert marks.status(0.0) == 2_000  # the generated 490 does not move it back
     again = SourceWatermarks(lag_ms=10, idle_ms=0, now=5.0)
     again.restore(marks.snapshot(), 5.0)
     assert again.status(5.0) == 2_000
-    again.observe(3_000, None, 5.0)
+    again.observe(3_000, None)
     assert again.status(5.0) == 2_990
 
 

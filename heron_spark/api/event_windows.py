@@ -171,8 +171,7 @@ class EventWindows:
             window.new.append(seq)
             if end <= watermark:  # complete already: fires again (or late, first)
                 self._dirty.add(wid)
-            self._pending[seq] = 1
-            return True
+            return True  # in one window only: released when it fires (no _pending count)
         wids = []
         for start, end in self.bounds_of(ts):
             if not self._kept(end):
@@ -269,6 +268,11 @@ class EventWindows:
         self._purge()
         return fired
 
+    @property
+    def updated(self) -> bool:
+        """True when late items went into complete windows: ``fire_updated`` has some to fire."""
+        return bool(self._dirty)
+
     def fire_updated(self) -> list[FiredWindow]:
         """Fire the complete windows late items went into since; return them in end order.
 
@@ -285,7 +289,19 @@ class EventWindows:
         windows = sorted(((self._windows[w], w) for w in wids if w in self._windows),
                          key=lambda pair: (pair[0].end, pair[0].start, pair[1]))
         out = []
+        tumbling = self.kind == TUMBLING
         for window, _ in windows:
+            entries = window.entries
+            if tumbling:  # each item in this window only: every new one is released
+                fresh = set(window.new) if len(window.new) != len(entries) else None
+                released = [entry[2] for entry in entries] if fresh is None \
+                    else [item for seq, _, item in entries if seq in fresh]
+                out.append(FiredWindow(window.key, window.start, window.end,
+                                       [entry[2] for entry in entries],
+                                       [entry[1] for entry in entries], released, window.fired))
+                window.new = []
+                window.fired = True
+                continue
             released = []
             new = set(window.new)
             for seq, _, item in window.entries:
@@ -357,7 +373,8 @@ class EventWindows:
         self.__dict__.update(fresh.__dict__)
         self.watermark = snapshot["watermark"]
         self._seq = snapshot["seq"]
-        self._pending = dict(snapshot["pending"])
+        # a tumbling window's items are counted by their window alone (older snapshots counted)
+        self._pending = {} if self.kind == TUMBLING else dict(snapshot["pending"])
         for key, start, end, entries, new, fired in snapshot["windows"]:
             wid = self._open(key, start, end)
             window = self._windows[wid]

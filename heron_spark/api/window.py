@@ -230,13 +230,16 @@ class _WindowBolt(Bolt, StatefulComponent):
 
     def _event_add(self, event: event_time.EventTimeTask, tup) -> None:
         """Put ``tup`` in its event-time windows; refire the fired ones it updates."""
-        ts = event.timestamp_of(tup)
+        ts = getattr(tup, "timestamp", None)  # the usual: the tuple's own int event time
+        if ts.__class__ is not int or event.settings.timestamp_field is not None:
+            ts = event.timestamp_of(tup)
+        windows = event.windows
         if ts is None:
             event.refuse_untimed(tup)
-        elif not event.windows.add(ts, tup, self._window_key(tup)):
+        elif not windows.add(ts, tup, self._window_key(tup)):
             event.refuse_late(tup, ts)
-        else:
-            self._fire_event(event.windows.fire_updated())
+        elif windows.updated:
+            self._fire_event(windows.fire_updated())
 
     def _window_key(self, tup) -> Any:
         return None

@@ -124,6 +124,9 @@ class OutputCollector:
         self.sent = 0     # tuple copies handed to the stmgr connection (what it counts in)
         # event time: the timestamp of the input being processed (emit_plain_stamped's)
         self.current_ts: int | None = None
+        # streams keeping timestamps whose rows are routed by the batch alone, no roots, no
+        # batches waiting: emit_plain_stamped's lookup (as ``_plain`` is the plain paths')
+        self._stamping: dict[str, _StreamOut] = {}
 
     # ---- emitting --------------------------------------------------------------------------
     def emit_plain(self, values, stream: str = _DEFAULT, anchors=None,
@@ -152,18 +155,14 @@ class OutputCollector:
 
         Bound as the bolt's ``emit`` while it processes timestamped input.
         """
-        out = self._streams.get(stream)
+        out = self._stamping.get(stream)
         if timestamp is None:
             timestamp = self.current_ts
-        if out is None or direct_task is not None or need_task_ids or len(values) != out.width \
-                or out.per_tuple or out.dests is not None or out.roots is not None or out.batches:
+        if out is None or direct_task is not None or need_task_ids or len(values) != out.width:
             return self.emit(values, stream, direct_task, need_task_ids, (), timestamp)
         rows = out.rows
-        stamps = out.stamps
-        if stamps is None:
-            stamps = self._start_stamps(out)
         rows.append(values)
-        stamps.append(timestamp)
+        out.stamps.append(timestamp)  # type: ignore[union-attr]  # kept while in _stamping
         if len(rows) >= self._max:
             self._flush(out)
             self._push()
@@ -213,6 +212,7 @@ class OutputCollector:
             if out.dests is None:
                 out.dests = [None] * len(rows)
                 out.routed = [False] * len(rows)
+                self._stamping.pop(out.name, None)
             out.dests.append(chosen)
             out.routed.append(need_task_ids)  # type: ignore[union-attr]  # set with dests
             result = chosen if need_task_ids else None
@@ -222,6 +222,7 @@ class OutputCollector:
         if roots:
             if out.roots is None:
                 out.roots = [()] * len(rows)
+                self._stamping.pop(out.name, None)
             out.roots.append(roots)
         elif out.roots is not None:
             out.roots.append(())
@@ -242,6 +243,8 @@ class OutputCollector:
         """Start keeping timestamps on ``out``: the rows before have none; fast paths stop."""
         stamps = out.stamps = [None] * len(out.rows)
         self._plain.pop(out.name, None)
+        if not out.per_tuple and out.dests is None and out.roots is None and not out.batches:
+            self._stamping[out.name] = out
         return stamps
 
     def emit_anchored(self, values, stream: str = _DEFAULT, anchors=None,
@@ -434,6 +437,7 @@ class OutputCollector:
         stamps = out.stamps
         if stamps is not None:
             out.stamps = None
+            self._stamping.pop(out.name, None)
             if not out.per_tuple and not out.batches:
                 self._plain[out.name] = out
         parts = None

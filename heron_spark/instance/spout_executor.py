@@ -28,6 +28,7 @@ from heron_spark.wire import frames
 _PREFIX_BYTES = frames.PREFIX_BYTES
 _clock_ns = time.perf_counter_ns  # next_tuple latency: one read before and after each slice
 _IDLE_SPOUT_WAIT_SECS = 0.001
+_TS_LOW, _TS_HIGH = -(2 ** 62), 2 ** 62  # an int timestamp inside needs no further check
 
 
 class SpoutExecutor(TaskExecutor):
@@ -65,16 +66,19 @@ class SpoutExecutor(TaskExecutor):
         ``partition``; a timestamp field whose value is no timestamp leaves the tuple without.
         """
         if timestamp is not None:
-            timestamp = self._validated_timestamp(timestamp)
+            if timestamp.__class__ is not int or not _TS_LOW < timestamp < _TS_HIGH:
+                timestamp = self._validated_timestamp(timestamp)
         elif self._stamp_fields:
             index = self._stamp_fields.get(stream)
             if index is not None and index < len(values):
                 timestamp = event_time_ms(values[index])
         if timestamp is not None:
-            self.watermarks.observe(timestamp, partition, self.clock())
-        roots = (self.trees.open(tup_id, stream),) if self.trees is not None and tup_id is not None \
-            else ()
-        return self.collector.emit(values, stream, direct_task, need_task_ids, roots, timestamp)
+            self.watermarks.observe(timestamp, partition)
+        if self.trees is None or tup_id is None:  # no tree: the stamping fast path
+            return self.collector.emit_plain_stamped(values, stream, None, direct_task,
+                                                     need_task_ids, timestamp)
+        return self.collector.emit(values, stream, direct_task, need_task_ids,
+                                   (self.trees.open(tup_id, stream),), timestamp)
 
     def advance_watermark(self, watermark_ms: int) -> None:
         """Raise the task's watermark to ``watermark_ms`` and send it now."""

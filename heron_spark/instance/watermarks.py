@@ -36,18 +36,22 @@ class SourceWatermarks:
         self._last_seen: dict[Hashable, float] = {}  # partition -> when its last tuple came
         # partitions the spout reads (``track``) that had no tuple yet -> since when
         self._waiting: dict[Hashable, float] = {}
+        self._seen: set = set()  # partitions with a tuple since the last ``status``
         self._quiet_since = now                     # the task: when it last had a timestamp
         self.watermark = WATERMARK_MIN              # what it last said (never goes back)
 
-    def observe(self, timestamp: int, partition: Hashable, now: float) -> None:
-        """Note a tuple of ``partition`` with event time ``timestamp`` (ms)."""
+    def observe(self, timestamp: int, partition: Hashable) -> None:
+        """Note a tuple of ``partition`` with event time ``timestamp`` (ms).
+
+        Per tuple, so no clock: the partition counts as seen at the next ``status`` (its idle
+        clock is off by at most the time between two, a watermark interval).
+        """
         newest = self.newest.get(partition)
         if newest is None or timestamp > newest:
             self.newest[partition] = timestamp
             if newest is None:
                 self._waiting.pop(partition, None)
-        self._last_seen[partition] = now
-        self._quiet_since = now
+        self._seen.add(partition)
 
     def advance(self, watermark: int, now: float) -> None:
         """Raise the watermark to ``watermark`` (the spout says so itself); it is not idle."""
@@ -85,6 +89,11 @@ class SourceWatermarks:
 
     def status(self, now: float) -> Status:
         """Return the task's watermark now, or ``IDLE``."""
+        if self._seen:
+            for partition in self._seen:
+                self._last_seen[partition] = now
+            self._seen.clear()
+            self._quiet_since = now
         idle = self.idle_secs
         if any(not idle or now - since < idle for since in self._waiting.values()):
             return self.watermark  # a partition read but not heard from yet holds it back
