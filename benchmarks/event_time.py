@@ -82,15 +82,14 @@ bench_env.prepare()
 import cloudpickle  # noqa: E402  (the copy heron_spark pickles topologies with)
 
 import wc_topologies  # noqa: E402
-from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, TumblingWindowBolt, submit  # noqa: E402
+from heron_spark import Bolt, Grouping, Spout, TopologyBuilder, TumblingWindowBolt  # noqa: E402
 from heron_spark.api.event_time import WATERMARK_MAX  # noqa: E402
 from heron_spark.errors import TopologyRuntimeError  # noqa: E402
-from wc_report import (ProcessSampler, _median, _roles_in, kill_descendants,  # noqa: E402
-                       machine_info, quantile)
+from wc_report import _median, _roles_in, machine_info, quantile  # noqa: E402
 from wc_topologies import (CONTAINERS, CORPUS_PATH, COUNTERS, OUT_DIR, QUOTA,  # noqa: E402
                            RATE, SPLITTERS, SPOUTS, WORDS_PER_SENTENCE, _corpus_lines,
                            _read_corpus_settings, _report_spout, corpus_file, count_corpus)
-from word_count import BenchmarkError, _placement, _stop_spark, _wait_gone  # noqa: E402
+from word_count import BenchmarkError, clean_up, run_to_end  # noqa: E402
 
 # The topologies travel by value: no process of the topology imports this file or wc_topologies.
 cloudpickle.register_pickle_by_value(wc_topologies)
@@ -350,27 +349,7 @@ class Bench:
             rate_per_task = args.rate / SPOUTS
         topology = build(kind, phase, self.corpus, self.shuffle, out_dir, quota, rate_per_task,
                          args.step_ms)
-        sampler = ProcessSampler(args.sample_interval).start()
-        self.handle = None
-        submitted = time.time()
-        try:
-            self.handle = handle = submit(topology, spark=self.spark, conf=self.conf)
-            if not handle.wait_running(timeout=args.timeout):
-                handle.wait(timeout=30)  # raises the failure, if it failed
-                raise BenchmarkError(f"{kind} {phase}: not RUNNING after {args.timeout} s "
-                                     f"({handle.status})")
-            placement = _placement(handle.physical_plan)
-            status = handle.wait(timeout=args.timeout)
-        finally:
-            if self.handle is not None and self.handle.status in LIVE:
-                self.handle.kill()
-            left = _wait_gone(sampler, 30.0)
-            roles = sampler.stop()
-        if left:
-            raise BenchmarkError(f"{kind} {phase}: topology processes still alive 30 s after "
-                                 f"the end: {left}")
-        if status != "FINISHED":
-            raise BenchmarkError(f"{kind} {phase}: the topology ended {status}")
+        handle, placement, roles, submitted = run_to_end(self, topology, f"{kind} {phase}", args)
         results = [json.loads(p.read_text()) for p in sorted(out_dir.glob("count-*.json"))]
         spouts = [json.loads(p.read_text()) for p in sorted(out_dir.glob("spout-*.json"))]
         if len(results) != COUNTERS or len(spouts) != SPOUTS:
@@ -639,21 +618,7 @@ def main(argv=None) -> int:
         print(f"BENCHMARK FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         code = 1
     finally:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # no second Ctrl-C mid-cleanup
-        try:
-            if bench is not None and bench.handle is not None and bench.handle.status in LIVE:
-                bench.handle.kill()
-            _stop_spark(spark)
-            leftovers = kill_descendants()
-            if leftovers:
-                print(f"WARNING: killed {len(leftovers)} leftover process(es): "
-                      + "; ".join(leftovers), file=sys.stderr)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        if code != 1 and not args.keep_work:
-            shutil.rmtree(work_root, ignore_errors=True)
-        else:
-            print(f"work folder (logs, per-run outputs) kept: {work_root}", file=sys.stderr)
+        clean_up(bench, spark, work_root, keep=code == 1 or args.keep_work)
     if args.json is not None:
         report_json.update({"exit_code": code, "event_time_runs": event,
                             "processing_time_runs": processing, "delay_runs": delay})

@@ -131,27 +131,7 @@ class Bench:
         else:
             topology = build(mode, self.corpus, out_dir, quota, rate_per_task, sample_every,
                              args.max_pending, args.checkpoint_secs, style or "plain")
-        sampler = ProcessSampler(args.sample_interval).start()
-        self.handle = None
-        submitted = time.time()
-        try:
-            self.handle = handle = submit(topology, spark=self.spark, conf=self.conf)
-            if not handle.wait_running(timeout=args.timeout):
-                handle.wait(timeout=30)  # raises the failure, if it failed
-                raise BenchmarkError(f"{mode} {phase}: not RUNNING after {args.timeout} s "
-                                     f"({handle.status})")
-            placement = _placement(handle.physical_plan)
-            status = handle.wait(timeout=args.timeout)
-        finally:
-            if self.handle is not None and self.handle.status in LIVE:
-                self.handle.kill()
-            left = _wait_gone(sampler, 30.0)
-            roles = sampler.stop()
-        if left:
-            raise BenchmarkError(f"{mode} {phase}: topology processes still alive 30 s after the "
-                                 f"end: {left}")
-        if status != "FINISHED":
-            raise BenchmarkError(f"{mode} {phase}: the topology ended {status}")
+        handle, placement, roles, submitted = run_to_end(self, topology, f"{mode} {phase}", args)
         return self._measure(mode, style, phase, out_dir, quota, submitted, handle, placement,
                              roles)
 
@@ -244,6 +224,57 @@ def _placement(plan) -> dict[str, list[str]]:
 def _session():
     return bench_env.local_session("local[*]", "heron_spark-bench-word-count",
                                    {"spark.ui.showConsoleProgress": "false"})
+
+
+def run_to_end(bench, topology, label: str, args) -> tuple:
+    """Submit ``topology`` on ``bench``'s session and wait for it to end, sampling its processes.
+
+    Return (handle, placement, CPU and memory per role, the submit's wall-clock time). Raise
+    ``BenchmarkError`` (named ``label``) when it does not run, ends otherwise than FINISHED, or
+    leaves processes behind. ``bench.handle`` is the running topology meanwhile.
+    """
+    sampler = ProcessSampler(args.sample_interval).start()
+    bench.handle = None
+    submitted = time.time()
+    try:
+        bench.handle = handle = submit(topology, spark=bench.spark, conf=bench.conf)
+        if not handle.wait_running(timeout=args.timeout):
+            handle.wait(timeout=30)  # raises the failure, if it failed
+            raise BenchmarkError(f"{label}: not RUNNING after {args.timeout} s ({handle.status})")
+        placement = _placement(handle.physical_plan)
+        status = handle.wait(timeout=args.timeout)
+    finally:
+        if bench.handle is not None and bench.handle.status in LIVE:
+            bench.handle.kill()
+        left = _wait_gone(sampler, 30.0)
+        roles = sampler.stop()
+    if left:
+        raise BenchmarkError(f"{label}: topology processes still alive 30 s after the end: {left}")
+    if status != "FINISHED":
+        raise BenchmarkError(f"{label}: the topology ended {status}")
+    return handle, placement, roles, submitted
+
+
+def clean_up(bench, spark, work_root: Path, keep: bool) -> None:
+    """Stop the running topology, Spark and every process left; remove the work folder unless ``keep``.
+
+    A second Ctrl-C meanwhile is ignored. ``bench`` (its ``handle``) and ``spark`` may be None.
+    """
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # no second Ctrl-C mid-cleanup
+    try:
+        if bench is not None and bench.handle is not None and bench.handle.status in LIVE:
+            bench.handle.kill()
+        _stop_spark(spark)
+        leftovers = kill_descendants()
+        if leftovers:
+            print(f"WARNING: killed {len(leftovers)} leftover process(es): "
+                  + "; ".join(leftovers), file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if not keep:
+        shutil.rmtree(work_root, ignore_errors=True)
+    else:
+        print(f"work folder (logs, per-run outputs) kept: {work_root}", file=sys.stderr)
 
 
 def _stop_spark(spark) -> None:
@@ -362,21 +393,7 @@ def main(argv=None) -> int:
         print(f"BENCHMARK FAILED: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
         code = 1
     finally:
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # no second Ctrl-C mid-cleanup
-        try:
-            if bench is not None and bench.handle is not None and bench.handle.status in LIVE:
-                bench.handle.kill()
-            _stop_spark(spark)
-            leftovers = kill_descendants()
-            if leftovers:
-                print(f"WARNING: killed {len(leftovers)} leftover process(es): "
-                      + "; ".join(leftovers), file=sys.stderr)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-        if code != 1 and not args.keep_work:
-            shutil.rmtree(work_root, ignore_errors=True)
-        else:
-            print(f"work folder (logs, per-run outputs) kept: {work_root}", file=sys.stderr)
+        clean_up(bench, spark, work_root, keep=code == 1 or args.keep_work)
     if args.json is not None:
         report["exit_code"] = code
         args.json.write_text(json.dumps(report, indent=2, default=str))
