@@ -273,6 +273,11 @@ class TaskExecutor:
         """Tell every downstream task ``status``, after everything emitted before it."""
         self.watermark_sent = status  # first: the end of turn below may look at it
         self.end_turn(now, force=True)
+        self.watermark_frames(status, now)
+
+    def watermark_frames(self, status: watermarks.Status, now: float) -> None:
+        """Send ``status`` to every downstream task now (what was emitted must have left)."""
+        self.watermark_sent = status
         slot = watermarks.encode(status)
         for dest in self.plan.downstream_tasks(self.task_id):
             self.send(frames.data_frame(frames.WATERMARK, self.task_id, dest, 0, slot))

@@ -197,13 +197,15 @@ class SpoutExecutor(TaskExecutor):
     def end_turn(self, now: float, force: bool = False) -> None:
         """Send what was emitted (unless it lingers); tell the stmgr once the spout is done."""
         done = self.exhausted and not self.announced and not self.trees
-        if not self.lingers(now, force or done):
-            self.collector.flush_all()
         if self.exhausted and self.watermark_sent != WATERMARK_MAX and not self.announced:
             # Out of input: nothing more comes but replays. Windows downstream fire (and ack)
-            # now, not after the trees they hold time out; a tuple replayed later is late.
+            # now, not after the trees they hold time out; a tuple replayed later is late. The
+            # watermark follows what was emitted and goes before the announcement.
+            self.collector.flush_all()
             self.watermarks.advance(WATERMARK_MAX, now)
-            self.send_watermark(WATERMARK_MAX, now)
+            self.watermark_frames(WATERMARK_MAX, now)
+        elif not self.lingers(now, force or done):
+            self.collector.flush_all()
         if done:
             self.control_message(stmgr_pb2.InstanceToStmgr(
                 exhausted=stmgr_pb2.InstanceExhausted(task_id=self.task_id)))
