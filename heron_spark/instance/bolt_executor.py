@@ -221,9 +221,7 @@ class BoltExecutor(TaskExecutor):
         batch = tuple_batch.decode(memoryview(frame)[frames.data_body_offset(stream_length):])
         if self.batch_mode:
             self._process_batch(batch, component, stream, src, width)
-            self.executed += rows
-            stats[1] += _clock_ns() - started_ns
-            stats[0] += rows
+            self._count_executed(rows, stats, started_ns)
             return
         values = tuple_batch.rows(batch, width, load_serializer_named)
         process = self.component.process
@@ -233,9 +231,7 @@ class BoltExecutor(TaskExecutor):
         stamps = tuple_batch.timestamps(batch)
         if stamps is not None:
             self._process_stamped(batch, values, stamps, component, stream, src, now, process)
-            self.executed += rows
-            stats[1] += _clock_ns() - started_ns
-            stats[0] += rows
+            self._count_executed(rows, stats, started_ns)
             return
         roots: list | None = None
         root_column: pa.Array | None = None
@@ -271,6 +267,10 @@ class BoltExecutor(TaskExecutor):
             else:
                 for tup in tuples:
                     process(tup)
+        self._count_executed(rows, stats, started_ns)
+
+    def _count_executed(self, rows: int, stats: list, started_ns: int) -> None:
+        """Count a batch's ``rows`` executed, and its time since ``started_ns`` in ``stats``."""
         self.executed += rows
         stats[1] += _clock_ns() - started_ns  # Heron's __execute-latency: per batch, not per tuple
         stats[0] += rows

@@ -18,7 +18,7 @@ import numpy as np
 from heron_spark.api.event_time import timestamp_ms as event_time_ms
 from heron_spark.api.spout import Spout
 from heron_spark.contract import metric_names
-from heron_spark.api.event_time import WATERMARK_MAX
+from heron_spark.api.event_time import WATERMARK_MAX, WATERMARK_MIN
 from heron_spark.instance import batches, task_metrics, watermarks
 from heron_spark.instance.acking import SpoutTrees
 from heron_spark.instance.executor import TaskExecutor
@@ -28,7 +28,6 @@ from heron_spark.wire import frames
 _PREFIX_BYTES = frames.PREFIX_BYTES
 _clock_ns = time.perf_counter_ns  # next_tuple latency: one read before and after each slice
 _IDLE_SPOUT_WAIT_SECS = 0.001
-_TS_LOW, _TS_HIGH = -(2 ** 62), 2 ** 62  # an int timestamp inside needs no further check
 
 
 class SpoutExecutor(TaskExecutor):
@@ -66,7 +65,7 @@ class SpoutExecutor(TaskExecutor):
         ``partition``; a timestamp field whose value is no timestamp leaves the tuple without.
         """
         if timestamp is not None:
-            if timestamp.__class__ is not int or not _TS_LOW < timestamp < _TS_HIGH:
+            if timestamp.__class__ is not int or not WATERMARK_MIN < timestamp < WATERMARK_MAX:
                 timestamp = self._validated_timestamp(timestamp)
         elif self._stamp_fields:
             index = self._stamp_fields.get(stream)
