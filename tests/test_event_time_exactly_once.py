@@ -25,7 +25,7 @@ def test_a_window_task_crash_rolls_back_and_the_windows_stay_exact(tmp_path):
     out.mkdir()
     corpus = etw.write_corpus(corpus_file, 3000)
     topology = etw.build("et-eo-in-process", corpus_file, out, sink, interval=0.05,
-                         config={swc.CRASH_AT: 4000})
+                         config={swc.CRASH_AT: 4000, swc.SLEEP_MS: 0.3})
     run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work"),
                                             "heron.statemgr": f"file://{tmp_path}/state",
                                             **swc.SHORT_QUEUES})
