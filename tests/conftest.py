@@ -242,9 +242,10 @@ def session_client(request, session_kind):
     return ClassicSessionClient(request.getfixturevalue("spark"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def kafka(tmp_path_factory):
-    """A Tansu broker (a Kafka-protocol server) for one test module; see ``kafka_support``."""
+    """An Apache Kafka broker (KRaft, one node) for the whole run; see ``kafka_support``.
+    Every test makes its own topics."""
     import kafka_support
 
     yield from kafka_support.broker(tmp_path_factory)

