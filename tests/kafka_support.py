@@ -42,6 +42,9 @@ log4j.logger.state.change.logger=WARN
 """
 
 
+_COORDINATOR_NOT_READY = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
+
+
 class Broker:
     """One Apache Kafka broker (KRaft) on 127.0.0.1 (``start`` / ``stop``; both idempotent)."""
 
@@ -97,7 +100,9 @@ class Broker:
         (self.folder / "log4j.properties").write_text(_LOG4J.format(log=self.log))
         properties = self._properties()
         if not self._formatted:
-            cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            cluster = "-"
+            while cluster.startswith("-"):  # (the tool would read it as an option)
+                cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
             subprocess.run(self._java("kafka.tools.StorageTool", "format", "-t", cluster,
                                       "-c", str(properties)),
                            check=True, capture_output=True, timeout=120)
@@ -218,10 +223,21 @@ class Broker:
     def committed(self, group: str, topic: str, partitions: int) -> dict[int, int]:
         from confluent_kafka import Consumer, TopicPartition
 
+        from confluent_kafka import KafkaException
+
         consumer = Consumer({"bootstrap.servers": self.servers, "group.id": group})
+
+        def ask():  # a group's coordinator may be moving or loading: the broker says retry
+            try:
+                return consumer.committed(
+                    [TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+            except KafkaException as exc:
+                if exc.args[0].retriable() or exc.args[0].code() in _COORDINATOR_NOT_READY:
+                    return None
+                raise
+
         try:
-            found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)],
-                                       timeout=10)
+            found = wait_until(ask, 60, message=f"the committed offsets of group {group!r}")
         finally:
             consumer.close()
         return {tp.partition: tp.offset for tp in found}

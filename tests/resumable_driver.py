@@ -2,7 +2,9 @@
 
 Usage: python resumable_driver.py KIND NAME CORPUS OUT STATEMGR_URL WORK_DIR
 KIND is ``reliable`` (the at-least-once word count), ``stateful`` (the effectively-once
-one) or ``stateful-rocksdb`` (that one on the rocksdb state backend). Prints
+one), ``stateful-rocksdb`` (that one on the rocksdb state backend) or ``kafka-eo`` (Kafka ->
+running count -> Kafka transactions, bounded: CORPUS is then a JSON file naming ``servers``,
+``source`` and ``sink``; see ``kafka_word_count.build_running_counts``). Prints
 ``status <STATE> generation <N>`` at the end. Started (and killed) by the tests.
 """
 
@@ -22,6 +24,15 @@ from heron_spark import submit  # noqa: E402
 
 def _topology(kind: str, name: str, corpus: Path, out: Path):
     """The topology of ``kind`` and the runtime conf it runs with."""
+    if kind == "kafka-eo":
+        import json
+
+        import kafka_word_count as kwc
+
+        kafka = json.loads(corpus.read_text())
+        return kwc.build_running_counts(name, kafka["servers"], kafka["source"], kafka["sink"],
+                                        out=out, bounded=True, split_sleep_ms=25), \
+            swc.SHORT_QUEUES
     if kind.startswith("stateful"):
         backend = "rocksdb" if kind == "stateful-rocksdb" else "memory"
         return swc.build(name, corpus, out, config={swc.SLEEP_MS: 2,

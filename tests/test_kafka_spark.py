@@ -1,4 +1,4 @@
-"""Kafka in -> word count -> Kafka out on Spark (real processes) against a real Tansu broker.
+"""Kafka in -> word count -> Kafka out on Spark (real processes) against a real Apache Kafka broker.
 
 - ``spark``: the topology is killed as a whole once its input is done and committed, more
   records are produced, and a resubmitted topology reads only those (from the committed
@@ -10,12 +10,15 @@
   while the run goes on: every input record's words reach the output topic (exactly, after
   de-duplicating by position), and every offset is committed in the end.
 - ``fault``: effectively-once with Kafka transactions: a transaction commits while the
-  topology runs (its checkpoint's mark shows in the sink's marker group), and after a kill -9
-  of a count instance and then of the sink's instance every count is committed. Tansu has no
-  transaction isolation, so repeats of aborted records cannot be ruled out here.
+  topology runs (its checkpoint's mark shows in the sink's marker group); after a kill -9 of
+  a count instance, of the sink's instance and of a container, a ``read_committed`` consumer
+  and Spark's own Kafka source each see every count exactly once, and a ``read_uncommitted``
+  consumer sees the aborted copies too.
 """
 
 from __future__ import annotations
+
+import collections
 
 import pytest
 
@@ -128,75 +131,101 @@ def test_update_of_the_spouts_parallelism_moves_partitions_without_loss(spark, k
 
 
 @pytest.mark.fault
-def test_effectively_once_sink_commits_per_checkpoint_and_rolls_back(spark, kafka, tmp_path,
-                                                                      hconf):
-    # EFFECTIVELY_ONCE with Kafka transactions, input in three waves: a wave's records follow
+def test_effectively_once_into_kafka_is_exact_through_kills_of_every_process_kind(
+        spark, kafka, tmp_path, hconf):
+    # EFFECTIVELY_ONCE with Kafka transactions, input in four waves. A wave's records follow
     # the marker of the transaction holding the wave before (one producer, one transaction at
-    # a time), which the sink committed once the TMaster recorded its checkpoint committed (no
-    # end of input, no failure yet: nothing else ends a transaction). A kill -9 of a count
-    # instance then rolls every task back (the sink, in its own process, aborts what is not
-    # committed); a kill -9 of the sink's instance gives a new producer, whose
-    # init_transactions fences the dead one's, and which produces again the records of the
-    # restored checkpoint's waiting transaction. Every count is committed in the end. Tansu
-    # has no isolation: aborted records are delivered too, so repeats are not checked.
-    import collections
-
-    import test_kafka_transactions as ktx
-    from heron_spark import Grouping, TopologyBuilder
-    from heron_spark.io import KafkaSink, KafkaSpout
+    # a time), which the sink committed once the TMaster recorded its checkpoint committed.
+    # Then: kill -9 of a count instance (every task rolls back; the sink, in its own process,
+    # aborts what is not committed), of the sink's instance (a new producer, whose
+    # init_transactions fences the dead one's and aborts its open transaction), and of a
+    # container (the Spark Python worker running a barrier task: the stage is resubmitted).
+    # Three readers check the output: a read_committed consumer and Spark's own Kafka source
+    # with kafka.isolation.level=read_committed each see every count exactly once; a
+    # read_uncommitted consumer sees the aborted copies too (so the check can fail).
     from heron_spark.io.kafka_sink import transactional_id
+    from spark_readers import reader
 
-    name = "kafka-eo-txn"
+    name = "kafka-eo-kills"
     source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(1)
-    text = kwc.lines(1200)
-    builder = TopologyBuilder(name)
-    lines_in = builder.add_spout("kafka", KafkaSpout, par=2, config={
-        "kafka.bootstrap.servers": kafka.servers, "kafka.topics": source,
-        "kafka.group.id": "eo-txn", "kafka.max.records.per.call": 8,
-        "kafka.decoder": ktx.as_line, "kafka.output.fields": ["line"]})
-    words = builder.add_bolt("split", ktx.Split, par=2, inputs={lines_in: Grouping.SHUFFLE})
-    counts = builder.add_bolt("count", ktx.CountOut, par=2,
-                              inputs={words: Grouping.fields("word")})
-    builder.add_bolt("out", KafkaSink, par=1, inputs={counts: Grouping.SHUFFLE}, config={
-        "kafka.bootstrap.servers": kafka.servers, "kafka.topic": sink,
-        "kafka.transactions": True})
-    builder.set_config({"topology.reliability.mode": "EFFECTIVELY_ONCE",
-                        "topology.stateful.checkpoint.interval.seconds": 0.5,
-                        "topology.stmgrs": 2, ktx.OUT: str(tmp_path)})
+    text = kwc.lines(1600)
+    topology = kwc.build_running_counts(name, kafka.servers, source, sink, out=tmp_path,
+                                        config={"heron.stage.resubmit.backoff.secs": 0.5})
 
-    def expected(lines):
-        want = collections.Counter(word for line in lines for word in line.split())
-        return {(word, str(n)) for word, total in want.items() for n in range(1, total + 1)}
+    def wave(upto: int) -> None:
+        kafka.produce(source, [line.encode() for line in text[upto - 400:upto]], PARTITIONS)
+        want = set(kwc.running_counts_expected(text[:upto]))
+        kafka.read(sink, 1, lambda m: kwc.pairs(m) >= want, timeout=TIMEOUT)
 
-    def wave(upto: int) -> list:
-        kafka.produce(source, [line.encode() for line in text[upto - 300:upto]], PARTITIONS)
-        return kafka.read(sink, 1, lambda m: ktx.pairs(m) >= expected(text[:upto]),
-                          timeout=TIMEOUT)
-
-    handle = kafka_support.submit_running(spark, hconf, builder.build())
+    handle = kafka_support.submit_running(spark, hconf, topology)
     work = tmp_path / "work" / name
     try:
-        wave(300)
+        wave(400)
         # the commit marks its checkpoint in the group named like the transactional.id
         # (applied only when the transaction commits): the poll saw a committed checkpoint
         wait_until(lambda: kafka.committed(transactional_id(name, "out", 0), sink, 1)[0] >= 1,
                    TIMEOUT, message="a transaction committed while the topology runs")
-        got = wave(600)
-        offsets = {m.offset() for m in got}
-        between = max(offsets) + 1 - len(offsets)  # markers among the records so far
-        victims = faults.find(work, "instance", component="count")
-        assert victims, "no count instance to kill"
-        faults.kill9(victims[0])
-        wave(900)
-        victims = faults.find(work, "instance", component="out")
-        assert victims, "no sink instance to kill"
-        faults.kill9(victims[0])
-        got = wave(1200)
+        for upto, victim in ((800, "count"), (1200, "out"), (1600, "container")):
+            if victim == "container":
+                [stmgr] = faults.find(work, "stmgr", container=1)
+                faults.kill9(faults.parent_of(stmgr))  # the barrier task's Python worker
+            else:
+                victims = faults.find(work, "instance", component=victim)
+                assert victims, f"no {victim} instance to kill"
+                faults.kill9(victims[0])
+            wave(upto)
         failures = handle.status_detail()["instance_failures"]
+        generation = handle.status_detail()["generation"]
+        # every transaction the sink opened is ended once its checkpoint commits
+        wait_until(lambda: len(kafka.read_to_end(sink, 1)) >= sum(
+            kwc.running_counts_expected(text).values()), TIMEOUT,
+            message="every count committed")
     finally:
         handle.kill()
-    assert between >= 1
-    assert ktx.pairs(got) == expected(text)  # every count committed; none the input lacks
-    assert sum(failures.values()) >= 2
-    print(f"{between} transactions ended before the kill; "
-          f"{len(got) - len(expected(text))} records delivered twice (aborted ones)")
+    expected = kwc.running_counts_expected(text)
+    committed = kafka.read_to_end(sink, 1)
+    everything = kafka.read_to_end(sink, 1, isolation="read_uncommitted")
+    spark_committed = reader("kafka", kafka.servers, sink, "read_committed")
+    assert kwc.record_pairs(committed) == expected  # each count once, nothing else
+    assert collections.Counter((r["key"], r["value"]) for r in spark_committed) == expected
+    assert len(everything) > len(committed)  # aborted copies exist, and stay invisible
+    assert set(kwc.record_pairs(everything)) == set(expected)
+    assert sum(failures.values()) >= 2 and generation >= 1
+    print(f"{len(everything) - len(committed)} aborted records; failures {failures}; "
+          f"generation {generation}")
+
+
+@pytest.mark.fault
+def test_effectively_once_into_kafka_is_exact_after_the_driver_is_killed(kafka, tmp_path,
+                                                                        hconf):
+    """A driver (the TMaster) killed with kill -9 once a transaction has committed; a new
+    driver resumes the topology from the state manager and finishes the bounded input: the
+    read_committed output holds every count exactly once."""
+    import json
+
+    from heron_spark.io.kafka_sink import transactional_id
+
+    name = "kafka-eo-driver"
+    source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(1)
+    text = kwc.lines(600)
+    kafka.produce(source, [line.encode() for line in text], PARTITIONS)
+    settings, out, work = tmp_path / "kafka.json", tmp_path / "out", tmp_path / "work"
+    settings.write_text(json.dumps({"servers": kafka.servers, "source": source, "sink": sink}))
+    args = [name, str(settings), str(out), hconf["heron.statemgr"], str(work)]
+    first = faults.start_driver("kafka-eo", args, tmp_path / "driver-1.log")
+    second = None
+    try:
+        wait_until(lambda: kafka.committed(transactional_id(name, "out", 0), sink, 1)[0] >= 1,
+                   TIMEOUT, message="a transaction committed under the first driver")
+        faults.kill_driver(first, work)
+        second = faults.start_driver("kafka-eo", args, tmp_path / "driver-2.log")
+        assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert "status FINISHED generation 1" in (tmp_path / "driver-2.log").read_text()
+    committed = kafka.read_to_end(sink, 1)
+    assert kwc.record_pairs(committed) == kwc.running_counts_expected(text)
+    aborted = len(kafka.read_to_end(sink, 1, isolation="read_uncommitted")) - len(committed)
+    print(f"{aborted} aborted records of the killed driver's run")

@@ -1,35 +1,31 @@
-"""KafkaSink under effectively-once: Kafka transactions against a real broker (Tansu).
+"""KafkaSink under effectively-once: Kafka transactions against a real Apache Kafka broker.
 
-What the broker shows: every ended transaction (committed or aborted) leaves a control record
-that takes an offset of the partition and is never delivered to a consumer, so the holes in
-the offsets of the records read back count the transactions the sink ended; the sink's marker
-group (an offset commit sent inside each transaction, applied only when it commits: Tansu does
-that right) shows the last committed checkpoint. What it does not show: Tansu has no
-transaction isolation (a ``read_committed`` consumer also gets aborted records), so these tests
-check that every record is committed and that transactions were used, not that aborted
-records stay invisible (see ``kafka_support``).
+What the broker shows: a ``read_committed`` consumer (librdkafka's default, and Spark's Kafka
+source with ``kafka.isolation.level``) gets only records of committed transactions, and a
+``read_uncommitted`` one gets the aborted ones too, so the tests check both: every expected
+record exactly once under ``read_committed``, and more under ``read_uncommitted`` when a
+failure aborted a transaction (so the exactness check can fail). Every ended transaction leaves
+a control record that takes an offset and is never delivered, so the holes in the offsets read
+back count the transactions the sink ended; the sink's marker group (an offset commit sent
+inside each transaction, applied only when it commits) shows the last committed checkpoint.
 """
 
 from __future__ import annotations
 
-import collections
-import time
 from pathlib import Path
 
 import pytest
 
 import kafka_word_count as kwc
-from stateful_word_count import CRASH_AT, crash_once
-from heron_spark import Bolt, Grouping, TopologyBuilder, TopologyValueError
-from heron_spark.api.state import StatefulComponent
+from kafka_word_count import CRASH_AT_SAVE, OUT, CountOut, Split, as_line
+from stateful_word_count import CRASH_AT
+from heron_spark import Grouping, TopologyBuilder, TopologyValueError
 from heron_spark.inprocess import InProcessTopology
 from heron_spark.io import KafkaSink, KafkaSpout
 from heron_spark.io import kafka_config as kc
 from heron_spark.io.kafka_sink import transactional_id
 
 TIMEOUT = 120
-OUT = "test.out.dir"
-CRASH_AT_SAVE = "test.count.crash.at.first.save"
 SHORT_QUEUES = {"heron.stmgr.backpressure.high.water.tuples": 100,
                 "heron.stmgr.backpressure.low.water.tuples": 50}
 
@@ -46,22 +42,15 @@ def test_transactions_option_is_checked_and_the_transactional_id_is_stable():
         == "heron-wc-out-1"
 
 
-def as_line(key, value, *rest):
-    return (value.decode(),)
-
-
 def holes(kafka, topic: str, messages) -> int:
     """Offsets of ``topic`` (one partition) not delivered as records: transaction markers.
 
     Markers of commits and of aborts look the same here; which transaction committed shows in
-    the sink's marker group (``KafkaSink._last_committed``).
-
-    Tansu's high watermark is its last batch's base offset plus one (see ``kafka_support``):
-    right when that batch is a marker (one record), too low after a batch of records.
+    the sink's marker group (``KafkaSink._last_committed``). ``messages`` must be read with
+    ``read_uncommitted`` when transactions were aborted (their records are not holes).
     """
     offsets = {m.offset() for m in messages}
-    end = max(kafka.ends(topic, 1)[0], max(offsets) + 1)
-    return end - len(offsets)
+    return kafka.ends(topic, 1)[0] - len(offsets)
 
 
 def _copy(kafka, source: str, sink: str, name: str, transactions, tmp_path: Path,
@@ -86,17 +75,17 @@ def test_effectively_once_produces_in_transactions_and_false_does_not(kafka, tmp
 
     txn_out = kafka.create_topic(1)
     assert _copy(kafka, source, txn_out, "txn", "auto", tmp_path) == "FINISHED"
-    got = kafka.read(txn_out, 1, lambda m: len(m) >= 200)
+    got = kafka.read_to_end(txn_out, 1)
     assert sorted(m.value() for m in got) == want  # no failure: nothing aborted, no repeat
     assert holes(kafka, txn_out, got) >= 1  # the broker wrote transaction markers
-    # each commit marks its checkpoint in the group named like the transactional.id (Kafka,
-    # and Tansu, apply that offset commit only when the transaction commits)
+    # each commit marks its checkpoint in the group named like the transactional.id (Kafka
+    # applies that offset commit only when the transaction commits)
     assert kafka.committed(transactional_id("txn", "out", 0), txn_out, 1)[0] >= 0  # -1001: none
     assert "no Kafka transactions" not in caplog.text
 
     plain_out = kafka.create_topic(1)
     assert _copy(kafka, source, plain_out, "plain", False, tmp_path) == "FINISHED"
-    got = kafka.read(plain_out, 1, lambda m: len(m) >= 200)
+    got = kafka.read_to_end(plain_out, 1)
     assert sorted(m.value() for m in got) == want
     assert holes(kafka, plain_out, got) == 0  # no transactions: no markers
     warned = [r for r in caplog.records if "no Kafka transactions" in r.getMessage()]
@@ -104,14 +93,9 @@ def test_effectively_once_produces_in_transactions_and_false_does_not(kafka, tmp
     assert "produced again after a rollback" in warned[0].getMessage()
 
 
-def pairs(messages) -> set[tuple[str, str]]:
-    """Return the ``(word, count)`` records read back (repeats folded)."""
-    return {(m.key().decode(), m.value().decode()) for m in messages}
-
-
-# Tansu accepts every transaction call, so a refusal comes from the client here: librdkafka
-# refuses a transactional producer without idempotence, as it would refuse a broker that
-# cannot do transactions (init_transactions fails either way, before anything is produced).
+# A refusal from the client: librdkafka refuses a transactional producer without idempotence,
+# as a broker refuses one it cannot serve (init_transactions fails either way, before anything
+# is produced). test_kafka_errors.py has the broker's own refusals.
 NO_IDEMPOTENCE = {"enable.idempotence": False}
 
 
@@ -120,7 +104,7 @@ def test_auto_falls_back_to_at_least_once_when_transactions_are_refused(kafka, t
     kafka.produce(source, [b"r%d" % i for i in range(50)])
     assert _copy(kafka, source, sink, "refused-auto", "auto", tmp_path,
                  NO_IDEMPOTENCE) == "FINISHED"
-    got = kafka.read(sink, 1, lambda m: len(m) >= 50)
+    got = kafka.read_to_end(sink, 1)
     assert sorted(m.value() for m in got) == sorted(b"r%d" % i for i in range(50))
     assert holes(kafka, sink, got) == 0  # produced without transactions
     warned = [r.getMessage() for r in caplog.records if "no Kafka transactions" in r.getMessage()]
@@ -139,45 +123,6 @@ def test_true_fails_the_run_when_transactions_are_refused(kafka, tmp_path):
     assert "could not start transactions" in str(info.value)
     assert "kafka.transactions" in str(info.value)
     assert kafka.ends(sink, 1) == {0: 0}  # nothing was produced
-
-
-class Split(Bolt):
-    outputs = ["word"]
-
-    def process(self, tup):
-        time.sleep(0.001)  # a slower run: checkpoints complete before the crash
-        for word in tup.values[0].split():
-            self.emit([word])
-
-
-class CountOut(Bolt, StatefulComponent):
-    """Counts words in checkpointed state and emits ``(key=word, value=count)``; crashes once."""
-
-    outputs = ["key", "value"]
-
-    def init_state(self, stateful_state):
-        self.counts = stateful_state
-
-    def initialize(self, config, context):
-        self.out = Path(config[OUT])
-        self.out.mkdir(parents=True, exist_ok=True)
-        self.crash_at = int(config.get(CRASH_AT, 0))
-        self.crash_at_save = bool(config.get(CRASH_AT_SAVE, False))
-        self.seen = 0
-
-    def process(self, tup):
-        word = tup.values[0]
-        count = (self.counts.get(word) or 0) + 1
-        self.counts.put(word, count)
-        self.emit([word, str(count)])
-        self.seen += 1
-        crash_once(self)
-
-    def pre_save(self, checkpoint_id):
-        marker = self.out / "crashed"
-        if self.crash_at_save and not marker.exists():  # the first checkpoint never commits
-            marker.write_text(str(checkpoint_id))
-            raise RuntimeError("crashing in the first save, as the test asked")
 
 
 @pytest.mark.parametrize("where", ["process", "first save"])
@@ -215,15 +160,16 @@ def test_effectively_once_count_to_kafka_with_a_crash_commits_every_count(kafka,
     assert sum(run.failures.values()) == 1, run.failures
     if where == "first save":
         assert run.checkpoints.status()["restored_from"][0] == 0
-    want = collections.Counter(word for line in text for word in line.split())
-    expected = {(word, str(n)) for word, total in want.items() for n in range(1, total + 1)}
-
-    got = kafka.read(sink, 1, lambda m: pairs(m) >= expected)
-    # every count of every word is committed, and no count the input does not give (a
-    # rolled-back count is produced again with the same value). Tansu also delivers the
-    # aborted records to read_committed consumers, so repeats cannot be ruled out here.
-    assert pairs(got) == expected
+    expected = kwc.running_counts_expected(text)
+    # read_committed: every count of every word exactly once (a rolled-back count is produced
+    # again with the same value, and the aborted copy stays invisible)
+    got = kafka.read_to_end(sink, 1)
+    assert kwc.record_pairs(got) == expected
+    # read_uncommitted also gets the aborted transaction's records: the check above can fail
+    everything = kafka.read_to_end(sink, 1, isolation="read_uncommitted")
+    assert len(everything) > len(got)
+    assert set(kwc.record_pairs(everything)) == set(expected)
     # transactions ended (markers): in process, at the restore and at the end of input
-    assert holes(kafka, sink, got) >= 2
+    assert holes(kafka, sink, everything) >= 2
     restored = run.checkpoints.status()["restored_from"][-1]
     assert kafka.committed(transactional_id("kafka-txn-crash", "out", 0), sink, 1)[0] >= restored
