@@ -102,27 +102,52 @@ def _all_committed(kafka, group, topic):
     return kafka.committed(group, topic, PARTITIONS) == kafka.ends(topic, PARTITIONS)
 
 
+def _reads(work) -> dict[int, list[int]]:
+    """Return ``{spout task id: the partitions its last assignment log line names}``."""
+    held = {}
+    for log in work.glob("gen-*/container-*/logs/instance-kafka-*.log"):
+        lines = [line for line in log.read_text(errors="replace").splitlines()
+                 if "KafkaSpout kafka task" in line and "; reads [" in line]
+        if lines:
+            named = lines[-1].rsplit("; reads ", 1)[1]
+            held[int(log.name.split("-")[-1].split(".")[0])] = [
+                int(part.split(")")[0]) for part in named.split(", ")[1::2]]
+    return held
+
+
 @pytest.mark.fault
 def test_group_mode_at_least_once_survives_a_killed_spout_instance(spark, kafka, tmp_path,
                                                                    hconf):
     name = "kafka-group-kill"
     source, sink = kafka.create_topic(PARTITIONS), kafka.create_topic(2)
-    kafka.produce(source, [line.encode() for line in kwc.lines(800)], PARTITIONS)
+    kafka.produce(source, [line.encode() for line in kwc.lines(2000)], PARTITIONS)
     topology = kwc.build(name, kafka.servers, source, sink, group="gkill", config={
         "topology.stmgrs": 2, "topology.message.timeout.secs": 4,
-        "topology.max.spout.pending": 50, kwc.SLEEP_MS: 2},
+        "topology.max.spout.pending": 50, kwc.SLEEP_MS: 5},
         spout_config={"kafka.assignment": "group", **FAST_GROUP})
-    want = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 800))
+    want = kwc.expected(kafka.read(source, PARTITIONS, lambda got: len(got) >= 2000))
     handle = kafka_support.submit_running(spark, hconf, topology)
     work = tmp_path / "work" / name
     try:
-        kafka.read(sink, 2, lambda got: len(got) >= 500, timeout=TIMEOUT)
-        victims = faults.find(work, "instance", component="kafka")
-        assert victims, "no spout instance to kill"
-        faults.kill9(victims[0])
-        wait_until(lambda: [p for p in faults.find(work, "instance", component="kafka")
-                            if p != victims[0]] and len(faults.find(
-                                work, "instance", component="kafka")) == 2, 60,
+        # once both tasks hold partitions (the group split them) and every partition has
+        # commits, kill the task holding the partition with the most left to read (>= 100)
+        ends = kafka.ends(source, PARTITIONS)
+
+        def busiest():
+            held = _reads(work)
+            done = kafka.committed("gkill", source, PARTITIONS)
+            left = {t: max((ends[p] - done[p] for p in held[t]), default=0) for t in held}
+            if len([t for t in held if held[t]]) < 2 or min(done.values()) <= 0 or \
+                    max(left.values()) < 100:
+                return None
+            return max(left, key=left.__getitem__)
+
+        task = wait_until(busiest, 60, message="both spout tasks reading their partitions")
+        victim = next(pid for pid in faults.find(work, "instance", component="kafka")
+                      if faults.task_of(pid) == task)
+        faults.kill9(victim)
+        wait_until(lambda: len([p for p in faults.find(work, "instance", component="kafka")
+                                if p != victim]) == 2, 60,
                    message="the killed spout instance to be restarted")
         out = kafka.read(sink, 2, lambda got: kwc.seen(got) >= want, timeout=TIMEOUT)
         wait_until(lambda: _all_committed(kafka, "gkill", source), 60,
