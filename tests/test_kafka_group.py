@@ -129,20 +129,22 @@ def test_group_mode_at_least_once_survives_a_killed_spout_instance(spark, kafka,
     handle = kafka_support.submit_running(spark, hconf, topology)
     work = tmp_path / "work" / name
     try:
-        # once both tasks hold partitions (the group split them) and every partition has
-        # commits, kill the task holding the partition with the most left to read (>= 100)
+        # once both tasks hold partitions (the group split them), kill the task holding the
+        # partition with the most left to read (at least 100 records)
         ends = kafka.ends(source, PARTITIONS)
 
         def busiest():
             held = _reads(work)
             done = kafka.committed("gkill", source, PARTITIONS)
-            left = {t: max((ends[p] - done[p] for p in held[t]), default=0) for t in held}
-            if len([t for t in held if held[t]]) < 2 or min(done.values()) <= 0 or \
-                    max(left.values()) < 100:
+            left = {t: max((ends[p] - max(done[p], 0) for p in held[t]), default=0)
+                    for t in held}
+            if len([t for t in held if held[t]]) < 2 or max(left.values()) < 100:
                 return None
             return max(left, key=left.__getitem__)
 
-        task = wait_until(busiest, 60, message="both spout tasks reading their partitions")
+        kafka.read(sink, 2, lambda got: len(got) >= 300, timeout=TIMEOUT)  # records flow
+        task = wait_until(busiest, 60, message="both spout tasks holding partitions, one "
+                          "with at least 100 records left")
         victim = next(pid for pid in faults.find(work, "instance", component="kafka")
                       if faults.task_of(pid) == task)
         faults.kill9(victim)
