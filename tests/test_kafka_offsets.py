@@ -60,6 +60,30 @@ def test_a_failed_commit_is_sent_again():
     assert tracker.to_commit() == {TP: 1}
 
 
+def test_each_assignment_of_a_partition_has_a_new_generation():
+    # a record id carries it: an ack from before a revoke cannot ack the same offset re-emitted
+    tracker = OffsetTracker()
+    tracker.assign(TP, 0)
+    first = tracker.generation(TP)
+    tracker.emitted(TP, 0)
+    tracker.revoke(TP)
+    assert TP not in tracker and tracker.pending_count() == 0
+    tracker.assign(TP, 0)
+    assert tracker.generation(TP) != first and tracker.emitted(TP, 0)
+
+
+def test_group_consumers_rebalance_cooperatively_and_refresh_metadata():
+    config = kafka_config.spout_settings({
+        "kafka.bootstrap.servers": "h:1", "kafka.group.id": "g", "kafka.topics": "t",
+        "kafka.assignment": " Group ", "kafka.metadata.refresh.secs": 2})
+    assert config["kafka.assignment"] == "group"
+    consumer = kafka_config.consumer_properties(config)
+    assert consumer["partition.assignment.strategy"] == "cooperative-sticky"
+    assert consumer["topic.metadata.refresh.interval.ms"] == 2000
+    static = kafka_config.consumer_properties({**config, "kafka.assignment": "static"})
+    assert "partition.assignment.strategy" not in static
+
+
 def test_partitions_have_exactly_one_owner_at_any_parallelism():
     partitions = [("b", 1), ("a", 0), ("a", 1), ("b", 0), ("a", 2)]
     for tasks in (1, 2, 3, 5, 7):

@@ -274,6 +274,16 @@ class BaseComponent:
         self.delegate.log(message, level)
 
     @classmethod
+    def _check_in_topology(cls, name: str, config: dict, settings: Any) -> None:
+        """Refuse a component config the topology's settings rule out (driver; no I/O).
+
+        Called when a topology is validated (submit, the in-process runner) with ``config``,
+        the component's config over the topology's, and ``settings``, their
+        ``TopologyConfig``. Raise ``TopologyValueError`` naming the component, the value and
+        the fix. Nothing is refused by default.
+        """
+
+    @classmethod
     def spec(cls, name: str | None = None, par: int = 1, inputs=None, config: dict | None = None,
              optional_outputs=None) -> HeronComponentSpec:
         """Return this component's spec.

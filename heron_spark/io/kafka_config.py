@@ -30,6 +30,7 @@ METADATA_REFRESH_SECS = "kafka.metadata.refresh.secs"
 CHECK_TIMEOUT_SECS = "kafka.check.timeout.secs"
 BOUNDED = "kafka.bounded"              # spout: end at the end offsets seen at start
 EVENT_TIME = "kafka.event.time"        # spout: records' timestamps are their event time
+ASSIGNMENT = "kafka.assignment"        # spout: 'static' (by task index) | 'group' (rebalancing)
 TOPIC = "kafka.topic"                  # sink: the topic it produces to
 TRANSACTIONS = "kafka.transactions"    # sink, effectively once: 'auto' | True | False
 INSTALL_EXTRA = "kafka"
@@ -95,6 +96,7 @@ def spout_settings(config: dict, component: str | None = None) -> dict:
         msg = f"a decoder's tuples need field names in {OUTPUT_FIELDS!r}"
         raise TopologyValueError(msg, component=component, value=config.get(DECODER),
                                  kind="config", fix=f"set {OUTPUT_FIELDS!r}: ['word', ...]")
+    config[ASSIGNMENT] = assignment_choice(config.get(ASSIGNMENT, STATIC), component)
     config.setdefault(BOUNDED, False)
     config.setdefault(EVENT_TIME, True)
     config.setdefault(MAX_RECORDS_PER_CALL, 500)
@@ -103,6 +105,42 @@ def spout_settings(config: dict, component: str | None = None) -> dict:
     config.setdefault(METADATA_REFRESH_SECS, 30.0)
     config.setdefault(CHECK_TIMEOUT_SECS, 10.0)
     return config
+
+
+STATIC = "static"
+GROUP = "group"
+
+
+def assignment_choice(value: Any, component: str | None = None) -> str:
+    """Return ``kafka.assignment`` as ``'static'`` or ``'group'``; raise if invalid.
+
+    ``static`` (the default): each task reads a fixed share of the partitions, by task index;
+    ``group``: the tasks join the consumer group (``subscribe``) and Kafka's rebalancing
+    (cooperative-sticky) spreads the partitions over the tasks alive.
+    """
+    text = str(value).strip().lower() if value is not None else STATIC
+    if text in (STATIC, GROUP):
+        return text
+    msg = f"{ASSIGNMENT!r} must be {STATIC!r} or {GROUP!r}"
+    raise TopologyValueError(msg, component=component, value=value, kind="config",
+                             fix=f"set {ASSIGNMENT!r} to {STATIC!r} (the default: partitions by "
+                                 f"task index) or {GROUP!r} (the consumer group's rebalancing)")
+
+
+def check_reliability(config: dict, component: str | None, effectively_once: bool) -> None:
+    """Refuse ``kafka.assignment: 'group'`` under effectively once (``TopologyValueError``).
+
+    A checkpoint holds each task's read offsets; with the group's rebalancing a partition can
+    change task between two checkpoints, and a rollback would then restore its offset in two
+    tasks' states, or in none. Static assignment keeps every partition in one task's state.
+    """
+    if effectively_once and assignment_choice(config.get(ASSIGNMENT, STATIC), component) == GROUP:
+        msg = (f"{ASSIGNMENT!r} {GROUP!r} cannot be used under effectively once (a checkpoint "
+               f"keeps each task's offsets, and the group's rebalancing moves partitions "
+               f"between tasks)")
+        raise TopologyValueError(msg, component=component, value=GROUP, kind="config",
+                                 fix=f"use {ASSIGNMENT!r} {STATIC!r} (the default) under "
+                                     f"effectively once, or an at-least-once topology")
 
 
 def sink_settings(config: dict, component: str | None = None) -> dict:
@@ -151,9 +189,23 @@ CONSUMER_DEFAULTS: dict[str, Any] = {
 PRODUCER_DEFAULTS: dict[str, Any] = {"acks": "all", "linger.ms": 5}
 
 
+# Group mode (``kafka.assignment: 'group'``) adds these: incremental (cooperative) rebalancing,
+# so a task joining or leaving moves only the partitions that change owner and the others keep
+# being read through the rebalance.
+GROUP_DEFAULTS: dict[str, Any] = {"partition.assignment.strategy": "cooperative-sticky"}
+
+
 def consumer_properties(config: dict) -> dict:
-    """Return the spout consumer's settings: ``CONSUMER_DEFAULTS`` under ``kafka.properties``."""
-    return client_properties(config, **{"group.id": str(config[GROUP_ID]), **CONSUMER_DEFAULTS})
+    """Return the spout consumer's settings: ``CONSUMER_DEFAULTS`` under ``kafka.properties``.
+
+    In group mode also ``GROUP_DEFAULTS``, and the client refreshes its metadata (new
+    partitions of the subscribed topics) every ``kafka.metadata.refresh.secs``.
+    """
+    ours = {"group.id": str(config[GROUP_ID]), **CONSUMER_DEFAULTS}
+    if config.get(ASSIGNMENT) == GROUP:
+        refresh_ms = int(float(config.get(METADATA_REFRESH_SECS, 30.0)) * 1000)
+        ours.update(GROUP_DEFAULTS, **{"topic.metadata.refresh.interval.ms": refresh_ms})
+    return client_properties(config, **ours)
 
 
 def producer_properties(config: dict) -> dict:

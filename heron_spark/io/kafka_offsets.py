@@ -39,6 +39,7 @@ class _Partition:
     """Pending offsets and read position of one partition."""
 
     position: int                      # next offset to read from Kafka
+    generation: int = 0                # which assignment of the partition this is
     pending: set[int] = dataclasses.field(default_factory=set)
     committed: int | None = None       # last offset handed out by ``to_commit``
 
@@ -48,10 +49,21 @@ class OffsetTracker:
 
     def __init__(self) -> None:
         self._partitions: dict[TopicPartition, _Partition] = {}
+        self._assignments = 0
 
     def assign(self, tp: TopicPartition, position: int) -> None:
-        """Start tracking ``tp``, reading from ``position`` (a committed or restored offset)."""
-        self._partitions[tp] = _Partition(position=position, committed=position)
+        """Start tracking ``tp``, reading from ``position`` (a committed or restored offset).
+
+        Each assignment gets a new ``generation``: a record emitted under an earlier one (the
+        partition was revoked, then came back) is told apart from the same offset emitted again.
+        """
+        self._assignments += 1
+        self._partitions[tp] = _Partition(position=position, generation=self._assignments,
+                                          committed=position)
+
+    def generation(self, tp: TopicPartition) -> int:
+        """Return the number of ``tp``'s current assignment (see ``assign``)."""
+        return self._partitions[tp].generation
 
     def revoke(self, tp: TopicPartition) -> None:
         """Stop tracking ``tp`` (it moved to another task); its pending records are forgotten."""

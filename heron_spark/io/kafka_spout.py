@@ -5,14 +5,28 @@ are bytes (or None), ``timestamp`` is the record's Kafka timestamp in millisecon
 the broker gave none). A ``kafka.decoder`` (a picklable callable taking those six values and
 returning a tuple) with ``kafka.output.fields`` emits its own fields instead.
 
-Partitions are spread over the spout's tasks by index (``kafka_offsets.assign_partitions``),
-not by the consumer group's rebalancing protocol: the split is a pure function of the partition
-list and the parallelism, so a restarted task reads the same partitions at once (no group
-rebalance to wait for), an ``update`` of the parallelism moves each partition to exactly one new
-owner, and brokers whose group coordination is limited (Tansu, used by our tests, does not
-complete a JoinGroup) work. The group (``kafka.group.id``) stores the committed offsets, which
-is where a task taking over a partition starts. New partitions and topics matching
-``kafka.pattern`` are picked up every ``kafka.metadata.refresh.secs``.
+Which task reads which partition (``kafka.assignment``):
+
+- ``static`` (the default): partitions are spread over the spout's tasks by index
+  (``kafka_offsets.assign_partitions``), not by the consumer group's rebalancing protocol: the
+  split is a pure function of the partition list and the parallelism, so a restarted task reads
+  the same partitions at once (no group rebalance to wait for), an ``update`` of the
+  parallelism moves each partition to exactly one new owner, and every partition's offsets stay
+  in one task's checkpoints (effectively once).
+- ``group``: every task joins the consumer group (``subscribe``) and Kafka's cooperative-sticky
+  rebalancing spreads the partitions over the tasks alive (and any other consumer of the same
+  group). When a partition is revoked from a task, the task first commits, synchronously, the
+  offset below which every record of it is done (at-least-once: acked), then forgets the
+  partition's records in flight: their late acks are ignored and their fails not replayed by
+  it, as the new owner reads on from that commit (records after it may be seen twice). A lost
+  partition (the task was out of the group too long) is forgotten without a commit. A task
+  killed with ``kill -9`` keeps its partitions until the group's ``session.timeout.ms``
+  (librdkafka's default is 45 s; ``kafka.properties`` may set it lower); its restarted instance
+  joins as a new member. Refused under effectively once (``kafka_config.check_reliability``).
+
+The group (``kafka.group.id``) stores the committed offsets, which is where a task taking over
+a partition starts. New partitions and topics matching ``kafka.pattern`` are picked up every
+``kafka.metadata.refresh.secs``.
 
 Offsets per reliability mode:
 
@@ -32,7 +46,9 @@ Offsets per reliability mode:
 
 With ``kafka.bounded: True`` a task reads its partitions up to the end offsets they had when it
 started (as a batch read of Kafka does), commits, and declares itself exhausted once every
-record it emitted is acked; the topology then ends as a bounded one does.
+record it emitted is acked; the topology then ends as a bounded one does. In group mode a task
+notes every partition's end when it starts, and declares itself exhausted (and leaves the
+group) once nothing of its own is pending and the group's committed offsets reach every end.
 
 Latency: ``next_tuple`` takes every record the client has already fetched without waiting;
 only when there is none does it wait, in ``poll``, which returns as soon as a record arrives,
@@ -71,6 +87,7 @@ from heron_spark.io.kafka_offsets import (OffsetTracker, TopicPartition, assign_
 
 LAG_METRIC = "__kafka-lag"
 LAG_BUCKET_SECS = 2  # how often the lag is sampled (cheap: the client's cached watermarks)
+GROUP_END_CHECK_SECS = 0.2  # bounded group mode: how often the group's commits are read
 STATE_KEY = "kafka_offsets"
 _LOG = logging.getLogger(__name__)
 
@@ -90,6 +107,11 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
     """See the module docstring. Configure through the component config (``kafka.*`` keys)."""
 
     outputs = [Stream(fields=list(kc.SPOUT_FIELDS))]
+
+    @classmethod
+    def _check_in_topology(cls, name, config, settings) -> None:
+        """Refuse group assignment under effectively once (see the module docstring)."""
+        kc.check_reliability(config, name, settings.effectively_once)
 
     @classmethod
     def spec(cls, name=None, par=1, inputs=None, config=None, optional_outputs=None):
@@ -138,8 +160,12 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         mode = TopologyConfig.from_config(config)
         self._reliable = mode.at_least_once
         self._stateful = self._checkpointed is not None
+        kc.check_reliability(config, self._name, self._stateful)
+        self._group = config[kc.ASSIGNMENT] == kc.GROUP
         self._task_id = context.get_task_id()
-        properties = kc.consumer_properties(config)
+        properties = {**kc.consumer_properties(config), "on_commit": self._on_commit}
+        # (kafka.properties may set an eager strategy: the callbacks then get whole assignments)
+        self._cooperative = "cooperative" in str(properties.get("partition.assignment.strategy"))
         self._consumer = self._ck.Consumer(properties)
         self._saved: dict[int, dict[TopicPartition, int]] = {}  # checkpoint -> its offsets
         self._reset = str(properties["auto.offset.reset"])
@@ -157,19 +183,132 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         self._poll_secs = float(config[kc.POLL_TIMEOUT_MS]) / 1000.0
         self._commit_every = float(config[kc.COMMIT_INTERVAL_SECS])
         self._refresh_every = float(config[kc.METADATA_REFRESH_SECS])
-        self._committed_at = self._refreshed_at = time.monotonic()
+        self._committed_at = self._refreshed_at = self._group_checked_at = time.monotonic()
+        self._topics: dict[str, int] = {}  # group mode: the subscription
+        self._closing = False
+        self._callback_error: Exception | None = None  # raised by a rebalance callback
         try:
-            self._refresh_assignment()
+            if self._group:
+                self._subscribe()
+            else:
+                self._refresh_assignment()
         except TopologyValueError:
             self._consumer.close()
             self._consumer = None
             raise
         self._ends: dict[TopicPartition, int] | None = None
         if config[kc.BOUNDED]:
-            self._ends = {tp: self._consumer.get_watermark_offsets(
-                self._ck.TopicPartition(*tp), timeout=float(config[kc.CHECK_TIMEOUT_SECS]))[1]
-                for tp in self._tracker.partitions()}
+            # static: this task's partitions; group: every partition, wherever it goes
+            partitions = [(topic, p) for topic, count in self._topics.items()
+                          for p in range(count)] if self._group else self._tracker.partitions()
+            self._ends = {}
+            for tp in partitions:
+                low, high = self._consumer.get_watermark_offsets(
+                    self._ck.TopicPartition(*tp), timeout=float(config[kc.CHECK_TIMEOUT_SECS]))
+                self._ends[tp] = high if high > low else 0  # 0: nothing to read
         context.register_metric(LAG_METRIC, _Lag(self), LAG_BUCKET_SECS)
+
+    # ---- group mode: Kafka's rebalancing assigns the partitions -----------------------------
+    def _subscribe(self) -> None:
+        """Check the topics and subscribe to them (again, when the topics changed)."""
+        pattern = self._config.get(kc.PATTERN) or None
+        topics = kc.check_cluster(self._consumer, self._name, self._config,
+                                  None if pattern else kc.topics_of(self._config), pattern)
+        if sorted(topics) != sorted(self._topics):
+            self._consumer.subscribe(sorted(topics), on_assign=self._guard(self._on_assign),
+                                     on_revoke=self._guard(self._on_revoke),
+                                     on_lost=self._guard(self._on_lost))
+            self.log(f"KafkaSpout {self._name} task {self._index} subscribes to "
+                     f"{sorted(topics)} in group {self._config[kc.GROUP_ID]!r}")
+        self._topics = topics
+
+    def _guard(self, handler):
+        """Return ``handler`` for librdkafka to call: an exception is kept, raised after poll."""
+        def call(consumer, partitions) -> None:
+            try:
+                handler(consumer, partitions)
+            except Exception as exc:  # noqa: BLE001 - raised by _raise_callback_error
+                self._callback_error = exc
+        return call
+
+    def _raise_callback_error(self) -> None:
+        error, self._callback_error = self._callback_error, None
+        if error is not None:
+            msg = f"the Kafka consumer's rebalance failed: {error}"
+            raise TopologyRuntimeError(msg, component=self._name) from error
+
+    def _on_assign(self, consumer, partitions) -> None:
+        """Start reading the partitions given to this task, each at its start offset."""
+        if not partitions or self._consumer is None or self._closing:
+            return  # (closing: the client assigns them itself, then revokes them at once)
+        tps = [(part.topic, part.partition) for part in partitions]
+        starts = self._start_offsets(tps)
+        for tp in tps:
+            self._tracker.assign(tp, starts[tp])
+        given = [self._ck.TopicPartition(t, p, starts[(t, p)]) for t, p in tps]
+        if self._cooperative:
+            consumer.incremental_assign(given)
+        else:  # an eager strategy set in kafka.properties: everything was revoked before
+            consumer.assign(given)
+        self._assignment_changed(f"is given {starts}")
+
+    def _on_revoke(self, consumer, partitions) -> None:
+        """Commit what is done of the partitions taken away (synchronously), then drop them."""
+        tps = {(part.topic, part.partition) for part in partitions}
+        done = {tp: off for tp, off in self._tracker.offsets().items() if tp in tps}
+        self._commit(done, asynchronous=False)
+        self._give_up(consumer, partitions, f"gives up {done}")
+
+    def _on_lost(self, consumer, partitions) -> None:
+        """Drop partitions the group gave away already (no commit: they are not ours)."""
+        self._give_up(consumer, partitions, "lost "
+                      f"{sorted((part.topic, part.partition) for part in partitions)}")
+
+    def _give_up(self, consumer, partitions, what: str) -> None:
+        gone = {(part.topic, part.partition) for part in partitions}
+        for tp in gone:
+            self._tracker.revoke(tp)
+        # late acks of these records are ignored, late fails not replayed: see the docstring
+        kept = {tup_id: pending for tup_id, pending in self._records.items()
+                if (tup_id[0], tup_id[1]) not in gone}
+        if len(kept) < len(self._records):
+            what += f" ({len(self._records) - len(kept)} records in flight left to the next owner)"
+        self._records = kept
+        if self._cooperative:
+            consumer.incremental_unassign(partitions)
+        else:
+            consumer.unassign()
+        self._assignment_changed(what)
+
+    def _assignment_changed(self, what: str) -> None:
+        if self._event_time:
+            self.set_watermark_partitions(self._tracker.partitions())
+        self.log(f"KafkaSpout {self._name} task {self._index} {what}; reads "
+                 f"{self._tracker.partitions()}")
+
+    def _group_done(self) -> bool:
+        """Bounded group mode: tell whether the group committed every partition's end.
+
+        Commits this task's offsets again first (synchronously: an asynchronous commit that
+        failed in a rebalance would otherwise hold every task back).
+        """
+        assert self._ends is not None
+        now = time.monotonic()
+        if now - self._group_checked_at < GROUP_END_CHECK_SECS:
+            return False
+        self._group_checked_at = now
+        self._commit(self._tracker.offsets(), asynchronous=False)
+        try:
+            found = self._consumer.committed(
+                [self._ck.TopicPartition(*tp) for tp in self._ends],
+                timeout=float(self._config[kc.CHECK_TIMEOUT_SECS]))
+        except self._ck.KafkaException as exc:  # a rebalance, the coordinator moving: later
+            self.log(f"KafkaSpout {self._name}: reading the group's offsets failed ({exc}); "
+                     "retrying", "warning")
+            return False
+        # (an end of 0: nothing to read, whether or not the group ever committed there)
+        return all(part.offset >= self._ends[(part.topic, part.partition)] or
+                   not self._ends[(part.topic, part.partition)] for part in found)
 
     def _refresh_assignment(self) -> None:
         """Read the topics' partitions; assign this task its share, seeking new ones."""
@@ -217,12 +356,16 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
             return
         if not self._stateful:
             self._commit(self._tracker.offsets(), asynchronous=False)
-        consumer.close()
+        self._closing = True
+        consumer.close()  # group mode: leaves the group (revoking what it holds)
         self._consumer = None
 
     # ---- emitting ------------------------------------------------------------------------
     def next_tuple(self):
         """Emit replays of failed records first, then new records (up to a batch)."""
+        if self._consumer is None:  # bounded group mode: left the group, exhausted
+            self.declare_exhausted()
+            return
         emitted = 0
         while self._replay and emitted < self._per_call:
             tup_id = self._replay.popleft()
@@ -234,8 +377,15 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         if self._ends is not None and self._read_to_end():
             if not self._records and not self._replay:
                 self._commit(self._tracker.to_commit(), asynchronous=False)
-                self.declare_exhausted()
-            return
+                if not self._group:
+                    self.declare_exhausted()
+                elif self._group_done():
+                    self.close()  # leave the group: nothing is left to read
+                    self.declare_exhausted()
+                    return
+            if not self._group:
+                return
+            # group mode polls on: rebalances are served in poll, and may bring partitions
         if emitted < self._per_call:
             for message in self._fetched(self._per_call - emitted, wait=not emitted):
                 self._emit_message(message)
@@ -244,7 +394,10 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
             self._commit(self._tracker.to_commit(), asynchronous=True)
         if self._ends is None and now - self._refreshed_at >= self._refresh_every:
             self._refreshed_at = now
-            self._refresh_assignment()
+            if self._group:
+                self._subscribe()
+            else:
+                self._refresh_assignment()
 
     def _fetched(self, most: int, wait: bool) -> list:
         """Return up to ``most`` records the client has fetched, at once if it has any.
@@ -255,17 +408,22 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         which returns as soon as one record arrives, for at most ``kafka.poll.timeout.ms``.
         """
         messages = self._consumer.consume(num_messages=most, timeout=0)
+        self._raise_callback_error()
         if messages or not wait or self._poll_secs <= 0:
             return messages
         first = self._consumer.poll(self._poll_secs)
+        self._raise_callback_error()
         if first is None:
             return []
         return [first, *self._consumer.consume(num_messages=most - 1, timeout=0)] \
             if most > 1 else [first]
 
     def _read_to_end(self) -> bool:
-        assert self._ends is not None
-        return all(self._tracker.position(tp) >= end for tp, end in self._ends.items())
+        """Tell whether this task read each of its partitions up to its end."""
+        ends = self._ends
+        assert ends is not None
+        return all(self._tracker.position(tp) >= ends.get(tp, 0)
+                   for tp in self._tracker.partitions())
 
     def _emit_message(self, message) -> None:
         error = message.error()
@@ -291,8 +449,8 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
             values = tuple(self._decoder(*values))
         if not self._event_time:
             stamp = None
-        if self._reliable:
-            tup_id = (tp[0], tp[1], offset)
+        if self._reliable:  # (the generation tells a record emitted again after a revoke)
+            tup_id = (tp[0], tp[1], offset, self._tracker.generation(tp))
             self._records[tup_id] = (values, stamp)
             self.emit(values, tup_id=tup_id, timestamp=stamp, partition=tp)
         else:
@@ -319,6 +477,11 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         except self._ck.KafkaException as exc:  # the next commit carries the same offsets
             self.log(f"KafkaSpout {self._name}: offset commit failed ({exc}); retrying later",
                      "warning")
+            self._tracker.forget_commits()
+
+    def _on_commit(self, error, partitions) -> None:
+        """Make the next commit carry every offset again when an asynchronous one failed."""
+        if error is not None:
             self._tracker.forget_commits()
 
     def lag(self) -> dict[str, int]:

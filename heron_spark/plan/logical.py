@@ -281,6 +281,8 @@ def _component(spec: HeronComponentSpec, topo_config: dict) -> ComponentDecl:
     config = {**topo_config, **(spec.custom_config or {}),
               keys.TOPOLOGY_COMPONENT_PARALLELISM: par}
     settings = TopologyConfig.from_config(config, name)
+    if checked is not None and issubclass(checked, (Spout, Bolt)):  # (_check_class ran)
+        checked._check_in_topology(name, config, settings)
     field = (spec.custom_config or {}).get(keys.TOPOLOGY_BOLTS_TUPLE_TIMESTAMP_FIELD_NAME)
     if spec.is_spout and field is not None and \
             not any(field in stream.fields for stream in outputs.values()):
