@@ -41,7 +41,14 @@ def read_deltalake(path) -> collections.Counter:
 
 
 def read_duckdb(path) -> collections.Counter:
-    """The table's rows as DuckDB reads them, replaying ``_delta_log`` (adds minus removes)."""
+    """The table's ``(word, line)`` rows as DuckDB reads them (``read_duckdb_rows``)."""
+    return collections.Counter({(str(w), str(line)): n for (w, line), n in
+                                read_duckdb_rows(path, "word, line").items()})
+
+
+def read_duckdb_rows(path, columns: str) -> collections.Counter:
+    """The table's rows (``columns``) as DuckDB reads them, replaying ``_delta_log`` (the
+    files added and not removed)."""
     import duckdb
 
     log = Path(path) / "_delta_log"
@@ -56,9 +63,9 @@ def read_duckdb(path) -> collections.Counter:
     files = [str(Path(path) / unquote(a)) for a in added if a not in removed]
     if not files:
         return collections.Counter()
-    rows = con.execute("select word, line from read_parquet(?, hive_partitioning=true)",
+    rows = con.execute(f"select {columns} from read_parquet(?, hive_partitioning=true)",
                        [files]).fetchall()
-    return collections.Counter((str(w), str(line)) for w, line in rows)
+    return collections.Counter(rows)
 
 
 def read_spark(path) -> collections.Counter:
