@@ -201,3 +201,19 @@ def test_a_path_that_cannot_be_written_fails_at_task_start(tmp_path):
         run_local(_values_topology(blocker / "table", "words"), conf=NO_RESTARTS, timeout=60)
     assert caught.value.component == "out"
     assert "delta.path" in str(caught.value) and str(blocker) in str(caught.value)
+
+
+def test_an_unreachable_object_store_fails_at_task_start(tmp_path):
+    """An ``s3://`` table behind an endpoint nothing listens on: one error naming the table."""
+    import kafka_support
+
+    endpoint = f"http://127.0.0.1:{kafka_support.free_port()}"
+    options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+               "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "max_retries": "0"}
+    with pytest.raises(TopologyRuntimeError) as caught:
+        run_local(_values_topology("s3://no-such-bucket/words", "words",
+                                   {"delta.storage.options": options}),
+                  conf=NO_RESTARTS, timeout=60)
+    assert caught.value.component == "out"
+    assert "s3://no-such-bucket/words" in str(caught.value)
+    assert "delta.storage.options" in str(caught.value)

@@ -99,6 +99,5 @@ def test_the_kafka_to_delta_example_writes_each_word_once(spark, kafka, tmp_path
     got = collections.Counter(tuple(r.values()) for r in table.to_pyarrow_table(
         columns=["word", "partition", "offset", "position"]).to_pylist())
     assert got == want
-    assert sum(ds.read_duckdb_rows(path, "word, partition, offset, position").values()) == \
-        sum(want.values())
+    assert ds.read_duckdb_rows(path, '"word", "partition", "offset", "position"') == want
     assert ds.check_txns(path) == len(ds.txn_versions(path))
