@@ -217,3 +217,13 @@ def test_an_unreachable_object_store_fails_at_task_start(tmp_path):
     assert caught.value.component == "out"
     assert "s3://no-such-bucket/words" in str(caught.value)
     assert "delta.storage.options" in str(caught.value)
+
+
+def test_checkpoints_rows_join_when_a_column_was_all_null_in_one():
+    """A column with only None in one checkpoint (typed string) takes the other's type."""
+    from heron_spark.io.delta_sink import _concat, _to_ipc
+
+    first = pa.table({"word": ["a"], "n": pa.array([None], pa.string())})
+    joined = _concat([_to_ipc(first), pa.table({"word": ["b"], "n": [2]})])
+    assert joined.schema.field("n").type == pa.int64()
+    assert joined.to_pylist() == [{"word": "a", "n": None}, {"word": "b", "n": 2}]

@@ -38,6 +38,11 @@ When rows are committed depends on the reliability mode:
 - at-most-once: commits on the same triggers; nothing is acked or replayed, so a killed
   sink's buffered rows are lost.
 
+Costs: under effectively once a checkpoint interval's rows wait in memory and are saved in
+the checkpoint's state until the checkpoint commits (keep the interval short for a busy
+stream); every commit is one Delta version (``OPTIMIZE`` / ``VACUUM`` the table now and then,
+as for any streaming writer).
+
 Tasks with ``par > 1`` each commit their own versions; Delta's concurrent-append conflicts
 are retried from a fresh snapshot with backoff (``delta.commit.retries`` times) and then fail
 the task naming the table. Runs in a Heron Instance, on the task thread. Bad config fails
@@ -337,14 +342,11 @@ def _concat(parts: list):
     if len(tables) == 1:
         return tables[0]
     types = {}
-    for table in tables:
+    for table in tables:  # the type of a column that holds values wins over an all-null one's
         for field in table.schema:
             column = table.column(field.name)
             if column.null_count < len(column) or field.name not in types:
-                if column.null_count < len(column):
-                    types[field.name] = field.type
-                else:
-                    types.setdefault(field.name, field.type)
+                types[field.name] = field.type
     schema = pa.schema([(name, types[name]) for name in tables[0].schema.names])
     return pa.concat_tables([t.select(schema.names).cast(schema) for t in tables])
 
