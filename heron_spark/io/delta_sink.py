@@ -76,7 +76,7 @@ COMMIT_BYTES = "delta.commit.bytes"
 COMMIT_INTERVAL_SECS = "delta.commit.interval.secs"
 COMMIT_RETRIES = "delta.commit.retries"
 SCHEMA_MODES = ("fail", "merge")
-STATE_KEY = "delta.pending"  # the checkpointed state: {"run": token, "pending": {id: IPC}}
+STATE_KEY = "delta.pending"  # the state: {"run": token, "checkpoint": id, "pending": {id: IPC}}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -220,7 +220,9 @@ class DeltaSink(Bolt, TwoPhaseStatefulComponent):
                        f"{context.get_task_index()}/{self._run}")
         self._pending: dict[int, bytes] = {int(k): v for k, v in
                                            (saved.get("pending") or {}).items()}
-        self._last_checkpoint = max(self._pending, default=0)
+        # the last checkpoint saved: an end of input's tail commits under the version after it
+        self._last_checkpoint = max(int(saved.get("checkpoint") or 0),
+                                    max(self._pending, default=0))
         if self._eo:
             self._commit_due(self._last_checkpoint)  # the restored checkpoint is committed
         else:  # ticks commit by age
@@ -322,7 +324,8 @@ class DeltaSink(Bolt, TwoPhaseStatefulComponent):
 
     def _put_state(self) -> None:
         if self._state is not None:
-            self._state.put(STATE_KEY, {"run": self._run, "pending": dict(self._pending)})
+            self._state.put(STATE_KEY, {"run": self._run, "checkpoint": self._last_checkpoint,
+                                        "pending": dict(self._pending)})
 
 
 def _to_ipc(table) -> bytes:
