@@ -26,6 +26,7 @@ from heron_spark.heronpy_alias import install as install_heronpy_alias
 from heron_spark.io import FileSpout
 from heron_spark.io import FileSource, ParquetSink, from_dataframe
 from heron_spark.io import KafkaSink, KafkaSpout
+from heron_spark.io import DeltaSink
 from heron_spark.sql import register_data_source
 
 
@@ -48,6 +49,7 @@ __all__ = [
     "DuplicateMetricError", "ExtrasError", "FileSpout",
     "FileSource", "ParquetSink", "from_dataframe",
     "KafkaSink", "KafkaSpout",
+    "DeltaSink",
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError", "HeronTuple",
     "ICustomGrouping", "IHeronSerializer", "IMetric", "IReducer", "ITaskHook", "MeanReducedMetric",
     "MeanReducer", "MultiAssignableMetrics", "MultiCountMetric", "MultiMeanReducedMetric",

@@ -25,6 +25,7 @@ EXPECTED = {
     "WorkerEnvironmentError", "WrongPlaceError",
     "__version__",
     "ExtrasError", "KafkaSink", "KafkaSpout",  # heron_spark.io's Kafka connectors
+    "DeltaSink",  # heron_spark.io's Delta Lake sink
     "api_constants", "batch_source", "install_heronpy_alias", "register_data_source",
     "submit",
     "State", "StatefulComponent", "TwoPhaseStatefulComponent",  # stateful processing (issue 33)

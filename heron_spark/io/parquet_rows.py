@@ -1,4 +1,4 @@
-"""Rows waiting to be written by ``ParquetSink``: columns, their types, their size. No I/O.
+"""Rows waiting to be written by ``ParquetSink`` or ``DeltaSink``: columns, types, size. No I/O.
 
 A column's type is fixed by its first non-null value (``bool``, ``int``, ``float``, ``str``,
 ``bytes``, ``datetime``, ``date``, ``Decimal``, lists and dicts Arrow can convert); later
@@ -41,9 +41,11 @@ def kind_of(value: Any) -> str | None:
 class Rows:
     """Buffered rows of one sink task, column by column (see the module docstring)."""
 
-    def __init__(self, fields: list[str], component: str | None = None) -> None:
+    def __init__(self, fields: list[str], component: str | None = None,
+                 sink: str = "ParquetSink") -> None:
         self.fields = list(fields)
         self.component = component
+        self.sink = sink  # the sink's class name, for error messages
         self.kinds: dict[str, str] = {}
         self.columns: dict[str, list] = {f: [] for f in self.fields}
         self.count = 0
@@ -52,7 +54,7 @@ class Rows:
     def add(self, values) -> None:
         """Take one row (values in field order); raise TopologyTypeError before taking a bad one."""
         if len(values) != len(self.fields):
-            msg = f"ParquetSink got a row of {len(values)} values for fields {self.fields}"
+            msg = f"{self.sink} got a row of {len(values)} values for fields {self.fields}"
             raise TopologyTypeError(msg, component=self.component, value=tuple(values),
                                     fix="emit one value per declared field")
         size = 0
@@ -62,14 +64,14 @@ class Rows:
                 continue
             kind = kind_of(value)
             if kind is None or kind in ("list", "struct"):
-                _check_arrow(value, field, self.component)
+                _check_arrow(value, field, self.component, self.sink)
                 kind = kind or "object"
             known = self.kinds.get(field)
             if known is None:
                 new_kinds[field] = kind
             elif known != kind and not (known == "float" and kind == "int"):
-                msg = (f"ParquetSink: field {field!r} changed type from {known} to {kind}; a "
-                       f"Parquet column has one type")
+                msg = (f"{self.sink}: field {field!r} changed type from {known} to {kind}; a "
+                       f"column has one type")
                 raise TopologyTypeError(msg, component=self.component, value=value,
                                         fix=f"emit {known} values in {field!r} (convert "
                                             f"upstream), or write this stream to another path")
@@ -104,7 +106,7 @@ class Rows:
                 else:
                     arrays[field] = pa.array(values)
             except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-                msg = f"ParquetSink cannot write field {field!r} as Parquet: {exc}"
+                msg = f"{self.sink} cannot write field {field!r} as Arrow: {exc}"
                 raise TopologyTypeError(msg, component=self.component, value=values[:3],
                                         fix="emit values of one Arrow-convertible type per "
                                             "field (convert upstream)") from exc
@@ -192,13 +194,13 @@ def _text(value, field: str, component: str | None):
                                 "parquet.dedupe.fields or parquet.partition.by")
 
 
-def _check_arrow(value, field: str, component: str | None) -> None:
+def _check_arrow(value, field: str, component: str | None, sink: str) -> None:
     import pyarrow as pa
 
     try:
         pa.array([value])
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
-        msg = (f"ParquetSink cannot write field {field!r}: a {type(value).__name__} has no "
+        msg = (f"{sink} cannot write field {field!r}: a {type(value).__name__} has no "
                f"Arrow type ({exc})")
         raise TopologyTypeError(msg, component=component, value=value,
                                 fix="convert it upstream to str, bytes, int, float, bool, "

@@ -1,0 +1,103 @@
+"""DeltaSink on Spark, effectively once, through ``kill -9`` of its instance and of a container.
+
+``fault``: the word count (``FileSpout`` -> split -> ``DeltaSink``, two sink tasks in two
+containers) runs on ``local[4]``; once checkpoints have committed and the table has versions,
+the sink's instance process is killed (``kill -9``), then, after the next commits, the whole
+container 1 (the barrier task's Python worker, so the stage is resubmitted). The table then
+holds exactly the corpus's rows, no duplicate and nothing missing, as read by three
+independent readers: delta-rs, DuckDB replaying ``_delta_log`` itself, and Delta Lake's Spark
+reader (pyspark 4.2.1 with delta-spark 4.4.0, ``spark_readers``). Every Delta version carries
+exactly one application transaction, never the same ``(app id, checkpoint)`` twice, and the
+sinks' logs account for every version.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+import delta_support as ds
+import fault_support as faults
+import parquet_word_count as pwc
+from heron_spark.scheduler.submit import submit
+from heron_spark.statemgr import open_state_manager
+from heron_spark.testing import wait_until
+
+
+def _committed(hconf, name: str) -> int:
+    with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+        return int((statemgr.get_committed_checkpoint(name) or {}).get("id", 0))
+
+
+def _versions(out) -> int:
+    log = out / "_delta_log"
+    return len(list(log.glob("*.json"))) if log.is_dir() else 0
+
+
+@pytest.mark.fault
+def test_effectively_once_through_sink_and_container_kills(spark, tmp_path, hconf):
+    name = "delta-eo-kill"
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "table"
+    text = ds.write_corpus(corpus, 4500)
+    topology = ds.build(name, corpus, out, mode="EFFECTIVELY_ONCE", sinks=2,
+                        config={"topology.stmgrs": 2,
+                                "topology.stateful.checkpoint.interval.seconds": 0.5,
+                                pwc.SLEEP_MS: 2, "heron.stage.resubmit.backoff.secs": 0.5,
+                                "heron.stmgr.backpressure.high.water.tuples": 100,
+                                "heron.stmgr.backpressure.low.water.tuples": 50})
+    handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
+    work = tmp_path / "work" / name
+    handle.wait_running(timeout=120)
+    wait_until(lambda: _committed(hconf, name) >= 2 and _versions(out) >= 2, 60,
+               message="two committed checkpoints and two Delta versions")
+    [victim, *_] = faults.find(work, "instance", component="out")
+    faults.kill9(victim)
+    seen = _versions(out)
+    wait_until(lambda: _versions(out) >= seen + 1, 60,
+               message="the sink to commit again after its restart")
+    [stmgr] = faults.find(work, "stmgr", container=1)
+    faults.kill9(faults.parent_of(stmgr))  # the Spark Python worker running the barrier task
+    assert handle.wait(timeout=180) == "FINISHED", handle.status_detail()
+    detail = handle.status_detail()
+    assert sum(detail["instance_failures"].values()) >= 1 and detail["generation"] >= 1, detail
+    assert max(detail["checkpoint"]["restored_from"]) > 0
+
+    expected = ds.expected_rows(corpus.name, text)
+    for reader in (ds.read_deltalake, ds.read_duckdb, ds.read_spark):
+        got = reader(out)
+        assert got == expected, (reader.__name__, sum(got.values()), sum(expected.values()),
+                                 +(got - expected), +(expected - got))
+    versions = ds.txn_versions(out)
+    assert ds.check_txns(out) == len(versions)  # one transaction a version, none twice
+    logs = "".join(p.read_text(errors="replace") for p in work.rglob("instance-out-*.log"))
+    logged = len(re.findall(r"committed checkpoint\(s\)", logs))
+    assert logged <= len(versions) <= logged + 2, (logged, len(versions))  # (+ kill windows)
+    print(f"{len(versions)} Delta versions, {logged} logged; checkpoint: {detail['checkpoint']}")
+
+
+def test_the_kafka_to_delta_example_writes_each_word_once(spark, kafka, tmp_path, capsys):
+    """``examples/kafka_to_delta.py --bounded`` on Spark: the table holds one row per word of
+    every record on the topic (read back with Kafka's consumer), read with delta-rs and DuckDB."""
+    import collections
+
+    from examples import kafka_to_delta as example
+
+    topic, path = kafka.create_topic(4), tmp_path / "words"
+    kafka.produce(topic, [example.SENTENCES[i % 4].encode() for i in range(400)], 4)
+    records = kafka.read_to_end(topic, 4)
+    assert example.main(["--servers", kafka.servers, "--topic", topic, "--path", str(path),
+                         "--group", "to-delta", "--bounded", "--master", "local[4]"]) == 0
+    assert "status: FINISHED" in capsys.readouterr().out
+    want = collections.Counter(
+        (word, m.partition(), m.offset(), i)
+        for m in records for i, word in enumerate(m.value().decode().split()))
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(path))
+    assert table.metadata().partition_columns == ["partition"]
+    got = collections.Counter(tuple(r.values()) for r in table.to_pyarrow_table(
+        columns=["word", "partition", "offset", "position"]).to_pylist())
+    assert got == want
+    assert ds.read_duckdb_rows(path, '"word", "partition", "offset", "position"') == want
+    assert ds.check_txns(path) == len(ds.txn_versions(path))
