@@ -75,3 +75,4 @@ def test_every_system_counts_exactly_in_a_tiny_run(tmp_path):
         assert fast["exact"] and paced["exact"], (system, fast, paced)
         assert fast["records_per_s"] > 0 and paced["samples"] > 0
         assert paced["p50_ms"] <= paced["p99_ms"]
+    assert runs["effectively-once"]["latency"][0]["transactions"] >= 1  # KafkaSink's, committed
