@@ -370,7 +370,10 @@ def _targets(summary: dict, args) -> None:
         if eo.get("ms_between_commits") is not None:
             print(f"  the sink committed a transaction every {eo['ms_between_commits']:.0f} ms "
                   f"(median of the runs): the TMaster starts a checkpoint no sooner than "
-                  f"--checkpoint-ms after the last one committed, on its 50 ms clock")
+                  f"--checkpoint-ms after the last one committed, on its 50 ms clock, and "
+                  f"a checkpoint's markers queue behind the tuples ahead of them: when the "
+                  f"topology falls behind the offered rate, a checkpoint lasts as long as "
+                  f"that backlog")
 
 
 # ---- main ------------------------------------------------------------------------------------
