@@ -63,7 +63,7 @@ def _role(pid: int, root: int) -> str:
     if not argv or not argv[0]:
         return "other"
     if os.path.basename(argv[0]) == "java":
-        return "Spark JVM"
+        return "Kafka broker" if "kafka.Kafka" in argv else "Spark JVM"
     module = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else ""
     if module == StmgrArgs.MODULE:
         return "stmgr"
