@@ -1,4 +1,5 @@
-"""KafkaSpout and KafkaSink against a real broker (Tansu, a separate process), in-process engine.
+"""KafkaSpout and KafkaSink against a real Apache Kafka broker (a separate JVM), in-process
+engine.
 
 Kafka in -> word count -> Kafka out, bounded (``kafka.bounded``): every input word is on the
 output topic, offsets are committed to the group at the end, a second run on the same group

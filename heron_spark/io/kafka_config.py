@@ -178,7 +178,7 @@ def client_properties(config: dict, **ours: Any) -> dict:
 # ``fetch.wait.max.ms`` (librdkafka's default is 500) is how long the broker may hold a fetch
 # that found no new record. Apache Kafka answers as soon as a record arrives, so there it only
 # sets how often an idle consumer asks again; a broker that holds every fetch for the whole
-# wait (Tansu does) adds up to it to each record's latency. 10 ms keeps latency in milliseconds
+# wait adds up to it to each record's latency. 10 ms keeps latency in milliseconds
 # on both, for at most 100 empty fetches a second per broker while the spout is idle: set it
 # higher in ``kafka.properties`` to poll an idle Apache Kafka less often.
 CONSUMER_DEFAULTS: dict[str, Any] = {
