@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from heron_spark.api.state import StatefulComponent
+from heron_spark.api.state import StatefulComponent, TwoPhaseStatefulComponent
 from heron_spark.config import StateSettings, SystemConfig
 from heron_spark.contract import ids
 from heron_spark.contract import metric_names as names
@@ -44,10 +44,31 @@ def _published(add_metrics) -> dict[str, float]:
     return published
 
 
+class _SpoutEndingAfterACheckpoint(state_benchmark.KeySpout, TwoPhaseStatefulComponent):
+    """The benchmark's spout, exhausted only once a checkpoint taken after its last emit has
+    committed: every counting task then has checkpointed (a fast run can otherwise end before
+    the first 0.1 s checkpoint reaches a task, and that task has nothing to publish)."""
+
+    def pre_save(self, checkpoint_id):
+        super().pre_save(checkpoint_id)
+        if self.next >= self.tuples and not hasattr(self, "final_checkpoint"):
+            self.final_checkpoint = int(checkpoint_id)
+
+    def post_save(self, checkpoint_id):
+        if int(checkpoint_id) >= getattr(self, "final_checkpoint", float("inf")):
+            self.saved_after_the_end = True
+
+    def next_tuple(self):
+        if self.next < self.tuples or getattr(self, "saved_after_the_end", False):
+            super().next_tuple()
+
+
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
-def test_each_counting_task_publishes_its_state_and_checkpoint_figures(tmp_path, backend):
+def test_each_counting_task_publishes_its_state_and_checkpoint_figures(tmp_path, backend,
+                                                                        monkeypatch):
     out = tmp_path / "out"
     out.mkdir()
+    monkeypatch.setattr(state_benchmark, "KeySpout", _SpoutEndingAfterACheckpoint)
     topology = state_benchmark.build(KEYS, TUPLES, backend, 0.1, out)
     runner = InProcessTopology(topology, conf={"heron.statemgr": f"file://{tmp_path / 'state'}",
                                                "heron.work.dir": str(tmp_path / "work")})
