@@ -50,9 +50,10 @@ os.environ["PYTHONPATH"] = os.pathsep.join(_pythonpath)
 
 SPARK_MASTER = "local[4]"
 
-TIERS = ("spark", "fault", "chaos", "cluster", "browser", "notebook", "connect", "hosts")
+TIERS = ("spark", "fault", "chaos", "cluster", "browser", "notebook", "connect", "hosts", "kafka")
 # Fixtures that start Spark or a server, and the tier a test asking for one is at least in.
-FIXTURE_TIERS = {"spark": "spark", "zookeeper": "cluster", "connect_server": "connect"}
+FIXTURE_TIERS = {"spark": "spark", "zookeeper": "cluster", "connect_server": "connect",
+                 "kafka": "kafka"}
 
 
 PLACEMENT_OPTION = "--tmaster-placement"
