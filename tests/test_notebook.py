@@ -1,9 +1,11 @@
 """A topology in a notebook: the handle's ``repr`` and HTML table on a real running topology,
 submit's start-up progress, and a real Jupyter kernel (nbclient + ipykernel) that submits a
-topology and displays its handle, from a classic session and from a Spark Connect session."""
+topology and displays its handle, from a classic session and from a Spark Connect session, and
+one whose cells query the Delta table a running topology writes (docs/guide/io.md's cell)."""
 
 from __future__ import annotations
 
+import ast
 import collections
 import io
 import logging
@@ -202,6 +204,71 @@ def test_a_notebook_submits_and_displays_a_topology(tmp_path):
     assert result["data"]["text/plain"].startswith("TopologyHandle(name='in-notebook', "
                                                    "state=RUNNING, containers=2/2")
     assert [o["data"]["text/plain"] for o in killed if o.get("data")] == ["'KILLED'"]
+
+
+DELTA_CELLS = [
+    """
+    import sys
+    sys.path[:0] = [{repo!r}, {tests!r}]
+    from pathlib import Path
+    import delta_support as ds
+    import parquet_word_count as pwc
+    from heron_spark import submit
+    folder = Path({folder!r})
+    pwc.write_corpus(folder / "corpus.txt", {lines})
+    topology = ds.build("delta-notebook", folder / "corpus.txt", folder / "words",
+                        mode="EFFECTIVELY_ONCE", config={{
+                            "topology.stateful.checkpoint.interval.seconds": 0.5,
+                            pwc.SLEEP_MS: 8,
+                            # a checkpoint marker queues behind every line handed to split:
+                            # short queues let checkpoints (and Delta commits) go on mid-run
+                            "heron.stmgr.backpressure.high.water.tuples": 100,
+                            "heron.stmgr.backpressure.low.water.tuples": 50}})
+    handle = submit(topology, conf={{"heron.statemgr": f"file://{{folder}}/state",
+                                     "heron.work.dir": f"{{folder}}/work"}}, master="local[2]")
+    assert handle.wait_running(120)
+    """,
+    # the docs' cell, on the live table (waiting for its first commit)
+    """
+    from deltalake import DeltaTable
+    from heron_spark.testing import wait_until
+    wait_until(lambda: (folder / "words" / "_delta_log").is_dir(), 60, interval=0.1,
+               message="the table's first commit")
+    table = DeltaTable(str(folder / "words"))
+    (handle.status, table.version(), table.to_pyarrow_table().num_rows)
+    """,
+    "handle.wait(timeout=240)",
+    "table.update_incremental()\n(table.version(), table.to_pyarrow_table().num_rows)",
+]
+
+
+@pytest.mark.notebook
+def test_a_notebook_queries_the_delta_table_a_running_topology_writes(tmp_path):
+    """The live query sees committed rows while the topology runs, fewer than in the end; once
+    it finished, the table holds exactly one row per word of the corpus."""
+    import delta_support as ds
+    import nbformat
+    import parquet_word_count as pwc
+    from nbclient import NotebookClient
+
+    lines = 3000  # split sleeps 8 ms a line on 2 tasks: about 12 s of input
+    tests = os.path.dirname(os.path.abspath(__file__))
+    values = {"repo": os.path.dirname(tests), "tests": tests, "folder": str(tmp_path),
+              "lines": lines}
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(textwrap.dedent(cell).format(**values))
+                for cell in DELTA_CELLS]
+    NotebookClient(nb, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
+    _, live, waited, final = ([o["data"]["text/plain"] for o in cell.outputs
+                               if o.get("data")] for cell in nb.cells[:4])
+    expected = pwc.expected_rows("corpus.txt", pwc.write_corpus(tmp_path / "again.txt", lines))
+    status, version, rows = ast.literal_eval(live[0])  # a tuple's repr: ('RUNNING', 3, 1234)
+    assert status == "RUNNING" and version >= 0 and 0 < rows < sum(expected.values()), live
+    assert waited == ["'FINISHED'"]
+    final_version, final_rows = ast.literal_eval(final[0])
+    assert final_version > version and final_rows == sum(expected.values())
+    assert ds.read_deltalake(tmp_path / "words") == expected  # each row once, none missing
 
 
 CONNECT_CELLS = [
