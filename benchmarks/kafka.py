@@ -11,6 +11,12 @@ system counts the words and writes running counts to a sink topic of its own, 1 
   ``kafka.bounded``) -> split (2) -> count (2, fields grouping; emits the changed counts every
   --emit-ms) -> ``KafkaSink`` (1), 2 containers; effectively-once checkpoints every
   --checkpoint-ms and writes each checkpoint's output in one Kafka transaction;
+- heron_spark into Delta (``delta-effectively-once``): the effectively-once topology with
+  ``DeltaSink`` (1 task) writing each committed checkpoint as one version of a Delta table
+  (local, in the work folder) instead of a Kafka transaction; checkpoints every
+  --throughput-checkpoint-ms / --delta-checkpoint-ms; its updates are read as versions
+  appear in ``_delta_log`` (``kafka_systems.DeltaReader``, polled every 5 ms), the final
+  counts with ``deltalake``;
 - Spark micro-batch: Spark's Kafka source -> explode(split) -> groupBy(word).count ->
   Spark's Kafka sink, update mode, ``spark.sql.shuffle.partitions`` 2; ``availableNow`` for
   throughput, ``processingTime`` --spark-trigger-ms for latency;
@@ -20,9 +26,10 @@ system counts the words and writes running counts to a sink topic of its own, 1 
 
 Per run and system, two phases:
 - throughput: the whole source topic; records/s = records / (the last count's Kafka
-  timestamp - the start of processing: a topology's ``started_at``, when its plan went out; a
-  Spark query's first batch), and, beside it, from the ``submit`` / ``start`` call; the final
-  counts, read back with ``read_committed``, must equal ``collections.Counter`` over the input;
+  timestamp, or the last Delta version's commit time - the start of processing: a
+  topology's ``started_at``, when its plan went out; a Spark query's first batch), and,
+  beside it, from the ``submit`` / ``start`` call; the final counts, read back with
+  ``read_committed`` (or ``deltalake``), must equal ``collections.Counter`` over the input;
 - latency: a fresh source topic, records produced at --rate (default 20,000 records/s) for
   --latency-secs, each stamped with its produce time (its Kafka timestamp); a
   ``read_committed`` consumer of the sink topic stamps every update as it arrives; a word's
@@ -37,7 +44,9 @@ Per run and system, two phases:
 CPU seconds per process role (``wc_report.ProcessSampler``: driver, Spark JVM, Kafka broker,
 stmgr, instances...) are sampled during every run. Printed: the machine line, per system and
 figure the median and every run, a summary table, and the issue's targets (effectively-once
-at least 3x Spark micro-batch records/s; effectively-once p99 < 50 ms at 20,000 records/s).
+at least 3x Spark micro-batch records/s; effectively-once p99 < 50 ms at 20,000 records/s;
+Kafka -> Delta effectively-once p99 from produce to a committed version under 2 x its
+checkpoint interval).
 Exit code 1 when any count is wrong. --json PATH writes every figure.
 
 Run from the repository root (the full size takes a while; smoke test first):
@@ -78,7 +87,7 @@ cloudpickle.register_pickle_by_value(ks)  # the bolts travel by value, as if def
 
 PARTITIONS = 4
 SHUFFLE_PARTITIONS = 2
-HERON = tuple(ks.MODES)
+HERON = (*ks.MODES, ks.DELTA)
 SPARK = ("spark-micro-batch", "spark-real-time")
 SYSTEMS = HERON + SPARK
 PHASES = ("throughput", "latency")
@@ -108,6 +117,22 @@ class Runner:
         self.conf = {"heron.statemgr": f"file://{self.work / 'state' / tag}",
                      "heron.work.dir": str(self.work / "work" / tag)}
 
+    def _sink(self, system: str, tag: str) -> str:
+        """Create ``system``'s sink: a Kafka topic, or a Delta table's path (made by its sink)."""
+        if system == ks.DELTA:
+            return str(self.work / "delta" / tag)
+        return self.broker.create_topic(1, f"out-{tag}")
+
+    @staticmethod
+    def _check_delta(path: str) -> tuple[collections.Counter, int, int]:
+        """Return the table's final counts, its rows and its last commit's time (ms)."""
+        from deltalake import DeltaTable
+
+        counts, rows, _ = ks.delta_final_counts(path)
+        last_ms = max((entry.get("timestamp", 0) for entry in DeltaTable(path).history(1)),
+                      default=0)
+        return counts, rows, last_ms
+
     def _check(self, sink: str, want: collections.Counter) -> tuple[list, str]:
         messages = self.broker.read_to_end(sink, 1, "read_committed")
         return messages, ks.mismatch(ks.final_counts(messages), want)
@@ -115,7 +140,7 @@ class Runner:
     # -- throughput
     def throughput(self, system: str) -> dict:
         tag = self._tag(system, "throughput")
-        sink = self.broker.create_topic(1, f"out-{tag}")
+        sink = self._sink(system, tag)
         if system in HERON:
             self._heron_conf(tag)
             topology = ks.build(tag, system, self.broker.servers, self.source, sink,
@@ -125,14 +150,20 @@ class Runner:
             started = handle.started_at
         else:
             roles, submitted, started = self._spark_throughput(system, tag, sink)
-        messages, wrong = self._check(sink, self.expected)
-        if not messages:
-            raise BenchmarkError(f"{tag}: nothing on the sink topic {sink!r}")
-        last = max(m.timestamp()[1] for m in messages) / 1000.0
+        if system == ks.DELTA:
+            counts, updates, last_ms = self._check_delta(sink)
+            wrong = ks.mismatch(counts, self.expected)
+        else:
+            messages, wrong = self._check(sink, self.expected)
+            updates = len(messages)
+            last_ms = max((m.timestamp()[1] for m in messages), default=0)
+        if not updates:
+            raise BenchmarkError(f"{tag}: nothing on the sink {sink!r}")
+        last = last_ms / 1000.0
         records = self.args.records
         return {"records_per_s": records / max(1e-3, last - started),
                 "records_per_s_from_submit": records / max(1e-3, last - submitted),
-                "updates": len(messages), "exact": not wrong, "wrong": wrong,
+                "updates": updates, "exact": not wrong, "wrong": wrong,
                 "cpu_s": {role: round(v["cpu_s"], 2) for role, v in roles.items()}}
 
     def _spark_throughput(self, system: str, tag: str, sink: str):
@@ -177,7 +208,9 @@ class Runner:
     def latency(self, system: str) -> dict:
         tag = self._tag(system, "latency")
         source = self.broker.create_topic(PARTITIONS, f"in-{tag}")
-        sink = self.broker.create_topic(1, f"out-{tag}")
+        sink = self._sink(system, tag)
+        checkpoint_ms = (self.args.delta_checkpoint_ms if system == ks.DELTA
+                         else self.args.checkpoint_ms)
         sampler = ProcessSampler(self.args.sample_interval).start()
         query = None
         try:
@@ -185,7 +218,7 @@ class Runner:
                 self._heron_conf(tag)
                 topology = ks.build(tag, system, self.broker.servers, source, sink,
                                     bounded=False, emit_secs=self.args.latency_emit_ms / 1000.0,
-                                    checkpoint_secs=self.args.checkpoint_ms / 1000.0)
+                                    checkpoint_secs=checkpoint_ms / 1000.0)
                 self.handle = submit(topology, spark=self.spark, conf=self.conf)
                 if not self.handle.wait_running(timeout=self.args.timeout):
                     self.handle.wait(timeout=30)
@@ -199,7 +232,8 @@ class Runner:
                 wait_until(lambda: query.exception() is not None or "Initializing" not in
                            query.status["message"], self.args.timeout, interval=0.05,
                            message=f"{tag} to initialize")
-            reader = ks.SinkReader(self.broker.servers, sink, self.paced_expected).start()
+            reader = (ks.DeltaReader(sink, self.paced_expected) if system == ks.DELTA
+                      else ks.SinkReader(self.broker.servers, sink, self.paced_expected)).start()
             try:
                 stamps, took = ks.produce_paced(self.broker.servers, source, self.paced_lines,
                                                 PARTITIONS, self.args.rate)
@@ -220,6 +254,14 @@ class Runner:
             commits = self.broker.ends(sink, 1)[0] - len(reader.updates)
             span_ms = reader.updates[-1][3] - stamps[0]
             extra = {"transactions": commits, "ms_between_commits": span_ms / max(1, commits)}
+        if system == ks.DELTA and reader.versions:
+            versions = len(reader.versions)
+            span_ms = max(seen for seen, _ in reader.versions.values()) - stamps[0]
+            lags = sorted(seen - committed for seen, committed in reader.versions.values()
+                          if committed is not None)
+            extra = {"versions": versions, "ms_between_commits": span_ms / versions,
+                     "checkpoint_ms": checkpoint_ms,
+                     "seen_after_commit_p50_ms": quantile(lags, 0.5) if lags else None}
         after = stamps[0] + self.args.warmup_secs * 1000.0
         pairs = ks.latencies(self.paced_lines, stamps, reader.updates, after)
         values = sorted(latency for _, latency in pairs)
@@ -297,7 +339,10 @@ def attempt(results: dict, system: str, phase: str, run, *args) -> None:
               f"{figures['max_ms'] or float('nan'):.1f} ms over {figures['samples']:,} words, "
               f"{'exact counts' if figures['exact'] else 'WRONG: ' + figures['wrong']}"
               + (f"; {figures['transactions']} Kafka transactions committed, one every "
-                 f"{figures['ms_between_commits']:.0f} ms" if "transactions" in figures else ""),
+                 f"{figures['ms_between_commits']:.0f} ms" if "transactions" in figures else "")
+              + (f"; {figures['versions']} Delta versions, one every "
+                 f"{figures['ms_between_commits']:.0f} ms, seen {figures['seen_after_commit_p50_ms']:.0f}"
+                 f" ms (p50) after their commitInfo time" if "versions" in figures else ""),
               flush=True)
 
 
@@ -355,6 +400,12 @@ def report(results: dict, args) -> dict:
 
 
 def _targets(summary: dict, args) -> None:
+    delta = summary.get(ks.DELTA, {})
+    if delta.get("p99_ms") is not None:
+        bound = 2 * args.delta_checkpoint_ms
+        print(f"target: Kafka -> Delta effectively-once p99 from produce to a committed Delta "
+              f"version < 2 x the checkpoint interval ({bound:g} ms): {delta['p99_ms']:.1f} ms "
+              f"({'met' if delta['p99_ms'] < bound else 'NOT met'})")
     eo, spark = summary.get("effectively-once", {}), summary.get("spark-micro-batch", {})
     if eo.get("records_per_s") and spark.get("records_per_s"):
         ratio = eo["records_per_s"] / spark["records_per_s"]
@@ -411,6 +462,9 @@ def parse_args(argv):
         help="effectively-once checkpoint interval, throughput runs")
     add("--checkpoint-ms", type=float, default=20.0,
         help="effectively-once checkpoint interval, latency runs")
+    add("--delta-checkpoint-ms", type=float, default=1000.0,
+        help="delta-effectively-once checkpoint interval, latency runs (each committed "
+             "checkpoint is one Delta version)")
     add("--spark-trigger-ms", type=int, default=0,
         help="Spark micro-batch processingTime in the latency runs (0: back to back)")
     add("--realtime-batch", default="5 seconds", help="Spark real-time mode batch duration")

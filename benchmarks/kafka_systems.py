@@ -13,6 +13,10 @@ words that counts it has reached a reader (``latencies``).
   acks them then; effectively-once it keeps the counts in its checkpointed ``State``
   (``StatefulComponent``), and ``KafkaSink`` writes each checkpoint's output in one Kafka
   transaction.
+- heron_spark into Delta Lake (``delta-effectively-once``): the same topology at
+  effectively-once with ``DeltaSink`` in place of ``KafkaSink``: each committed checkpoint's
+  updates become one Delta version of a table of ``key``, ``value`` (strings), read back as
+  they commit by ``DeltaReader`` (a new version's ``_delta_log`` entry and its files).
 - Spark Structured Streaming: ``readStream.format("kafka")`` -> ``explode(split(value))`` ->
   ``groupBy(word).agg(count, max(timestamp))`` -> ``writeStream.format("kafka")`` in update
   mode (the changed counts of every batch), with a micro-batch trigger (``availableNow`` or
@@ -25,16 +29,21 @@ from __future__ import annotations
 
 import bisect
 import collections
+import json
+import os
 import threading
 import time
+import urllib.parse
 import uuid
+from pathlib import Path
 
 from heron_spark import Bolt, Grouping, TopologyBuilder
 from heron_spark.api.state import StatefulComponent
-from heron_spark.io import KafkaSink, KafkaSpout
+from heron_spark.io import DeltaSink, KafkaSink, KafkaSpout
 
 MODES = {"at-most-once": "ATMOST_ONCE", "at-least-once": "ATLEAST_ONCE",
          "effectively-once": "EFFECTIVELY_ONCE"}
+DELTA = "delta-effectively-once"  # effectively-once into a Delta table: `sink` is its path
 SPOUTS = SPLITTERS = COUNTERS = CONTAINERS = 2
 
 
@@ -117,11 +126,14 @@ class StatefulCountBolt(Bolt, StatefulComponent):
 
 def build(name: str, mode: str, servers: str, source: str, sink: str, *, bounded: bool,
           emit_secs: float, checkpoint_secs: float) -> type:
-    """Return the Kafka word count in ``mode`` (a key of ``MODES``), reading ``source``.
+    """Return the Kafka word count in ``mode`` (a key of ``MODES``, or ``DELTA``), reading ``source``.
 
-    ``bounded``: end once the records there at the start are counted; ``emit_secs``: the count
-    bolt's tick; ``checkpoint_secs``: the checkpoint interval (effectively-once only).
+    ``sink``: the Kafka topic written, or for ``DELTA`` the Delta table's path. ``bounded``:
+    end once the records there at the start are counted; ``emit_secs``: the count bolt's
+    tick; ``checkpoint_secs``: the checkpoint interval (effectively-once only).
     """
+    delta = mode == DELTA
+    mode = "effectively-once" if delta else mode
     builder = TopologyBuilder(name)
     lines = builder.add_spout("kafka", KafkaSpout, par=SPOUTS, config={
         "kafka.bootstrap.servers": servers, "kafka.topics": source,
@@ -132,8 +144,12 @@ def build(name: str, mode: str, servers: str, source: str, sink: str, *, bounded
     counts = builder.add_bolt("count", counter, par=COUNTERS,
                               inputs={words: Grouping.fields("word")},
                               config={"topology.tick.tuple.freq.secs": emit_secs})
-    builder.add_bolt("out", KafkaSink, par=1, inputs={counts: Grouping.SHUFFLE},
-                     config={"kafka.bootstrap.servers": servers, "kafka.topic": sink})
+    if delta:
+        builder.add_bolt("out", DeltaSink, par=1, inputs={counts: Grouping.SHUFFLE},
+                         config={"delta.path": sink})
+    else:
+        builder.add_bolt("out", KafkaSink, par=1, inputs={counts: Grouping.SHUFFLE},
+                         config={"kafka.bootstrap.servers": servers, "kafka.topic": sink})
     builder.set_config({"topology.reliability.mode": MODES[mode],
                         "topology.stmgrs": CONTAINERS,
                         "topology.stateful.checkpoint.interval.seconds": checkpoint_secs})
@@ -293,6 +309,97 @@ class SinkReader:
         self._thread.join(30)
         if self.error is not None:
             raise RuntimeError(f"reading {self.topic!r} failed: {self.error}") from self.error
+
+
+class DeltaReader:
+    """Follow a Delta table of ``key``, ``value`` updates as versions commit, in a thread.
+
+    The same figures as ``SinkReader``: ``updates`` are ``(word, count, newest, seen ms)``,
+    ``seen`` the time the reader found the version's ``_delta_log`` entry (polled every
+    ``poll_secs``; the entry appears whole: delta-rs writes it with an atomic put-if-absent);
+    ``versions`` maps each version read to ``(seen ms, its commitInfo timestamp ms)``; ``done``
+    is set once the counts equal ``want``. A table path, not a URI: the reader lists files.
+    """
+
+    def __init__(self, path: str | Path, want: collections.Counter,
+                 poll_secs: float = 0.005) -> None:
+        self.path, self.want, self.poll_secs = Path(path), want, poll_secs
+        self.updates: list[tuple[str, int, int, float]] = []
+        self.counts: collections.Counter = collections.Counter()
+        self.versions: dict[int, tuple[float, int | None]] = {}
+        self.done = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="delta-reader", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> "DeltaReader":
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        wrong = len(self.want)
+        version = 0
+        try:
+            while not self._stop.is_set() and wrong:
+                entry = self.path / "_delta_log" / f"{version:020d}.json"
+                try:
+                    text = entry.read_text()
+                except FileNotFoundError:
+                    time.sleep(self.poll_secs)
+                    continue
+                seen = time.time() * 1000.0
+                wrong = self._read_version(version, text, seen, wrong)
+                version += 1
+            if not wrong:
+                self.done.set()
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
+            self.error = exc
+
+    def _read_version(self, version: int, text: str, seen: float, wrong: int) -> int:
+        import pyarrow.parquet as pq
+
+        committed = None
+        for line in text.splitlines():
+            action = json.loads(line) if line.strip() else {}
+            if "commitInfo" in action:
+                committed = action["commitInfo"].get("timestamp")
+            if "add" not in action:
+                continue
+            rows = pq.read_table(self.path / urllib.parse.unquote(action["add"]["path"]),
+                                 columns=["key", "value"]).to_pydict()
+            for word, value in zip(rows["key"], rows["value"]):
+                count_text, newest_text = value.split("|")
+                count, newest = int(count_text), int(newest_text)
+                self.updates.append((word, count, newest, seen))
+                before = self.counts[word]
+                if count > before:
+                    self.counts[word] = count
+                    wanted = self.want[word]
+                    wrong += (count == wanted) * -1 + (before == wanted) * 1
+        self.versions[version] = (seen, committed)
+        return wrong
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        if self.error is not None:
+            raise RuntimeError(f"reading the Delta table {os.fspath(self.path)!r} failed: "
+                               f"{self.error}") from self.error
+
+
+def delta_final_counts(path: str | Path) -> tuple[collections.Counter, int, int]:
+    """Return a Delta table's final counts (each word's largest), its rows and its versions.
+
+    Read with ``deltalake``, independently of ``DeltaReader``.
+    """
+    from deltalake import DeltaTable
+
+    table = DeltaTable(os.fspath(path))
+    rows = table.to_pyarrow_table(columns=["key", "value"]).to_pydict()
+    counts: collections.Counter = collections.Counter()
+    for word, value in zip(rows["key"], rows["value"]):
+        counts[word] = max(counts[word], int(value.split("|")[0]))
+    return counts, len(rows["key"]), table.version() + 1
 
 
 def latencies(lines: list[str], stamps: list[int], updates,
