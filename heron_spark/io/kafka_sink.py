@@ -47,8 +47,15 @@ When transactions are unavailable (``init_transactions`` fails within
 ``kafka.check.timeout.secs``: a broker without them, or client settings that forbid them such
 as ``enable.idempotence=false``) ``auto`` falls back to at-least-once with one warning naming
 the component (records produced after the last checkpoint are produced again after a
-rollback), ``true`` fails the task naming the component and the fix, and ``false`` never
-tries. Without transactions ``pre_save`` only flushes, so nothing a checkpoint covers is lost.
+rollback), ``true`` fails the topology at once (a permanent ``ConnectorError`` naming the
+component, the transactional.id and the fix; a broker that does not answer in time is
+transient instead, retried by restarts), and ``false`` never tries. Without transactions
+``pre_save`` only flushes, so nothing a checkpoint covers is lost. ``kafka.properties`` may not
+set ``transactional.id`` (refused where the topology is built): the sink derives its own.
+
+A transactional.id in use by another live producer (a second topology of the same name, say)
+fences one of them: the fenced sink fails the topology at once with a permanent
+``ConnectorError`` naming the id, instead of being restarted to fence the other in turn.
 
 Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported only there.
 """
@@ -56,6 +63,7 @@ Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported on
 from __future__ import annotations
 
 import functools
+import logging
 import weakref
 from typing import Any
 
@@ -63,21 +71,28 @@ from heron_spark.api import api_constants
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.api.topology_config import TopologyConfig
-from heron_spark.errors import TopologyRuntimeError, TopologyValueError
+from heron_spark.errors import ConnectorError, TopologyRuntimeError
 from heron_spark.io import kafka_config as kc
 
 TICK_SECS = 0.1
 STATE_KEY = "kafka.sink"  # effectively once: {"checkpoint": n, "txn": bool, "held": [(v, k)]}
 FLUSH_TIMEOUT_SECS = 60.0
+_LOG = logging.getLogger(__name__)
+
+
 def _shut(producer) -> None:
-    """Disconnect ``producer`` now.
+    """Disconnect ``producer`` now; a producer already broken (fenced, fatal) never raises here.
 
     ``Producer.close`` where confluent-kafka has it; an older one disconnects when its last
-    reference goes.
+    reference goes. Shutting down happens on the way out of an error: an exception here would
+    hide the error that matters.
     """
     close = getattr(producer, "close", None)
     if close is not None:
-        close()
+        try:
+            close()
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            _LOG.warning("closing a Kafka producer failed (%s); it is dropped", exc)
 
 
 def _report(sink_ref: weakref.ref, tup, error, message) -> None:
@@ -184,8 +199,9 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         self._properties = kc.producer_properties(config)
         self._producer = self._ck.Producer(self._properties)
         try:
-            kc.check_cluster(self._producer, self._name, config, topics=[self._topic])
-        except TopologyValueError:  # nothing was produced; the error's traceback holds the
+            kc.check_cluster(self._producer, self._name, config, topics=[self._topic],
+                             key=kc.TOPIC)
+        except ConnectorError:  # nothing was produced; the error's traceback holds the
             _shut(self._producer)   # producer (check_cluster's frame): disconnect it now
             self._producer = None
             raise
@@ -224,14 +240,7 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
             if choice == "true":
                 _shut(self._producer)
                 self._producer = None
-                msg = ("the Kafka producer could not start transactions with the broker at "
-                       f"{config[kc.BOOTSTRAP_SERVERS]} ({exc})")
-                raise TopologyValueError(
-                    msg, component=self._name, value=choice, kind="config",
-                    fix="use a broker with transactions and kafka.properties that allow "
-                        "them (enable.idempotence), or set "
-                        f"{kc.TRANSACTIONS!r} to 'auto' or false to accept at-least-once "
-                        "output") from exc
+                raise self._refused(config, exc) from exc
             self._fell_back(f"transactions unavailable: {exc}")
             return
         _shut(self._producer)
@@ -255,6 +264,62 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                 self._produce(value, key, None)
             self._commit_open(restored)
 
+    def _refused(self, config: dict, exc: Exception) -> ConnectorError:
+        """Return the error of transactions refused (``kafka.transactions: true``).
+
+        Permanent when the broker or the client refuses them (a setting, an ACL, a timeout
+        above the broker's maximum); transient when the broker did not answer in time.
+        """
+        ck = self._ck
+        error = kc.error_of(exc)
+        code = error.code() if error is not None else None
+        transient = code in (ck.KafkaError._TIMED_OUT, ck.KafkaError._TRANSPORT,
+                             ck.KafkaError._ALL_BROKERS_DOWN, ck.KafkaError._RESOLVE,
+                             ck.KafkaError.COORDINATOR_NOT_AVAILABLE,
+                             ck.KafkaError.NOT_COORDINATOR,
+                             ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS) or \
+            (error is not None and error.retriable())
+        servers = config[kc.BOOTSTRAP_SERVERS]
+        if code == ck.KafkaError.INVALID_TRANSACTION_TIMEOUT:
+            fix = ("lower 'transaction.timeout.ms' in kafka.properties to at most the broker's "
+                   "transaction.max.timeout.ms (15 min by default)")
+        elif code in (ck.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                      ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+            fix = (f"grant the sink's principal WRITE and DESCRIBE on transactional id "
+                   f"{self._txn_id!r} (a PREFIXED ACL on 'heron-' covers every sink), or set "
+                   f"{kc.TRANSACTIONS!r} to 'auto' or false to accept at-least-once output")
+        elif transient:
+            fix = (f"check that the broker at {servers} is up and its transaction coordinator "
+                   f"answers (the task is restarted until heron.instance.restart.max)")
+        else:
+            fix = ("use a broker with transactions and kafka.properties that allow them "
+                   f"(enable.idempotence), or set {kc.TRANSACTIONS!r} to 'auto' or false to "
+                   "accept at-least-once output")
+        msg = (f"the producer could not start transactions with the broker at {servers} "
+               f"({exc})")
+        return ConnectorError(msg, system=kc.SYSTEM, component=self._name,
+                              value=self._txn_id, fix=fix, permanent=not transient)
+
+    def _failed(self, what: str, exc: Exception) -> Exception:
+        """Return the error to raise for a producer call ``what`` that raised ``exc``.
+
+        A fenced producer (another one took over the transactional.id) gives the permanent
+        ``ConnectorError`` saying so; any other a ``TopologyRuntimeError`` (restarts retry).
+        A producer in a fatal state answers every call with ``_FATAL``: the transactional
+        calls raise the fatal error itself, so one of them is asked for it.
+        """
+        error = kc.error_of(exc)
+        if error is not None and error.code() == self._ck.KafkaError._FATAL \
+                and self._transactional and self._producer is not None:
+            try:
+                self._producer.abort_transaction(0)
+            except self._ck.KafkaException as fatal:
+                error = kc.error_of(fatal) or error
+        if self._transactional and kc.is_fenced(error):
+            return kc.fenced_error(self._name, self._txn_id, error.str())
+        msg = f"the Kafka producer's {what} on topic {self._topic!r} failed: {exc}"
+        return TopologyRuntimeError(msg, component=self._name)
+
     def _last_committed(self) -> int:
         """Return the checkpoint of the last transaction committed under this transactional.id.
 
@@ -273,8 +338,8 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                 [self._ck.TopicPartition(self._topic, 0, checkpoint)],
                 self._marker.consumer_group_metadata(), FLUSH_TIMEOUT_SECS)
         except self._ck.KafkaException as exc:
-            msg = f"the Kafka producer could not mark its transaction on {self._topic!r}: {exc}"
-            raise TopologyRuntimeError(msg, component=self._name) from exc
+            what = "send_offsets_to_transaction"
+            raise self._failed(what, exc) from exc
         self._call("commit_transaction")
         self.transactions["committed"] += 1
 
@@ -287,11 +352,14 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         try:
             getattr(self._producer, name)(FLUSH_TIMEOUT_SECS)
         except self._ck.KafkaException as exc:
-            msg = f"the Kafka producer's {name} on topic {self._topic!r} failed: {exc}"
-            raise TopologyRuntimeError(msg, component=self._name) from exc
+            raise self._failed(name, exc) from exc
 
     def _begin(self) -> None:
-        self._producer.begin_transaction()
+        try:
+            self._producer.begin_transaction()
+        except self._ck.KafkaException as exc:
+            what = "begin_transaction"
+            raise self._failed(what, exc) from exc
         self._open = True
         self._in_txn = []
 
@@ -341,6 +409,9 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                 break
             except BufferError:  # the local queue is full: wait for the broker
                 self._producer.poll(0.05)
+            except self._ck.KafkaException as exc:  # a fatal state (fenced, ...)
+                what = "produce"
+                raise self._failed(what, exc) from exc
         self._producer.poll(0)
 
     def process_tick(self, tup):
@@ -356,6 +427,8 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                 self.ack(tup)
             return
         self._errors += 1
+        if self._transactional and kc.is_fenced(error):
+            raise kc.fenced_error(self._name, self._txn_id, error.str())
         if error.fatal() or self._effectively_once:  # effectively once: roll back, produce again
             msg = f"the Kafka producer could not deliver to {self._topic!r}: {error.str()}"
             raise TopologyRuntimeError(msg, component=self._name)
@@ -399,10 +472,18 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         """
         producer = getattr(self, "_producer", None)
         if producer is not None:
-            producer.flush(FLUSH_TIMEOUT_SECS)
-            _shut(producer)
             self._producer = None
+            try:
+                producer.flush(FLUSH_TIMEOUT_SECS)
+            except Exception as exc:  # noqa: BLE001 - a broken producer: keep the first error
+                self.log(f"KafkaSink {self._name}: flushing at close failed ({exc}); the "
+                         "producer is dropped", "warning")
+            _shut(producer)
         self._transactional = False  # (records after an end of input: a plain producer)
         if self._marker is not None:
-            self._marker.close()
-            self._marker = None
+            marker, self._marker = self._marker, None
+            try:
+                marker.close()
+            except Exception as exc:  # noqa: BLE001 - as above
+                self.log(f"KafkaSink {self._name}: closing the marker consumer failed ({exc})",
+                         "warning")

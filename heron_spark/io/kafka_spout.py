@@ -80,7 +80,7 @@ from heron_spark.api.spout import Spout
 from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
-from heron_spark.errors import TopologyRuntimeError, TopologyValueError
+from heron_spark.errors import ConnectorError, TopologyRuntimeError, TopologyValueError
 from heron_spark.io import kafka_config as kc
 from heron_spark.io.kafka_offsets import (OffsetTracker, TopicPartition, assign_partitions,
                                           parse_state_key, state_key)
@@ -192,7 +192,7 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
                 self._subscribe()
             else:
                 self._refresh_assignment()
-        except TopologyValueError:
+        except (TopologyValueError, ConnectorError):
             self._consumer.close()
             self._consumer = None
             raise
@@ -430,7 +430,13 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         if error is not None:
             if error.code() == self._ck.KafkaError._PARTITION_EOF:
                 return
-            if error.fatal() or error.code() == self._ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if error.code() == self._ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
+                msg = f"the topic {message.topic()!r} it reads is gone ({error.str()})"
+                raise ConnectorError(msg, system=kc.SYSTEM, component=self._name,
+                                     value=message.topic(),
+                                     fix=f"create the topic again or correct {kc.TOPICS!r}",
+                                     permanent=True)
+            if error.fatal():
                 msg = f"the Kafka consumer failed: {error.str()}"
                 raise TopologyRuntimeError(msg, component=self._name)
             self.log(f"KafkaSpout {self._name}: {error.str()} (retrying)", "warning")
