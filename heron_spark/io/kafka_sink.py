@@ -408,16 +408,24 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                 self._producer.produce(self._topic, value=value, key=key, on_delivery=report)
                 break
             except BufferError:  # the local queue is full: wait for the broker
-                self._producer.poll(0.05)
+                self._poll(0.05)
             except self._ck.KafkaException as exc:  # a fatal state (fenced, ...)
                 what = "produce"
                 raise self._failed(what, exc) from exc
-        self._producer.poll(0)
+        self._poll(0)
+
+    def _poll(self, timeout: float) -> None:
+        """Read delivery reports; a fatal producer error (fenced, ...) raises here too."""
+        try:
+            self._producer.poll(timeout)
+        except self._ck.KafkaException as exc:
+            what = "poll"
+            raise self._failed(what, exc) from exc
 
     def process_tick(self, tup):
         """Read the delivery reports."""
         if self._producer is not None:  # (None: the input ended and the producer was closed)
-            self._producer.poll(0)
+            self._poll(0)
 
     def _delivered(self, tup, error, message) -> None:
         if self._discarding:  # records of a transaction being aborted (a rollback)
@@ -443,7 +451,11 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
     def _flush(self) -> None:
         if self._producer is None:  # closed at the end of the input: everything was delivered
             return
-        left = self._producer.flush(FLUSH_TIMEOUT_SECS)
+        try:
+            left = self._producer.flush(FLUSH_TIMEOUT_SECS)
+        except self._ck.KafkaException as exc:
+            what = "flush"
+            raise self._failed(what, exc) from exc
         if left:
             msg = (f"{left} records were not delivered to topic {self._topic!r} within "
                    f"{FLUSH_TIMEOUT_SECS:g} s")
