@@ -62,16 +62,17 @@ Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported on
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 from heron_spark.api import api_constants
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.api.topology_config import TopologyConfig
-from heron_spark.errors import ConnectorError, TopologyRuntimeError
+from heron_spark.errors import ConnectorError, TopologyRuntimeError, permanent_error
 from heron_spark.io import kafka_config as kc
 
 TICK_SECS = 0.1
@@ -92,7 +93,8 @@ def _shut(producer) -> None:
         try:
             close()
         except Exception as exc:  # noqa: BLE001 - see the docstring
-            _LOG.warning("closing a Kafka producer failed (%s); it is dropped", exc)
+            # (the text only: a record kept by a log handler must not hold the producer)
+            _LOG.warning("closing a Kafka producer failed (%s); it is dropped", str(exc))
 
 
 def _report(sink_ref: weakref.ref, tup, error, message) -> None:
@@ -104,6 +106,28 @@ def _report(sink_ref: weakref.ref, tup, error, message) -> None:
     sink = sink_ref()
     if sink is not None:
         sink._delivered(tup, error, message)
+
+
+def _kafka_cause(exc: BaseException | None, kind: type) -> Any:
+    """Return the first ``kind`` (``KafkaException``) among ``exc`` and its causes, else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, kind):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _on_error(sink_ref: weakref.ref, error) -> None:
+    """Keep a transactional producer's first fatal error (``error_cb``) for its sink to raise.
+
+    librdkafka reports the fatal error (fenced, ...) apart from the delivery reports it then
+    purges; the sink raises it once the call that read it (poll, flush) returns.
+    """
+    sink = sink_ref()
+    if sink is not None and error.fatal() and sink._fatal is None:
+        sink._fatal = error
 
 
 def transactional_id(topology: str, component: str, task_index: int) -> str:
@@ -148,6 +172,8 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
     _marker: Any = None               # a Consumer of the transactions' marker group
     _last_checkpoint = 0              # the last checkpoint saved
     _discarding = False               # pre_restore aborts: delivery reports no longer count
+    _fatal: Any = None                # the transactional producer's fatal error (error_cb)
+    _undelivered: Any = None          # transactional: a failed delivery, raised after the call
 
     def init_state(self, stateful_state) -> None:
         """Keep the state: the checkpoint it was saved at and the records held then."""
@@ -231,12 +257,14 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         timeout = float(config.get(kc.CHECK_TIMEOUT_SECS, 10.0))
         producer = None
         try:  # the client refuses (a setting), or the broker does
-            producer = self._ck.Producer({**self._properties,
-                                          "transactional.id": self._txn_id})
+            producer = self._ck.Producer({
+                "error_cb": functools.partial(_on_error, self._ref), **self._properties,
+                "transactional.id": self._txn_id})
             producer.init_transactions(timeout)  # fences a predecessor: aborts its open one
         except self._ck.KafkaException as exc:
             if producer is not None:
                 _shut(producer)
+                producer = None  # the error's traceback holds this frame: let it go
             if choice == "true":
                 _shut(self._producer)
                 self._producer = None
@@ -300,6 +328,59 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         return ConnectorError(msg, system=kc.SYSTEM, component=self._name,
                               value=self._txn_id, fix=fix, permanent=not transient)
 
+    @contextlib.contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        """Run a producer call ``what``; turn its failure into the error to raise.
+
+        A ``KafkaException`` becomes ``_failed``'s error; on a permanent one (the producer was
+        fenced, also when a delivery report read in this call said so) the producer is
+        dropped at once, without a flush (it is broken, and an in-process task that failed is
+        not closed), before the error goes up.
+        """
+        try:
+            yield
+        except BufferError:
+            raise
+        except Exception as exc:
+            # confluent-kafka may raise a fatal error (fenced) as the cause of a SystemError
+            # it raises when it calls a delivery callback with that error pending
+            kafka = _kafka_cause(exc, self._ck.KafkaException)
+            error = self._failed(what, kafka) if kafka is not None else exc
+            if permanent_error(error) is not None:
+                self._drop()
+            if error is exc:
+                raise
+            raise error from exc
+        self._raise_reported()
+
+    def _raise_reported(self) -> None:
+        """Raise what the reports read in the last call said: fenced first, else undelivered."""
+        fatal, undelivered = self._fatal, self._undelivered
+        if fatal is None and undelivered is None:
+            return
+        self._undelivered = None
+        if kc.is_fenced(fatal) or kc.is_fenced(undelivered):
+            error = kc.fenced_error(self._name, self._txn_id, (fatal or undelivered).str())
+            self._drop()
+            raise error
+        reason = (undelivered or fatal).str()
+        msg = f"the Kafka producer could not deliver to {self._topic!r}: {reason}"
+        raise TopologyRuntimeError(msg, component=self._name)
+
+    def _drop(self) -> None:
+        """Disconnect the producer and the marker consumer without a flush; never raises."""
+        producer, self._producer = self._producer, None
+        marker, self._marker = self._marker, None
+        self._transactional = False
+        if producer is not None:
+            _shut(producer)
+        if marker is not None:
+            try:
+                marker.close()
+            except Exception as exc:  # noqa: BLE001 - on the way out of the error that matters
+                self.log(f"KafkaSink {self._name}: closing the marker consumer failed ({exc})",
+                         "warning")
+
     def _failed(self, what: str, exc: Exception) -> Exception:
         """Return the error to raise for a producer call ``what`` that raised ``exc``.
 
@@ -308,7 +389,7 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         A producer in a fatal state answers every call with ``_FATAL``: the transactional
         calls raise the fatal error itself, so one of them is asked for it.
         """
-        error = kc.error_of(exc)
+        error = self._fatal if kc.is_fenced(self._fatal) else kc.error_of(exc)
         if error is not None and error.code() == self._ck.KafkaError._FATAL \
                 and self._transactional and self._producer is not None:
             try:
@@ -333,13 +414,10 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
 
     def _commit(self, checkpoint: int) -> None:
         """Commit the producer's transaction, marking it with ``checkpoint``."""
-        try:
+        with self._calling("send_offsets_to_transaction"):
             self._producer.send_offsets_to_transaction(
                 [self._ck.TopicPartition(self._topic, 0, checkpoint)],
                 self._marker.consumer_group_metadata(), FLUSH_TIMEOUT_SECS)
-        except self._ck.KafkaException as exc:
-            what = "send_offsets_to_transaction"
-            raise self._failed(what, exc) from exc
         self._call("commit_transaction")
         self.transactions["committed"] += 1
 
@@ -349,17 +427,12 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                  "checkpoint are produced again after a rollback", "warning")
 
     def _call(self, name: str) -> None:
-        try:
+        with self._calling(name):
             getattr(self._producer, name)(FLUSH_TIMEOUT_SECS)
-        except self._ck.KafkaException as exc:
-            raise self._failed(name, exc) from exc
 
     def _begin(self) -> None:
-        try:
+        with self._calling("begin_transaction"):
             self._producer.begin_transaction()
-        except self._ck.KafkaException as exc:
-            what = "begin_transaction"
-            raise self._failed(what, exc) from exc
         self._open = True
         self._in_txn = []
 
@@ -405,22 +478,18 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         report = functools.partial(_report, self._ref, tup)
         while True:
             try:
-                self._producer.produce(self._topic, value=value, key=key, on_delivery=report)
+                with self._calling("produce"):  # a fatal state (fenced, ...) raises
+                    self._producer.produce(self._topic, value=value, key=key,
+                                           on_delivery=report)
                 break
             except BufferError:  # the local queue is full: wait for the broker
                 self._poll(0.05)
-            except self._ck.KafkaException as exc:  # a fatal state (fenced, ...)
-                what = "produce"
-                raise self._failed(what, exc) from exc
         self._poll(0)
 
     def _poll(self, timeout: float) -> None:
         """Read delivery reports; a fatal producer error (fenced, ...) raises here too."""
-        try:
+        with self._calling("poll"):
             self._producer.poll(timeout)
-        except self._ck.KafkaException as exc:
-            what = "poll"
-            raise self._failed(what, exc) from exc
 
     def process_tick(self, tup):
         """Read the delivery reports."""
@@ -435,8 +504,10 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                 self.ack(tup)
             return
         self._errors += 1
-        if self._transactional and kc.is_fenced(error):
-            raise kc.fenced_error(self._name, self._txn_id, error.str())
+        if self._transactional:  # raised once the call reading it returns (_raise_reported):
+            if self._undelivered is None:  # a fatal error may explain it (fenced: purged)
+                self._undelivered = error
+            return
         if error.fatal() or self._effectively_once:  # effectively once: roll back, produce again
             msg = f"the Kafka producer could not deliver to {self._topic!r}: {error.str()}"
             raise TopologyRuntimeError(msg, component=self._name)
@@ -451,11 +522,8 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
     def _flush(self) -> None:
         if self._producer is None:  # closed at the end of the input: everything was delivered
             return
-        try:
+        with self._calling("flush"):
             left = self._producer.flush(FLUSH_TIMEOUT_SECS)
-        except self._ck.KafkaException as exc:
-            what = "flush"
-            raise self._failed(what, exc) from exc
         if left:
             msg = (f"{left} records were not delivered to topic {self._topic!r} within "
                    f"{FLUSH_TIMEOUT_SECS:g} s")
