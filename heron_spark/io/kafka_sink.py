@@ -93,7 +93,9 @@ def _shut(producer) -> None:
         try:
             close()
         except Exception as exc:  # noqa: BLE001 - see the docstring
-            # (the text only: a record kept by a log handler must not hold the producer)
+            # confluent-kafka may keep the exception it raised: its traceback (this frame)
+            # would keep the producer alive. Log the text only, for the same reason.
+            exc.__traceback__ = None
             _LOG.warning("closing a Kafka producer failed (%s); it is dropped", str(exc))
 
 
@@ -556,6 +558,7 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
             try:
                 producer.flush(FLUSH_TIMEOUT_SECS)
             except Exception as exc:  # noqa: BLE001 - a broken producer: keep the first error
+                exc.__traceback__ = None  # (see _shut)
                 self.log(f"KafkaSink {self._name}: flushing at close failed ({exc}); the "
                          "producer is dropped", "warning")
             _shut(producer)
