@@ -15,7 +15,7 @@ from heron_spark.api import (AssignableMetric, AssignableMetrics, BaseBolt, Base
                              TumblingWindowBolt, Tuple, TupleHelper, TwoPhaseStatefulComponent,
                              WindowContext, api_constants, batch_source, global_metrics)
 from heron_spark.errors import (AuthenticationError, ClusterCapacityError, ComponentClassError,
-                                ComponentSpecError, ConfigError,
+                                ComponentSpecError, ConfigError, ConnectorError,
                                 ConnectExtrasError, DataSourceOptionError,
                                 DuplicateMetricError, ExtrasError, HeronSparkError,
                                 TopologyNotFoundError, TopologyRuntimeError,
@@ -44,7 +44,7 @@ def submit(topology, spark=None, conf=None, name=None, master=None, deactivated=
 __all__ = [
     "AssignableMetric", "AssignableMetrics", "AuthenticationError", "BaseBolt", "BaseSpout",
     "BatchBolt", "BatchSpout", "Bolt", "ClusterCapacityError", "ComponentClassError",
-    "ComponentSpecError", "ConfigError", "ConnectExtrasError",
+    "ComponentSpecError", "ConfigError", "ConnectExtrasError", "ConnectorError",
     "CountMetric", "DataSourceOptionError",
     "DuplicateMetricError", "ExtrasError", "FileSpout",
     "FileSource", "ParquetSink", "from_dataframe",

@@ -138,8 +138,9 @@ class TopologyRuntimeError(HeronSparkError, RuntimeError):
     """User code failed inside a running topology; chained from the user's exception text."""
 
     def __init__(self, problem: str, *, component: str | None = None, task_id: int | None = None,
-                 log_path: str | None = None, detail: str = "") -> None:
+                 log_path: str | None = None, detail: str = "", permanent: bool = False) -> None:
         self.problem = problem
+        self.permanent = permanent
         self.component = component
         self.task_id = task_id
         self.log_path = log_path
@@ -154,13 +155,58 @@ class TopologyRuntimeError(HeronSparkError, RuntimeError):
         """Build the error from a task's failure report.
 
         The report is an ``InstanceFailed``: its traceback in ``error``, plus ``component``,
-        ``task_id`` and, unless given, ``log_path``.
+        ``task_id`` and, unless given, ``log_path``; ``permanent`` when the task failed on a
+        permanent ``ConnectorError`` (the topology failed at once, without restarts).
         """
         lines = failed.error.strip().splitlines()
         return cls(lines[-1] if lines else "instance failed", component=failed.component,
                    task_id=failed.task_id,
                    log_path=failed.log_path if log_path is None else log_path,
-                   detail=failed.error)
+                   detail=failed.error, permanent=bool(getattr(failed, "permanent", False)))
+
+
+class ConnectorError(HeronSparkError, RuntimeError):
+    """A connector (Kafka, Delta, ...) cannot use the input or output it is configured with.
+
+    ``system`` names what refused (``"Kafka"``, ``"Delta"``), ``component`` the connector's
+    component, ``value`` the offending topic, path, id or columns, ``fix`` what to do.
+    ``permanent`` tells a deterministic refusal (a topic or table that does not exist, a schema
+    change, a fenced ``transactional.id``), which fails the topology at once instead of being
+    retried by restarts until the restart budget runs out (``heron.instance.restart.max``),
+    from a transient one (an unreachable broker or object store), which restarts retry.
+    """
+
+    code: ClassVar[str] = "CONNECTOR"
+
+    def __init__(self, problem: str, *, system: str, component: str | None = None,
+                 value: Any = _UNSET, fix: str | None = None, permanent: bool) -> None:
+        self.problem = problem
+        self.system = system
+        self.component = component
+        self.value = None if value is _UNSET else value
+        self.fix = fix
+        self.permanent = bool(permanent)
+        super().__init__(_compose(f"{system}: {problem}", component, value, fix))
+
+    def fields(self) -> dict[str, Any]:
+        """Return the constructor's arguments."""
+        return {"problem": self.problem, "system": self.system, "component": self.component,
+                "value": self.value, "fix": self.fix, "permanent": self.permanent}
+
+
+def permanent_error(exc: BaseException | None) -> ConnectorError | None:
+    """Return the permanent ``ConnectorError`` ``exc`` is, or was caused by (else None).
+
+    Follows ``__cause__`` and ``__context__``, so user code that wraps a connector's
+    refusal in its own exception still fails the topology at once.
+    """
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, ConnectorError) and exc.permanent:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 class TopologyStateError(HeronSparkError, RuntimeError):

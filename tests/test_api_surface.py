@@ -9,7 +9,7 @@ EXPECTED = {
     "AssignableMetric", "AuthenticationError", "BaseBolt", "BaseSpout", "BatchBolt", "BatchSpout",
     "Bolt",
     "ClusterCapacityError", "ComponentClassError", "ComponentSpecError", "ConfigError",
-    "ConnectExtrasError",
+    "ConnectExtrasError", "ConnectorError",
     "CountMetric", "DataSourceOptionError", "DuplicateMetricError", "FileSpout",
     "FileSource", "ParquetSink", "from_dataframe",  # connectors (issue 19)
     "GlobalStreamId", "Grouping", "HeronComponentSpec", "HeronSparkError",

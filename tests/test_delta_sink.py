@@ -5,7 +5,9 @@ and effectively once with a crash and rollbacks commit exactly the corpus's rows
 delta-rs and with DuckDB replaying the log itself; every Delta version carries at most one
 application transaction; a commit repeated for a committed checkpoint writes nothing; the
 schema modes refuse or evolve; bad config fails where the topology is built, an unwritable
-path when the task starts. Spark and ``kill -9``: ``test_delta_spark.py``.
+path when the task starts. Bad input (a schema change, other partition columns, an unwritable
+path) fails the run once, without restarts; an unreachable object store is retried by them.
+Spark and ``kill -9``: ``test_delta_spark.py``.
 """
 
 from __future__ import annotations
@@ -217,6 +219,71 @@ def test_an_unreachable_object_store_fails_at_task_start(tmp_path):
     assert caught.value.component == "out"
     assert "s3://no-such-bucket/words" in str(caught.value)
     assert "delta.storage.options" in str(caught.value)
+
+
+# ---- bad input: one clear error, at once when it is permanent ------------------------------
+RESTARTS = {"heron.instance.restart.max": 3}  # a permanent refusal must not use them
+
+
+def _fails(topology, tmp_path) -> tuple[TopologyRuntimeError, InProcessTopology]:
+    """Run ``topology`` in process; return its error and the run (it must fail)."""
+    run = InProcessTopology(topology, conf={"heron.work.dir": str(tmp_path / "work"),
+                                            **RESTARTS})
+    with pytest.raises(TopologyRuntimeError) as caught:
+        run.run(timeout=60)
+    assert run.status == "FAILED"
+    return caught.value, run
+
+
+def _failed_once(topology, tmp_path) -> str:
+    """Assert ``topology`` fails at once on the sink's permanent ConnectorError; return it."""
+    error, run = _fails(topology, tmp_path)
+    assert error.component == "out" and error.permanent
+    assert sum(run.failures.values()) == 1, run.failures  # not restarted: not restart_max + 1
+    assert "failed permanently" in run.detail
+    message = str(error)
+    assert "ConnectorError" in message and "Delta:" in message and "Fix:" in message
+    return message
+
+
+def test_a_schema_change_under_fail_mode_fails_at_once_naming_columns_and_fix(tmp_path):
+    path = tmp_path / "table"
+    _existing(path, pa.table({"word": ["x"], "count": [1]}))
+    message = _failed_once(_values_topology(path, "words"), tmp_path)
+    assert "['line']" in message and "['count']" in message and str(path) in message
+    assert "delta.schema.mode: merge" in message
+
+
+def test_other_partition_columns_fail_at_once_naming_both(tmp_path):
+    from deltalake import write_deltalake
+
+    path = tmp_path / "table"
+    write_deltalake(str(path), pa.table({"word": ["x"], "line": ["1"]}), partition_by=["word"])
+    message = _failed_once(_values_topology(path, "words"), tmp_path)
+    assert "partitioned by ['word']" in message and "delta.partition.by" in message
+    assert "set delta.partition.by to ['word']" in message
+
+
+def test_a_path_that_cannot_be_written_fails_at_once(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    message = _failed_once(_values_topology(blocker / "table", "words"), tmp_path)
+    assert str(blocker / "table") in message and "another delta.path" in message
+
+
+def test_an_unreachable_object_store_is_transient_and_retried_by_restarts(tmp_path):
+    import kafka_support
+
+    endpoint = f"http://127.0.0.1:{kafka_support.free_port()}"
+    options = {"AWS_ENDPOINT_URL": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_REGION": "us-east-1",
+               "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "max_retries": "0"}
+    error, run = _fails(_values_topology("s3://no-such-bucket/words", "words",
+                                         {"delta.storage.options": options}), tmp_path)
+    assert not error.permanent and error.component == "out"
+    assert sum(run.failures.values()) == RESTARTS["heron.instance.restart.max"] + 1
+    message = str(error)
+    assert "s3://no-such-bucket/words" in message and "delta.storage.options" in message
+    assert "Fix:" in message
 
 
 def test_checkpoints_rows_join_when_a_column_was_all_null_in_one():

@@ -104,10 +104,12 @@ def _heartbeat(core: TMasterCore, index: int, now: float) -> None:
         container_index=index)), now)
 
 
-def _failed(core: TMasterCore, task: int, now: float) -> None:
+def _failed(core: TMasterCore, task: int, now: float, error: str = "ValueError: bad",
+            permanent: bool = False) -> None:
     core.on_stmgr_message(core.plan.task_container[task], _message(
         instance_failed=tmaster_pb2.InstanceFailed(task_id=task, component="count",
-                                                   error="Traceback...\nValueError: bad")), now)
+                                                   error=f"Traceback...\n{error}",
+                                                   permanent=permanent)), now)
 
 
 def test_one_plan_is_broadcast_once_every_stmgr_registered():
@@ -209,6 +211,52 @@ def test_instance_failures_within_the_window_fail_the_topology_past_the_maximum(
     shutdown = io.to_all[-1].shutdown
     assert shutdown.reason == tmaster_pb2.FAILED and io.states[-1] == "FAILED"
     assert core.ended_at == 1_000_127.0
+
+
+def test_a_permanent_failure_fails_the_topology_at_once_and_a_plain_one_restores():
+    core, io = _core()
+    _start(core)
+    _failed(core, 2, 110.0)  # a plain failure: its container restarts the task
+    assert core.state is TopologyState.RUNNING and core.failures[2] == 1
+    assert "shutdown" not in io.kinds() and "FAILED" not in io.states
+    message = ("heron_spark.errors.ConnectorError: component 'count': Kafka: no topic 't'. "
+               "Fix: create it")
+    _failed(core, 3, 111.0, error=message, permanent=True)  # once, far below restart_max 2
+    assert core.state is TopologyState.FAILED and core.failures[3] == 1
+    assert "task 3 of component 'count' failed permanently" in core.detail
+    assert "no topic 't'. Fix: create it" in core.detail
+    assert core.failure.permanent and core.failure.task_id == 3
+    assert io.to_all[-1].shutdown.reason == tmaster_pb2.FAILED and io.states[-1] == "FAILED"
+    _failed(core, 2, 112.0, permanent=True)  # after the end: counted, the reason stays
+    assert "task 3" in core.detail and core.failures[2] == 2
+
+
+def test_failure_frame_marks_a_permanent_connector_error_even_when_wrapped():
+    from heron_spark.errors import ConnectorError
+    from heron_spark.instance.shell import failure_frame
+    from heron_spark.proto import stmgr_pb2
+
+    def decoded(exc):
+        frame = failure_frame(4, "out", exc, "/log")
+        return stmgr_pb2.InstanceToStmgr.FromString(frame[frames.PREFIX_BYTES:]).failed
+
+    refused = ConnectorError("no topic 't'", system="Kafka", component="out", value="t",
+                             fix="create it", permanent=True)
+    failed = decoded(refused)
+    assert failed.permanent and failed.error.strip().splitlines()[-1].endswith("Fix: create it")
+    try:
+        try:
+            raise refused
+        except ConnectorError as exc:
+            msg = "the user's wrapper"
+            raise RuntimeError(msg) from exc
+    except RuntimeError as wrapped:
+        failed = decoded(wrapped)
+    assert failed.permanent and "component 'out': Kafka: no topic 't'" in \
+        failed.error.strip().splitlines()[-1]
+    transient = ConnectorError("no broker", system="Kafka", component="out", value="h:1",
+                               fix="start it", permanent=False)
+    assert not decoded(transient).permanent and not decoded(ValueError("bad")).permanent
 
 
 def test_every_task_drained_finishes_the_topology():

@@ -5,7 +5,8 @@ an epoll loop) or the in-process runner (``inprocess.runner``, every task on one
 Both drive the executor the same way (``offer`` frames, ``turn``; see ``executor.py``), build
 it with ``build_executor`` and, when its user code raises, report that with
 ``report_failure``: one ``InstanceFailed`` to the stmgr, which passes it to the TMaster (that
-counts it against ``heron.instance.restart.max``).
+counts it against ``heron.instance.restart.max``, or fails the topology at once when it is
+``permanent``: a deterministic ``ConnectorError`` that restarts would only repeat).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Callable
 
 from heron_spark.config import SystemConfig
 from heron_spark.contract.exit_codes import ExitCode
+from heron_spark.errors import permanent_error
 from heron_spark.instance.bolt_executor import BoltExecutor
 from heron_spark.instance.executor import TaskExecutor
 from heron_spark.instance.spout_executor import SpoutExecutor
@@ -54,11 +56,20 @@ def build_executor(plan: PlanView, task_id: int, config: SystemConfig,
 
 
 def failure_frame(task_id: int, component: str, exc: BaseException, log_path: str) -> bytes:
-    """Return the frame telling the stmgr that ``task_id``'s user code raised ``exc``."""
+    """Return the frame telling the stmgr that ``task_id``'s user code raised ``exc``.
+
+    ``permanent`` is set when ``exc`` is, or was caused by, a permanent ``ConnectorError``
+    (the TMaster then fails the topology at once); the error's last line is then that
+    ``ConnectorError``'s message, which the TMaster gives as the reason.
+    """
     error = "".join(traceback.format_exception(exc))
+    permanent = permanent_error(exc)
+    if permanent is not None and permanent is not exc:  # wrapped: its message goes last
+        error += f"{type(permanent).__name__}: {permanent}\n"
     failed = tmaster_pb2.InstanceFailed(task_id=task_id, component=component,
                                         error=error[-_ERROR_CHARS:], log_path=log_path,
-                                        exit_code=ExitCode.FAILED)
+                                        exit_code=ExitCode.FAILED,
+                                        permanent=permanent is not None)
     return frames.control_frame(stmgr_pb2.InstanceToStmgr(failed=failed))
 
 

@@ -13,6 +13,11 @@ the table at the same moment) make delta-rs raise ``CommitFailedError`` now and 
 is retried from a fresh snapshot with exponential backoff, ``delta.commit.retries`` times,
 then fails with one error naming the component and the table.
 
+What it refuses is a ``ConnectorError`` naming the component, the table and the fix:
+permanent (the topology fails at once, without restarts) for a local path that cannot be
+written, partition columns or a schema the table does not accept; transient (restarts retry
+it) for an object store or a table that cannot be read or written now.
+
 Runs in a Heron Instance, on the task thread; ``deltalake`` is imported only there
 (``client``), so importing heron_spark does not need it.
 """
@@ -26,11 +31,12 @@ import uuid
 from typing import Any
 from urllib.parse import urlparse
 
-from heron_spark.errors import ExtrasError, TopologyRuntimeError, TopologyValueError
+from heron_spark.errors import ConnectorError, ExtrasError, TopologyRuntimeError
 
 log = logging.getLogger(__name__)
 
 INSTALL_EXTRA = "delta"
+SYSTEM = "Delta"  # a ConnectorError's ``system``
 BACKOFF_SECS = 0.05      # the first retry's wait; doubled each time
 BACKOFF_MAX_SECS = 2.0
 
@@ -96,7 +102,7 @@ class DeltaTarget:
             return None
 
     def open(self, fields: list[str]) -> None:
-        """Check the table can take rows of ``fields``; raise TopologyValueError if not."""
+        """Check the table can take rows of ``fields``; raise ConnectorError if not."""
         folder = local_folder(self.path)
         if folder is not None:
             self._probe(folder)
@@ -104,20 +110,21 @@ class DeltaTarget:
             table = self._load()
         except (self.dl.exceptions.DeltaError, OSError) as exc:
             msg = f"DeltaSink cannot read the Delta table at delta.path: {exc}"
-            raise TopologyValueError(msg, component=self.component, value=self.path,
-                                     kind="config",
-                                     fix="check the path, the bucket and delta.storage.options "
-                                         "(credentials, endpoint, region)") from exc
+            raise ConnectorError(msg, system=SYSTEM, component=self.component, value=self.path,
+                                 fix="check the path, the bucket and delta.storage.options "
+                                     "(credentials, endpoint, region); the task is restarted "
+                                     "until heron.instance.restart.max",
+                                 permanent=False) from exc
         if table is None:
             return
         partitions = tuple(table.metadata().partition_columns)
         if partitions != self.partition_by:
             msg = (f"DeltaSink: the table at {self.path} is partitioned by {list(partitions)}, "
                    f"delta.partition.by names {list(self.partition_by)}")
-            raise TopologyValueError(msg, component=self.component, value=list(self.partition_by),
-                                     kind="config",
-                                     fix=f"set delta.partition.by to {list(partitions)}, or "
-                                         "write to another delta.path")
+            raise ConnectorError(msg, system=SYSTEM, component=self.component,
+                                 value=list(self.partition_by),
+                                 fix=f"set delta.partition.by to {list(partitions)}, or "
+                                     "write to another delta.path", permanent=True)
         columns = [f.name for f in self._arrow_schema(table)]
         extra = [f for f in fields if f not in columns]
         missing = [c for c in columns if c not in fields]
@@ -133,9 +140,9 @@ class DeltaTarget:
             os.remove(probe)
         except OSError as exc:
             msg = f"DeltaSink cannot write to delta.path: {exc}"
-            raise TopologyValueError(msg, component=self.component, value=self.path,
-                                     kind="config", fix="give the executors write access to it, "
-                                                        "or choose another delta.path") from exc
+            raise ConnectorError(msg, system=SYSTEM, component=self.component, value=self.path,
+                                 fix="give the executors write access to it, or choose another "
+                                     "delta.path", permanent=True) from exc
 
     @staticmethod
     def _arrow_schema(table):
@@ -207,10 +214,10 @@ class DeltaTarget:
                "schema" if not differ else
                "emit values of the table's types (convert upstream), or write to another "
                "delta.path")
-        raise TopologyValueError(msg, component=self.component,
-                                 value={"new": extra, "missing": missing,
-                                        "types": {k: v for k, v in differ.items()}},
-                                 kind="schema", fix=fix)
+        raise ConnectorError(msg, system=SYSTEM, component=self.component,
+                             value={"new": extra, "missing": missing,
+                                    "types": {k: v for k, v in differ.items()}},
+                             fix=fix, permanent=True)
 
     # ---- committing ------------------------------------------------------------------------
     def committed_version(self, app_id: str) -> int | None:
@@ -269,17 +276,17 @@ class DeltaTarget:
             raise
         except dl.exceptions.SchemaMismatchError as exc:
             msg = f"DeltaSink: delta-rs refused the rows' schema for the table at {self.path}: {exc}"
-            raise TopologyValueError(msg, component=self.component, value=str(data.schema),
-                                     kind="schema",
-                                     fix="set delta.schema.mode: merge, or emit the table's "
-                                         "columns and types") from exc
+            raise ConnectorError(msg, system=SYSTEM, component=self.component,
+                                 value=str(data.schema),
+                                 fix="set delta.schema.mode: merge, or emit the table's "
+                                     "columns and types", permanent=True) from exc
         except (dl.exceptions.DeltaError, OSError) as exc:
             msg = f"DeltaSink could not write to the Delta table at {self.path}: {exc}"
-            raise TopologyValueError(msg, component=self.component, value=self.path,
-                                     kind="config",
-                                     fix="check the path, its permissions and "
-                                         "delta.storage.options; with delta.schema.mode merge, "
-                                         "emit values of the table's column types") from exc
+            raise ConnectorError(msg, system=SYSTEM, component=self.component, value=self.path,
+                                 fix="check the path, its permissions and "
+                                     "delta.storage.options; with delta.schema.mode merge, "
+                                     "emit values of the table's column types",
+                                 permanent=False) from exc
 
 
 __all__ = ["DeltaTarget", "client", "kind_of_type", "local_folder"]

@@ -3,10 +3,12 @@
 ``KafkaSpout`` and ``KafkaSink`` are configured the heronpy way, through their component
 config (keys below). ``spout_settings`` / ``sink_settings`` check a config when the topology is
 built (on the driver: no broker is contacted); ``check_cluster`` asks the broker when a task
-starts and turns an unreachable broker or an unknown topic into one ``TopologyValueError``
+starts and turns an unreachable broker or an unknown topic into one ``ConnectorError``
 naming the component, the value and the fix, so the topology fails instead of waiting
-silently. ``confluent_kafka`` is imported only when a task starts (``client``): importing
-heron_spark does not need it.
+silently: at once for a topic that does not exist (``permanent``: a restart would only repeat
+it), through the restarts for a broker that does not answer (it may come back).
+``confluent_kafka`` is imported only when a task starts (``client``): importing heron_spark
+does not need it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from heron_spark.errors import ExtrasError, TopologyValueError
+from heron_spark.errors import ConnectorError, ExtrasError, TopologyValueError
 
 BOOTSTRAP_SERVERS = "kafka.bootstrap.servers"
 TOPICS = "kafka.topics"                # spout: a topic or a list of topics
@@ -34,6 +36,7 @@ ASSIGNMENT = "kafka.assignment"        # spout: 'static' (by task index) | 'grou
 TOPIC = "kafka.topic"                  # sink: the topic it produces to
 TRANSACTIONS = "kafka.transactions"    # sink, effectively once: 'auto' | True | False
 INSTALL_EXTRA = "kafka"
+SYSTEM = "Kafka"  # a ConnectorError's ``system``
 
 SPOUT_FIELDS = ("key", "value", "topic", "partition", "offset", "timestamp")
 
@@ -148,7 +151,16 @@ def sink_settings(config: dict, component: str | None = None) -> dict:
     config = dict(config)
     _need(config, BOOTSTRAP_SERVERS, component, _FIX_SERVERS)
     _need(config, TOPIC, component, f"set {TOPIC!r} to the topic to produce to")
-    _properties(config, component)
+    props = _properties(config, component)
+    if "transactional.id" in props:
+        msg = (f"{PROPERTIES!r} sets 'transactional.id', which the sink derives itself "
+               f"(heron-<topology>-<component>-<task index>, so a restarted task fences its "
+               f"predecessor and every task has its own)")
+        raise TopologyValueError(msg, component=component, value=props["transactional.id"],
+                                 kind="config",
+                                 fix=f"remove 'transactional.id' from {PROPERTIES!r}; set "
+                                     f"{TRANSACTIONS!r} to choose whether the sink uses "
+                                     f"transactions")
     config[TRANSACTIONS] = transactions_choice(config.get(TRANSACTIONS, "auto"), component)
     config.setdefault(CHECK_TIMEOUT_SECS, 10.0)
     return config
@@ -214,12 +226,14 @@ def producer_properties(config: dict) -> dict:
 
 
 def check_cluster(kafka_client, component: str, config: dict, topics: list[str] | None = None,
-                  pattern: str | None = None) -> dict[str, int]:
+                  pattern: str | None = None, key: str = TOPICS) -> dict[str, int]:
     """Return ``{topic: partition count}`` of the topics to use; raise if any is unusable.
 
     Asks ``kafka_client`` (a Consumer or Producer) for the cluster's metadata within
-    ``kafka.check.timeout.secs``. An unreachable broker, an unknown topic, or a pattern that
-    matches nothing raises ``TopologyValueError`` naming the component, the value and the fix.
+    ``kafka.check.timeout.secs``. Raises ``ConnectorError`` naming the component, the value
+    and the fix: transient for an unreachable broker (restarts retry it), permanent for an
+    unknown topic or a pattern that matches nothing (``key`` is the config key naming the
+    topics, for the fix).
     """
     ck = client()
     timeout = float(config.get(CHECK_TIMEOUT_SECS, 10.0))
@@ -228,21 +242,50 @@ def check_cluster(kafka_client, component: str, config: dict, topics: list[str] 
         metadata = kafka_client.list_topics(timeout=timeout)
     except ck.KafkaException as exc:
         msg = f"no Kafka broker answered at {BOOTSTRAP_SERVERS} within {timeout:g} s ({exc})"
-        raise TopologyValueError(msg, component=component, value=servers, kind="config",
-                                 fix=f"start the broker or correct {BOOTSTRAP_SERVERS!r}") from exc
+        raise ConnectorError(msg, system=SYSTEM, component=component, value=servers,
+                             fix=f"start the broker or correct {BOOTSTRAP_SERVERS!r} (the task "
+                                 f"is restarted until heron.instance.restart.max)",
+                             permanent=False) from exc
     known = {name: len(meta.partitions) for name, meta in metadata.topics.items()
              if meta.error is None and not name.startswith("__")}
     if pattern is not None:
         matched = {name: n for name, n in known.items() if re.fullmatch(pattern, name)}
         if not matched:
             msg = f"no topic on the broker at {servers} matches {PATTERN}"
-            raise TopologyValueError(msg, component=component, value=pattern, kind="config",
-                                     fix=f"create a matching topic or correct {PATTERN!r}")
+            raise ConnectorError(msg, system=SYSTEM, component=component, value=pattern,
+                                 fix=f"create a matching topic or correct {PATTERN!r}",
+                                 permanent=True)
         return matched
     missing = [name for name in topics or [] if name not in known]
     if missing:
         msg = f"the broker at {servers} has no topic named {missing[0]!r}"
-        raise TopologyValueError(msg, component=component, value=missing[0], kind="config",
-                                 fix="create the topic (kafka-topics --create) or correct the "
-                                     "topic name in the component config")
+        raise ConnectorError(msg, system=SYSTEM, component=component, value=missing[0],
+                             fix=f"create the topic (kafka-topics --create) or correct {key!r} "
+                                 "in the component config", permanent=True)
     return {name: known[name] for name in topics or []}
+
+
+def error_of(exc: BaseException) -> Any:
+    """Return the ``KafkaError`` a ``KafkaException`` carries (None if it carries none)."""
+    error = exc.args[0] if getattr(exc, "args", None) else None
+    return error if hasattr(error, "code") and hasattr(error, "fatal") else None
+
+
+def is_fenced(error: Any) -> bool:
+    """Tell whether a ``KafkaError`` says another producer took over the transactional.id."""
+    if error is None:
+        return False
+    ck = client()
+    fenced = {ck.KafkaError._FENCED, ck.KafkaError.PRODUCER_FENCED,
+              ck.KafkaError.INVALID_PRODUCER_EPOCH}
+    return error.code() in fenced or (error.fatal() and "fenced" in error.str().lower())
+
+
+def fenced_error(component: str, txn_id: str, detail: str) -> ConnectorError:
+    """Return the permanent error of a sink whose ``transactional.id`` another producer took."""
+    msg = (f"another producer took over the sink's transactional.id (this producer was fenced: "
+           f"{detail}); a live process, most likely a topology of the same name, writes with it")
+    return ConnectorError(msg, system=SYSTEM, component=component, value=txn_id,
+                          fix="another topology or process uses this transactional.id: run one "
+                              "topology of each name at a time (kill the other), or give each "
+                              "topology its own name", permanent=True)

@@ -47,37 +47,56 @@ When transactions are unavailable (``init_transactions`` fails within
 ``kafka.check.timeout.secs``: a broker without them, or client settings that forbid them such
 as ``enable.idempotence=false``) ``auto`` falls back to at-least-once with one warning naming
 the component (records produced after the last checkpoint are produced again after a
-rollback), ``true`` fails the task naming the component and the fix, and ``false`` never
-tries. Without transactions ``pre_save`` only flushes, so nothing a checkpoint covers is lost.
+rollback), ``true`` fails the topology at once (a permanent ``ConnectorError`` naming the
+component, the transactional.id and the fix; a broker that does not answer in time is
+transient instead, retried by restarts), and ``false`` never tries. Without transactions
+``pre_save`` only flushes, so nothing a checkpoint covers is lost. ``kafka.properties`` may not
+set ``transactional.id`` (refused where the topology is built): the sink derives its own.
+
+A transactional.id in use by another live producer (a second topology of the same name, say)
+fences one of them: the fenced sink fails the topology at once with a permanent
+``ConnectorError`` naming the id, instead of being restarted to fence the other in turn.
 
 Runs in a Heron Instance, on the task thread; ``confluent_kafka`` is imported only there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import logging
 import weakref
-from typing import Any
+from typing import Any, Iterator
 
 from heron_spark.api import api_constants
 from heron_spark.api.bolt import Bolt
 from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.api.topology_config import TopologyConfig
-from heron_spark.errors import TopologyRuntimeError, TopologyValueError
+from heron_spark.errors import ConnectorError, TopologyRuntimeError, permanent_error
 from heron_spark.io import kafka_config as kc
 
 TICK_SECS = 0.1
 STATE_KEY = "kafka.sink"  # effectively once: {"checkpoint": n, "txn": bool, "held": [(v, k)]}
 FLUSH_TIMEOUT_SECS = 60.0
+_LOG = logging.getLogger(__name__)
+
+
 def _shut(producer) -> None:
-    """Disconnect ``producer`` now.
+    """Disconnect ``producer`` now; a producer already broken (fenced, fatal) never raises here.
 
     ``Producer.close`` where confluent-kafka has it; an older one disconnects when its last
-    reference goes.
+    reference goes. Shutting down happens on the way out of an error: an exception here would
+    hide the error that matters.
     """
     close = getattr(producer, "close", None)
     if close is not None:
-        close()
+        try:
+            close()
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            # confluent-kafka may keep the exception it raised: its traceback (this frame)
+            # would keep the producer alive. Log the text only, for the same reason.
+            exc.__traceback__ = None
+            _LOG.warning("closing a Kafka producer failed (%s); it is dropped", str(exc))
 
 
 def _report(sink_ref: weakref.ref, tup, error, message) -> None:
@@ -89,6 +108,28 @@ def _report(sink_ref: weakref.ref, tup, error, message) -> None:
     sink = sink_ref()
     if sink is not None:
         sink._delivered(tup, error, message)
+
+
+def _kafka_cause(exc: BaseException | None, kind: type) -> Any:
+    """Return the first ``kind`` (``KafkaException``) among ``exc`` and its causes, else None."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, kind):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def _on_error(sink_ref: weakref.ref, error) -> None:
+    """Keep a transactional producer's first fatal error (``error_cb``) for its sink to raise.
+
+    librdkafka reports the fatal error (fenced, ...) apart from the delivery reports it then
+    purges; the sink raises it once the call that read it (poll, flush) returns.
+    """
+    sink = sink_ref()
+    if sink is not None and error.fatal() and sink._fatal is None:
+        sink._fatal = error
 
 
 def transactional_id(topology: str, component: str, task_index: int) -> str:
@@ -133,6 +174,8 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
     _marker: Any = None               # a Consumer of the transactions' marker group
     _last_checkpoint = 0              # the last checkpoint saved
     _discarding = False               # pre_restore aborts: delivery reports no longer count
+    _fatal: Any = None                # the transactional producer's fatal error (error_cb)
+    _undelivered: Any = None          # transactional: a failed delivery, raised after the call
 
     def init_state(self, stateful_state) -> None:
         """Keep the state: the checkpoint it was saved at and the records held then."""
@@ -184,8 +227,9 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         self._properties = kc.producer_properties(config)
         self._producer = self._ck.Producer(self._properties)
         try:
-            kc.check_cluster(self._producer, self._name, config, topics=[self._topic])
-        except TopologyValueError:  # nothing was produced; the error's traceback holds the
+            kc.check_cluster(self._producer, self._name, config, topics=[self._topic],
+                             key=kc.TOPIC)
+        except ConnectorError:  # nothing was produced; the error's traceback holds the
             _shut(self._producer)   # producer (check_cluster's frame): disconnect it now
             self._producer = None
             raise
@@ -215,23 +259,18 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         timeout = float(config.get(kc.CHECK_TIMEOUT_SECS, 10.0))
         producer = None
         try:  # the client refuses (a setting), or the broker does
-            producer = self._ck.Producer({**self._properties,
-                                          "transactional.id": self._txn_id})
+            producer = self._ck.Producer({
+                "error_cb": functools.partial(_on_error, self._ref), **self._properties,
+                "transactional.id": self._txn_id})
             producer.init_transactions(timeout)  # fences a predecessor: aborts its open one
         except self._ck.KafkaException as exc:
             if producer is not None:
                 _shut(producer)
+                producer = None  # the error's traceback holds this frame: let it go
             if choice == "true":
                 _shut(self._producer)
                 self._producer = None
-                msg = ("the Kafka producer could not start transactions with the broker at "
-                       f"{config[kc.BOOTSTRAP_SERVERS]} ({exc})")
-                raise TopologyValueError(
-                    msg, component=self._name, value=choice, kind="config",
-                    fix="use a broker with transactions and kafka.properties that allow "
-                        "them (enable.idempotence), or set "
-                        f"{kc.TRANSACTIONS!r} to 'auto' or false to accept at-least-once "
-                        "output") from exc
+                raise self._refused(config, exc) from exc
             self._fell_back(f"transactions unavailable: {exc}")
             return
         _shut(self._producer)
@@ -255,6 +294,115 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                 self._produce(value, key, None)
             self._commit_open(restored)
 
+    def _refused(self, config: dict, exc: Exception) -> ConnectorError:
+        """Return the error of transactions refused (``kafka.transactions: true``).
+
+        Permanent when the broker or the client refuses them (a setting, an ACL, a timeout
+        above the broker's maximum); transient when the broker did not answer in time.
+        """
+        ck = self._ck
+        error = kc.error_of(exc)
+        code = error.code() if error is not None else None
+        transient = code in (ck.KafkaError._TIMED_OUT, ck.KafkaError._TRANSPORT,
+                             ck.KafkaError._ALL_BROKERS_DOWN, ck.KafkaError._RESOLVE,
+                             ck.KafkaError.COORDINATOR_NOT_AVAILABLE,
+                             ck.KafkaError.NOT_COORDINATOR,
+                             ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS) or \
+            (error is not None and error.retriable())
+        servers = config[kc.BOOTSTRAP_SERVERS]
+        if code == ck.KafkaError.INVALID_TRANSACTION_TIMEOUT:
+            fix = ("lower 'transaction.timeout.ms' in kafka.properties to at most the broker's "
+                   "transaction.max.timeout.ms (15 min by default)")
+        elif code in (ck.KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                      ck.KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+            fix = (f"grant the sink's principal WRITE and DESCRIBE on transactional id "
+                   f"{self._txn_id!r} (a PREFIXED ACL on 'heron-' covers every sink), or set "
+                   f"{kc.TRANSACTIONS!r} to 'auto' or false to accept at-least-once output")
+        elif transient:
+            fix = (f"check that the broker at {servers} is up and its transaction coordinator "
+                   f"answers (the task is restarted until heron.instance.restart.max)")
+        else:
+            fix = ("use a broker with transactions and kafka.properties that allow them "
+                   f"(enable.idempotence), or set {kc.TRANSACTIONS!r} to 'auto' or false to "
+                   "accept at-least-once output")
+        msg = (f"the producer could not start transactions with the broker at {servers} "
+               f"({exc})")
+        return ConnectorError(msg, system=kc.SYSTEM, component=self._name,
+                              value=self._txn_id, fix=fix, permanent=not transient)
+
+    @contextlib.contextmanager
+    def _calling(self, what: str) -> Iterator[None]:
+        """Run a producer call ``what``; turn its failure into the error to raise.
+
+        A ``KafkaException`` becomes ``_failed``'s error; on a permanent one (the producer was
+        fenced, also when a delivery report read in this call said so) the producer is
+        dropped at once, without a flush (it is broken, and an in-process task that failed is
+        not closed), before the error goes up.
+        """
+        try:
+            yield
+        except BufferError:
+            raise
+        except Exception as exc:
+            # confluent-kafka may raise a fatal error (fenced) as the cause of a SystemError
+            # it raises when it calls a delivery callback with that error pending
+            kafka = _kafka_cause(exc, self._ck.KafkaException)
+            error = self._failed(what, kafka) if kafka is not None else exc
+            if permanent_error(error) is not None:
+                self._drop()
+            if error is exc:
+                raise
+            raise error from exc
+        self._raise_reported()
+
+    def _raise_reported(self) -> None:
+        """Raise what the reports read in the last call said: fenced first, else undelivered."""
+        fatal, undelivered = self._fatal, self._undelivered
+        if fatal is None and undelivered is None:
+            return
+        self._undelivered = None
+        if kc.is_fenced(fatal) or kc.is_fenced(undelivered):
+            error = kc.fenced_error(self._name, self._txn_id, (fatal or undelivered).str())
+            self._drop()
+            raise error
+        reason = (undelivered or fatal).str()
+        msg = f"the Kafka producer could not deliver to {self._topic!r}: {reason}"
+        raise TopologyRuntimeError(msg, component=self._name)
+
+    def _drop(self) -> None:
+        """Disconnect the producer and the marker consumer without a flush; never raises."""
+        producer, self._producer = self._producer, None
+        marker, self._marker = self._marker, None
+        self._transactional = False
+        if producer is not None:
+            _shut(producer)
+        if marker is not None:
+            try:
+                marker.close()
+            except Exception as exc:  # noqa: BLE001 - on the way out of the error that matters
+                self.log(f"KafkaSink {self._name}: closing the marker consumer failed ({exc})",
+                         "warning")
+
+    def _failed(self, what: str, exc: Exception) -> Exception:
+        """Return the error to raise for a producer call ``what`` that raised ``exc``.
+
+        A fenced producer (another one took over the transactional.id) gives the permanent
+        ``ConnectorError`` saying so; any other a ``TopologyRuntimeError`` (restarts retry).
+        A producer in a fatal state answers every call with ``_FATAL``: the transactional
+        calls raise the fatal error itself, so one of them is asked for it.
+        """
+        error = self._fatal if kc.is_fenced(self._fatal) else kc.error_of(exc)
+        if error is not None and error.code() == self._ck.KafkaError._FATAL \
+                and self._transactional and self._producer is not None:
+            try:
+                self._producer.abort_transaction(0)
+            except self._ck.KafkaException as fatal:
+                error = kc.error_of(fatal) or error
+        if self._transactional and kc.is_fenced(error):
+            return kc.fenced_error(self._name, self._txn_id, error.str())
+        msg = f"the Kafka producer's {what} on topic {self._topic!r} failed: {exc}"
+        return TopologyRuntimeError(msg, component=self._name)
+
     def _last_committed(self) -> int:
         """Return the checkpoint of the last transaction committed under this transactional.id.
 
@@ -268,13 +416,10 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
 
     def _commit(self, checkpoint: int) -> None:
         """Commit the producer's transaction, marking it with ``checkpoint``."""
-        try:
+        with self._calling("send_offsets_to_transaction"):
             self._producer.send_offsets_to_transaction(
                 [self._ck.TopicPartition(self._topic, 0, checkpoint)],
                 self._marker.consumer_group_metadata(), FLUSH_TIMEOUT_SECS)
-        except self._ck.KafkaException as exc:
-            msg = f"the Kafka producer could not mark its transaction on {self._topic!r}: {exc}"
-            raise TopologyRuntimeError(msg, component=self._name) from exc
         self._call("commit_transaction")
         self.transactions["committed"] += 1
 
@@ -284,14 +429,12 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                  "checkpoint are produced again after a rollback", "warning")
 
     def _call(self, name: str) -> None:
-        try:
+        with self._calling(name):
             getattr(self._producer, name)(FLUSH_TIMEOUT_SECS)
-        except self._ck.KafkaException as exc:
-            msg = f"the Kafka producer's {name} on topic {self._topic!r} failed: {exc}"
-            raise TopologyRuntimeError(msg, component=self._name) from exc
 
     def _begin(self) -> None:
-        self._producer.begin_transaction()
+        with self._calling("begin_transaction"):
+            self._producer.begin_transaction()
         self._open = True
         self._in_txn = []
 
@@ -337,16 +480,23 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         report = functools.partial(_report, self._ref, tup)
         while True:
             try:
-                self._producer.produce(self._topic, value=value, key=key, on_delivery=report)
+                with self._calling("produce"):  # a fatal state (fenced, ...) raises
+                    self._producer.produce(self._topic, value=value, key=key,
+                                           on_delivery=report)
                 break
             except BufferError:  # the local queue is full: wait for the broker
-                self._producer.poll(0.05)
-        self._producer.poll(0)
+                self._poll(0.05)
+        self._poll(0)
+
+    def _poll(self, timeout: float) -> None:
+        """Read delivery reports; a fatal producer error (fenced, ...) raises here too."""
+        with self._calling("poll"):
+            self._producer.poll(timeout)
 
     def process_tick(self, tup):
         """Read the delivery reports."""
         if self._producer is not None:  # (None: the input ended and the producer was closed)
-            self._producer.poll(0)
+            self._poll(0)
 
     def _delivered(self, tup, error, message) -> None:
         if self._discarding:  # records of a transaction being aborted (a rollback)
@@ -356,6 +506,10 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
                 self.ack(tup)
             return
         self._errors += 1
+        if self._transactional:  # raised once the call reading it returns (_raise_reported):
+            if self._undelivered is None:  # a fatal error may explain it (fenced: purged)
+                self._undelivered = error
+            return
         if error.fatal() or self._effectively_once:  # effectively once: roll back, produce again
             msg = f"the Kafka producer could not deliver to {self._topic!r}: {error.str()}"
             raise TopologyRuntimeError(msg, component=self._name)
@@ -370,7 +524,8 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
     def _flush(self) -> None:
         if self._producer is None:  # closed at the end of the input: everything was delivered
             return
-        left = self._producer.flush(FLUSH_TIMEOUT_SECS)
+        with self._calling("flush"):
+            left = self._producer.flush(FLUSH_TIMEOUT_SECS)
         if left:
             msg = (f"{left} records were not delivered to topic {self._topic!r} within "
                    f"{FLUSH_TIMEOUT_SECS:g} s")
@@ -399,10 +554,19 @@ class KafkaSink(Bolt, TwoPhaseStatefulComponent):
         """
         producer = getattr(self, "_producer", None)
         if producer is not None:
-            producer.flush(FLUSH_TIMEOUT_SECS)
-            _shut(producer)
             self._producer = None
+            try:
+                producer.flush(FLUSH_TIMEOUT_SECS)
+            except Exception as exc:  # noqa: BLE001 - a broken producer: keep the first error
+                exc.__traceback__ = None  # (see _shut)
+                self.log(f"KafkaSink {self._name}: flushing at close failed ({exc}); the "
+                         "producer is dropped", "warning")
+            _shut(producer)
         self._transactional = False  # (records after an end of input: a plain producer)
         if self._marker is not None:
-            self._marker.close()
-            self._marker = None
+            marker, self._marker = self._marker, None
+            try:
+                marker.close()
+            except Exception as exc:  # noqa: BLE001 - as above
+                self.log(f"KafkaSink {self._name}: closing the marker consumer failed ({exc})",
+                         "warning")

@@ -80,7 +80,7 @@ from heron_spark.api.spout import Spout
 from heron_spark.api.state import TwoPhaseStatefulComponent
 from heron_spark.api.stream import Stream
 from heron_spark.api.topology_config import TopologyConfig
-from heron_spark.errors import TopologyRuntimeError, TopologyValueError
+from heron_spark.errors import ConnectorError, TopologyRuntimeError, TopologyValueError
 from heron_spark.io import kafka_config as kc
 from heron_spark.io.kafka_offsets import (OffsetTracker, TopicPartition, assign_partitions,
                                           parse_state_key, state_key)
@@ -88,6 +88,7 @@ from heron_spark.io.kafka_offsets import (OffsetTracker, TopicPartition, assign_
 LAG_METRIC = "__kafka-lag"
 LAG_BUCKET_SECS = 2  # how often the lag is sampled (cheap: the client's cached watermarks)
 GROUP_END_CHECK_SECS = 0.2  # bounded group mode: how often the group's commits are read
+COMMITTED_RETRY_SECS = 0.05  # the group's coordinator moving: how soon it is asked again
 STATE_KEY = "kafka_offsets"
 _LOG = logging.getLogger(__name__)
 
@@ -192,7 +193,7 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
                 self._subscribe()
             else:
                 self._refresh_assignment()
-        except TopologyValueError:
+        except (TopologyValueError, ConnectorError):
             self._consumer.close()
             self._consumer = None
             raise
@@ -338,8 +339,7 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         rest = [tp for tp in partitions if tp not in starts]
         if rest:
             timeout = float(self._config[kc.CHECK_TIMEOUT_SECS])
-            for found in self._consumer.committed([ck.TopicPartition(t, p) for t, p in rest],
-                                                  timeout=timeout):
+            for found in self._committed([ck.TopicPartition(t, p) for t, p in rest], timeout):
                 tp = (found.topic, found.partition)
                 if found.offset >= 0:
                     starts[tp] = found.offset
@@ -348,6 +348,28 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
                         ck.TopicPartition(*tp), timeout=timeout)
                     starts[tp] = high if self._reset in ("latest", "largest", "end") else low
         return starts
+
+    def _committed(self, parts: list, timeout: float) -> list:
+        """Return the group's committed offsets of ``parts``, asking again within ``timeout``.
+
+        While the group's coordinator moves or loads (a broker restarting, a new group) the
+        broker answers NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS: asked again, not a
+        failure of the task.
+        """
+        moving = (self._ck.KafkaError.NOT_COORDINATOR,
+                  self._ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                  self._ck.KafkaError.COORDINATOR_NOT_AVAILABLE)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self._consumer.committed(
+                    parts, timeout=max(deadline - time.monotonic(), 0.1))
+            except self._ck.KafkaException as exc:
+                error = kc.error_of(exc)
+                if error is None or time.monotonic() >= deadline or \
+                        not (error.retriable() or error.code() in moving):
+                    raise
+                time.sleep(COMMITTED_RETRY_SECS)
 
     def close(self):
         """Commit what is done and close the consumer."""
@@ -430,7 +452,13 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
         if error is not None:
             if error.code() == self._ck.KafkaError._PARTITION_EOF:
                 return
-            if error.fatal() or error.code() == self._ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
+            if error.code() == self._ck.KafkaError.UNKNOWN_TOPIC_OR_PART:
+                msg = f"the topic {message.topic()!r} it reads is gone ({error.str()})"
+                raise ConnectorError(msg, system=kc.SYSTEM, component=self._name,
+                                     value=message.topic(),
+                                     fix=f"create the topic again or correct {kc.TOPICS!r}",
+                                     permanent=True)
+            if error.fatal():
                 msg = f"the Kafka consumer failed: {error.str()}"
                 raise TopologyRuntimeError(msg, component=self._name)
             self.log(f"KafkaSpout {self._name}: {error.str()} (retrying)", "warning")

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from heron_spark.proto import physical_plan_pb2 as physical__plan__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rtmaster.proto\x12\x0bheron_spark\x1a\x13physical_plan.proto\"\x98\x01\n\rRegisterStmgr\x12\x17\n\x0f\x63ontainer_index\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x11\n\tdata_port\x18\x03 \x01(\x05\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12,\n\tinstances\x18\x05 \x03(\x0b\x32\x19.heron_spark.InstanceInfo\x12\x12\n\ngeneration\x18\x06 \x01(\x03\"=\n\x0eStmgrHeartbeat\x12\x17\n\x0f\x63ontainer_index\x18\x01 \x01(\x05\x12\x12\n\nsent_at_ms\x18\x02 \x01(\x03\"\x1f\n\x0bTaskDrained\x12\x10\n\x08task_ids\x18\x01 \x03(\x05\"=\n\x13InstanceStateStored\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\"I\n\x10InstanceRestored\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\"h\n\x0eInstanceFailed\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\x11\n\tcomponent\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x10\n\x08log_path\x18\x04 \x01(\t\x12\x11\n\texit_code\x18\x05 \x01(\x05\"\xfa\x02\n\x0eStmgrToTmaster\x12.\n\x08register\x18\x01 \x01(\x0b\x32\x1a.heron_spark.RegisterStmgrH\x00\x12\x30\n\theartbeat\x18\x02 \x01(\x0b\x32\x1b.heron_spark.StmgrHeartbeatH\x00\x12+\n\x07\x64rained\x18\x03 \x01(\x0b\x32\x18.heron_spark.TaskDrainedH\x00\x12\x36\n\x0finstance_failed\x18\x04 \x01(\x0b\x32\x1b.heron_spark.InstanceFailedH\x00\x12\x32\n\x06stored\x18\x05 \x01(\x0b\x32 .heron_spark.InstanceStateStoredH\x00\x12\x31\n\x08restored\x18\x06 \x01(\x0b\x32\x1d.heron_spark.InstanceRestoredH\x00\x12\x32\n\rfile_response\x18\x14 \x01(\x0b\x32\x19.heron_spark.FileResponseH\x00\x42\x06\n\x04\x62ody\"G\n\x08Shutdown\x12+\n\x06reason\x18\x01 \x01(\x0e\x32\x1b.heron_spark.ShutdownReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\"\xcc\x03\n\x0eTmasterToStmgr\x12)\n\x04plan\x18\x01 \x01(\x0b\x32\x19.heron_spark.PhysicalPlanH\x00\x12)\n\x08shutdown\x18\x02 \x01(\x0b\x32\x15.heron_spark.ShutdownH\x00\x12+\n\x07\x64rained\x18\x03 \x01(\x0b\x32\x18.heron_spark.TaskDrainedH\x00\x12\x32\n\ncheckpoint\x18\x04 \x01(\x0b\x32\x1c.heron_spark.StartCheckpointH\x00\x12,\n\x07restore\x18\x05 \x01(\x0b\x32\x19.heron_spark.RestoreStateH\x00\x12/\n\x06resume\x18\x06 \x01(\x0b\x32\x1d.heron_spark.ResumeProcessingH\x00\x12\x33\n\nactivation\x18\x07 \x01(\x0b\x32\x1d.heron_spark.SetTopologyStateH\x00\x12\x35\n\tcommitted\x18\x08 \x01(\x0b\x32 .heron_spark.CheckpointCommittedH\x00\x12\x30\n\x0c\x66ile_request\x18\x14 \x01(\x0b\x32\x18.heron_spark.FileRequestH\x00\x42\x06\n\x04\x62ody\"=\n\x10SetTopologyState\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.heron_spark.TopologyState\"[\n\x0b\x46ileRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\n\n\x02op\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x0e\n\x06length\x18\x05 \x01(\x03\"M\n\x0c\x46ileResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0c\n\x04json\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"(\n\x0fStartCheckpoint\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\";\n\x13\x43heckpointCommitted\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"4\n\x0cRestoreState\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\"!\n\x10ResumeProcessing\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\"0\n\x0eRestartRequest\x12\x0b\n\x03\x61ll\x18\x01 \x01(\x08\x12\x11\n\tcontainer\x18\x02 \x01(\x05\"\x95\x01\n\rUpdateRequest\x12@\n\x0bparallelism\x18\x01 \x03(\x0b\x32+.heron_spark.UpdateRequest.ParallelismEntry\x12\x0e\n\x06queued\x18\x02 \x01(\x08\x1a\x32\n\x10ParallelismEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xeb\x01\n\x0e\x43ontrolRequest\x12\x0e\n\x04kill\x18\x01 \x01(\x08H\x00\x12\x10\n\x06status\x18\x02 \x01(\x08H\x00\x12\x12\n\x08\x61\x63tivate\x18\x03 \x01(\x08H\x00\x12\x14\n\ndeactivate\x18\x04 \x01(\x08H\x00\x12.\n\x07restart\x18\x05 \x01(\x0b\x32\x1b.heron_spark.RestartRequestH\x00\x12,\n\x06update\x18\x06 \x01(\x0b\x32\x1a.heron_spark.UpdateRequestH\x00\x12\'\n\x05query\x18\x14 \x01(\x0b\x32\x16.heron_spark.ViewQueryH\x00\x42\x06\n\x04\x62ody\".\n\tViewQuery\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x13\n\x0bparams_json\x18\x02 \x01(\t\"\x96\x01\n\x0f\x43ontrolResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12\x19\n\x11\x65rror_fields_json\x18\x06 \x01(\t\x12\x0c\n\x04json\x18\x14 \x01(\t\x12\x0c\n\x04\x63ode\x18\x15 \x01(\x05*h\n\x0eShutdownReason\x12\x12\n\x0eSHUTDOWN_UNSET\x10\x00\x12\x0c\n\x08\x46INISHED\x10\x01\x12\n\n\x06KILLED\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\x12\x0e\n\nRESTARTING\x10\x04\x12\x0c\n\x08UPDATING\x10\x05\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rtmaster.proto\x12\x0bheron_spark\x1a\x13physical_plan.proto\"\x98\x01\n\rRegisterStmgr\x12\x17\n\x0f\x63ontainer_index\x18\x01 \x01(\x05\x12\x0c\n\x04host\x18\x02 \x01(\t\x12\x11\n\tdata_port\x18\x03 \x01(\x05\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12,\n\tinstances\x18\x05 \x03(\x0b\x32\x19.heron_spark.InstanceInfo\x12\x12\n\ngeneration\x18\x06 \x01(\x03\"=\n\x0eStmgrHeartbeat\x12\x17\n\x0f\x63ontainer_index\x18\x01 \x01(\x05\x12\x12\n\nsent_at_ms\x18\x02 \x01(\x03\"\x1f\n\x0bTaskDrained\x12\x10\n\x08task_ids\x18\x01 \x03(\x05\"=\n\x13InstanceStateStored\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\"I\n\x10InstanceRestored\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\x03\"{\n\x0eInstanceFailed\x12\x0f\n\x07task_id\x18\x01 \x01(\x05\x12\x11\n\tcomponent\x18\x02 \x01(\t\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12\x10\n\x08log_path\x18\x04 \x01(\t\x12\x11\n\texit_code\x18\x05 \x01(\x05\x12\x11\n\tpermanent\x18\x06 \x01(\x08\"\xfa\x02\n\x0eStmgrToTmaster\x12.\n\x08register\x18\x01 \x01(\x0b\x32\x1a.heron_spark.RegisterStmgrH\x00\x12\x30\n\theartbeat\x18\x02 \x01(\x0b\x32\x1b.heron_spark.StmgrHeartbeatH\x00\x12+\n\x07\x64rained\x18\x03 \x01(\x0b\x32\x18.heron_spark.TaskDrainedH\x00\x12\x36\n\x0finstance_failed\x18\x04 \x01(\x0b\x32\x1b.heron_spark.InstanceFailedH\x00\x12\x32\n\x06stored\x18\x05 \x01(\x0b\x32 .heron_spark.InstanceStateStoredH\x00\x12\x31\n\x08restored\x18\x06 \x01(\x0b\x32\x1d.heron_spark.InstanceRestoredH\x00\x12\x32\n\rfile_response\x18\x14 \x01(\x0b\x32\x19.heron_spark.FileResponseH\x00\x42\x06\n\x04\x62ody\"G\n\x08Shutdown\x12+\n\x06reason\x18\x01 \x01(\x0e\x32\x1b.heron_spark.ShutdownReason\x12\x0e\n\x06\x64\x65tail\x18\x02 \x01(\t\"\xcc\x03\n\x0eTmasterToStmgr\x12)\n\x04plan\x18\x01 \x01(\x0b\x32\x19.heron_spark.PhysicalPlanH\x00\x12)\n\x08shutdown\x18\x02 \x01(\x0b\x32\x15.heron_spark.ShutdownH\x00\x12+\n\x07\x64rained\x18\x03 \x01(\x0b\x32\x18.heron_spark.TaskDrainedH\x00\x12\x32\n\ncheckpoint\x18\x04 \x01(\x0b\x32\x1c.heron_spark.StartCheckpointH\x00\x12,\n\x07restore\x18\x05 \x01(\x0b\x32\x19.heron_spark.RestoreStateH\x00\x12/\n\x06resume\x18\x06 \x01(\x0b\x32\x1d.heron_spark.ResumeProcessingH\x00\x12\x33\n\nactivation\x18\x07 \x01(\x0b\x32\x1d.heron_spark.SetTopologyStateH\x00\x12\x35\n\tcommitted\x18\x08 \x01(\x0b\x32 .heron_spark.CheckpointCommittedH\x00\x12\x30\n\x0c\x66ile_request\x18\x14 \x01(\x0b\x32\x18.heron_spark.FileRequestH\x00\x42\x06\n\x04\x62ody\"=\n\x10SetTopologyState\x12)\n\x05state\x18\x01 \x01(\x0e\x32\x1a.heron_spark.TopologyState\"[\n\x0b\x46ileRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\n\n\x02op\x18\x02 \x01(\t\x12\x0c\n\x04path\x18\x03 \x01(\t\x12\x0e\n\x06offset\x18\x04 \x01(\x03\x12\x0e\n\x06length\x18\x05 \x01(\x03\"M\n\x0c\x46ileResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x03\x12\x0c\n\x04\x63ode\x18\x02 \x01(\x05\x12\x0c\n\x04json\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\"(\n\x0fStartCheckpoint\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\";\n\x13\x43heckpointCommitted\x12\x15\n\rcheckpoint_id\x18\x01 \x01(\x03\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\"4\n\x0cRestoreState\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\x12\x15\n\rcheckpoint_id\x18\x02 \x01(\x03\"!\n\x10ResumeProcessing\x12\r\n\x05\x65poch\x18\x01 \x01(\x03\"0\n\x0eRestartRequest\x12\x0b\n\x03\x61ll\x18\x01 \x01(\x08\x12\x11\n\tcontainer\x18\x02 \x01(\x05\"\x95\x01\n\rUpdateRequest\x12@\n\x0bparallelism\x18\x01 \x03(\x0b\x32+.heron_spark.UpdateRequest.ParallelismEntry\x12\x0e\n\x06queued\x18\x02 \x01(\x08\x1a\x32\n\x10ParallelismEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"\xeb\x01\n\x0e\x43ontrolRequest\x12\x0e\n\x04kill\x18\x01 \x01(\x08H\x00\x12\x10\n\x06status\x18\x02 \x01(\x08H\x00\x12\x12\n\x08\x61\x63tivate\x18\x03 \x01(\x08H\x00\x12\x14\n\ndeactivate\x18\x04 \x01(\x08H\x00\x12.\n\x07restart\x18\x05 \x01(\x0b\x32\x1b.heron_spark.RestartRequestH\x00\x12,\n\x06update\x18\x06 \x01(\x0b\x32\x1a.heron_spark.UpdateRequestH\x00\x12\'\n\x05query\x18\x14 \x01(\x0b\x32\x16.heron_spark.ViewQueryH\x00\x42\x06\n\x04\x62ody\".\n\tViewQuery\x12\x0c\n\x04path\x18\x01 \x01(\t\x12\x13\n\x0bparams_json\x18\x02 \x01(\t\"\x96\x01\n\x0f\x43ontrolResponse\x12\n\n\x02ok\x18\x01 \x01(\x08\x12\r\n\x05state\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x03 \x01(\t\x12\r\n\x05\x65rror\x18\x04 \x01(\t\x12\x12\n\nerror_code\x18\x05 \x01(\t\x12\x19\n\x11\x65rror_fields_json\x18\x06 \x01(\t\x12\x0c\n\x04json\x18\x14 \x01(\t\x12\x0c\n\x04\x63ode\x18\x15 \x01(\x05*h\n\x0eShutdownReason\x12\x12\n\x0eSHUTDOWN_UNSET\x10\x00\x12\x0c\n\x08\x46INISHED\x10\x01\x12\n\n\x06KILLED\x10\x02\x12\n\n\x06\x46\x41ILED\x10\x03\x12\x0e\n\nRESTARTING\x10\x04\x12\x0c\n\x08UPDATING\x10\x05\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,8 +34,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
   _globals['_UPDATEREQUEST_PARALLELISMENTRY']._loaded_options = None
   _globals['_UPDATEREQUEST_PARALLELISMENTRY']._serialized_options = b'8\001'
-  _globals['_SHUTDOWNREASON']._serialized_start=2531
-  _globals['_SHUTDOWNREASON']._serialized_end=2635
+  _globals['_SHUTDOWNREASON']._serialized_start=2550
+  _globals['_SHUTDOWNREASON']._serialized_end=2654
   _globals['_REGISTERSTMGR']._serialized_start=52
   _globals['_REGISTERSTMGR']._serialized_end=204
   _globals['_STMGRHEARTBEAT']._serialized_start=206
@@ -47,37 +47,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INSTANCERESTORED']._serialized_start=365
   _globals['_INSTANCERESTORED']._serialized_end=438
   _globals['_INSTANCEFAILED']._serialized_start=440
-  _globals['_INSTANCEFAILED']._serialized_end=544
-  _globals['_STMGRTOTMASTER']._serialized_start=547
-  _globals['_STMGRTOTMASTER']._serialized_end=925
-  _globals['_SHUTDOWN']._serialized_start=927
-  _globals['_SHUTDOWN']._serialized_end=998
-  _globals['_TMASTERTOSTMGR']._serialized_start=1001
-  _globals['_TMASTERTOSTMGR']._serialized_end=1461
-  _globals['_SETTOPOLOGYSTATE']._serialized_start=1463
-  _globals['_SETTOPOLOGYSTATE']._serialized_end=1524
-  _globals['_FILEREQUEST']._serialized_start=1526
-  _globals['_FILEREQUEST']._serialized_end=1617
-  _globals['_FILERESPONSE']._serialized_start=1619
-  _globals['_FILERESPONSE']._serialized_end=1696
-  _globals['_STARTCHECKPOINT']._serialized_start=1698
-  _globals['_STARTCHECKPOINT']._serialized_end=1738
-  _globals['_CHECKPOINTCOMMITTED']._serialized_start=1740
-  _globals['_CHECKPOINTCOMMITTED']._serialized_end=1799
-  _globals['_RESTORESTATE']._serialized_start=1801
-  _globals['_RESTORESTATE']._serialized_end=1853
-  _globals['_RESUMEPROCESSING']._serialized_start=1855
-  _globals['_RESUMEPROCESSING']._serialized_end=1888
-  _globals['_RESTARTREQUEST']._serialized_start=1890
-  _globals['_RESTARTREQUEST']._serialized_end=1938
-  _globals['_UPDATEREQUEST']._serialized_start=1941
-  _globals['_UPDATEREQUEST']._serialized_end=2090
-  _globals['_UPDATEREQUEST_PARALLELISMENTRY']._serialized_start=2040
-  _globals['_UPDATEREQUEST_PARALLELISMENTRY']._serialized_end=2090
-  _globals['_CONTROLREQUEST']._serialized_start=2093
-  _globals['_CONTROLREQUEST']._serialized_end=2328
-  _globals['_VIEWQUERY']._serialized_start=2330
-  _globals['_VIEWQUERY']._serialized_end=2376
-  _globals['_CONTROLRESPONSE']._serialized_start=2379
-  _globals['_CONTROLRESPONSE']._serialized_end=2529
+  _globals['_INSTANCEFAILED']._serialized_end=563
+  _globals['_STMGRTOTMASTER']._serialized_start=566
+  _globals['_STMGRTOTMASTER']._serialized_end=944
+  _globals['_SHUTDOWN']._serialized_start=946
+  _globals['_SHUTDOWN']._serialized_end=1017
+  _globals['_TMASTERTOSTMGR']._serialized_start=1020
+  _globals['_TMASTERTOSTMGR']._serialized_end=1480
+  _globals['_SETTOPOLOGYSTATE']._serialized_start=1482
+  _globals['_SETTOPOLOGYSTATE']._serialized_end=1543
+  _globals['_FILEREQUEST']._serialized_start=1545
+  _globals['_FILEREQUEST']._serialized_end=1636
+  _globals['_FILERESPONSE']._serialized_start=1638
+  _globals['_FILERESPONSE']._serialized_end=1715
+  _globals['_STARTCHECKPOINT']._serialized_start=1717
+  _globals['_STARTCHECKPOINT']._serialized_end=1757
+  _globals['_CHECKPOINTCOMMITTED']._serialized_start=1759
+  _globals['_CHECKPOINTCOMMITTED']._serialized_end=1818
+  _globals['_RESTORESTATE']._serialized_start=1820
+  _globals['_RESTORESTATE']._serialized_end=1872
+  _globals['_RESUMEPROCESSING']._serialized_start=1874
+  _globals['_RESUMEPROCESSING']._serialized_end=1907
+  _globals['_RESTARTREQUEST']._serialized_start=1909
+  _globals['_RESTARTREQUEST']._serialized_end=1957
+  _globals['_UPDATEREQUEST']._serialized_start=1960
+  _globals['_UPDATEREQUEST']._serialized_end=2109
+  _globals['_UPDATEREQUEST_PARALLELISMENTRY']._serialized_start=2059
+  _globals['_UPDATEREQUEST_PARALLELISMENTRY']._serialized_end=2109
+  _globals['_CONTROLREQUEST']._serialized_start=2112
+  _globals['_CONTROLREQUEST']._serialized_end=2347
+  _globals['_VIEWQUERY']._serialized_start=2349
+  _globals['_VIEWQUERY']._serialized_end=2395
+  _globals['_CONTROLRESPONSE']._serialized_start=2398
+  _globals['_CONTROLRESPONSE']._serialized_end=2548
 # @@protoc_insertion_point(module_scope)

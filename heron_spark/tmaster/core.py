@@ -294,7 +294,9 @@ class TMasterCore:
     def _on_instance_failed(self, failed: tmaster_pb2.InstanceFailed, now: float) -> None:
         """Count a task's failure; fail the topology once it fails too often.
 
-        Until then its container restarts it.
+        Until then its container restarts it. A ``permanent`` failure (a deterministic
+        ``ConnectorError``: a topic that does not exist, a schema change refused, ...) fails
+        the topology at once, its error's message as the reason: a restart would repeat it.
         """
         self.failures[failed.task_id] += 1
         register = self.registrations.get(self.plan.task_container.get(failed.task_id, -1))
@@ -307,7 +309,12 @@ class TMasterCore:
         window = self._recent_failures.setdefault(failed.task_id,
                                                   FailureWindow(self.restart_window_secs))
         recent = window.record(now)
-        if recent > self.restart_max and not self.state.ended:
+        if failed.permanent and not self.state.ended:
+            message = failed.error.strip().splitlines()[-1:] or ["(no message)"]
+            self._end(TopologyState.FAILED,
+                      f"task {failed.task_id} of component {failed.component!r} failed "
+                      f"permanently (not restarted): {message[0]}", now)
+        elif recent > self.restart_max and not self.state.ended:
             self._end(TopologyState.FAILED,
                       f"task {failed.task_id} of component {failed.component!r} failed "
                       f"{recent} times within {self.restart_window_secs:g} s", now)
