@@ -255,25 +255,69 @@ def mismatch(got: collections.Counter, want: collections.Counter) -> str:
             f"{sum(got.values()):,} words counted, {sum(want.values()):,} in the input")
 
 
-class SinkReader:
-    """Read a sink topic (one partition) with ``read_committed`` in a thread, stamping arrivals.
+class _UpdateReader:
+    """Follow a sink's count updates in a thread, stamping each as it arrives.
 
-    ``updates``: ``(word, count, newest, received ms)`` in arrival order. ``done`` is set once
-    the counts equal ``want``.
+    ``updates``: ``(word, count, newest, received ms)`` in arrival order; ``counts``: each
+    word's largest count so far; ``done`` is set once the counts equal ``want``. A subclass
+    reads in ``_loop``, passing every update to ``_note``, until ``_finished()``.
     """
 
-    def __init__(self, servers: str, topic: str, want: collections.Counter) -> None:
-        self.servers, self.topic, self.want = servers, topic, want
+    def __init__(self, name: str, want: collections.Counter) -> None:
+        self.want = want
         self.updates: list[tuple[str, int, int, float]] = []
         self.counts: collections.Counter = collections.Counter()
         self.done = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="sink-reader", daemon=True)
+        self._wrong = len(want)  # words whose count is not yet the wanted one
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self.error: BaseException | None = None
 
-    def start(self) -> "SinkReader":
+    def start(self):
         self._thread.start()
         return self
+
+    def _run(self) -> None:
+        try:
+            self._loop()
+            if not self._wrong:
+                self.done.set()
+        except BaseException as exc:  # noqa: BLE001 - reported by stop()
+            self.error = exc
+
+    def _loop(self) -> None:
+        raise NotImplementedError
+
+    def _finished(self) -> bool:
+        return self._stop.is_set() or not self._wrong
+
+    def _note(self, word: str, count: int, newest: int, received: float) -> None:
+        self.updates.append((word, count, newest, received))
+        before = self.counts[word]
+        if count > before:
+            self.counts[word] = count
+            wanted = self.want[word]
+            self._wrong += (count == wanted) * -1 + (before == wanted) * 1
+
+    def _source(self) -> str:
+        raise NotImplementedError
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        if self.error is not None:
+            raise RuntimeError(f"reading {self._source()} failed: {self.error}") from self.error
+
+
+class SinkReader(_UpdateReader):
+    """Read a sink topic (one partition) with ``read_committed``, stamping arrivals."""
+
+    def __init__(self, servers: str, topic: str, want: collections.Counter) -> None:
+        super().__init__("sink-reader", want)
+        self.servers, self.topic = servers, topic
+
+    def _source(self) -> str:
+        return repr(self.topic)
 
     def _loop(self) -> None:
         from confluent_kafka import Consumer, TopicPartition
@@ -282,80 +326,48 @@ class SinkReader:
                              "enable.auto.commit": False, "isolation.level": "read_committed",
                              "fetch.wait.max.ms": 5})
         consumer.assign([TopicPartition(self.topic, 0, 0)])
-        wrong = len(self.want)  # words whose count is not yet the wanted one
         try:
-            while not self._stop.is_set() and wrong:
+            while not self._finished():
                 messages = consumer.consume(1000, 0.05)
                 received = time.time() * 1000.0
                 for message in messages:
-                    if message.error() is not None:
-                        continue
-                    word, count, newest = parse_update(message)
-                    self.updates.append((word, count, newest, received))
-                    before = self.counts[word]
-                    if count > before:
-                        self.counts[word] = count
-                        wanted = self.want[word]
-                        wrong += (count == wanted) * -1 + (before == wanted) * 1
-            if not wrong:
-                self.done.set()
-        except BaseException as exc:  # noqa: BLE001 - reported by stop()
-            self.error = exc
+                    if message.error() is None:
+                        self._note(*parse_update(message), received)
         finally:
             consumer.close()
 
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        if self.error is not None:
-            raise RuntimeError(f"reading {self.topic!r} failed: {self.error}") from self.error
 
+class DeltaReader(_UpdateReader):
+    """Follow a Delta table of ``key``, ``value`` updates as versions commit.
 
-class DeltaReader:
-    """Follow a Delta table of ``key``, ``value`` updates as versions commit, in a thread.
-
-    The same figures as ``SinkReader``: ``updates`` are ``(word, count, newest, seen ms)``,
-    ``seen`` the time the reader found the version's ``_delta_log`` entry (polled every
+    ``received`` is the time the reader found the version's ``_delta_log`` entry (polled every
     ``poll_secs``; the entry appears whole: delta-rs writes it with an atomic put-if-absent);
-    ``versions`` maps each version read to ``(seen ms, its commitInfo timestamp ms)``; ``done``
-    is set once the counts equal ``want``. A table path, not a URI: the reader lists files.
+    ``versions`` maps each version read to ``(seen ms, its commitInfo timestamp ms)``. A table
+    path, not a URI: the reader lists files.
     """
 
     def __init__(self, path: str | Path, want: collections.Counter,
                  poll_secs: float = 0.005) -> None:
-        self.path, self.want, self.poll_secs = Path(path), want, poll_secs
-        self.updates: list[tuple[str, int, int, float]] = []
-        self.counts: collections.Counter = collections.Counter()
+        super().__init__("delta-reader", want)
+        self.path, self.poll_secs = Path(path), poll_secs
         self.versions: dict[int, tuple[float, int | None]] = {}
-        self.done = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="delta-reader", daemon=True)
-        self.error: BaseException | None = None
 
-    def start(self) -> "DeltaReader":
-        self._thread.start()
-        return self
+    def _source(self) -> str:
+        return f"the Delta table {os.fspath(self.path)!r}"
 
     def _loop(self) -> None:
-        wrong = len(self.want)
         version = 0
-        try:
-            while not self._stop.is_set() and wrong:
-                entry = self.path / "_delta_log" / f"{version:020d}.json"
-                try:
-                    text = entry.read_text()
-                except FileNotFoundError:
-                    time.sleep(self.poll_secs)
-                    continue
-                seen = time.time() * 1000.0
-                wrong = self._read_version(version, text, seen, wrong)
-                version += 1
-            if not wrong:
-                self.done.set()
-        except BaseException as exc:  # noqa: BLE001 - reported by stop()
-            self.error = exc
+        while not self._finished():
+            entry = self.path / "_delta_log" / f"{version:020d}.json"
+            try:
+                text = entry.read_text()
+            except FileNotFoundError:
+                time.sleep(self.poll_secs)
+                continue
+            self._read_version(version, text, time.time() * 1000.0)
+            version += 1
 
-    def _read_version(self, version: int, text: str, seen: float, wrong: int) -> int:
+    def _read_version(self, version: int, text: str, seen: float) -> None:
         import pyarrow.parquet as pq
 
         committed = None
@@ -368,23 +380,9 @@ class DeltaReader:
             rows = pq.read_table(self.path / urllib.parse.unquote(action["add"]["path"]),
                                  columns=["key", "value"]).to_pydict()
             for word, value in zip(rows["key"], rows["value"]):
-                count_text, newest_text = value.split("|")
-                count, newest = int(count_text), int(newest_text)
-                self.updates.append((word, count, newest, seen))
-                before = self.counts[word]
-                if count > before:
-                    self.counts[word] = count
-                    wanted = self.want[word]
-                    wrong += (count == wanted) * -1 + (before == wanted) * 1
+                count, newest = value.split("|")
+                self._note(word, int(count), int(newest), seen)
         self.versions[version] = (seen, committed)
-        return wrong
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(30)
-        if self.error is not None:
-            raise RuntimeError(f"reading the Delta table {os.fspath(self.path)!r} failed: "
-                               f"{self.error}") from self.error
 
 
 def delta_final_counts(path: str | Path) -> tuple[collections.Counter, int, int]:
