@@ -89,6 +89,7 @@ LAG_METRIC = "__kafka-lag"
 LAG_BUCKET_SECS = 2  # how often the lag is sampled (cheap: the client's cached watermarks)
 GROUP_END_CHECK_SECS = 0.2  # bounded group mode: how often the group's commits are read
 COMMITTED_RETRY_SECS = 0.05  # the group's coordinator moving: how soon it is asked again
+LEAVE_GROUP_SECS = 10.0  # group mode's close: how long it waits for the revoke of what it holds
 STATE_KEY = "kafka_offsets"
 _LOG = logging.getLogger(__name__)
 
@@ -378,9 +379,25 @@ class KafkaSpout(Spout, TwoPhaseStatefulComponent):
             return
         if not self._stateful:
             self._commit(self._tracker.offsets(), asynchronous=False)
+        if self._group:
+            self._leave_group(consumer)
         self._closing = True
-        consumer.close()  # group mode: leaves the group (revoking what it holds)
+        consumer.close()
         self._consumer = None
+
+    def _leave_group(self, consumer) -> None:
+        """Unsubscribe and serve the revoke of what this task holds before ``close``.
+
+        A cooperative consumer whose ``close`` itself revokes its partitions can hang in
+        librdkafka (confluentinc/librdkafka#4527, #4883: seen here once, stuck in the revoke's
+        ``incremental_unassign`` inside ``close``); revoked through ``poll`` first, as in any
+        rebalance, ``close`` has nothing left to revoke. Records ``poll`` returns meanwhile
+        are dropped: not emitted, so not committed; the next owner reads them.
+        """
+        consumer.unsubscribe()
+        deadline = time.monotonic() + LEAVE_GROUP_SECS
+        while consumer.assignment() and time.monotonic() < deadline:
+            consumer.poll(0.05)
 
     # ---- emitting ------------------------------------------------------------------------
     def next_tuple(self):
