@@ -66,6 +66,17 @@ def unavailable() -> str | None:
     return None
 
 
+def require() -> None:
+    """Skip the calling test when hosts cannot be made here; fail it under CI (``CI=true``)."""
+    import pytest
+
+    reason = unavailable()
+    if reason is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"the hosts tier needs root and `ip netns` under CI: {reason}")
+        pytest.skip(reason)
+
+
 def _pid_alive(pid: int) -> bool:
     return Path(f"/proc/{pid}").exists()
 

@@ -13,7 +13,6 @@ counts (``FAULT`` lines; ``pytest -s`` shows them).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -32,18 +31,10 @@ DRIVER = Path(__file__).resolve().parent / "hosts_driver.py"
 WORKERS = 3
 
 
-def _skip_or_fail_without_netns() -> None:
-    reason = hosts_support.unavailable()
-    if reason is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"the hosts tier needs root and `ip netns` under CI: {reason}")
-        pytest.skip(reason)
-
-
 @pytest.fixture(scope="module")
 def cluster():
     """Hosts h0..h3, ZooKeeper and the master on h0, a worker on each of h1..h3."""
-    _skip_or_fail_without_netns()
+    hosts_support.require()
     hosts = Hosts(WORKERS + 1).create()
     try:
         zk = ZooKeeperServer(host=hosts[0].address, prefix=hosts[0].exec_prefix()).start()
