@@ -4,7 +4,9 @@ Usage: python resumable_driver.py KIND NAME CORPUS OUT STATEMGR_URL WORK_DIR
 KIND is ``reliable`` (the at-least-once word count), ``stateful`` (the effectively-once
 one), ``stateful-rocksdb`` (that one on the rocksdb state backend) or ``kafka-eo`` (Kafka ->
 running count -> Kafka transactions, bounded: CORPUS is then a JSON file naming ``servers``,
-``source`` and ``sink``; see ``kafka_word_count.build_running_counts``). Prints
+``source`` and ``sink``; see ``kafka_word_count.build_running_counts``) or ``delta-eo``
+(a file's words -> ``DeltaSink`` effectively once, two sink tasks; ``delta_support.build``;
+OUT is the table). Prints
 ``status <STATE> generation <N>`` at the end. Started (and killed) by the tests.
 """
 
@@ -33,6 +35,13 @@ def _topology(kind: str, name: str, corpus: Path, out: Path):
         return kwc.build_running_counts(name, kafka["servers"], kafka["source"], kafka["sink"],
                                         out=out, bounded=True, split_sleep_ms=25), \
             swc.SHORT_QUEUES
+    if kind == "delta-eo":
+        import delta_support as ds
+        import parquet_word_count as pwc
+
+        return ds.build(name, corpus, out, mode="EFFECTIVELY_ONCE", sinks=2, config={
+            "topology.stmgrs": 2, "topology.stateful.checkpoint.interval.seconds": 0.5,
+            pwc.SLEEP_MS: 2}), swc.SHORT_QUEUES
     if kind.startswith("stateful"):
         backend = "rocksdb" if kind == "stateful-rocksdb" else "memory"
         return swc.build(name, corpus, out, config={swc.SLEEP_MS: 2,

@@ -76,6 +76,38 @@ def test_effectively_once_through_sink_and_container_kills(spark, tmp_path, hcon
     print(f"{len(versions)} Delta versions, {logged} logged; checkpoint: {detail['checkpoint']}")
 
 
+@pytest.mark.fault
+def test_effectively_once_after_the_driver_is_killed(tmp_path, hconf):
+    """The driver (the TMaster) killed with ``kill -9`` once the table has versions; a second
+    driver resumes the topology from the state manager and finishes the file: the three
+    readers see every row once, and no checkpoint's transaction is in two versions."""
+    name = "delta-eo-driver"
+    corpus, out, work = tmp_path / "corpus.txt", tmp_path / "table", tmp_path / "work"
+    text = ds.write_corpus(corpus, 3000)
+    args = [name, str(corpus), str(out), hconf["heron.statemgr"], str(work)]
+    first = faults.start_driver("delta-eo", args, tmp_path / "driver-1.log")
+    second = None
+    try:
+        wait_until(lambda: _committed(hconf, name) >= 2 and _versions(out) >= 2, 120,
+                   message="two committed checkpoints and two Delta versions")
+        faults.kill_driver(first, work)
+        before = _versions(out)
+        second = faults.start_driver("delta-eo", args, tmp_path / "driver-2.log")
+        assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    assert "status FINISHED generation 1" in (tmp_path / "driver-2.log").read_text()
+    expected = ds.expected_rows(corpus.name, text)
+    for reader in (ds.read_deltalake, ds.read_duckdb, ds.read_spark):
+        got = reader(out)
+        assert got == expected, (reader.__name__, sum(got.values()), sum(expected.values()),
+                                 +(got - expected), +(expected - got))
+    assert ds.check_txns(out) == len(ds.txn_versions(out))
+    print(f"{before} Delta versions when the driver was killed, {_versions(out)} at the end")
+
+
 def test_the_kafka_to_delta_example_writes_each_word_once(spark, kafka, tmp_path, capsys):
     """``examples/kafka_to_delta.py --bounded`` on Spark: the table holds one row per word of
     every record on the topic (read back with Kafka's consumer), read with delta-rs and DuckDB."""
