@@ -3,10 +3,13 @@
 Tuple API (``build``, at most once, at least once or effectively once) in two styles:
 
 - ``plain`` (the default): ``SentenceSpout`` -> ``WordSplitBolt`` -> ``WordCountBolt``, written
-  the way the README and heronpy teach: the spout emits ``[line, ts]`` with ``tup_id=`` and
-  keeps a ``pending`` dict for ``ack``/``fail``; the bolts read ``tup.values``, emit with
-  ``anchors=[tup]`` and call ``self.ack(tup)``. Only an ``if self.sample_every`` check and a
-  counter are added for the measuring;
+  the way the README and heronpy teach, in the burst shape of a spout that reads files, Kafka
+  or sockets (issue 36): each ``next_tuple`` emits the next 32 lines of the task's share, as
+  ``[line, ts]`` (at least once with ``tup_id=`` a fresh number, the line kept in a ``pending``
+  dict until ``ack`` / ``fail``, replayed on ``fail``); the split bolt reads ``tup.values``,
+  emits each word with ``anchors=[tup]`` and acks the line; the count bolt keeps a dict and
+  acks each word. Only an ``if self.sample_every`` check and a counter are added for the
+  measuring;
 - ``tuned``: ``CorpusSpout`` -> ``SplitBolt`` -> ``CountBolt``, tuned for the engine (64 lines
   per ``next_tuple``, the count bolt's ``process`` swapped for a closure reading the tuple by
   index): what the runtime can do when user code costs next to nothing.
@@ -275,7 +278,7 @@ class CountBolt(Bolt, StatefulComponent):
 class SentenceSpout(Spout, StatefulComponent):
     """Emits (sentence, emit time) for the corpus lines ``i % tasks == index``, plain style.
 
-    At least once each line gets a message id and waits in ``pending`` until acked; a failed
+    Each ``next_tuple`` emits the next 32 lines (the burst shape of issue 36). At least once each line gets a message id and waits in ``pending`` until acked; a failed
     one is emitted again. Effectively once its position is checkpointed. Paced when a rate is
     set.
     """
