@@ -2,11 +2,12 @@
 
 ``classpath(profile)`` returns a folder of jars for one profile of the pom (``kafka``: an Apache
 Kafka broker and its tools; ``spark-kafka``: Spark's Kafka source; ``delta``: Delta Lake's Spark
-reader), copied once by ``mvn dependency:copy-dependencies`` into a cache keyed by the pom's
-hash (``~/.cache/heron_spark/jvm``, or ``$HERON_SPARK_JVM_CACHE``) and reused after that; Maven
-itself caches in ``~/.m2``. A file lock keeps two test processes from copying the same profile
-at once. ``python tests/jvm_support.py`` resolves every profile (``.ci/run`` does it first, so a
-Maven failure shows once, up front).
+reader; ``s3proxy``: an S3 API server on a local folder), copied once by ``mvn
+dependency:copy-dependencies`` into a cache keyed by the pom's hash (``~/.cache/heron_spark/jvm``,
+or ``$HERON_SPARK_JVM_CACHE``) and reused after that; Maven itself caches in ``~/.m2``. A file
+lock keeps two test processes from copying the same profile at once. ``python
+tests/jvm_support.py`` resolves every profile (``.ci/run`` does it first, so a Maven failure
+shows once, up front).
 
 ``spark_jars(profile)`` lists the profile's jars that pyspark does not already ship (Spark,
 Scala, Hadoop and the logging jars come from pyspark's own ``jars`` folder), for ``spark.jars``.
@@ -24,7 +25,7 @@ import sys
 from pathlib import Path
 
 POM = Path(__file__).resolve().parent / "jvm" / "pom.xml"
-PROFILES = ("kafka", "spark-kafka", "delta")
+PROFILES = ("kafka", "spark-kafka", "delta", "s3proxy")
 
 
 def cache_root() -> Path:

@@ -196,6 +196,28 @@ def test_bad_config_is_refused_where_the_topology_is_built(config, value):
     assert caught.value.fix
 
 
+@pytest.mark.parametrize("options, par, refused", [
+    ({"AWS_S3_ALLOW_UNSAFE_RENAME": "true"}, 2, True),
+    ({"aws_s3_allow_unsafe_rename": "TRUE"}, 3, True),
+    ({"AWS_S3_ALLOW_UNSAFE_RENAME": "true"}, 1, False),
+    ({"conditional_put": "etag"}, 2, False),
+])
+def test_several_writers_committing_by_unsafe_rename_are_refused(options, par, refused):
+    builder = TopologyBuilder("delta-writers")
+    spout = builder.add_spout("s", ScriptedSpout, par=1, config={})
+    words = builder.add_bolt("split", pwc.SplitBolt, par=1, inputs={spout: Grouping.SHUFFLE})
+    config = {"delta.path": "s3://bucket/words", "delta.storage.options": options}
+    if not refused:
+        builder.add_bolt("out", DeltaSink, par=par, inputs={words: Grouping.SHUFFLE},
+                         config=config)
+        return
+    with pytest.raises(TopologyValueError) as caught:
+        builder.add_bolt("out", DeltaSink, par=par, inputs={words: Grouping.SHUFFLE},
+                         config=config)
+    assert (caught.value.component, caught.value.value) == ("out", par)
+    assert "conditional_put" in caught.value.fix and "par=1" in caught.value.fix
+
+
 def test_a_path_that_cannot_be_written_fails_at_task_start(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")

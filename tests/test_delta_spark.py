@@ -13,6 +13,7 @@ sinks' logs account for every version.
 
 from __future__ import annotations
 
+import collections
 import re
 
 import pytest
@@ -106,6 +107,60 @@ def test_effectively_once_after_the_driver_is_killed(tmp_path, hconf):
                                  +(got - expected), +(expected - got))
     assert ds.check_txns(out) == len(ds.txn_versions(out))
     print(f"{before} Delta versions when the driver was killed, {_versions(out)} at the end")
+
+
+@pytest.mark.fault
+def test_effectively_once_into_an_s3_object_store_through_sink_and_container_kills(
+        spark, tmp_path, hconf):
+    """The table at ``s3://words/table`` on an S3 API server (S3Proxy, ``s3_support``), written
+    by one sink task through the S3 API with signed requests; ``kill -9`` of the sink's
+    instance, then of container 1. ``deltalake`` reads it back through S3 and DuckDB from the
+    server's own folder: every row once."""
+    from s3_support import S3Server
+
+    server = S3Server(tmp_path / "s3").start()
+    try:
+        name = "delta-eo-s3"
+        corpus = tmp_path / "corpus.txt"
+        text = ds.write_corpus(corpus, 5000)
+        table = f"s3://{server.create_bucket('words')}/table"
+        stored = server.data / "words" / "table"  # the same objects, as the server keeps them
+        topology = ds.build(name, corpus, table, mode="EFFECTIVELY_ONCE", sinks=1,
+                            sink_config={"delta.storage.options": server.storage_options},
+                            config={"topology.stmgrs": 2,
+                                    "topology.stateful.checkpoint.interval.seconds": 0.5,
+                                    pwc.SLEEP_MS: 3, "heron.stage.resubmit.backoff.secs": 0.5,
+                                    "heron.stmgr.backpressure.high.water.tuples": 100,
+                                    "heron.stmgr.backpressure.low.water.tuples": 50})
+        handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
+        work = tmp_path / "work" / name
+        handle.wait_running(timeout=120)
+        wait_until(lambda: _committed(hconf, name) >= 2 and _versions(stored) >= 2, 60,
+                   message="two committed checkpoints and two Delta versions on the store")
+        [victim] = faults.find(work, "instance", component="out")
+        faults.kill9(victim)
+        seen = _versions(stored)
+        wait_until(lambda: _versions(stored) >= seen + 1, 60,
+                   message="the sink to commit again after its restart")
+        [stmgr] = faults.find(work, "stmgr", container=1)
+        faults.kill9(faults.parent_of(stmgr))
+        assert handle.wait(timeout=180) == "FINISHED", handle.status_detail()
+        detail = handle.status_detail()
+        assert sum(detail["instance_failures"].values()) >= 1 and detail["generation"] >= 1
+
+        from deltalake import DeltaTable
+
+        through_s3 = DeltaTable(table, storage_options=server.storage_options) \
+            .to_pyarrow_table()
+        readers = {"deltalake over S3": collections.Counter(zip(
+            through_s3.column("word").to_pylist(), through_s3.column("line").to_pylist())),
+                   "DuckDB": ds.read_duckdb(stored)}
+    finally:
+        server.stop()
+    expected = ds.expected_rows(corpus.name, text)
+    for reader, got in readers.items():
+        assert got == expected, (reader, sum(got.values()), sum(expected.values()))
+    assert ds.check_txns(stored) == len(ds.txn_versions(stored))
 
 
 def test_the_kafka_to_delta_example_writes_each_word_once(spark, kafka, tmp_path, capsys):

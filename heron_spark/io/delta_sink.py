@@ -45,8 +45,11 @@ as for any streaming writer).
 
 Tasks with ``par > 1`` each commit their own versions; Delta's concurrent-append conflicts
 are retried from a fresh snapshot with backoff (``delta.commit.retries`` times) and then fail
-the task naming the table. Runs in a Heron Instance, on the task thread. Bad config fails
-where the topology is built (``spec``); an unreadable or unwritable table at ``initialize``.
+the task naming the table. A conflict is only seen where the store refuses to overwrite a
+commit (a local or HDFS path; S3 with ``conditional_put: etag`` or a DynamoDB lock), so
+``par > 1`` with ``AWS_S3_ALLOW_UNSAFE_RENAME`` is refused where the topology is built. Runs
+in a Heron Instance, on the task thread. Bad config fails where the topology is built
+(``spec``); an unreadable or unwritable table at ``initialize``.
 """
 
 from __future__ import annotations
@@ -125,6 +128,24 @@ class DeltaSinkSettings:
                                      component))
 
 
+def check_single_writer(settings: DeltaSinkSettings, par: int, component: str | None) -> None:
+    """Refuse ``par > 1`` on an S3 table that commits by unsafe rename.
+
+    Nothing there stops two tasks from writing the same version: the later one silently
+    replaces the other's.
+    """
+    unsafe = {k.upper(): v for k, v in settings.storage_options}.get(
+        "AWS_S3_ALLOW_UNSAFE_RENAME", "").strip().lower() == "true"
+    if unsafe and int(par or 1) > 1:
+        msg = (f"DeltaSink with par={par} and AWS_S3_ALLOW_UNSAFE_RENAME: the tasks' commits "
+               "can overwrite each other's Delta versions, losing rows")
+        raise TopologyValueError(msg, component=component, value=par, kind="config",
+                                 fix="use par=1, or give delta.storage.options "
+                                     "{'conditional_put': 'etag'} (a store that honors "
+                                     "If-None-Match, as S3 does) or a DynamoDB lock "
+                                     "('AWS_S3_LOCKING_PROVIDER': 'dynamodb') instead")
+
+
 def _names(config: dict, key: str) -> tuple[str, ...]:
     """Read a list of field names: a list, or one string separated by commas."""
     names = config.get(key) or ()
@@ -184,6 +205,7 @@ class DeltaSink(Bolt, TwoPhaseStatefulComponent):
         fields = _spec_fields(inputs)
         if fields is not None:
             check_partitions(settings.partition_by, fields, name)
+        check_single_writer(settings, par, name)
         return super().spec(name=name, par=par, inputs=inputs, config=config,
                             optional_outputs=optional_outputs)
 
