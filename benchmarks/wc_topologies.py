@@ -4,7 +4,7 @@ Tuple API (``build``, at most once, at least once or effectively once) in two st
 
 - ``plain`` (the default): ``SentenceSpout`` -> ``WordSplitBolt`` -> ``WordCountBolt``, written
   the way the README and heronpy teach, in the burst shape of a spout that reads files, Kafka
-  or sockets (issue 36): each ``next_tuple`` emits the next 32 lines of the task's share, as
+  or sockets: each ``next_tuple`` emits the next 32 lines of the task's share, as
   ``[line, ts]`` (at least once with ``tup_id=`` a fresh number, the line kept in a ``pending``
   dict until ``ack`` / ``fail``, replayed on ``fail``); the split bolt reads ``tup.values``,
   emits each word with ``anchors=[tup]`` and acks the line; the count bolt keeps a dict and
@@ -278,8 +278,9 @@ class CountBolt(Bolt, StatefulComponent):
 class SentenceSpout(Spout, StatefulComponent):
     """Emits (sentence, emit time) for the corpus lines ``i % tasks == index``, plain style.
 
-    Each ``next_tuple`` emits the next 32 lines (the burst shape of issue 36). At least once each line gets a message id and waits in ``pending`` until acked; a failed
-    one is emitted again. Effectively once its position is checkpointed. Paced when a rate is
+    Each ``next_tuple`` emits the next 32 lines (a spout reading files, Kafka or sockets emits
+    in such bursts). At least once each line gets a message id and waits in ``pending`` until
+    acked; a failed one is emitted again. Effectively once its position is checkpointed. Paced when a rate is
     set.
     """
 

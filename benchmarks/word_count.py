@@ -11,8 +11,9 @@ Topology: ``sentence`` spout (2 tasks; task ``index`` reads the lines ``i % 2 ==
 default both; ``wc_topologies`` has the code): ``plain``, written the way the README and heronpy
 teach (``tup.values``, ``self.emit(..., anchors=[tup])``, ``self.ack(tup)``, a spout with a
 ``pending`` dict and ``ack``/``fail``) in the burst shape of a spout reading files, Kafka or
-sockets (each ``next_tuple`` emits the next 32 lines of its share: issue 36), and ``tuned``, written for the engine (tuples read by
-index, ``process`` swapped for a closure, 64 lines per ``next_tuple``). Each figure is labelled
+sockets (each ``next_tuple`` emits the next 32 lines of its share), and ``tuned``, written for
+the engine (tuples read by index, ``process`` swapped for a closure, 64 lines per
+``next_tuple``). Each figure is labelled
 with its mode and style (``ATLEAST_ONCE plain``). Every tuple carries its sentence's emit time
 (``time.time()`` in the spout); latency is the count bolt's ``process`` time minus it.
 
