@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Callable
 
 from heron_spark.contract.child_args import (InstanceArgs, MetricsManagerArgs, StmgrArgs,
                                              TMasterArgs)
@@ -181,3 +182,24 @@ def kill_driver(driver: subprocess.Popen, work: Path) -> None:
     driver.wait()
     wait_until(lambda: not find(work, "instance") and not find(work, "stmgr"), 60,
                message="the killed driver's containers to exit")
+
+
+def resume_after_driver_kill(kind: str, args: list[str], tmp: Path, work: Path,
+                             ready: Callable[[], object], timeout: float = 300) -> tuple[object, str]:
+    """Start a ``kind`` driver (``start_driver``), wait for ``ready()`` (its value is returned),
+    ``kill -9`` the driver, start a second one on the same ``args`` and wait until it exits 0.
+
+    Return ``ready()``'s value and the second driver's log; no driver outlives the call.
+    """
+    first = start_driver(kind, args, tmp / "driver-1.log")
+    second = None
+    try:
+        value = ready()
+        kill_driver(first, work)
+        second = start_driver(kind, args, tmp / "driver-2.log")
+        assert second.wait(timeout=timeout) == 0, (tmp / "driver-2.log").read_text()[-3000:]
+    finally:
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    return value, (tmp / "driver-2.log").read_text()

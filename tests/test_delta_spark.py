@@ -36,32 +36,48 @@ def _versions(out) -> int:
     return len(list(log.glob("*.json"))) if log.is_dir() else 0
 
 
-@pytest.mark.fault
-def test_effectively_once_through_sink_and_container_kills(spark, tmp_path, hconf):
-    name = "delta-eo-kill"
-    corpus, out = tmp_path / "corpus.txt", tmp_path / "table"
-    text = ds.write_corpus(corpus, 4500)
-    topology = ds.build(name, corpus, out, mode="EFFECTIVELY_ONCE", sinks=2,
+def _kill_a_sink_then_a_container(spark, hconf, tmp_path, name, corpus, table, stored, *,
+                                  sinks: int, sleep_ms: float,
+                                  sink_config: dict | None = None) -> dict:
+    """Run the effectively-once ``corpus`` -> ``DeltaSink(table)`` word count on ``local[4]``;
+    once two checkpoints committed and ``stored`` (the table's folder) has two versions,
+    ``kill -9`` a sink instance, then, after its next commit, container 1 (the Spark Python
+    worker running the barrier task: the stage is resubmitted).
+
+    Return the final status detail, once the run FINISHED with a failure and a new generation.
+    """
+    topology = ds.build(name, corpus, table, mode="EFFECTIVELY_ONCE", sinks=sinks,
+                        sink_config=sink_config,
                         config={"topology.stmgrs": 2,
                                 "topology.stateful.checkpoint.interval.seconds": 0.5,
-                                pwc.SLEEP_MS: 2, "heron.stage.resubmit.backoff.secs": 0.5,
+                                pwc.SLEEP_MS: sleep_ms, "heron.stage.resubmit.backoff.secs": 0.5,
                                 "heron.stmgr.backpressure.high.water.tuples": 100,
                                 "heron.stmgr.backpressure.low.water.tuples": 50})
     handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
     work = tmp_path / "work" / name
     handle.wait_running(timeout=120)
-    wait_until(lambda: _committed(hconf, name) >= 2 and _versions(out) >= 2, 60,
+    wait_until(lambda: _committed(hconf, name) >= 2 and _versions(stored) >= 2, 60,
                message="two committed checkpoints and two Delta versions")
     [victim, *_] = faults.find(work, "instance", component="out")
     faults.kill9(victim)
-    seen = _versions(out)
-    wait_until(lambda: _versions(out) >= seen + 1, 60,
+    seen = _versions(stored)
+    wait_until(lambda: _versions(stored) >= seen + 1, 60,
                message="the sink to commit again after its restart")
     [stmgr] = faults.find(work, "stmgr", container=1)
     faults.kill9(faults.parent_of(stmgr))  # the Spark Python worker running the barrier task
     assert handle.wait(timeout=180) == "FINISHED", handle.status_detail()
     detail = handle.status_detail()
     assert sum(detail["instance_failures"].values()) >= 1 and detail["generation"] >= 1, detail
+    return detail
+
+
+@pytest.mark.fault
+def test_effectively_once_through_sink_and_container_kills(spark, tmp_path, hconf):
+    name = "delta-eo-kill"
+    corpus, out = tmp_path / "corpus.txt", tmp_path / "table"
+    text = ds.write_corpus(corpus, 4500)
+    detail = _kill_a_sink_then_a_container(spark, hconf, tmp_path, name, corpus, out, out,
+                                           sinks=2, sleep_ms=2)
     assert max(detail["checkpoint"]["restored_from"]) > 0
 
     expected = ds.expected_rows(corpus.name, text)
@@ -71,6 +87,7 @@ def test_effectively_once_through_sink_and_container_kills(spark, tmp_path, hcon
                                  +(got - expected), +(expected - got))
     versions = ds.txn_versions(out)
     assert ds.check_txns(out) == len(versions)  # one transaction a version, none twice
+    work = tmp_path / "work" / name
     logs = "".join(p.read_text(errors="replace") for p in work.rglob("instance-out-*.log"))
     logged = len(re.findall(r"committed checkpoint\(s\)", logs))
     assert logged <= len(versions) <= logged + 2, (logged, len(versions))  # (+ kill windows)
@@ -86,20 +103,11 @@ def test_effectively_once_after_the_driver_is_killed(tmp_path, hconf):
     corpus, out, work = tmp_path / "corpus.txt", tmp_path / "table", tmp_path / "work"
     text = ds.write_corpus(corpus, 3000)
     args = [name, str(corpus), str(out), hconf["heron.statemgr"], str(work)]
-    first = faults.start_driver("delta-eo", args, tmp_path / "driver-1.log")
-    second = None
-    try:
+    before, log = faults.resume_after_driver_kill("delta-eo", args, tmp_path, work, lambda: (
         wait_until(lambda: _committed(hconf, name) >= 2 and _versions(out) >= 2, 120,
-                   message="two committed checkpoints and two Delta versions")
-        faults.kill_driver(first, work)
-        before = _versions(out)
-        second = faults.start_driver("delta-eo", args, tmp_path / "driver-2.log")
-        assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
-    finally:
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-    assert "status FINISHED generation 1" in (tmp_path / "driver-2.log").read_text()
+                   message="two committed checkpoints and two Delta versions"),
+        _versions(out))[1])
+    assert "status FINISHED generation 1" in log
     expected = ds.expected_rows(corpus.name, text)
     for reader in (ds.read_deltalake, ds.read_duckdb, ds.read_spark):
         got = reader(out)
@@ -125,28 +133,9 @@ def test_effectively_once_into_an_s3_object_store_through_sink_and_container_kil
         text = ds.write_corpus(corpus, 5000)
         table = f"s3://{server.create_bucket('words')}/table"
         stored = server.data / "words" / "table"  # the same objects, as the server keeps them
-        topology = ds.build(name, corpus, table, mode="EFFECTIVELY_ONCE", sinks=1,
-                            sink_config={"delta.storage.options": server.storage_options},
-                            config={"topology.stmgrs": 2,
-                                    "topology.stateful.checkpoint.interval.seconds": 0.5,
-                                    pwc.SLEEP_MS: 3, "heron.stage.resubmit.backoff.secs": 0.5,
-                                    "heron.stmgr.backpressure.high.water.tuples": 100,
-                                    "heron.stmgr.backpressure.low.water.tuples": 50})
-        handle = submit(topology, spark=spark.session, conf=hconf, master="local[4]")
-        work = tmp_path / "work" / name
-        handle.wait_running(timeout=120)
-        wait_until(lambda: _committed(hconf, name) >= 2 and _versions(stored) >= 2, 60,
-                   message="two committed checkpoints and two Delta versions on the store")
-        [victim] = faults.find(work, "instance", component="out")
-        faults.kill9(victim)
-        seen = _versions(stored)
-        wait_until(lambda: _versions(stored) >= seen + 1, 60,
-                   message="the sink to commit again after its restart")
-        [stmgr] = faults.find(work, "stmgr", container=1)
-        faults.kill9(faults.parent_of(stmgr))
-        assert handle.wait(timeout=180) == "FINISHED", handle.status_detail()
-        detail = handle.status_detail()
-        assert sum(detail["instance_failures"].values()) >= 1 and detail["generation"] >= 1
+        _kill_a_sink_then_a_container(spark, hconf, tmp_path, name, corpus, table, stored,
+                                      sinks=1, sleep_ms=3, sink_config={
+                                          "delta.storage.options": server.storage_options})
 
         from deltalake import DeltaTable
 

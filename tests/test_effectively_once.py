@@ -132,18 +132,9 @@ def test_driver_killed_and_resumed(tmp_path, hconf):
     corpus, out, work = tmp_path / "corpus.txt", tmp_path / "out", tmp_path / "work"
     text = swc.write_corpus(corpus, LINES)
     args = [name, str(corpus), str(out), hconf["heron.statemgr"], str(work)]
-    first = faults.start_driver("stateful-rocksdb", args, tmp_path / "driver-1.log")
-    second = None
-    try:
-        committed = _wait_commits(hconf, name)
-        faults.kill_driver(first, work)
-        second = faults.start_driver("stateful-rocksdb", args, tmp_path / "driver-2.log")
-        assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
-    finally:
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-    assert "status FINISHED generation 1" in (tmp_path / "driver-2.log").read_text()
+    committed, log = faults.resume_after_driver_kill(
+        "stateful-rocksdb", args, tmp_path, work, lambda: _wait_commits(hconf, name))
+    assert "status FINISHED generation 1" in log
     assert swc.read_counts(out) == swc.expected_counts(text)
     print(f"the first driver committed checkpoint {committed} before it was killed")
 

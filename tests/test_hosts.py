@@ -20,9 +20,8 @@ from pathlib import Path
 import pytest
 
 import hosts_support
-from cluster_support import StandaloneCluster, cmdline
+from cluster_support import StandaloneCluster
 from hosts_support import Hosts
-from heron_spark.testing import wait_until
 from zk_support import ZooKeeperServer
 
 pytestmark = pytest.mark.hosts
@@ -70,18 +69,7 @@ def _run_driver(mode: str, cluster, tmp: Path) -> list[dict]:
     assert f"HOSTS {mode.upper()} OK" in proc.stdout, output
     # Nothing but the cluster's daemons is left on any host once the application ended (the
     # workers stop its executors, the containers' children die with them).
-    daemons = {p.pid for p in spark.procs} | {zk.proc.pid}
-    left: dict[str, list[str]] = {}
-
-    def nothing_left() -> bool:
-        left.clear()
-        for host in hosts.hosts:
-            extra = [cmdline(p)[:120] for p in hosts.pids(host) if p not in daemons]
-            if extra:
-                left[host.namespace] = extra
-        return not left
-
-    wait_until(nothing_left, 60, message=lambda: f"processes left behind: {left}")
+    hosts_support.wait_nothing_left(hosts, {p.pid for p in spark.procs} | {zk.proc.pid})
     return [json.loads(line[len("FAULT "):]) for line in proc.stdout.splitlines()
             if line.startswith("FAULT ")]
 

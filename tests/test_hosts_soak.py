@@ -29,10 +29,9 @@ import pytest
 import delta_support
 import kafka_word_count as kwc
 import hosts_support
-from cluster_support import StandaloneCluster, cmdline
+from cluster_support import StandaloneCluster
 from hosts_support import Hosts
 from kafka_support import KafkaClient, KafkaCluster
-from heron_spark.testing import wait_until
 from zk_support import ZooKeeperServer
 
 pytestmark = pytest.mark.hosts
@@ -133,7 +132,9 @@ def test_effectively_once_into_kafka_and_delta_through_a_soak_of_kills_cuts_and_
     print(f"SOAK RESULT {len(lines)} lines, {run['words']} words; {len(kills)} kills, "
           f"{len(faults)} network faults; {len(everything) - len(committed)} aborted Kafka "
           f"records; {carrying} Delta versions with a transaction")
-    _nothing_left(hosts, kafka, spark, zk)
+    # Only the daemons (Spark, ZooKeeper, the brokers still up) are left on the hosts.
+    hosts_support.wait_nothing_left(hosts, {p.pid for p in spark.procs} | {zk.proc.pid} | {
+        b.process.pid for b in kafka.brokers if b.process is not None})
 
 
 def _deltalake_rows(table: Path) -> collections.Counter:
@@ -142,21 +143,3 @@ def _deltalake_rows(table: Path) -> collections.Counter:
     data = DeltaTable(str(table)).to_pyarrow_table()
     return collections.Counter(zip(data.column("key").to_pylist(),
                                    data.column("value").to_pylist()))
-
-
-def _nothing_left(hosts: Hosts, kafka: KafkaCluster, spark: StandaloneCluster,
-                  zk: ZooKeeperServer) -> None:
-    """Only the daemons (Spark, ZooKeeper, the brokers still up) are left on the hosts."""
-    daemons = {p.pid for p in spark.procs} | {zk.proc.pid} | {
-        b.process.pid for b in kafka.brokers if b.process is not None}
-    left: dict[str, list[str]] = {}
-
-    def nothing_left() -> bool:
-        left.clear()
-        for host in hosts.hosts:
-            extra = [cmdline(p)[:120] for p in hosts.pids(host) if p not in daemons]
-            if extra:
-                left[host.namespace] = extra
-        return not left
-
-    wait_until(nothing_left, 60, message=lambda: f"processes left behind: {left}")

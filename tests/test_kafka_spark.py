@@ -212,19 +212,10 @@ def test_effectively_once_into_kafka_is_exact_after_the_driver_is_killed(kafka, 
     settings, out, work = tmp_path / "kafka.json", tmp_path / "out", tmp_path / "work"
     settings.write_text(json.dumps({"servers": kafka.servers, "source": source, "sink": sink}))
     args = [name, str(settings), str(out), hconf["heron.statemgr"], str(work)]
-    first = faults.start_driver("kafka-eo", args, tmp_path / "driver-1.log")
-    second = None
-    try:
-        wait_until(lambda: kafka.committed(transactional_id(name, "out", 0), sink, 1)[0] >= 1,
-                   TIMEOUT, message="a transaction committed under the first driver")
-        faults.kill_driver(first, work)
-        second = faults.start_driver("kafka-eo", args, tmp_path / "driver-2.log")
-        assert second.wait(timeout=300) == 0, (tmp_path / "driver-2.log").read_text()[-3000:]
-    finally:
-        for proc in (first, second):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-    assert "status FINISHED generation 1" in (tmp_path / "driver-2.log").read_text()
+    _, log = faults.resume_after_driver_kill("kafka-eo", args, tmp_path, work, lambda: wait_until(
+        lambda: kafka.committed(transactional_id(name, "out", 0), sink, 1)[0] >= 1, TIMEOUT,
+        message="a transaction committed under the first driver"))
+    assert "status FINISHED generation 1" in log
     committed = kafka.read_to_end(sink, 1)
     assert kwc.record_pairs(committed) == kwc.running_counts_expected(text)
     aborted = len(kafka.read_to_end(sink, 1, isolation="read_uncommitted")) - len(committed)
