@@ -176,6 +176,18 @@ class BoltExecutor(TaskExecutor):
         for frame in held:
             self._on_data(frame)
 
+    def drop_held_input(self, epoch: int) -> None:
+        """Forget the data that came before start: a restore to ``epoch`` came after it.
+
+        It is the rolled-back epoch's (a restarted process connected before the stmgr heard
+        of the rollback): its tuples are replayed, and its watermarks are past the checkpoint
+        the task starts from, so they would fire restored windows before their replayed tuples.
+        """
+        if self._held:
+            self.logger.info("task %d drops %d frames that came before the restore of epoch %d",
+                             self.task_id, len(self._held), epoch)
+            self._held = []
+
     # the loop
     def accepting(self) -> bool:
         """Return whether the shell should read more frames for this task now."""
