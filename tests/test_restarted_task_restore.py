@@ -124,3 +124,49 @@ def test_a_restarted_task_drops_the_frames_that_came_before_the_restore(tmp_path
     assert FIRED == [(1000, ("a", "b", "c")), (2000, ("d", "e"))]
     assert second.late_tuples == 0
     second.close()
+
+
+def _kinds(sent: list) -> list[str]:
+    out = []
+    for frame in sent:
+        frame = b"".join(bytes(part) for part in frame) if isinstance(frame, list) else frame
+        if frame[4] == frames.CONTROL:
+            out.append(stmgr_pb2.InstanceToStmgr.FromString(
+                frame[frames.PREFIX_BYTES:]).WhichOneof("body"))
+        else:
+            kind = frames.data_head(frame)[0]
+            out.append({frames.TUPLES: "tuples", frames.WATERMARK: "watermark"}.get(kind, "data"))
+    return out
+
+
+def test_what_a_restarted_task_makes_of_its_held_data_follows_its_restored_report(tmp_path):
+    """The new epoch's data held until the start (the restore came before the new process
+    connected) may fire windows at once: a watermark past a window the checkpoint holds
+    complete. Their output must leave after the restored report, or the stmgr drops it as the
+    rolled-back epoch's (the killed task's rows of those windows lost)."""
+    prepared = _prepared(tmp_path)
+    view = prepared.view
+    [src] = view.component_tasks["words"]
+    [task] = view.component_tasks["windows"]
+    FIRED.clear()
+    sent: list = []
+    first = build_executor(view, task, prepared.system, sent.append)
+    for kind, frame in [(frames.CONTROL, _start(0, 0)),
+                        (frames.DATA, _watermark(src, task, 900)),
+                        (frames.DATA, _tuples(src, task, [("a", 1100), ("b", 1200)]))]:
+        first.offer(kind, frame)
+    first.turn(first.clock())
+    first.checkpoint(1)
+    wait_until(lambda: first.turn(first.clock()) is not None and 1 in _stored(sent), 30,
+               interval=0.01, message="checkpoint 1 saved")
+    first.close()
+
+    sent = []
+    second = build_executor(view, task, prepared.system, sent.append)
+    second.offer(frames.DATA, _watermark(src, task, 2500))  # the new epoch's, before the start
+    second.offer(frames.CONTROL, _start(1, 1))
+    second.turn(second.clock())
+    assert FIRED == [(1000, ("a", "b"))]
+    kinds = _kinds(sent)
+    assert "tuples" in kinds and kinds.index("restored") < kinds.index("tuples"), kinds
+    second.close()

@@ -172,6 +172,8 @@ class BoltExecutor(TaskExecutor):
             for name, fast in self._bound.items():
                 if self.component.__dict__.get(name) is fast:
                     del self.component.__dict__[name]
+
+    def _take_held(self) -> None:
         held, self._held = self._held, []
         for frame in held:
             self._on_data(frame)
@@ -184,8 +186,9 @@ class BoltExecutor(TaskExecutor):
         the task starts from, so they would fire restored windows before their replayed tuples.
         """
         if self._held:
-            self.logger.info("task %d drops %d frames that came before the restore of epoch %d",
-                             self.task_id, len(self._held), epoch)
+            rows = sum(_data_head(frame, _PREFIX_BYTES)[3] for frame in self._held)
+            self.logger.info("task %d drops %d frames (%d tuples) that came before the restore "
+                             "of epoch %d", self.task_id, len(self._held), rows, epoch)
             self._held = []
 
     # the loop

@@ -351,6 +351,10 @@ class TaskExecutor:
             self.control_message(stmgr_pb2.InstanceToStmgr(restored=tmaster_pb2.InstanceRestored(
                 task_id=self.task_id, epoch=epoch, checkpoint_id=checkpoint_id)))
         self.logger.info("task %d of %s started", self.task_id, self.component_name)
+        # Only now the data that came before the start: what it makes must follow the
+        # restored report, or the stmgr drops it as the rolled-back epoch's (the first
+        # watermark after a restore may fire windows the checkpoint holds complete).
+        self._take_held()
 
     def drop_held_input(self, epoch: int) -> None:
         """Forget the data held until the start: a restore to ``epoch`` came before it.
@@ -366,6 +370,9 @@ class TaskExecutor:
 
     def _initialized(self, config: dict) -> None:
         """Finish starting after the user's ``initialize`` (subclasses)."""
+
+    def _take_held(self) -> None:
+        """Handle the data that came before the start (subclasses that hold it)."""
 
     def _hooked(self) -> None:
         """Route this task's events through the hooked paths from now on (it got a task hook)."""
