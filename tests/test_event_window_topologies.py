@@ -351,10 +351,6 @@ def test_effectively_once_windows_survive_a_crash_exactly(tmp_path, backend):
 
 
 @pytest.mark.fault
-@pytest.mark.xfail(strict=False, reason=(
-    "intermittent, open: in 1 CI run of about 10 runs in all (2026-11-28), after the kill the "
-    "killed task's half of one window (13000-13200) was missing from the sink; 8 local runs "
-    "passed; root cause not found yet (see issue 34's closing note)"))
 def test_effectively_once_windows_survive_a_kill_9_exactly(spark, tmp_path, hconf):
     """kill -9 of a window task's process after two committed checkpoints: exact windows."""
     events = _task_events(6, tasks=2, count=1500, disorder=30)

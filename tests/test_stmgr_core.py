@@ -395,6 +395,34 @@ def test_a_restore_drops_the_old_epoch_but_not_the_new_one_sent_before_the_resum
     assert core.frames_dropped_in_restore == 2
 
 
+def test_a_restarted_task_connected_before_the_restore_hears_it_before_its_start():
+    """A killed bolt's new process is sent data once connected, before it registers; when the
+    TMaster's restore comes in between, that data is of the rolled-back epoch. The restore goes
+    to it after that data and before its StartProcessing of the new epoch, so the task knows
+    which of what it holds to drop (``BoltExecutor.drop_held_input``)."""
+    core, io, _, view = _core(mode="EFFECTIVELY_ONCE")
+    _start(core, io, view)
+    bolt = min(t for t in core.local_tasks if t not in core.spout_tasks)
+    remote_spout = min(t for t, c in view.task_container.items()
+                       if c == 1 and t in view.component_tasks["words"])
+    core.on_peer_frame(frames.CONTROL, frames.control_frame(stmgr_pb2.StmgrToStmgr(
+        fence=stmgr_pb2.EpochFence(container_index=1, epoch=0))))
+    core.instance_closed(bolt)  # kill -9
+    core.instance_connected(bolt)  # its new process dialled in, not registered yet
+    io.to_task[bolt].clear()
+    core.on_peer_frame(frames.DATA, frames.data_frame(frames.WATERMARK, remote_spout, bolt, 0,
+                                                      b"5000"))
+    core.on_tmaster_frame(frames.control_frame(tmaster_pb2.TmasterToStmgr(
+        restore=tmaster_pb2.RestoreState(epoch=1, checkpoint_id=4))))
+    core.on_instance_frame(bolt, frames.CONTROL, _control(
+        {"register": stmgr_pb2.RegisterInstance(task_id=bolt, pid=4242)}))
+    kinds = ["data" if f[4] == frames.DATA else _instance_message(f).WhichOneof("body")
+             for f in io.to_task[bolt]]
+    assert kinds == ["data", "restore", "start"]
+    start = _instance_message(io.to_task[bolt][2]).start
+    assert (start.epoch, start.checkpoint_id, start.hold) == (1, 4, True)
+
+
 def test_a_full_queue_pauses_spouts_everywhere_until_it_drains():
     core, io, clock, view = _core(**{"backpressure_high_water_bytes": 1000,
                                      "backpressure_low_water_bytes": 500})

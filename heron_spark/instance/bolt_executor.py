@@ -172,9 +172,24 @@ class BoltExecutor(TaskExecutor):
             for name, fast in self._bound.items():
                 if self.component.__dict__.get(name) is fast:
                     del self.component.__dict__[name]
+
+    def _take_held(self) -> None:
         held, self._held = self._held, []
         for frame in held:
             self._on_data(frame)
+
+    def drop_held_input(self, epoch: int) -> None:
+        """Forget the data that came before start: a restore to ``epoch`` came after it.
+
+        It is the rolled-back epoch's (a restarted process connected before the stmgr heard
+        of the rollback): its tuples are replayed, and its watermarks are past the checkpoint
+        the task starts from, so they would fire restored windows before their replayed tuples.
+        """
+        if self._held:
+            rows = sum(_data_head(frame, _PREFIX_BYTES)[3] for frame in self._held)
+            self.logger.info("task %d drops %d frames (%d tuples) that came before the restore "
+                             "of epoch %d", self.task_id, len(self._held), rows, epoch)
+            self._held = []
 
     # the loop
     def accepting(self) -> bool:

@@ -351,12 +351,28 @@ class TaskExecutor:
             self.control_message(stmgr_pb2.InstanceToStmgr(restored=tmaster_pb2.InstanceRestored(
                 task_id=self.task_id, epoch=epoch, checkpoint_id=checkpoint_id)))
         self.logger.info("task %d of %s started", self.task_id, self.component_name)
+        # Only now the data that came before the start: what it makes must follow the
+        # restored report, or the stmgr drops it as the rolled-back epoch's (the first
+        # watermark after a restore may fire windows the checkpoint holds complete).
+        self._take_held()
+
+    def drop_held_input(self, epoch: int) -> None:
+        """Forget the data held until the start: a restore to ``epoch`` came before it.
+
+        A restarted task's process is sent data once it has connected, before it starts; when
+        the rollback reaches the stmgr after that, what came before the restore is of the
+        rolled-back epoch (the stmgr passes only the new epoch's after it). Subclasses that
+        hold data do so.
+        """
 
     def _configure(self, config: dict) -> None:
         """Set up acking and bind the fast ``emit``/``ack`` (subclasses)."""
 
     def _initialized(self, config: dict) -> None:
         """Finish starting after the user's ``initialize`` (subclasses)."""
+
+    def _take_held(self) -> None:
+        """Handle the data that came before the start (subclasses that hold it)."""
 
     def _hooked(self) -> None:
         """Route this task's events through the hooked paths from now on (it got a task hook)."""
@@ -391,6 +407,8 @@ class TaskExecutor:
         elif body == "restore":
             if self.started and self.stateful is not None:
                 self.restore(message.restore.epoch, message.restore.checkpoint_id)
+            elif not self.started:  # its StartProcessing follows, naming the restore's epoch
+                self.drop_held_input(message.restore.epoch)
         elif body == "resume":
             if self.stateful is not None and message.resume.epoch == self.stateful.epoch:
                 self.held = False
