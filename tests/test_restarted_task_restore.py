@@ -12,6 +12,7 @@ those windows are refused as late (their rows missing from an effectively-once s
 
 from __future__ import annotations
 
+from executor_frames import stored_ids
 from heron_spark import Grouping, Spout, TopologyBuilder, TumblingWindowBolt
 from heron_spark.api import Bolt
 from heron_spark.instance.shell import build_executor
@@ -77,24 +78,14 @@ def _watermark(src: int, dest: int, ms: int) -> bytes:
     return frames.data_frame(frames.WATERMARK, src, dest, 0, str(ms).encode())
 
 
-def _stored(sent: list) -> list[int]:
-    ids = []
-    for frame in sent:
-        if isinstance(frame, bytes) and frame[4] == frames.CONTROL:
-            message = stmgr_pb2.InstanceToStmgr.FromString(frame[frames.PREFIX_BYTES:])
-            if message.WhichOneof("body") == "stored":
-                ids.append(message.stored.checkpoint_id)
-    return ids
-
-
-def test_a_restarted_task_drops_the_frames_that_came_before_the_restore(tmp_path):
+def _first_process_killed_after_checkpoint_1(tmp_path):
+    """The window task's first process: window [1000, 2000) half full (a, b) at checkpoint 1,
+    then killed (``kill -9``: what it did after checkpoint 1 is rolled back)."""
     prepared = _prepared(tmp_path)
     view = prepared.view
     [src] = view.component_tasks["words"]
     [task] = view.component_tasks["windows"]
     FIRED.clear()
-
-    # the first process: window [1000, 2000) half full at checkpoint 1, then killed
     sent: list = []
     first = build_executor(view, task, prepared.system, sent.append)
     for kind, frame in [(frames.CONTROL, _start(0, 0)),
@@ -103,9 +94,14 @@ def test_a_restarted_task_drops_the_frames_that_came_before_the_restore(tmp_path
         first.offer(kind, frame)
     first.turn(first.clock())
     first.checkpoint(1)
-    wait_until(lambda: first.turn(first.clock()) is not None and 1 in _stored(sent), 30,
+    wait_until(lambda: first.turn(first.clock()) is not None and 1 in stored_ids(sent), 30,
                interval=0.01, message="checkpoint 1 saved")
-    first.close()  # kill -9: what it did after checkpoint 1 is rolled back
+    first.close()
+    return prepared, view, src, task
+
+
+def test_a_restarted_task_drops_the_frames_that_came_before_the_restore(tmp_path):
+    prepared, view, src, task = _first_process_killed_after_checkpoint_1(tmp_path)
 
     # the new process: the old epoch's frames, then the restore, the start, the new epoch's
     second = build_executor(view, task, prepared.system, [].append)
@@ -144,22 +140,7 @@ def test_what_a_restarted_task_makes_of_its_held_data_follows_its_restored_repor
     connected) may fire windows at once: a watermark past a window the checkpoint holds
     complete. Their output must leave after the restored report, or the stmgr drops it as the
     rolled-back epoch's (the killed task's rows of those windows lost)."""
-    prepared = _prepared(tmp_path)
-    view = prepared.view
-    [src] = view.component_tasks["words"]
-    [task] = view.component_tasks["windows"]
-    FIRED.clear()
-    sent: list = []
-    first = build_executor(view, task, prepared.system, sent.append)
-    for kind, frame in [(frames.CONTROL, _start(0, 0)),
-                        (frames.DATA, _watermark(src, task, 900)),
-                        (frames.DATA, _tuples(src, task, [("a", 1100), ("b", 1200)]))]:
-        first.offer(kind, frame)
-    first.turn(first.clock())
-    first.checkpoint(1)
-    wait_until(lambda: first.turn(first.clock()) is not None and 1 in _stored(sent), 30,
-               interval=0.01, message="checkpoint 1 saved")
-    first.close()
+    prepared, view, src, task = _first_process_killed_after_checkpoint_1(tmp_path)
 
     sent = []
     second = build_executor(view, task, prepared.system, sent.append)

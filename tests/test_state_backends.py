@@ -14,6 +14,7 @@ import threading
 
 import pytest
 
+from executor_frames import stored_ids
 from heron_spark import Bolt, Grouping, Spout, TopologyBuilder
 from heron_spark.api.state import HashMapState, StatefulComponent
 from heron_spark.config import (STATE_BACKEND, STATE_TTL_SECS, StateSettings, SystemConfig,
@@ -323,16 +324,6 @@ def _bolt(tmp_path, backend: str, **system):
     return bolt, sent
 
 
-def _stored(sent: list) -> list[int]:
-    ids = []
-    for frame in sent:
-        if isinstance(frame, bytes) and frame[4] == frames.CONTROL:
-            message = stmgr_pb2.InstanceToStmgr.FromString(frame[frames.PREFIX_BYTES:])
-            if message.WhichOneof("body") == "stored":
-                ids.append(message.stored.checkpoint_id)
-    return ids
-
-
 @pytest.mark.parametrize("backend", ["memory", "rocksdb"])
 def test_a_save_is_reported_only_once_its_upload_is_done(tmp_path, backend):
     bolt, sent = _bolt(tmp_path, backend)
@@ -344,9 +335,9 @@ def test_a_save_is_reported_only_once_its_upload_is_done(tmp_path, backend):
     suffix = "state" if backend == "memory" else "manifest"
     path = store.path(5, bolt.task_id, suffix)
     bolt.turn(bolt.clock())
-    assert 5 not in _stored(sent) and not os.path.exists(path)
+    assert 5 not in stored_ids(sent) and not os.path.exists(path)
     release.set()
-    wait_until(lambda: bolt.turn(bolt.clock()) is not None and 5 in _stored(sent), 30,
+    wait_until(lambda: bolt.turn(bolt.clock()) is not None and 5 in stored_ids(sent), 30,
                interval=0.01, message="the save report")
     assert os.path.exists(path)
     bolt.close()
@@ -362,7 +353,7 @@ def test_a_failed_upload_fails_the_task_and_the_checkpoint_is_never_reported(tmp
         wait_until(lambda: bolt.turn(bolt.clock()) and False, 30, interval=0.01)
     assert failed.value.component == "sum" and failed.value.task_id == bolt.task_id
     assert str(blocker) in str(failed.value)
-    assert 6 not in _stored(sent)
+    assert 6 not in stored_ids(sent)
     bolt.close()
 
 
