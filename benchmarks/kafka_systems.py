@@ -180,6 +180,8 @@ def spark_query(session, servers: str, source: str, sink: str, checkpoint: str, 
 # The paced producer's linger: librdkafka's default, what a user's producer has. (0 sends a
 # request per poll: at 20,000 records/s it cost the broker about one of the two cores.)
 LINGER_MS = 5
+
+
 def produce_lines(servers: str, topic: str, lines, partitions: int) -> None:
     """Produce ``lines`` (str) to ``topic`` round-robin over ``partitions``, as fast as it goes."""
     from confluent_kafka import Producer

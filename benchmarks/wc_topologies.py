@@ -280,8 +280,8 @@ class SentenceSpout(Spout, StatefulComponent):
 
     Each ``next_tuple`` emits the next 32 lines (a spout reading files, Kafka or sockets emits
     in such bursts). At least once each line gets a message id and waits in ``pending`` until
-    acked; a failed one is emitted again. Effectively once its position is checkpointed. Paced when a rate is
-    set.
+    acked; a failed one is emitted again. Effectively once its position is checkpointed. Paced
+    when a rate is set.
     """
 
     outputs = ["sentence", "ts"]

@@ -32,12 +32,14 @@ def build(name: str, corpus, out, *, mode: str, sinks: int = 1, sink_config: dic
     return builder.build()
 
 
-def read_deltalake(path) -> collections.Counter:
+def read_deltalake(path, columns: tuple[str, ...] = ("word", "line"),
+                   storage_options: dict | None = None) -> collections.Counter:
+    """The table's rows (``columns``) as delta-rs reads them (``storage_options`` for an
+    object store)."""
     from deltalake import DeltaTable
 
-    table = DeltaTable(str(path)).to_pyarrow_table()
-    return collections.Counter(zip(table.column("word").to_pylist(),
-                                   table.column("line").to_pylist()))
+    table = DeltaTable(str(path), storage_options=storage_options).to_pyarrow_table()
+    return collections.Counter(zip(*(table.column(c).to_pylist() for c in columns)))
 
 
 def read_duckdb(path) -> collections.Counter:

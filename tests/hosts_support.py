@@ -291,18 +291,14 @@ def wait_gone(pids: list[int], timeout: float = 30.0) -> None:
 
 def wait_nothing_left(hosts: Hosts, daemons: set[int], timeout: float = 60.0) -> None:
     """Wait until no process but ``daemons`` (pids) is left on any of ``hosts``."""
-    left: dict[str, list[str]] = {}
+    from cluster_support import cmdline
 
-    def command(pid: int) -> str:
-        try:
-            return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:120]
-        except OSError:
-            return ""
+    left: dict[str, list[str]] = {}
 
     def nothing_left() -> bool:
         left.clear()
         for host in hosts.hosts:
-            extra = [command(p) for p in hosts.pids(host) if p not in daemons]
+            extra = [cmdline(p)[:120] for p in hosts.pids(host) if p not in daemons]
             if extra:
                 left[host.namespace] = extra
         return not left

@@ -46,7 +46,7 @@ log4j.logger.state.change.logger=WARN
 """
 
 
-_COORDINATOR_NOT_READY = (14, 15, 16)
+_COORDINATOR_NOT_READY = (14, 15, 16)  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 
 # A single test broker: internal topics with one replica and few partitions, a group's first
 # rebalance not delayed, topics made through the admin API only.
@@ -81,7 +81,6 @@ def new_cluster_id() -> str:
     while cluster.startswith("-"):
         cluster = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     return cluster
-  # COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE, NOT_COORDINATOR
 
 
 class KafkaClient:

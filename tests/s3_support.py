@@ -16,13 +16,8 @@ import socket
 import subprocess
 from pathlib import Path
 
+from cluster_support import free_port
 from heron_spark.testing import wait_until
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class S3Server:
@@ -31,7 +26,7 @@ class S3Server:
     def __init__(self, folder: Path) -> None:
         self.folder = folder
         self.data = folder / "data"
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.key, self.secret = "heron-" + secrets.token_hex(4), secrets.token_hex(16)
         self.process: subprocess.Popen | None = None

@@ -118,7 +118,7 @@ def test_effectively_once_into_kafka_and_delta_through_a_soak_of_kills_cuts_and_
         "read_committed consumer": kwc.record_pairs(committed),
         "Spark's Kafka source": collections.Counter((r["key"], r["value"])
                                                     for r in spark_kafka),
-        "deltalake": _deltalake_rows(table),
+        "deltalake": delta_support.read_deltalake(table, ("key", "value")),
         "DuckDB": delta_support.read_duckdb_rows(table, "key, value"),
         "Delta's Spark reader": collections.Counter(
             (r["key"], r["value"]) for r in spark_delta if "__versions__" not in r),
@@ -136,10 +136,3 @@ def test_effectively_once_into_kafka_and_delta_through_a_soak_of_kills_cuts_and_
     hosts_support.wait_nothing_left(hosts, {p.pid for p in spark.procs} | {zk.proc.pid} | {
         b.process.pid for b in kafka.brokers if b.process is not None})
 
-
-def _deltalake_rows(table: Path) -> collections.Counter:
-    from deltalake import DeltaTable
-
-    data = DeltaTable(str(table)).to_pyarrow_table()
-    return collections.Counter(zip(data.column("key").to_pylist(),
-                                   data.column("value").to_pylist()))
