@@ -340,10 +340,19 @@ def node_deleted(hosts: str, path: str):
 
 
 # access control ------------------------------------------------------------------------------
-def test_localfs_private_values_are_owner_only(tmp_path):
-    manager = LocalFileStateManager(tmp_path)
+def test_localfs_values_and_folders_are_owner_only(tmp_path):
+    root = tmp_path / "state"
+    manager = LocalFileStateManager(root)
     manager.put("wc", "secret", b"s", private=True)
-    assert stat.S_IMODE((tmp_path / "wc" / "secret").stat().st_mode) == 0o600
+    manager.put("wc", "topology", b"plan")
+    manager.claim_tmaster("other", {"host": "h", "port": 1})
+    try:
+        for path in (root / "wc" / "secret", root / "wc" / "topology"):
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        for folder in (root, root / "wc", root / "other"):
+            assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    finally:
+        manager.release_tmaster("other")
 
 
 @pytest.mark.cluster
@@ -362,11 +371,22 @@ def test_zk_private_values_need_the_writer_credentials(zookeeper):  # noqa: F811
     with open_state_manager(zookeeper.url(root, user="heron", password="wrong")) as stranger:
         with pytest.raises(ConfigError):
             stranger.get("wc", "secret")
+        assert stranger.get("wc", "public") == b"p"
+        with pytest.raises(ConfigError):  # readable, but only its writer may change it
+            stranger.put("wc", "public", b"rewritten")
     client = KazooClient(hosts=zookeeper.hosts)
     client.start(timeout=10)
     try:
         with pytest.raises(NoAuthError):
             client.get(f"/{root}/wc/secret")
+        for node in (f"/{root}/wc/public", f"/{root}/wc/tmaster", f"/{root}/wc"):
+            with pytest.raises(NoAuthError):
+                client.set(node, b"rewritten")
+        with pytest.raises(NoAuthError):
+            client.delete(f"/{root}/wc/public")
+        with pytest.raises(NoAuthError):
+            client.create(f"/{root}/wc/planted", b"x")
+        assert client.get(f"/{root}/wc/public")[0] == b"p"
     finally:
         client.stop()
         client.close()

@@ -1,7 +1,9 @@
 """State manager on the local filesystem: one folder per topology, one file per key.
 
 Writes are atomic (temp file + rename). Suits a single machine or a shared filesystem with
-working ``flock`` (local disks do; some NFS setups do not); use ZooKeeper for clusters.
+working ``flock`` (local disks do; some NFS setups do not); use ZooKeeper for clusters. Every
+file is the owner's only (0600, as ``mkstemp`` makes it) in folders only the owner can list or
+enter (0700: the root when this creates it, and each topology's folder).
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ class LocalFileStateManager(StateManager):
         self._claims: dict[str, int] = {}   # topology -> fd holding the flock
         self._claims_lock = threading.Lock()
 
+    def _make_folder(self, folder: Path) -> None:
+        """Create ``folder`` (a topology's) and the root, if missing, for the owner only."""
+        if not folder.is_dir():
+            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+            folder.mkdir(mode=0o700, exist_ok=True)
+
     @property
     def location(self) -> str:
         """Return ``file://<root>``."""
@@ -54,7 +62,7 @@ class LocalFileStateManager(StateManager):
             msg = "the key is reserved for the TMaster claim"
             raise TopologyValueError(msg, value=key,
                                      kind="name", fix="use another key name")
-        folder.mkdir(parents=True, exist_ok=True)
+        self._make_folder(folder)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{key}.")
         try:
             if private:
@@ -115,7 +123,7 @@ class LocalFileStateManager(StateManager):
         with self._claims_lock:
             if topology in self._claims:
                 raise claimed_error(topology, self.location)
-            folder.mkdir(parents=True, exist_ok=True)
+            self._make_folder(folder)
             fd = _lock_exclusive(folder / TMASTER_LOCK)
             if fd is None:
                 raise claimed_error(topology, self.location)

@@ -10,10 +10,12 @@ or session expiry — the holder's process died, or was cut off from ZooKeeper f
 the session timeout. Expiry is logged; the TMaster is not told, so after a long partition it
 may still run without its claim, and a new claim can succeed meanwhile.
 
-Access: with ``user:password`` the client authenticates with the ``digest`` scheme and values
-put with ``private=True`` (the topology secret) get an ACL that only that user can use. Other
-values stay world-readable. Without credentials, private values are readable by any client of
-the ZooKeeper ensemble: protect the ensemble itself, or use credentials.
+Access: with ``user:password`` the client authenticates with the ``digest`` scheme. Values
+put with ``private=True`` (the topology secret) get an ACL that only that user can use; other
+values (the plan, the TMaster location, checkpoints) stay readable by every client but only
+that user may change or delete them, and so do the topology's node and the parents created
+for it. Without credentials every node is open to any client of the ZooKeeper ensemble
+(kazoo's default ACL): protect the ensemble itself, or use credentials.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from kazoo.exceptions import (
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import KazooState
 from kazoo.retry import KazooRetry
-from kazoo.security import make_digest_acl
+from kazoo.security import make_acl, make_digest_acl
 
 from heron_spark.config import STATEMGR
 from heron_spark.errors import ConfigError, TopologyValueError
@@ -81,8 +83,11 @@ class ZooKeeperStateManager(StateManager):
         self._close_lock = threading.Lock()
         self._claims: dict[str, int] = {}   # topology -> session id that created the node
         self._claims_lock = threading.Lock()
-        self._private_acl = (None if user is None
-                             else [make_digest_acl(user, password or "", all=True)])
+        owner = None if user is None else make_digest_acl(user, password or "", all=True)
+        self._private_acl = None if owner is None else [owner]
+        # everyone reads, only the owner writes: the plan cannot be rewritten by another user
+        self._public_acl = None if owner is None else [owner, make_acl("world", "anyone",
+                                                                         read=True)]
         self._zk = KazooClient(
             hosts=hosts, timeout=session_timeout_secs,
             auth_data=[("digest", f"{user}:{password or ''}")] if user is not None else None,
@@ -147,11 +152,11 @@ class ZooKeeperStateManager(StateManager):
                 kind="too_large",
                 fix=f"keep state values under {MAX_VALUE_BYTES} bytes (large objects held by "
                     f"components are pickled into the topology), or use a file:// state manager")
-        acl = self._private_acl if private else None
+        acl = self._private_acl if private else self._public_acl
         try:
             self._retry(self._put, path, value, acl)
         except NoAuthError as exc:
-            raise self._no_auth(path) from exc
+            raise self._no_auth(path, "only changed by") from exc
 
     def _put(self, path: str, value: bytes, acl) -> None:
         while True:
@@ -161,7 +166,8 @@ class ZooKeeperStateManager(StateManager):
             except NodeExistsError:
                 pass
             try:
-                if acl is not None:  # before the data: the new value is never more visible
+                if acl is not None and acl is self._private_acl:
+                    # before the data: the new value is never more visible
                     self._zk.set_acls(path, acl)
                 self._zk.set(path, value)
                 return
@@ -218,9 +224,9 @@ class ZooKeeperStateManager(StateManager):
         return sorted(n for n in names
                       if self._retry(self._zk.exists, f"{self.root}/{n}/{TOPOLOGY}") is not None)
 
-    def _no_auth(self, path: str) -> ConfigError:
+    def _no_auth(self, path: str, access: str = "private to") -> ConfigError:
         return ConfigError(STATEMGR, self._location,
-                           f"{path} is private to the ZooKeeper user that wrote it; use that "
+                           f"{path} is {access} the ZooKeeper user that wrote it; use that "
                            f"user's credentials: zk://user:password@{self.hosts}{self.root}")
 
     # TMaster claim -------------------------------------------------------------------------
@@ -244,10 +250,11 @@ class ZooKeeperStateManager(StateManager):
 
     def _claim(self, topology: str, path: str, value: bytes) -> int:
         """Create the ephemeral node; return the owning session id. Safe to retry."""
-        self._zk.ensure_path(path.rsplit("/", 1)[0])
+        acl = self._public_acl
+        self._zk.ensure_path(path.rsplit("/", 1)[0], acl=acl)
         while True:
             try:
-                self._zk.create(path, value, ephemeral=True)
+                self._zk.create(path, value, acl=acl, ephemeral=True)
                 return self._live_session_id()
             except NodeExistsError:
                 pass
@@ -263,7 +270,7 @@ class ZooKeeperStateManager(StateManager):
                 raise claimed_error(topology, self._location)
             tx = self._zk.transaction()
             tx.delete(path, version=stat.version)
-            tx.create(path, value, ephemeral=True)
+            tx.create(path, value, acl=acl, ephemeral=True)
             if not any(isinstance(result, Exception) for result in tx.commit()):
                 return self._live_session_id()
 
