@@ -50,6 +50,7 @@ OUT_DIR = "bench.out.dir"
 QUOTA = "bench.sentences.per.task"      # 0: one pass over the corpus; > 0: cycle until this many
 RATE = "bench.words.per.sec.per.task"   # 0: as fast as possible
 SAMPLE_EVERY = "bench.latency.sample.every"  # 0: no latency samples
+LINES_PER_CALL = "bench.lines.per.next.tuple"  # the plain spout's burst (1: one line a call)
 RELIABILITY = "topology.reliability.mode"
 
 
@@ -118,6 +119,7 @@ class CorpusSpout(Spout, StatefulComponent):
         self.next_at = None
         self.lag = 0.0  # paced: the most the spout fell behind its schedule, in seconds
         self.reliable = _reliable(config)
+        self.burst = int(config.get(LINES_PER_CALL, 32) or 32)
         self.lines = _corpus_lines(self)
         self.done = False
         self.pending = {}
@@ -279,9 +281,9 @@ class SentenceSpout(Spout, StatefulComponent):
     """Emits (sentence, emit time) for the corpus lines ``i % tasks == index``, plain style.
 
     Each ``next_tuple`` emits the next 32 lines (a spout reading files, Kafka or sockets emits
-    in such bursts). At least once each line gets a message id and waits in ``pending`` until
-    acked; a failed one is emitted again. Effectively once its position is checkpointed. Paced
-    when a rate is set.
+    in such bursts; ``LINES_PER_CALL`` sets another count, 1 for one line a call). At least
+    once each line gets a message id and waits in ``pending`` until acked; a failed one is
+    emitted again. Effectively once its position is checkpointed. Paced when a rate is set.
     """
 
     outputs = ["sentence", "ts"]
@@ -300,6 +302,7 @@ class SentenceSpout(Spout, StatefulComponent):
         self.next_at = None
         self.lag = 0.0
         self.reliable = _reliable(config)
+        self.burst = int(config.get(LINES_PER_CALL, 32) or 32)
         self.lines = _corpus_lines(self)
         self.done = False
         self.pending = {}
@@ -317,7 +320,7 @@ class SentenceSpout(Spout, StatefulComponent):
     def next_tuple(self):
         if self.first_emit is None:
             self.first_emit = time.time()
-        for _ in range(32):
+        for _ in range(self.burst):
             ts = time.time()
             if self.interval:
                 if self.next_at is None:
@@ -417,15 +420,19 @@ _CLASSES = {"plain": (SentenceSpout, WordSplitBolt, WordCountBolt),
 
 def build(mode: str, corpus: Path, out_dir: Path, quota: int, rate_per_task: float,
           sample_every: int, max_pending: int, checkpoint_secs: float = 1.0,
-          style: str = "plain") -> type:
-    """Build the tuple API's word count in ``style`` (``plain`` or ``tuned``)."""
+          style: str = "plain", lines_per_call: int = 32) -> type:
+    """Build the tuple API's word count in ``style`` (``plain`` or ``tuned``).
+
+    ``lines_per_call``: the lines the plain spout emits per ``next_tuple``.
+    """
     spout_class, split_class, count_class = _CLASSES[style]
     builder = TopologyBuilder("bench_word_count")
     spout = builder.add_spout("sentence", spout_class, par=SPOUTS)
     split = builder.add_bolt("split", split_class, par=SPLITTERS, inputs={spout: Grouping.SHUFFLE})
     builder.add_bolt("count", count_class, par=COUNTERS, inputs={split: Grouping.fields("word")})
     config = {"topology.stmgrs": CONTAINERS, RELIABILITY: mode, CORPUS_PATH: str(corpus),
-              OUT_DIR: str(out_dir), QUOTA: quota, RATE: rate_per_task, SAMPLE_EVERY: sample_every}
+              OUT_DIR: str(out_dir), QUOTA: quota, RATE: rate_per_task, SAMPLE_EVERY: sample_every,
+              LINES_PER_CALL: lines_per_call}
     if mode == "ATLEAST_ONCE":  # 0: no limit (heronpy's default would be 100 per spout task)
         config["topology.max.spout.pending"] = max_pending or None
     if mode == "EFFECTIVELY_ONCE":

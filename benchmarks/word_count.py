@@ -54,7 +54,7 @@ Run from the repository root (the full-size figures take a while; smoke test fir
     .venv/bin/python benchmarks/word_count.py
     .venv/bin/python benchmarks/word_count.py --runs 1 --sentences 20000 --latency-secs 3
         [--modes ATMOST_ONCE,ATLEAST_ONCE,BATCH] [--styles plain] [--phases throughput]
-        [--rate 200000] [--json out.json]
+        [--rate 200000] [--lines-per-call 1] [--json out.json]
 """
 
 from __future__ import annotations
@@ -132,7 +132,8 @@ class Bench:
                                    args.batch_rows)
         else:
             topology = build(mode, self.corpus, out_dir, quota, rate_per_task, sample_every,
-                             args.max_pending, args.checkpoint_secs, style or "plain")
+                             args.max_pending, args.checkpoint_secs, style or "plain",
+                             args.lines_per_call)
         handle, placement, roles, submitted = run_to_end(self, topology, f"{mode} {phase}", args)
         return self._measure(mode, style, phase, out_dir, quota, submitted, handle, placement,
                              roles)
@@ -340,6 +341,10 @@ def parse_args(argv):
     parser.add_argument("--max-pending", type=int, default=0,
                         help="topology.max.spout.pending under ATLEAST_ONCE (default 0: no limit; "
                              "the tuple water marks bound what is in flight)")
+    parser.add_argument("--lines-per-call", type=int, default=32,
+                        help="plain style: lines the spout emits per next_tuple (default 32, "
+                             "the burst of a spout reading files, Kafka or sockets; 1: one line "
+                             "a call)")
     parser.add_argument("--batch-rows", type=int, default=8192,
                         help="BATCH: sentences per batch the spouts emit at most (default 8192)")
     parser.add_argument("--flush-ms", type=float, default=None,
@@ -408,7 +413,9 @@ def bench_mode(bench: Bench, mode: str, style: str | None, args) -> dict:
     pending = f", max spout pending {args.max_pending}" if args.max_pending and \
         mode == "ATLEAST_ONCE" else ""
     label = mode if style is None else f"{mode} {style}"
-    written = {None: "the Arrow batch API", "plain": "plain user code, as the README teaches",
+    written = {None: "the Arrow batch API",
+               "plain": f"plain user code, as the README teaches, {args.lines_per_call} "
+                        f"line(s) per next_tuple",
                "tuned": "user code tuned for the engine"}[style]
     print(f"\n== {label}: {SPOUTS} sentence / {SPLITTERS} split / {COUNTERS} count tasks, "
           f"{CONTAINERS} stmgrs, local[*]{pending}; {written}", flush=True)
