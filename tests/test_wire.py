@@ -142,6 +142,16 @@ def test_encode_parts_by_layout_writes_each_frame_s_own_schema(one_each):
             True: [(10,), (11,), (12,)], False: [(10,), (11, 12), ()], None: None}[one_each]
 
 
+@pytest.mark.parametrize("ids", [[], [5], [1, 2, 3], [7, 7, 7, 7], [1, 2, 3, 4, 5, 6],
+                                 [1, 1, 1, 2, 2, 3, 3, 3, 3, 4], [2**64 - 1] * 3 + [2**63] * 2])
+def test_single_roots_gives_each_row_its_root_and_shares_a_run_s_tuple(ids):
+    roots = tuple_batch.single_roots(pa.array(ids, type=pa.uint64()))
+    assert roots == [(root,) for root in ids]
+    runs = sum(1 for i, root in enumerate(ids) if i == 0 or ids[i - 1] != root)
+    if runs * 2 <= len(ids) and len(ids) >= 4:  # runs: one tuple object each
+        assert len({id(t) for t in roots}) == runs
+
+
 def test_key_hash_is_the_same_whatever_the_column_type():
     native = tuple_batch.decode(tuple_batch.encode(["k"], [(1,), (2,)]))
     pickled = tuple_batch.decode(tuple_batch.encode(["k"], [(1,), ("2",)]))

@@ -253,10 +253,10 @@ class BoltExecutor(TaskExecutor):
         if self.reliable:
             root_index = batch.schema.get_field_index(tuple_batch.ROOT_COLUMN)
             if root_index >= 0:  # one tree per tuple, as usual
-                # Python ints straight from Arrow: NumPy arrays are made only if the acks need
-                # them (AckBuffer.take), once per turn for all the batches
+                # a run of rows in one tree shares its roots tuple; the acks take the column
+                # itself (AckBuffer.take), once per turn for all the batches
                 root_column = batch.column(root_index)
-                roots = list(zip(root_column.to_pylist()))
+                roots = tuple_batch.single_roots(root_column)
             else:
                 roots = tuple_batch.row_roots(batch)
                 self.acks.single_root = False  # some tuples belong to no tree, or to several

@@ -28,7 +28,7 @@ from __future__ import annotations
 import pickle
 import struct
 from array import array as _typed_array
-from itertools import accumulate
+from itertools import accumulate, chain, repeat
 from typing import Any, Callable, Sequence
 
 import numpy as np
@@ -307,6 +307,28 @@ def root_lists(batch: pa.RecordBatch) -> tuple[np.ndarray, np.ndarray | None]:
     flat = arrow_numpy.numbers(column.flatten(), zero_copy_only=False).astype(np.uint64,
                                                                              copy=False)
     return flat, np.diff(arrow_numpy.numbers(column.offsets))
+
+
+def single_roots(column: pa.Array) -> list[tuple[int]]:
+    """Return each row's one root id as a 1-tuple, from a batch's uint64 root column.
+
+    Rows of one tree usually come in runs (a sentence's words, routed to one task together):
+    each run's rows share one tuple object, so a run costs one tuple and one int, not one per
+    row. Rows of distinct trees (a spout's tuples) get one tuple each, as before.
+    """
+    ids = arrow_numpy.numbers(column)
+    if ids.size < 4:
+        return list(zip(ids.tolist()))
+    starts = np.flatnonzero(ids[1:] != ids[:-1])
+    if starts.size * 2 > ids.size:  # mostly distinct: shared tuples would not pay
+        return list(zip(ids.tolist()))
+    starts += 1
+    bounds = np.concatenate((_ZERO, starts, [ids.size]))
+    firsts = ids[bounds[:-1]].tolist()
+    return list(chain.from_iterable(map(repeat, zip(firsts), np.diff(bounds).tolist())))
+
+
+_ZERO = np.zeros(1, dtype=np.int64)
 
 
 def row_roots(batch: pa.RecordBatch) -> list[tuple[int, ...]] | None:
