@@ -162,6 +162,25 @@ def test_both_topology_styles_count_words_exactly(style, hconf, tmp_path):
     assert latest == dict(expected)
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("placement", ["driver", "container"])
+def test_word_count_over_tls_counts_exactly(placement, spark, hconf, tmp_path):
+    # heron.tls.enabled: every TCP link (stmgr <-> stmgr, stmgr and metrics manager <->
+    # TMaster, the control port) is TLS 1.3 with the run's own CA.
+    conf = {**hconf, "heron.tls.enabled": True, "heron.tmaster.placement": placement}
+    run = _run(spark, ClassicWordCount, conf, tmp_path)
+    latest: dict[str, int] = {}
+    for item in run.collected("report"):
+        word, count = item.values
+        latest[word] = max(count, latest.get(word, 0))
+    assert latest == dict(_independent_word_counts(SENTENCES_PER_TASK, 2))
+    key_files = sorted((tmp_path / "work").rglob("tls/key.pem"))
+    assert len(key_files) == 2  # one per container, owner-only in an owner-only folder
+    for key in key_files:
+        assert key.stat().st_mode & 0o777 == 0o600
+        assert key.parent.stat().st_mode & 0o777 == 0o700
+
+
 # --- the examples -------------------------------------------------------------------------------
 
 def test_exclamation_example_appends_six_marks(hconf, tmp_path):
