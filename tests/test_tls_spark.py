@@ -1,10 +1,15 @@
 """A topology with TLS on, on real Spark: every TCP port it opens refuses a plain client, and
 the control client (the CLI's and the tracker's way in) reaches the TMaster over TLS with the
-material the state manager keeps private for it."""
+material the state manager keeps private for it; ``heron.tls.enabled: auto`` follows Spark's
+``spark.network.crypto.enabled``."""
 
 from __future__ import annotations
 
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 import resilience_topologies as topo
@@ -57,3 +62,37 @@ def test_every_port_of_a_tls_topology_refuses_a_plain_client(placement, spark, h
         assert handle.wait(120) == "KILLED"
     finally:
         handle.kill()
+
+
+AUTO_SCRIPT = r"""
+import sys
+from pathlib import Path
+repo, tests, out = sys.argv[1:4]
+sys.path[:0] = [repo, tests]
+from pyspark.sql import SparkSession
+from examples.word_count import build
+from heron_spark import submit
+from heron_spark.testing import COLLECT_DIR
+
+spark = (SparkSession.builder.master("local[2]").appName("tls-auto")
+         .config("spark.authenticate", "true")
+         .config("spark.network.crypto.enabled", "true")
+         .config("spark.ui.enabled", "false").getOrCreate())
+handle = submit(build(30), spark=spark, conf={COLLECT_DIR: out})
+print("STATE", handle.wait(240))
+print("KEYS", len(list(Path(out).parent.rglob("tls/key.pem"))))
+spark.stop()
+"""
+
+
+def test_tls_follows_sparks_network_encryption_by_default(tmp_path):
+    # heron.tls.enabled is left at auto: a session with spark.network.crypto.enabled gets TLS.
+    repo = Path(__file__).resolve().parent.parent
+    proc = subprocess.run([sys.executable, "-c", AUTO_SCRIPT, str(repo), str(repo / "tests"),
+                           str(tmp_path / "out")], cwd=tmp_path, env=dict(os.environ),
+                          capture_output=True, text=True, timeout=400)
+    output = f"--- stdout\n{proc.stdout[-3000:]}\n--- stderr\n{proc.stderr[-3000:]}"
+    assert proc.returncode == 0, output
+    lines = dict(line.split(" ", 1) for line in proc.stdout.splitlines() if " " in line)
+    assert lines["STATE"] == "FINISHED", output
+    assert int(lines["KEYS"]) == 2, output  # each container got its TLS material
