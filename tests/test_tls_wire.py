@@ -247,3 +247,38 @@ def test_frames_flow_over_tls_on_the_threaded_connection(tls_listener, contexts)
     finally:
         client.close()
         server.close()
+
+
+def test_closing_a_busy_tls_connection_ends_both_sides_cleanly(tls_listener, contexts):
+    # Closing while the writer thread sends and the reader reads: both threads end on the
+    # shutdown (an unhandled exception in either would fail the test), and the peer sees it.
+    listener, peers = tls_listener
+    client_sock = dial("127.0.0.1", listener.port, SECRET, TOPOLOGY, roles.METRICSMGR, 10,
+                       tls=contexts[1])
+    assert peers.arrived.wait(10)
+    server_sock = peers.accepted[0][2]
+    half = threading.Event()
+    server_gone, client_gone = threading.Event(), threading.Event()
+    count = [0]
+
+    def on_server_frame(conn, kind, payload):
+        count[0] += 1
+        if count[0] == 200:
+            half.set()
+
+    server = Connection(server_sock, "server", on_server_frame,
+                        lambda c: server_gone.set(), max_frame_bytes=1 << 20).start()
+    client = Connection(client_sock, "client", lambda *a: None, lambda c: client_gone.set(),
+                        max_frame_bytes=1 << 20, send_capacity_bytes=1 << 20).start()
+    frame = frames.frame(frames.CONTROL, b"x" * 20_000)
+    for _ in range(200):
+        client.send(frame)
+    assert half.wait(30)
+    for _ in range(200):
+        client.send(frame)
+    server.close()
+    assert server_gone.is_set() and client_gone.wait(30)
+    for thread in (*server._threads, *client._threads):
+        thread.join(10)
+        assert not thread.is_alive()
+    assert server_sock.fileno() == -1 and client_sock.fileno() == -1

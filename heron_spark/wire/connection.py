@@ -20,6 +20,7 @@ import collections
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
 from typing import TYPE_CHECKING, Callable
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _WRITE_CHUNK_BYTES = 1 << 20
 _READ_BUFFER_BYTES = 1 << 16
+# How long a TLS connection's reader waits for its writer (unblocked by the shutdown) to stop.
+_TLS_WRITER_JOIN_SECS = 5.0
 
 
 class ConnectionClosed(ConnectionError):
@@ -59,6 +62,7 @@ class Connection:
         self._queued = 0
         self._cond = threading.Condition()
         self._closed = False
+        self._tls = isinstance(sock, ssl.SSLSocket)
         self._threads = [threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True),
                          threading.Thread(target=self._write_loop, name=f"{name}-writer", daemon=True)]
 
@@ -103,17 +107,23 @@ class Connection:
             return not self._queue
 
     def close(self) -> None:
-        """Close the socket and stop both threads (idempotent)."""
+        """Close the socket and stop both threads (idempotent).
+
+        A TLS socket is only shut down here, which ends both threads' calls; the reader thread
+        closes it once the writer is done too: closing an ``SSLSocket`` drops its TLS state,
+        which the other thread may be using at that moment.
+        """
         with self._cond:
             if self._closed:
                 return
             self._closed = True
             self._cond.notify_all()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
+        try:  # the plain socket's shutdown: an SSLSocket's own drops its TLS state first
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
         except OSError:
             pass
-        self.sock.close()
+        if not self._tls or self._threads[0].ident is None:  # no reader thread to do it
+            self.sock.close()
         if self._on_close is not None:
             self._on_close(self)
 
@@ -130,6 +140,11 @@ class Connection:
         finally:
             reader.close()
             self.close()
+            if self._tls:
+                writer = self._threads[1]
+                if writer.ident is not None and writer is not threading.current_thread():
+                    writer.join(_TLS_WRITER_JOIN_SECS)
+                self.sock.close()
 
     def _write_loop(self) -> None:
         try:
