@@ -155,3 +155,14 @@ def test_a_ca_file_that_cannot_be_parsed_is_refused_at_submit(tmp_path):
     with pytest.raises(ConfigError) as err:
         _check_user(paths)
     assert err.value.key == config.TLS_CA
+
+
+def test_the_users_files_may_be_pyarrow_fs_urls(tmp_path):
+    ca_cert, ca_key = _ca()
+    paths = {setting: f"file://{path}" for setting, path in
+             _user_files(tmp_path, wire_tls.issue(ca_cert, ca_key, "me", NOW)).items()}
+    assert _check_user(paths).control.ca_pem == ca_cert
+    paths[config.TLS_KEY] = f"file://{tmp_path}/no-such-key.pem"
+    with pytest.raises(ConfigError) as err:
+        _check_user(paths)
+    assert err.value.key == config.TLS_KEY

@@ -193,7 +193,10 @@ def _head(pem: bytes) -> str:
 
 def user_topology_tls(cert: str, key: str, ca: str, containers: int,
                       now: datetime.datetime | None = None) -> TopologyTls:
-    """Read and check the user's own certificate, key and CA (local paths); every process uses them.
+    """Read and check the user's own certificate, key and CA; every process uses them.
+
+    Each is a local path or a ``pyarrow.fs`` URL (``file://``, ``hdfs://``, ``s3://``), read
+    here on the driver.
 
     Raise ``ConfigError`` naming the setting and the fix for a file that cannot be read or
     parsed, a certificate not valid now or not signed by the CA, a key that does not match.
@@ -203,16 +206,24 @@ def user_topology_tls(cert: str, key: str, ca: str, containers: int,
     if missing:
         raise ConfigError(missing[0], "", f"set {TLS_CERT}, {TLS_KEY} and {TLS_CA} together "
                           "(or none of them: submit then makes a CA per topology)")
-    read = {}
-    for setting, path in paths.items():
-        try:
-            read[setting] = Path(path).read_bytes()
-        except OSError as exc:
-            raise ConfigError(setting, path, f"give a readable local PEM file ({exc.strerror})") \
-                from exc
+    read = {setting: _read(setting, path) for setting, path in paths.items()}
     material = TlsMaterial(read[TLS_CA], read[TLS_CERT], read[TLS_KEY])
     check_material(material, now or datetime.datetime.now(datetime.timezone.utc))
     return TopologyTls((material,) * containers, material)
+
+
+def _read(setting: str, path: str) -> bytes:
+    try:
+        if "://" not in path:
+            return Path(path).read_bytes()
+        from pyarrow import fs
+
+        filesystem, inner = fs.FileSystem.from_uri(path)
+        with filesystem.open_input_stream(inner) as stream:
+            return stream.read()
+    except (OSError, ValueError) as exc:
+        raise ConfigError(setting, path, "give a readable PEM file: a local path or a "
+                          f"pyarrow.fs URL ({exc})") from exc
 
 
 def server_context(ca_pem: bytes, cert_file: str, key_file: str) -> ssl.SSLContext:
