@@ -166,3 +166,20 @@ def test_the_users_files_may_be_pyarrow_fs_urls(tmp_path):
     with pytest.raises(ConfigError) as err:
         _check_user(paths)
     assert err.value.key == config.TLS_KEY
+
+
+def test_submit_refuses_bad_tls_files_before_anything_starts(tmp_path, hconf):
+    # No Spark session, no state manager, no Spark job: the check comes first (a regression
+    # would start a Spark JVM here, which the default tier refuses).
+    from examples.word_count import build
+
+    from heron_spark import submit
+
+    ca_cert, ca_key = _ca()
+    mine = wire_tls.issue(ca_cert, ca_key, "me", NOW)
+    theirs = wire_tls.issue(ca_cert, ca_key, "them", NOW)
+    paths = _user_files(tmp_path, wire_tls.TlsMaterial(ca_cert, mine.cert_pem, theirs.key_pem))
+    with pytest.raises(ConfigError) as err:
+        submit(build(10), conf={**hconf, config.TLS_ENABLED: True, **paths})
+    assert err.value.key == config.TLS_KEY
+    assert not (tmp_path / "state").exists()

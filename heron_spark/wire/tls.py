@@ -195,6 +195,20 @@ def user_topology_tls(cert: str, key: str, ca: str, containers: int,
                       now: datetime.datetime | None = None) -> TopologyTls:
     """Read and check the user's own certificate, key and CA; every process uses them.
 
+    See ``user_material``.
+    """
+    return shared_topology_tls(user_material(cert, key, ca, now), containers)
+
+
+def shared_topology_tls(material: TlsMaterial, containers: int) -> TopologyTls:
+    """Return a topology's TLS material where every process uses ``material``."""
+    return TopologyTls((material,) * containers, material)
+
+
+def user_material(cert: str, key: str, ca: str,
+                  now: datetime.datetime | None = None) -> TlsMaterial:
+    """Read and check the user's own certificate, key and CA.
+
     Each is a local path or a ``pyarrow.fs`` URL (``file://``, ``hdfs://``, ``s3://``), read
     here on the driver.
 
@@ -209,7 +223,7 @@ def user_topology_tls(cert: str, key: str, ca: str, containers: int,
     read = {setting: _read(setting, path) for setting, path in paths.items()}
     material = TlsMaterial(read[TLS_CA], read[TLS_CERT], read[TLS_KEY])
     check_material(material, now or datetime.datetime.now(datetime.timezone.utc))
-    return TopologyTls((material,) * containers, material)
+    return material
 
 
 def _read(setting: str, path: str) -> bytes:
