@@ -162,12 +162,28 @@ def test_both_topology_styles_count_words_exactly(style, hconf, tmp_path):
     assert latest == dict(expected)
 
 
+def _own_tls_files(folder) -> dict[str, str]:
+    """Write a CA and a certificate signed by it, as a user brings them; return the settings."""
+    import datetime
+
+    from heron_spark.wire import tls as wire_tls
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_cert, ca_key = wire_tls.new_ca("users-own", now)
+    material = wire_tls.issue(ca_cert, ca_key, "users-own", now)
+    wire_tls.write_material(folder, material)
+    return {"heron.tls.cert": f"{folder}/cert.pem", "heron.tls.key": f"{folder}/key.pem",
+            "heron.tls.ca": f"{folder}/ca.pem"}
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("placement", ["driver", "container"])
-def test_word_count_over_tls_counts_exactly(placement, spark, hconf, tmp_path):
+@pytest.mark.parametrize(("placement", "own"), [("driver", False), ("container", False),
+                                                ("driver", True)])
+def test_word_count_over_tls_counts_exactly(placement, own, spark, hconf, tmp_path):
     # heron.tls.enabled: every TCP link (stmgr <-> stmgr, stmgr and metrics manager <->
-    # TMaster, the control port) is TLS 1.3 with the run's own CA.
-    conf = {**hconf, "heron.tls.enabled": True, "heron.tmaster.placement": placement}
+    # TMaster, the control port) is TLS 1.3 with the run's own CA (or the user's).
+    conf = {**hconf, "heron.tls.enabled": True, "heron.tmaster.placement": placement,
+            **(_own_tls_files(tmp_path / "own") if own else {})}
     run = _run(spark, ClassicWordCount, conf, tmp_path)
     latest: dict[str, int] = {}
     for item in run.collected("report"):
