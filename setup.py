@@ -47,6 +47,8 @@ setup(
         "pandas>=2.0,<3",
         "numpy>=1.24",
         "PyYAML>=6",
+        # X.509 for TLS (wire.tls): a CA per topology, certificates, their checks at submit.
+        "cryptography>=42",
     ],
     extras_require={
         # heron_spark.io.KafkaSpout / KafkaSink (imported only when a Kafka task starts).

@@ -67,6 +67,10 @@ TMASTER_METRICS_BUCKET_SECS = "heron.tmaster.metrics.bucket.secs"
 TMASTER_METRICS_RETENTION_SECS = "heron.tmaster.metrics.retention.secs"
 TMASTER_METRICS_MAX_SERIES = "heron.tmaster.metrics.max.series"
 TMASTER_EXCEPTIONS_PER_INSTANCE = "heron.tmaster.exceptions.per.instance"
+TLS_ENABLED = "heron.tls.enabled"
+TLS_CERT = "heron.tls.cert"
+TLS_KEY = "heron.tls.key"
+TLS_CA = "heron.tls.ca"
 
 CONF_FILE_NAME = "heron_spark.yaml"
 CONF_DIR_ENV = "HERON_SPARK_CONF_DIR"
@@ -168,6 +172,14 @@ class SystemConfig:
     tmaster_metrics_retention_secs: int = 3 * 3600
     tmaster_metrics_max_series: int = 200_000
     tmaster_exceptions_per_instance: int = 20
+    # TLS 1.3 with mutual authentication on every TCP link (wire.tls): "auto" (on when the
+    # Spark session has spark.network.crypto.enabled or spark.ssl.enabled true), "true",
+    # "false". The user's own certificate, key and CA (local PEM paths, all three or none);
+    # none: submit makes a CA per topology and a certificate per container.
+    tls_enabled: str = "auto"
+    tls_cert: str = ""
+    tls_key: str = ""
+    tls_ca: str = ""
 
     def validate(self) -> "SystemConfig":
         """Return self, or raise ConfigError naming the first unusable value."""
@@ -212,6 +224,11 @@ class SystemConfig:
             raise ConfigError(CHECKPOINT_UPLOAD_QUEUE_CHECKPOINTS,
                               self.checkpoint_upload_queue_checkpoints, "use a value >= 1")
         state_settings(self, {}, None)
+        given = [key for key in (TLS_CERT, TLS_KEY, TLS_CA) if getattr(self, _field_of(key))]
+        if given and len(given) < 3:
+            missing = next(key for key in (TLS_CERT, TLS_KEY, TLS_CA) if key not in given)
+            raise ConfigError(missing, "", f"set {TLS_CERT}, {TLS_KEY} and {TLS_CA} together "
+                              "(or none: submit then makes a CA per topology)")
         if self.batch_flush_interval_ms <= 0:
             raise ConfigError(BATCH_FLUSH_INTERVAL_MS, self.batch_flush_interval_ms,
                               "use a positive number of milliseconds")
@@ -288,8 +305,19 @@ BRIDGE_MODES = {"auto": "auto", "true": "true", "1": "true", "yes": "true", "on"
                 "false": "false", "0": "false", "no": "false", "off": "false"}
 
 
+def tls_enabled(system: SystemConfig, spark_wants_tls: bool) -> bool:
+    """Return whether TLS is on: ``heron.tls.enabled``, ``auto`` resolved by Spark's switches.
+
+    ``spark_wants_tls``: the session has ``spark.network.crypto.enabled`` or
+    ``spark.ssl.enabled`` true.
+    """
+    if system.tls_enabled == "auto":
+        return spark_wants_tls
+    return system.tls_enabled == "true"
+
+
 def _coerce(key: str, value: Any, default: Any) -> Any:
-    if key == SPARK_JVM_BRIDGE:
+    if key in (SPARK_JVM_BRIDGE, TLS_ENABLED):
         mode = BRIDGE_MODES.get(str(value).strip().lower())
         if mode is None:
             raise ConfigError(key, value, "use auto, true or false")

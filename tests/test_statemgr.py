@@ -26,6 +26,7 @@ from zk_support import zookeeper  # noqa: F401
 
 from heron_spark.config import STATEMGR
 from heron_spark.contract import execution_state
+from heron_spark.contract.topology_view import TMasterLocation
 from heron_spark.errors import ConfigError, TopologyStateError, TopologyValueError
 from heron_spark.proto import packing_pb2
 from heron_spark.statemgr import (
@@ -165,6 +166,17 @@ def test_second_claim_is_refused_until_release(store_url):
         first.release_tmaster("wc")  # idempotent
         second.claim_tmaster("wc", {"host": "second", "port": 2, "secret": "s2"})
         assert second.get_tmaster_location("wc") == {"host": "second", "port": 2, "secret": "s2"}
+
+
+def test_control_tls_is_stored_apart_and_a_claim_without_it_clears_it(store_url):
+    with open_state_manager(store_url) as statemgr:
+        statemgr.claim_tmaster("wc", {**LOCATION, "secret": "s1", "control_tls": "{\"pem\"}"})
+        assert statemgr.get_tmaster_location("wc")["control_tls"] == "{\"pem\"}"
+        assert b"pem" not in statemgr.get("wc", "tmaster")  # private, like the secret
+        statemgr.release_tmaster("wc")
+        statemgr.claim_tmaster("wc", TMasterLocation("h", 2, secret="s2").as_dict())
+        location = statemgr.get_tmaster_location("wc")
+        assert location["secret"] == "s2" and "control_tls" not in location
 
 
 def test_close_ends_the_claim(store_url):

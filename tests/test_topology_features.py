@@ -162,6 +162,41 @@ def test_both_topology_styles_count_words_exactly(style, hconf, tmp_path):
     assert latest == dict(expected)
 
 
+def _own_tls_files(folder) -> dict[str, str]:
+    """Write a CA and a certificate signed by it, as a user brings them; return the settings."""
+    import datetime
+
+    from heron_spark.wire import tls as wire_tls
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    ca_cert, ca_key = wire_tls.new_ca("users-own", now)
+    material = wire_tls.issue(ca_cert, ca_key, "users-own", now)
+    wire_tls.write_material(folder, material)
+    return {"heron.tls.cert": f"{folder}/cert.pem", "heron.tls.key": f"{folder}/key.pem",
+            "heron.tls.ca": f"{folder}/ca.pem"}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("placement", "own"), [("driver", False), ("container", False),
+                                                ("driver", True)])
+def test_word_count_over_tls_counts_exactly(placement, own, spark, hconf, tmp_path):
+    # heron.tls.enabled: every TCP link (stmgr <-> stmgr, stmgr and metrics manager <->
+    # TMaster, the control port) is TLS 1.3 with the run's own CA (or the user's).
+    conf = {**hconf, "heron.tls.enabled": True, "heron.tmaster.placement": placement,
+            **(_own_tls_files(tmp_path / "own") if own else {})}
+    run = _run(spark, ClassicWordCount, conf, tmp_path)
+    latest: dict[str, int] = {}
+    for item in run.collected("report"):
+        word, count = item.values
+        latest[word] = max(count, latest.get(word, 0))
+    assert latest == dict(_independent_word_counts(SENTENCES_PER_TASK, 2))
+    key_files = sorted((tmp_path / "work").rglob("tls/key.pem"))
+    assert len(key_files) == 2  # one per container, owner-only in an owner-only folder
+    for key in key_files:
+        assert key.stat().st_mode & 0o777 == 0o600
+        assert key.parent.stat().st_mode & 0o777 == 0o700
+
+
 # --- the examples -------------------------------------------------------------------------------
 
 def test_exclamation_example_appends_six_marks(hconf, tmp_path):

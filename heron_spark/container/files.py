@@ -16,6 +16,7 @@ from heron_spark.contract.layout import ContainerLayout
 from heron_spark.plan.logical import LogicalPlan
 from heron_spark.plan.view import PlanView
 from heron_spark.proto import packing_pb2
+from heron_spark.wire import tls as wire_tls
 
 
 @dataclasses.dataclass
@@ -26,8 +27,12 @@ class ContainerFiles(ContainerLayout):
     """
 
     def write(self, definition: bytes, packing: packing_pb2.PackingPlan,
-              config: SystemConfig, secret: str) -> None:
-        """Write everything the children need (called by the container)."""
+              config: SystemConfig, secret: str,
+              tls: wire_tls.TlsMaterial | None = None) -> None:
+        """Write everything the children need (called by the container).
+
+        ``tls``: this container's TLS material (TLS on), written owner-only.
+        """
         self.logs.mkdir(parents=True, exist_ok=True)
         self.heartbeats.mkdir(exist_ok=True)
         self.definition.write_bytes(definition)
@@ -36,6 +41,8 @@ class ContainerFiles(ContainerLayout):
         fd = os.open(self.secret, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(secret)
+        if tls is not None:
+            wire_tls.write_material(self.tls, tls)
 
     def load_config(self) -> SystemConfig:
         """Read the system config the container wrote for its children."""
@@ -44,6 +51,18 @@ class ContainerFiles(ContainerLayout):
     def load_secret(self) -> str:
         """Read the topology secret (the file is owner-only)."""
         return self.secret.read_text().strip()
+
+    def load_tls(self) -> wire_tls.TlsContexts | None:
+        """Return the container's TLS contexts, or None when TLS is off."""
+        if not wire_tls.has_material(self.tls):
+            return None
+        return wire_tls.contexts_from_files(self.tls)
+
+    def load_tls_material_json(self) -> str:
+        """Return the container's TLS material as JSON (a control client's), "" if TLS is off."""
+        if not wire_tls.has_material(self.tls):
+            return ""
+        return wire_tls.read_material(self.tls).to_json()
 
     def load_plan(self) -> PlanView:
         """Rebuild the logical + packing plan view (user classes are unpickled here)."""

@@ -22,6 +22,7 @@ from heron_spark.contract.child_args import TMasterArgs, tmaster_from_statemgr
 from heron_spark.contract.layout import TMASTER, container_root
 from heron_spark.errors import WrongPlaceError
 from heron_spark.proto import packing_pb2
+from heron_spark.wire.tls import TlsMaterial
 
 
 @dataclasses.dataclass
@@ -41,6 +42,9 @@ class ContainerTask:
     # tmaster_port unused); every stmgr finds it through the state manager.
     tmaster_in_container: bool = False
     deactivated: bool = False    # a new run's TMaster in container 0 starts it paused
+    # TLS on: each container's CA, certificate and key (wire.tls), like the secret private
+    # to the Spark closure; written owner-only into the container's folder.
+    tls: tuple[TlsMaterial, ...] | None = None
 
     def __call__(self, iterator):
         """Run one container (the ``mapPartitions`` function of the barrier stage)."""
@@ -83,7 +87,8 @@ def run_container(task: ContainerTask, index: int, host: str) -> dict:
     files = ContainerFiles(root)
     packing = packing_pb2.PackingPlan()
     packing.ParseFromString(task.packing_plan)
-    files.write(task.definition, packing, config, task.secret)
+    files.write(task.definition, packing, config, task.secret,
+                None if task.tls is None else task.tls[index])
     instances = {inst.task_id: inst.component for inst in packing.containers[index].instances}
     hosts_tmaster = task.tmaster_in_container and index == 0
     tmaster = tmaster_from_statemgr(task.generation) if task.tmaster_in_container \

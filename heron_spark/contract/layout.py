@@ -70,6 +70,11 @@ class ContainerLayout:
         return self.root / "secret"
 
     @property
+    def tls(self) -> Path:
+        """The container's TLS CA, certificate and key, when TLS is on (an owner-only folder)."""
+        return self.root / "tls"
+
+    @property
     def logs(self) -> Path:
         """The folder of every process's log."""
         return self.root / LOGS

@@ -182,7 +182,8 @@ class TMasterLocation:
 
     ``secret`` is the topology's (stored apart by the state manager); ``tracker_port`` -1
     means no tracker beside it; ``generation`` is set for a TMaster in container 0, whose
-    stmgrs look it up by generation.
+    stmgrs look it up by generation. ``control_tls``: with TLS on, a control client's CA,
+    certificate and key (``wire.tls.TlsMaterial`` JSON; private like the secret), else "".
     """
 
     host: str
@@ -192,6 +193,7 @@ class TMasterLocation:
     tracker_port: int = -1
     tracker_url: str | None = None
     generation: int | None = None
+    control_tls: str = ""
 
     @property
     def reachable(self) -> bool:
@@ -202,8 +204,9 @@ class TMasterLocation:
         """Return the stored form (``claim_tmaster``'s argument)."""
         stored: dict[str, Any] = {"host": self.host, "port": self.port, "pid": self.pid,
                                   "tracker_port": self.tracker_port}
-        if self.secret:
+        if self.secret:  # a new claim: the TLS entry too, "" overwriting a past run's
             stored["secret"] = self.secret
+            stored["control_tls"] = self.control_tls
         if self.tracker_url is not None:
             stored["tracker_url"] = self.tracker_url
         if self.generation is not None:
@@ -220,7 +223,8 @@ class TMasterLocation:
                    pid=int(raw.get("pid") or 0), secret=str(raw.get("secret") or ""),
                    tracker_port=int(raw.get("tracker_port", -1)),
                    tracker_url=raw.get("tracker_url"),
-                   generation=None if generation is None else int(generation))
+                   generation=None if generation is None else int(generation),
+                   control_tls=str(raw.get("control_tls") or ""))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -95,16 +95,18 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
             and prior.generation < args.generation
         committed = statemgr.get_committed_checkpoint(name) or {}
         secret = files.load_secret()
+        tls = files.load_tls()
         tmaster = TMaster.from_system(
             view, statemgr, secret, args.host, topology_id, args.generation, config,
             int(committed.get("id", 0)),
             prior.paused if resumed and prior is not None else bool(args.deactivated),
             _Submitter(recover, stop, lambda parallelism: _stop_for_update(
-                tmaster, parallelism)))
+                tmaster, parallelism)), tls=tls)
         if prior is not None and prior.id == topology_id:  # the submitter wrote it
             tmaster.submission = execution_state.as_dict(prior)["submission"]
         location = TMasterLocation(host=args.host, port=tmaster.port, pid=os.getpid(),
-                                   generation=args.generation, secret=secret)
+                                   generation=args.generation, secret=secret,
+                                   control_tls=files.load_tls_material_json())
         if config.tracker_port >= 0:
             tracker, tmaster.login_link = start_beside_tmaster(
                 config.statemgr, args.host, config.tracker_port,

@@ -57,11 +57,12 @@ class InstanceRuntime:
         self.log_path = str(files.instance_log(self.component_name, task_id))
         self.logger = logging.getLogger(f"{self.component_name}.{task_id}")
         secret = files.load_secret()
+        tls = files.load_tls()  # used when the stmgr's local address is TCP
         topology = plan.logical.name
         prepare_arrow(plan, self.component_name)  # before registering: start warm
         self.loop = Loop()
         sock = dial_with_retry(stmgr_address, secret, topology, roles.INSTANCE, task_id,
-                               self.config.startup_timeout_secs)
+                               self.config.startup_timeout_secs, tls=tls)
         self.channel = Channel(self.loop, sock, f"instance-{task_id}", self._on_frame,
                                self._on_close, max_frame_bytes=self.config.frame_max_bytes)
         channel = self.channel
@@ -73,7 +74,8 @@ class InstanceRuntime:
         self._stmgr_gone = False
         self.metrics = MetricsClient(files, secret, topology, task_id,
                                      self.config.metrics_interval_ms / 1000.0,
-                                     self.config.frame_max_bytes, self._metrics_snapshot).start()
+                                     self.config.frame_max_bytes, self._metrics_snapshot,
+                                     tls=tls).start()
         if self.config.user_code_timeout_secs > 0:
             _process.set_health_check(self._user_code_health, self._on_stuck)
         _process.settle_gc(self.config.python_gc_young_objects)

@@ -19,6 +19,7 @@ from heron_spark.contract import layout, roles
 from heron_spark.proto import metrics_pb2
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, ConnectionClosed, dial
+from heron_spark.wire.tls import TlsContexts
 
 log = logging.getLogger(__name__)
 _DIAL_TIMEOUT_SECS = 2.0
@@ -30,8 +31,10 @@ class MetricsClient:
 
     def __init__(self, files: layout.ContainerLayout, secret: str, topology: str, client_id: int,
                  interval_secs: float, frame_max_bytes: int,
-                 snapshot: Callable[[], metrics_pb2.MetricsPublish]) -> None:
+                 snapshot: Callable[[], metrics_pb2.MetricsPublish], *,
+                 tls: TlsContexts | None = None) -> None:
         self._files = files
+        self._tls = tls
         self._secret = secret
         self._topology = topology
         self._id = client_id
@@ -87,7 +90,7 @@ class MetricsClient:
         try:
             port = json.loads(self._files.ready(layout.METRICSMGR).read_text())["port"]
             sock = dial("127.0.0.1", port, self._secret, self._topology, roles.METRICS_CLIENT,
-                        self._id, timeout=_DIAL_TIMEOUT_SECS)
+                        self._id, timeout=_DIAL_TIMEOUT_SECS, tls=self._tls)
         except (OSError, ValueError, KeyError) as exc:
             if self._conn is not None or self.connects == 0:
                 log.info("metrics manager not reachable (%s); will retry", exc)

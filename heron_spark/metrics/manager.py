@@ -33,6 +33,7 @@ class MetricsManager:
         self.files = files
         self.config = files.load_config()
         self.secret = files.load_secret()
+        self.tls = files.load_tls()
         self.topology = _topology_name(files)
         self.index = container_index
         self.tmaster_address = (tmaster_host, tmaster_port)
@@ -42,7 +43,7 @@ class MetricsManager:
         self._client_gone = threading.Condition(self._lock)
         self._stop = threading.Event()
         self.listener = Listener("127.0.0.1", 0, self.secret, self.topology, self._on_peer,
-                                 name=f"metricsmgr-{container_index}")
+                                 name=f"metricsmgr-{container_index}", tls=self.tls)
 
     def _on_peer(self, sock, response) -> None:
         if response.role != roles.METRICS_CLIENT:
@@ -106,7 +107,7 @@ class MetricsManager:
         host, port = self.tmaster_address
         try:
             sock = dial(host, port, self.secret, self.topology, roles.METRICSMGR, self.index,
-                        timeout=max(timeout, 1.0))
+                        timeout=max(timeout, 1.0), tls=self.tls)
         except OSError as exc:
             log.debug("TMaster %s:%d not reachable: %s", host, port, exc)
             return None

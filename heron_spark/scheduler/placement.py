@@ -35,6 +35,7 @@ from heron_spark.statemgr.base import EXECUTION_STATE, PACKING_PLAN, TMASTER_LOC
 from heron_spark.statemgr.checkpoints import CheckpointStore, checkpoint_root
 from heron_spark.tmaster.master import TMaster
 from heron_spark.tmaster.protocol import TMasterView
+from heron_spark.wire.tls import TopologyTls, contexts
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class Decided:
     spark_master: str
     local: bool
     prior_state: str  # the state its last driver left it in (a resume)
+    tls: TopologyTls | None = None  # TLS on: the material of its containers and the driver
 
 
 @dataclasses.dataclass
@@ -127,7 +129,8 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: Dec
         if decided.resume else None
     tmaster = TMaster.from_system(decided.view, statemgr, decided.secret, host,
                                   decided.topology_id, decided.generation, system,
-                                  committed.id if committed else 0, decided.deactivated, run)
+                                  committed.id if committed else 0, decided.deactivated, run,
+                                  tls=None if decided.tls is None else contexts(decided.tls.control))
     tmaster.submission = _submission(decided.spark_master, decided.local)
     tracker: Any = None
     if system.tracker_port >= 0:  # one per driver and state manager, for all its topologies
@@ -139,7 +142,8 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: Dec
     try:
         statemgr.claim_tmaster(name, TMasterLocation(
             host, tmaster.port, os.getpid(), decided.secret,
-            tracker.server_address[1] if tracker else -1).as_dict())
+            tracker.server_address[1] if tracker else -1,
+            control_tls="" if decided.tls is None else decided.tls.control.to_json()).as_dict())
     except BaseException:
         tmaster.close()
         if tracker is not None:
@@ -160,7 +164,8 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: Dec
     tmaster.start()
     task = ContainerTask(name, decided.definition, decided.packing.SerializeToString(),
                          _config_fields(system), decided.secret, host, tmaster.port,
-                         decided.generation, decided.local)
+                         decided.generation, decided.local,
+                         tls=None if decided.tls is None else decided.tls.containers)
     closers = []
     if system.spark_jvm_bridge != "false" and not decided.connect and bridge_loaded(spark):
         threading.Thread(target=gauges.publish, args=(spark, tmaster, system), daemon=True,
@@ -214,7 +219,8 @@ def _start_tmaster_in_container(spark, statemgr, system: SystemConfig, decided: 
                             decided.generation, statemgr, scheduler=run)
     task = ContainerTask(name, decided.definition, decided.packing.SerializeToString(),
                          _config_fields(system), decided.secret, "", 0, decided.generation,
-                         decided.local, tmaster_in_container=True, deactivated=decided.deactivated)
+                         decided.local, tmaster_in_container=True, deactivated=decided.deactivated,
+                         tls=None if decided.tls is None else decided.tls.containers)
     return tmaster, task, [], None
 
 

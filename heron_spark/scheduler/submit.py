@@ -15,7 +15,7 @@ import uuid
 import weakref
 
 from heron_spark import _pickling
-from heron_spark.config import SystemConfig
+from heron_spark.config import TLS_CERT, TLS_ENABLED, SystemConfig, tls_enabled
 from heron_spark.contract import execution_state
 from heron_spark.contract.topology_view import TMasterLocation
 from heron_spark.errors import TopologyStateError, WrongPlaceError
@@ -36,6 +36,14 @@ from heron_spark.scheduler.spark_scheduler import check_slots
 from heron_spark.scheduler.spark_session import bridge_loaded, session_for
 from heron_spark.statemgr.base import EXECUTION_STATE, TOPOLOGY
 from heron_spark.wire.auth import new_secret
+from heron_spark.wire.tls import (
+    TlsMaterial,
+    TopologyTls,
+    new_topology_tls,
+    shared_topology_tls,
+    spark_wants_tls,
+    user_material,
+)
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +66,9 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     prepared = prepare(topology, conf, name)
     plan, system, packing, view = prepared.logical, prepared.system, prepared.packing, \
         prepared.view
+    # The user's own TLS files are checked first, before any Spark job or state manager.
+    tls_files = user_material(system.tls_cert, system.tls_key, system.tls_ca) \
+        if system.tls_cert else None
     spark, statemgr = open_submit_state_manager(spark, master, system)
     try:
         checked = None
@@ -76,6 +87,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                 checked = None
         spark = session_for(spark, master, system)
         definition = checked or _check_cluster(spark, plan, view, system)
+        topology_tls = _topology_tls(spark, system, plan.name, view.container_count, tls_files)
     except BaseException:
         statemgr.close()
         raise
@@ -87,7 +99,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     backend = SessionBackend.of(spark)
     decided = Decided(plan, view, packing, definition, topology_id, generation, deactivated,
                       new_secret(), resume, backend.connect, backend.master, backend.local,
-                      prior.state if resume and prior is not None else "")
+                      prior.state if resume and prior is not None else "", topology_tls)
     placement = placement_for(system, backend.connect)
     topology_run = TopologyRun(spark, system, statemgr, topology_id, generation,
                                view.container_count, resume, placement.cancelled_detail)
@@ -112,6 +124,27 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
              len(view.task_component), "its TMaster runs in container 0"
              if placement.in_container else f"tracker {handle.tracker_url}")
     return handle
+
+
+def _topology_tls(spark, system: SystemConfig, name: str, containers: int,
+                  tls_files: TlsMaterial | None) -> TopologyTls | None:
+    """Return the run's TLS material, or None when TLS is off (``heron.tls.*``).
+
+    The user's own certificate, key and CA (``tls_files``, already checked), else a new CA
+    for this run and a certificate per container.
+    """
+    spark_on = system.tls_enabled == "auto" \
+        and spark_wants_tls(lambda key: spark.conf.get(key, None))
+    if not tls_enabled(system, spark_on):
+        if tls_files is not None:
+            log.warning("topology %s: %s is given but TLS is off (%s %s, and the Spark session "
+                        "has no spark.network.crypto.enabled or spark.ssl.enabled): set %s "
+                        "true to use it", name, TLS_CERT, TLS_ENABLED, system.tls_enabled,
+                        TLS_ENABLED)
+        return None
+    if tls_files is not None:
+        return shared_topology_tls(tls_files, containers)
+    return new_topology_tls(name, containers)
 
 
 def _check_cluster(spark, plan: LogicalPlan, view: PlanView, system: SystemConfig) -> bytes:

@@ -28,6 +28,9 @@ PHYSICAL_PLAN = "physical_plan"
 EXECUTION_STATE = "execution_state"
 TMASTER_LOCATION = "tmaster"
 SECRET = "secret"
+# TLS on: a control client's CA, certificate and key (``wire.tls.TlsMaterial`` JSON), private.
+CONTROL_TLS = "control_tls"
+PRIVATE_LOCATION_KEYS = (SECRET, CONTROL_TLS)
 COMMITTED_CHECKPOINT = "committed_checkpoint"
 SPOUT_STATE_PREFIX = "spout_state."
 
@@ -74,6 +77,7 @@ class StateManager(abc.ABC):
         ``localfs``; ZooKeeper session expiry for ``zookeeper``). A ``"secret"`` entry of
         ``location`` is stored apart, as the private ``secret`` key, after the claim succeeded;
         ``get_tmaster_location`` merges it back. Without one, the stored secret is left as is.
+        A ``"control_tls"`` entry (TLS on) is stored apart and merged back the same way.
         """
 
     @abc.abstractmethod
@@ -135,13 +139,19 @@ class StateManager(abc.ABC):
         self.put(name, SECRET, secret.encode(), private=True)
 
     def get_tmaster_location(self, name: str) -> dict | None:
-        """Return the TMaster location with its ``secret`` (``""`` if none), or None."""
+        """Return the TMaster location with its ``secret`` (``""`` if none), or None.
+
+        With TLS on, its ``control_tls`` too (absent otherwise).
+        """
         raw = self.get(name, TMASTER_LOCATION)
         if raw is None:
             return None
         location = json.loads(raw)
         secret = self.get(name, SECRET)
         location["secret"] = secret.decode() if secret else ""
+        control_tls = self.get(name, CONTROL_TLS)
+        if control_tls:
+            location["control_tls"] = control_tls.decode()
         return location
 
     def set_spout_state(self, topology: str, key: str, state: dict) -> None:
@@ -192,10 +202,15 @@ def check_name(kind: str, name: str) -> str:
     return name
 
 
-def split_secret(location: dict) -> tuple[bytes, str | None]:
-    """Return (the JSON of ``location`` without ``secret``, the secret or None)."""
-    public = {k: v for k, v in location.items() if k != "secret"}
-    return json.dumps(public, sort_keys=True).encode(), location.get("secret")
+def split_secret(location: dict) -> tuple[bytes, dict[str, str]]:
+    """Return (the JSON of ``location`` without its private entries, those entries).
+
+    The private entries (``PRIVATE_LOCATION_KEYS``: the secret, the control TLS material)
+    are stored apart, each under its own private key.
+    """
+    public = {k: v for k, v in location.items() if k not in PRIVATE_LOCATION_KEYS}
+    private = {k: location[k] for k in PRIVATE_LOCATION_KEYS if location.get(k) is not None}
+    return json.dumps(public, sort_keys=True).encode(), private
 
 
 def claimed_error(topology: str, where: str) -> TopologyStateError:

@@ -18,7 +18,6 @@ from pathlib import Path
 from heron_spark.errors import TopologyValueError
 from heron_spark.statemgr.base import (
     TMASTER_LOCATION,
-    SECRET,
     StateManager,
     check_name,
     claimed_error,
@@ -119,7 +118,7 @@ class LocalFileStateManager(StateManager):
     def claim_tmaster(self, topology: str, location: dict) -> None:
         """Take the ``flock`` on the topology's lock file, then write ``location`` and the secret."""
         folder = self.root / check_name("topology", topology)
-        value, secret = split_secret(location)
+        value, private = split_secret(location)
         with self._claims_lock:
             if topology in self._claims:
                 raise claimed_error(topology, self.location)
@@ -129,8 +128,8 @@ class LocalFileStateManager(StateManager):
                 raise claimed_error(topology, self.location)
             try:
                 self.put(topology, TMASTER_LOCATION, value)
-                if secret is not None:
-                    self.put(topology, SECRET, secret.encode(), private=True)
+                for key, text in private.items():
+                    self.put(topology, key, text.encode(), private=True)
             except BaseException:
                 os.close(fd)
                 raise

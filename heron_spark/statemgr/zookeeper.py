@@ -41,7 +41,6 @@ from kazoo.security import make_acl, make_digest_acl
 from heron_spark.config import STATEMGR
 from heron_spark.errors import ConfigError, TopologyValueError
 from heron_spark.statemgr.base import (
-    SECRET,
     TMASTER_LOCATION,
     TOPOLOGY,
     StateManager,
@@ -237,7 +236,7 @@ class ZooKeeperStateManager(StateManager):
         record without a holder: it is replaced atomically.
         """
         path = self._path(topology, TMASTER_LOCATION)
-        value, secret = split_secret(location)
+        value, private = split_secret(location)
         with self._claims_lock:
             held = self._claims.get(topology)
             if held is not None and held == self._session_id():
@@ -245,8 +244,8 @@ class ZooKeeperStateManager(StateManager):
                 if stat is not None and stat.ephemeralOwner == held:
                     raise claimed_error(topology, self._location)
             self._claims[topology] = self._retry(self._claim, topology, path, value)
-        if secret is not None:
-            self.put(topology, SECRET, secret.encode(), private=True)
+        for key, text in private.items():
+            self.put(topology, key, text.encode(), private=True)
 
     def _claim(self, topology: str, path: str, value: bytes) -> int:
         """Create the ephemeral node; return the owning session id. Safe to retry."""

@@ -21,6 +21,7 @@ import threading
 
 from heron_spark.contract import roles
 from heron_spark.wire.connection import dial
+from heron_spark.wire.tls import TlsContexts
 from heron_spark.wire.loop import Channel, Loop
 
 log = logging.getLogger(__name__)
@@ -33,8 +34,10 @@ class PeerLink:
     """One peer stmgr's outbound link; see the module docstring for its threading contract."""
 
     def __init__(self, loop: Loop, name: str, secret: str, topology: str, my_index: int,
-                 frame_max_bytes: int, pending_limit_bytes: int) -> None:
+                 frame_max_bytes: int, pending_limit_bytes: int, *,
+                 tls: TlsContexts | None = None) -> None:
         self.loop = loop
+        self._tls = tls
         self.name = name
         self._secret, self._topology, self._me = secret, topology, my_index
         self._frame_max = frame_max_bytes
@@ -149,7 +152,7 @@ class PeerLink:
                 continue
             try:
                 sock = dial(*target, self._secret, self._topology, roles.STMGR, self._me,
-                            timeout=_DIAL_TIMEOUT_SECS)
+                            timeout=_DIAL_TIMEOUT_SECS, tls=self._tls)
             except OSError:
                 self._wake.wait(backoff)
                 self._wake.clear()

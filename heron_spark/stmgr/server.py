@@ -31,6 +31,7 @@ from heron_spark.stmgr.core import StmgrCore
 from heron_spark.stmgr.peers import PeerLink
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Listener, dial_with_retry, local_socket_address
+from heron_spark.wire.tls import TlsContexts
 from heron_spark.wire.loop import Channel, Loop, loop_traffic
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class StreamManager:
         self.config = files.load_config()
         plan: PlanView = files.load_plan()
         self.secret = files.load_secret()
+        self.tls = files.load_tls()
         self.topology = plan.logical.name
         self.index = container_index
         self.generation = generation
@@ -67,9 +69,9 @@ class StreamManager:
         self._loop_tick: float | None = None
         handoff = self._handoff
         self.listener = Listener(host, 0, self.secret, self.topology, handoff,
-                                 name=f"stmgr-{container_index}")
+                                 name=f"stmgr-{container_index}", tls=self.tls)
         self.local_listener = _local_listener(f"stmgr{container_index}", self.secret,
-                                              self.topology, handoff, container_index)
+                                              self.topology, handoff, container_index, self.tls)
         _process.set_health_check(self._loop_health)
         _process.settle_gc(self.config.python_gc_young_objects)
 
@@ -134,7 +136,7 @@ class StreamManager:
             self.metrics = MetricsClient(
                 self.files, self.secret, self.topology, ids.stmgr_metrics_task(self.index),
                 self.config.metrics_interval_ms / 1000.0, self.config.frame_max_bytes,
-                self._metrics_snapshot)
+                self._metrics_snapshot, tls=self.tls)
             self.metrics.start()
             self._connect_tmaster()
             self._heartbeat()
@@ -190,7 +192,7 @@ class StreamManager:
 
     def _connect_tmaster(self) -> None:
         sock = dial_with_retry(self.tmaster_address, self.secret, self.topology, roles.STMGR,
-                               self.index, self.config.startup_timeout_secs)
+                               self.index, self.config.startup_timeout_secs, tls=self.tls)
         self.tmaster = Channel(self.loop, sock, f"stmgr-{self.index}->tmaster",
                                self._on_tmaster_frame, self._on_tmaster_closed,
                                max_frame_bytes=self.config.frame_max_bytes)
@@ -279,7 +281,7 @@ class StreamManager:
                 link = self.peers[container] = PeerLink(
                     self.loop, f"stmgr-{self.index}->stmgr-{container}", self.secret,
                     self.topology, self.index, self.config.frame_max_bytes,
-                    2 * self.config.backpressure_high_water_bytes)
+                    2 * self.config.backpressure_high_water_bytes, tls=self.tls)
             link.retarget(host, port)
 
     def announce_stop(self) -> None:
@@ -301,9 +303,11 @@ class StreamManager:
         return str(self.files.instance_log(self.core.plan.task_component[task], task))
 
 
-def _local_listener(tag: str, secret: str, topology: str, on_peer, index: int) -> Listener:
+def _local_listener(tag: str, secret: str, topology: str, on_peer, index: int,
+                    tls: TlsContexts | None) -> Listener:
     address = local_socket_address(tag)
-    if address.startswith("unix:"):
+    if address.startswith("unix:"):  # a Unix socket: plain (it never leaves the host)
         return Listener(address, 0, secret, topology, on_peer, name=f"stmgr-{index}-local")
     host, _, port = address.rpartition(":")
-    return Listener(host, int(port), secret, topology, on_peer, name=f"stmgr-{index}-local")
+    return Listener(host, int(port), secret, topology, on_peer, name=f"stmgr-{index}-local",
+                    tls=tls)

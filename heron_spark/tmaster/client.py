@@ -9,6 +9,7 @@ TMaster's own error (``TopologyStateError``, ``TopologyValueError``,
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 
@@ -20,6 +21,7 @@ from heron_spark.proto import tmaster_pb2
 from heron_spark.statemgr.base import StateManager
 from heron_spark.wire import frames
 from heron_spark.wire.connection import dial
+from heron_spark.wire.tls import TlsContexts, TlsMaterial, contexts
 
 _TIMEOUT_SECS = 5.0
 
@@ -31,8 +33,9 @@ def _request(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequ
     if location is None or not location.reachable:
         return None
     try:
+        tls = _control_contexts(location.control_tls) if location.control_tls else None
         sock = dial(location.host, location.port, location.secret, name, roles.CONTROL,
-                    os.getpid(), timeout=timeout)
+                    os.getpid(), timeout=timeout, tls=tls)
     except OSError:
         return None
     try:
@@ -47,6 +50,12 @@ def _request(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequ
         return None
     finally:
         sock.close()
+
+
+@functools.lru_cache(maxsize=8)
+def _control_contexts(material_json: str) -> TlsContexts:
+    """Return the contexts of a topology's control material (made once per material)."""
+    return contexts(TlsMaterial.from_json(material_json))
 
 
 def request_tmaster(statemgr: StateManager, name: str, request: tmaster_pb2.ControlRequest,

@@ -40,6 +40,7 @@ from heron_spark.tmaster.links import Links, send
 from heron_spark.tmaster.metrics_cache import MetricsCache
 from heron_spark.wire import frames
 from heron_spark.wire.connection import Connection, Listener
+from heron_spark.wire.tls import TlsContexts
 
 __all__ = ["Scheduler", "TMaster", "TopologyState"]
 
@@ -69,7 +70,8 @@ class TMaster:
                  checkpoint_root: str = "", committed_checkpoint: int = 0,
                  stmgr_heartbeat_timeout_secs: float = 30.0,
                  history: MetricsCache | None = None, exceptions_per_instance: int = 20,
-                 deactivated: bool = False, scheduler: Scheduler | None = None) -> None:
+                 deactivated: bool = False, scheduler: Scheduler | None = None,
+                 tls: TlsContexts | None = None) -> None:
         self.name = plan.logical.name
         self.topology_id = topology_id
         self.statemgr = statemgr
@@ -98,7 +100,8 @@ class TMaster:
         # Frames and payload bytes received per peer role (``stmgr``: registrations,
         # heartbeats, ...; ``metricsmgr``: metrics snapshots), shown by ``status``.
         self._received: collections.Counter = collections.Counter()
-        self.listener = Listener(host, 0, secret, self.name, self._on_peer, name="tmaster")
+        self.listener = Listener(host, 0, secret, self.name, self._on_peer, name="tmaster",
+                                 tls=tls)
         self.host = host
         self.port = self.listener.port
         # A TMaster in container 0: only its submitter can run the next generation, so an
@@ -186,8 +189,11 @@ class TMaster:
     def from_system(cls, plan: PlanView, statemgr: StateManager, secret: str, host: str,
                     topology_id: str, generation: int, system: SystemConfig,
                     committed_checkpoint: int, deactivated: bool,
-                    scheduler: Scheduler | None) -> "TMaster":
-        """Build a TMaster with the limits, timeouts and history sizes of ``system``."""
+                    scheduler: Scheduler | None, tls: TlsContexts | None = None) -> "TMaster":
+        """Build a TMaster with the limits, timeouts and history sizes of ``system``.
+
+        ``tls``: the contexts its listener uses (TLS on), else None.
+        """
         return cls(plan, statemgr, secret, host, topology_id, system.frame_max_bytes,
                    generation, system.instance_restart_max, system.restart_window_secs,
                    checkpoint_root=checkpoint_root(system.checkpoint_root, system.work_dir),
@@ -197,7 +203,7 @@ class TMaster:
                                         system.tmaster_metrics_retention_secs,
                                         system.tmaster_metrics_max_series),
                    exceptions_per_instance=system.tmaster_exceptions_per_instance,
-                   deactivated=deactivated, scheduler=scheduler)
+                   deactivated=deactivated, scheduler=scheduler, tls=tls)
 
     def start(self) -> "TMaster":
         """Start accepting stmgrs, metrics managers and control clients."""

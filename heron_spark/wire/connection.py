@@ -7,6 +7,11 @@ traffic. ``Connection`` is shared between threads: ``send`` may be called from a
 frames are written in call order by the connection's writer thread; received frames are handed
 to ``on_frame`` on the reader thread, in order. ``send_capacity_bytes`` bounds what may wait
 in the send queue (callers block beyond it); with None the queue never blocks.
+
+With ``tls`` contexts (``wire.tls``), every TCP socket is wrapped in TLS 1.3 right after
+connect / accept, before the secret handshake: a peer without a certificate signed by the
+topology's CA is refused at the TLS handshake, before any frame is read. Unix sockets (links
+inside one container, which never leave the host) stay plain.
 """
 
 from __future__ import annotations
@@ -15,16 +20,22 @@ import collections
 import logging
 import os
 import socket
+import ssl
 import threading
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from heron_spark.wire import auth
 from heron_spark.wire.frames import FrameError, read_frame
 
+if TYPE_CHECKING:
+    from heron_spark.wire.tls import TlsContexts
+
 log = logging.getLogger(__name__)
 _WRITE_CHUNK_BYTES = 1 << 20
 _READ_BUFFER_BYTES = 1 << 16
+# How long a TLS connection's reader waits for its writer (unblocked by the shutdown) to stop.
+_TLS_WRITER_JOIN_SECS = 5.0
 
 
 class ConnectionClosed(ConnectionError):
@@ -51,6 +62,7 @@ class Connection:
         self._queued = 0
         self._cond = threading.Condition()
         self._closed = False
+        self._tls = isinstance(sock, ssl.SSLSocket)
         self._threads = [threading.Thread(target=self._read_loop, name=f"{name}-reader", daemon=True),
                          threading.Thread(target=self._write_loop, name=f"{name}-writer", daemon=True)]
 
@@ -95,17 +107,23 @@ class Connection:
             return not self._queue
 
     def close(self) -> None:
-        """Close the socket and stop both threads (idempotent)."""
+        """Close the socket and stop both threads (idempotent).
+
+        A TLS socket is only shut down here, which ends both threads' calls; the reader thread
+        closes it once the writer is done too: closing an ``SSLSocket`` drops its TLS state,
+        which the other thread may be using at that moment.
+        """
         with self._cond:
             if self._closed:
                 return
             self._closed = True
             self._cond.notify_all()
-        try:
-            self.sock.shutdown(socket.SHUT_RDWR)
+        try:  # the plain socket's shutdown: an SSLSocket's own drops its TLS state first
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
         except OSError:
             pass
-        self.sock.close()
+        if not self._tls or self._threads[0].ident is None:  # no reader thread to do it
+            self.sock.close()
         if self._on_close is not None:
             self._on_close(self)
 
@@ -122,6 +140,11 @@ class Connection:
         finally:
             reader.close()
             self.close()
+            if self._tls:
+                writer = self._threads[1]
+                if writer.ident is not None and writer is not threading.current_thread():
+                    writer.join(_TLS_WRITER_JOIN_SECS)
+                self.sock.close()
 
     def _write_loop(self) -> None:
         try:
@@ -147,13 +170,16 @@ class Connection:
 
 
 def dial(host: str, port: int, secret: str, topology: str, role: int, peer_id: int,
-         timeout: float = 10.0) -> socket.socket:
-    """Connect to a heron_spark listener and prove the secret; return the ready socket."""
-    return dial_address(f"{host}:{port}", secret, topology, role, peer_id, timeout)
+         timeout: float = 10.0, *, tls: TlsContexts | None = None) -> socket.socket:
+    """Connect to a heron_spark listener and prove the secret; return the ready socket.
+
+    With ``tls``, the socket is a TLS one (``ssl.SSLSocket``): see the module docstring.
+    """
+    return dial_address(f"{host}:{port}", secret, topology, role, peer_id, timeout, tls=tls)
 
 
 def dial_address(address: str, secret: str, topology: str, role: int, peer_id: int,
-                 timeout: float = 10.0) -> socket.socket:
+                 timeout: float = 10.0, *, tls: TlsContexts | None = None) -> socket.socket:
     """``dial`` an address as ``Listener.address`` gives it (``host:port`` or ``unix:...``)."""
     _, sockaddr = socket_address(address)
     if isinstance(sockaddr, str):  # AF_UNIX
@@ -167,6 +193,12 @@ def dial_address(address: str, secret: str, topology: str, role: int, peer_id: i
     else:
         sock = socket.create_connection(sockaddr, timeout=timeout)
         cap_retransmit_backoff(sock)
+        if tls is not None:
+            try:  # the TLS handshake; a refused certificate surfaces at the first read
+                sock = tls.client.wrap_socket(sock)
+            except BaseException:
+                sock.close()
+                raise
     try:
         auth.prove_secret(sock, secret, topology, role, peer_id)
     except BaseException:
@@ -195,13 +227,13 @@ def cap_retransmit_backoff(sock: socket.socket) -> None:
 
 
 def dial_with_retry(address: str, secret: str, topology: str, role: int, peer_id: int,
-                    deadline_secs: float) -> socket.socket:
+                    deadline_secs: float, *, tls: TlsContexts | None = None) -> socket.socket:
     """``dial_address`` until it works or ``deadline_secs`` pass (peers start in any order)."""
     deadline = time.monotonic() + deadline_secs
     delay = 0.05
     while True:
         try:
-            return dial_address(address, secret, topology, role, peer_id)
+            return dial_address(address, secret, topology, role, peer_id, tls=tls)
         except OSError:
             if time.monotonic() + delay > deadline:
                 raise
@@ -215,12 +247,15 @@ class Listener:
     Port 0 means any free port; ``host`` may instead be a ``unix:...`` address (see
     ``socket_address``).
     ``on_peer(sock, response)`` runs on a short-lived handshake thread per peer; peers that fail
-    the secret check are logged and dropped. ``address`` is what ``dial_address`` takes.
+    the TLS handshake (with ``tls``, TCP only) or the secret check are logged and dropped.
+    ``address`` is what ``dial_address`` takes.
     """
 
     def __init__(self, host: str, port: int, secret: str, topology: str,
-                 on_peer: Callable[[socket.socket, object], None], name: str) -> None:
+                 on_peer: Callable[[socket.socket, object], None], name: str, *,
+                 tls: TlsContexts | None = None) -> None:
         self._secret = secret
+        self._tls = tls
         self._topology = topology
         self._on_peer = on_peer
         self.name = name
@@ -265,9 +300,12 @@ class Listener:
                              name=f"{self.name}-handshake").start()
 
     def _handshake(self, sock: socket.socket, addr) -> None:
-        if sock.family in (socket.AF_INET, socket.AF_INET6):
-            cap_retransmit_backoff(sock)
         try:
+            if sock.family in (socket.AF_INET, socket.AF_INET6):
+                cap_retransmit_backoff(sock)
+                if self._tls is not None:
+                    sock.settimeout(auth.HANDSHAKE_TIMEOUT_SECS)
+                    sock = self._tls.server.wrap_socket(sock, server_side=True)
             response = auth.accept_peer(sock, self._secret, self._topology)
         except (OSError, auth.AuthenticationError) as exc:
             self.rejected += 1

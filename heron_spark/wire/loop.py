@@ -14,6 +14,12 @@ call and at rest a frame leaves at the end of the turn that produced it.
 taking frames from the peer, so the kernel's buffers fill and the peer's sends queue up in
 turn: the way pressure travels back between processes.
 
+A channel over a TLS socket (``ssl.SSLSocket``, ``wire.tls``) writes with ``send`` (TLS has
+no ``sendmsg``), retrying a write the TLS layer could not finish with the same bytes, and
+treats ``SSLWantReadError`` / ``SSLWantWriteError`` as "not now". Bytes the TLS layer already
+decrypted are invisible to epoll, so after each read, after ``resume_reading`` and when the
+channel is created it reads on while ``sock.pending()`` says some are buffered.
+
 Everything here belongs to the loop's thread except ``Loop.call_soon_threadsafe``.
 """
 
@@ -27,6 +33,7 @@ import logging
 import select
 import selectors
 import socket
+import ssl
 import time
 from typing import Callable
 
@@ -44,6 +51,12 @@ LOCAL_SEND_BUFFER_BYTES = 1 << 20
 _SENDMSG_MAX_BUFFERS = 512
 _EVENT_READ, _EVENT_WRITE = selectors.EVENT_READ, selectors.EVENT_WRITE
 _AGAIN = (errno.EAGAIN, errno.EWOULDBLOCK, errno.EINTR)
+_TLS_AGAIN = (ssl.SSLWantReadError, ssl.SSLWantWriteError)
+# A TLS channel's reads per readiness event before other channels get their turn (a TLS read
+# returns at most one 16 KiB record).
+_TLS_READS_PER_EVENT = 16
+# A TLS channel joins queued frames into writes of about this many bytes.
+_TLS_WRITE_BYTES = 1 << 18
 
 
 class Timer:
@@ -206,11 +219,15 @@ class Channel:
         self._reading = True
         self._events = _EVENT_READ
         self._closed = False
+        self._ssl = sock if isinstance(sock, ssl.SSLSocket) else None
+        self._tls = self._ssl is not None
         self.frames_received = 0
         self.bytes_received = 0
         self.frames_sent = 0
         self.bytes_sent = 0
         loop._selector.register(sock, _EVENT_READ, self._on_event)
+        if self._tls_pending():  # frames that came with the handshake's last record
+            loop.call_soon_threadsafe(self._read_pending)
 
     @property
     def closed(self) -> bool:
@@ -257,6 +274,8 @@ class Channel:
         if not self._reading:
             self._reading = True
             self._update_events()
+            if self._tls_pending():  # epoll will not report these
+                self.loop.call_soon_threadsafe(self._read_pending)
 
     def write_now(self) -> None:
         """Write queued output at once instead of at the end of the turn."""
@@ -314,23 +333,40 @@ class Channel:
         if mask & _EVENT_WRITE:
             self._write()
         if mask & _EVENT_READ and self._reading and not self._closed:
+            if not self._tls:
+                self._read()
+                return
+            for _ in range(_TLS_READS_PER_EVENT):
+                if not (self._read() and self._reading and not self._closed):
+                    break
+            self._read_pending()
+
+    def _read_pending(self) -> None:
+        """Read what the TLS layer holds decrypted already (epoll does not signal it)."""
+        while self._reading and not self._closed and self._tls_pending():
             self._read()
 
-    def _read(self) -> None:
+    def _tls_pending(self) -> int:
+        """Return the bytes the TLS layer holds decrypted (0 for a plain socket)."""
+        return self._ssl.pending() if self._ssl is not None else 0
+
+    def _read(self) -> bool:
+        """Read once; return True if bytes came (False: none for now, or closed)."""
         if self._big is not None:
-            self._fill_big()
-            return
+            return self._fill_big()
         try:
             data: bytes | bytearray = self.sock.recv(READ_CHUNK_BYTES)
+        except _TLS_AGAIN:
+            return False
         except OSError as exc:
             if exc.errno in _AGAIN:
-                return
+                return False
             self.close(f"read failed: {exc}")
-            return
+            return False
         if not data:
             self.close("peer closed the connection" if not self._in
                        else "connection closed inside a frame")
-            return
+            return False
         self.bytes_received += len(data)
         self.loop.bytes_received += len(data)
         buffer = self._in
@@ -341,7 +377,7 @@ class Channel:
             used = self._deliver(data)
         except FrameError as exc:
             self.close(str(exc))
-            return
+            return False
         rest = len(data) - used
         if rest >= PREFIX_BYTES and not self._closed:
             size = PREFIX.unpack_from(data, used)[0] + PREFIX_BYTES  # checked by _deliver
@@ -352,22 +388,29 @@ class Channel:
                 if data is buffer:
                     buffer.clear()
                 self._fill_big()
-                return
+                return True
         if data is buffer:
             del buffer[:used]
         elif rest:
             buffer += memoryview(data)[used:]
+        return True
 
-    def _fill_big(self) -> None:
-        """Receive the big frame under way in place; hand it over once complete."""
+    def _fill_big(self) -> bool:
+        """Receive the big frame under way in place; hand it over once complete.
+
+        Return True if bytes came.
+        """
         big = self._big
         assert big is not None
         size, filled = len(big), self._big_filled
+        came = False
         with memoryview(big) as view:
             while filled < size:
                 wanted = size - filled
                 try:
                     got = self.sock.recv_into(view[filled:], wanted)
+                except _TLS_AGAIN:
+                    break
                 except OSError as exc:
                     if exc.errno not in _AGAIN:
                         self.close(f"read failed: {exc}")
@@ -375,18 +418,20 @@ class Channel:
                 if not got:
                     self.close("connection closed inside a frame")
                     break
+                came = True
                 filled += got
                 self.bytes_received += got
                 self.loop.bytes_received += got
-                if got < wanted:
-                    break  # the socket is empty for now
+                if got < wanted and not self._tls:
+                    break  # the socket is empty for now (a TLS read returns one record)
         self._big_filled = filled
         if filled < size or self._closed:
-            return
+            return came
         self._big = None
         self.frames_received += 1
         self.loop.frames_received += 1
         self._on_frame(self, PREFIX.unpack_from(big)[1], big)
+        return True
 
     def _deliver(self, data) -> int:
         """Hand every complete frame of ``data`` over; return how many bytes they used."""
@@ -423,10 +468,16 @@ class Channel:
             return
         sock = self.sock
         while out:
-            buffers = list(itertools.islice(out, _SENDMSG_MAX_BUFFERS)) if len(out) > 1 \
-                else [out[0]]
             try:
-                sent = sock.sendmsg(buffers) if len(buffers) > 1 else sock.send(buffers[0])
+                if self._tls:
+                    sent = sock.send(_tls_chunk(out))
+                else:
+                    buffers = list(itertools.islice(out, _SENDMSG_MAX_BUFFERS)) \
+                        if len(out) > 1 else [out[0]]
+                    sent = sock.sendmsg(buffers) if len(buffers) > 1 \
+                        else sock.send(buffers[0])
+            except _TLS_AGAIN:
+                break
             except OSError as exc:
                 if exc.errno in _AGAIN:
                     break
@@ -452,6 +503,24 @@ class Channel:
         if want_write != bool(self._events & _EVENT_WRITE):
             self._update_events()
 
+
+def _tls_chunk(out: collections.deque):
+    """Return the bytes of a TLS write: the queue's head buffers, joined to about 256 KiB.
+
+    A TLS write that could not finish must be retried with the same leading bytes and at
+    least as many: the queue only grows at its tail until a write succeeds, so the same head
+    buffers are joined again.
+    """
+    head = out[0]
+    if len(out) == 1 or len(head) >= _TLS_WRITE_BYTES:
+        return head
+    parts, size = [], 0
+    for part in out:
+        parts.append(part)
+        size += len(part)
+        if size >= _TLS_WRITE_BYTES:
+            break
+    return b"".join(parts)
 
 
 def loop_traffic(loop: Loop, add) -> None:
