@@ -42,6 +42,11 @@ from their CPU time at submit), peak RSS is the largest process of the role. Sam
 at most one interval of each process's last CPU time; the driver's CPU includes the sampler.
 The start-up and peak RSS lines are from the throughput runs (--json has both phases).
 
+--tls both runs each mode and style with ``heron.tls.enabled`` off, then on (TLS 1.3 with
+mutual authentication on every TCP link: here the two stmgrs' link and the TMaster's; an
+instance and its stmgr talk over a Unix socket, which stays plain), labelled ``, TLS``, and
+prints on against off.
+
 Printed: the machine's CPU count and load average, then per mode one line per metric as the
 median of the runs followed by every run's figure, and a CPU table per role. --json PATH also
 writes every figure. Every process the benchmark starts is stopped when it ends, Ctrl-C too.
@@ -54,7 +59,7 @@ Run from the repository root (the full-size figures take a while; smoke test fir
     .venv/bin/python benchmarks/word_count.py
     .venv/bin/python benchmarks/word_count.py --runs 1 --sentences 20000 --latency-secs 3
         [--modes ATMOST_ONCE,ATLEAST_ONCE,BATCH] [--styles plain] [--phases throughput]
-        [--rate 200000] [--lines-per-call 1] [--json out.json]
+        [--rate 200000] [--lines-per-call 1] [--tls both] [--json out.json]
 """
 
 from __future__ import annotations
@@ -345,6 +350,9 @@ def parse_args(argv):
                         help="plain style: lines the spout emits per next_tuple (default 32, "
                              "the burst of a spout reading files, Kafka or sockets; 1: one line "
                              "a call)")
+    parser.add_argument("--tls", choices=("off", "on", "both"), default="off",
+                        help="heron.tls.enabled for the runs: off (default), on, or both (each "
+                             "mode and style with TLS off, then on, in one series)")
     parser.add_argument("--batch-rows", type=int, default=8192,
                         help="BATCH: sentences per batch the spouts emit at most (default 8192)")
     parser.add_argument("--flush-ms", type=float, default=None,
@@ -388,10 +396,15 @@ def main(argv=None) -> int:
               f"(default parallelism {spark.sparkContext.defaultParallelism}) in "
               f"{time.monotonic() - began:.1f} s; work folder {work_root}", flush=True)
         bench = Bench(args, spark, work_root, corpus, expected)
+        settings = {"off": [False], "on": [True], "both": [False, True]}[args.tls]
         for mode in args.modes:
             for style in ([None] if mode == "BATCH" else args.styles):
-                label = mode if style is None else f"{mode} {style}"
-                report["modes"][label] = bench_mode(bench, mode, style, args)
+                for tls in settings:
+                    bench.conf["heron.tls.enabled"] = tls
+                    label = (mode if style is None else f"{mode} {style}") + (", TLS" if tls else "")
+                    report["modes"][label] = bench_mode(bench, mode, style, args, label)
+                if len(settings) == 2:
+                    report_tls(report["modes"], mode if style is None else f"{mode} {style}")
     except KeyboardInterrupt:
         print("\ninterrupted: stopping the topology and every process the benchmark started",
               file=sys.stderr, flush=True)
@@ -408,11 +421,24 @@ def main(argv=None) -> int:
     return code
 
 
-def bench_mode(bench: Bench, mode: str, style: str | None, args) -> dict:
+def report_tls(modes: dict, label: str) -> None:
+    """Print TLS on against off for ``label``: throughput, p99 and start-up, medians."""
+    off, on = modes[label]["summary"], modes[f"{label}, TLS"]["summary"]
+    parts = []
+    for key, name in (("words_per_s", "words/s"), ("p99_ms", "p99 ms"),
+                      ("startup_running_s", "start-up s to RUNNING")):
+        a, b = off.get(key), on.get(key)
+        if a is None or b is None or not (a == a and b == b) or not a:  # missing or NaN
+            continue
+        shown = "{:,.0f}" if key == "words_per_s" else "{:.2f}"
+        parts.append(f"{name} {shown.format(b)} vs {shown.format(a)} ({b / a - 1:+.1%})")
+    print(f"{label}: TLS on vs off (medians): {'; '.join(parts)}", flush=True)
+
+
+def bench_mode(bench: Bench, mode: str, style: str | None, args, label: str) -> dict:
     """Run ``mode`` in ``style`` (None: the batch API) for each phase asked; print its report."""
     pending = f", max spout pending {args.max_pending}" if args.max_pending and \
         mode == "ATLEAST_ONCE" else ""
-    label = mode if style is None else f"{mode} {style}"
     written = {None: "the Arrow batch API",
                "plain": f"plain user code, as the README teaches, {args.lines_per_call} "
                         f"line(s) per next_tuple",
