@@ -36,6 +36,21 @@ def prepare(*extra_dirs: Path) -> None:
     os.environ["PYSPARK_PYTHON"] = sys.executable
 
 
+def cluster_session(master: str, app_name: str, cores_max: int):
+    """Return a driver's session on the standalone cluster at ``master`` (``spark://...``).
+
+    The driver binds and advertises ``SPARK_LOCAL_IP``; one core per executor, at most
+    ``cores_max``; logging errors only (``tests/cluster_support``'s driver session).
+    """
+    if str(TESTS_DIR) not in sys.path:
+        sys.path.insert(0, str(TESTS_DIR))
+    from cluster_support import cluster_driver_session
+
+    spark = cluster_driver_session(master, app_name, os.environ["SPARK_LOCAL_IP"], cores_max)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
 def local_session(master: str, app_name: str, conf: dict[str, str] | None = None):
     """Return a Spark session on ``master`` bound to 127.0.0.1, without UI, logging errors only.
 

@@ -77,8 +77,8 @@ def _role(pid: int, root: int) -> str:
     return f"other {os.path.basename(argv[0])}"
 
 
-def descendants(root: int) -> dict[int, tuple[int, float, int, bytes]]:
-    """Every descendant of ``root`` (and ``root``): pid -> (ppid, CPU s, start time, state)."""
+def descendants(root: int, *others: int) -> dict[int, tuple[int, float, int, bytes]]:
+    """Every descendant of ``root`` and ``others`` (them too): pid -> (ppid, CPU s, start, state)."""
     stats = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -88,7 +88,7 @@ def descendants(root: int) -> dict[int, tuple[int, float, int, bytes]]:
     children = collections.defaultdict(list)
     for pid, (ppid, *_) in stats.items():
         children[ppid].append(pid)
-    found, todo = {}, [root]
+    found, todo = {}, [root, *others]
     while todo:
         pid = todo.pop()
         if pid in stats and pid not in found:
@@ -100,14 +100,18 @@ def descendants(root: int) -> dict[int, tuple[int, float, int, bytes]]:
 class ProcessSampler:
     """Samples CPU time and VmHWM of every descendant of this process until stopped.
 
+    ``others``: more processes whose descendants count too (the worker JVMs of a standalone
+    cluster, whose executors run the containers).
+
     It keeps the last value per process (processes end with the topology). Processes alive at
     the start count from their CPU time then, and their peak RSS is reset (``clear_refs`` 5).
     The driver's CPU leaves out the sampler thread's own (walking ``/proc`` every 0.2 s;
     ``sampler_cpu_s``), which is the benchmark's, not the driver's.
     """
 
-    def __init__(self, interval: float) -> None:
+    def __init__(self, interval: float, others: tuple[int, ...] = ()) -> None:
         self.root = os.getpid()
+        self.others = others  # more roots: a standalone cluster's worker JVMs
         self.interval = interval
         self.procs: dict[tuple[int, int], dict] = {}
         self.live: set[tuple[int, int]] = set()
@@ -118,7 +122,7 @@ class ProcessSampler:
         self.own_cpu_s = 0.0
 
     def start(self) -> "ProcessSampler":
-        for pid, (_, cpu, started, _) in descendants(self.root).items():
+        for pid, (_, cpu, started, _) in descendants(self.root, *self.others).items():
             try:
                 with open(f"/proc/{pid}/clear_refs", "w") as handle:
                     handle.write("5")
@@ -137,7 +141,7 @@ class ProcessSampler:
 
     def sample(self) -> None:
         live = set()
-        for pid, (_, cpu, started, state) in descendants(self.root).items():
+        for pid, (_, cpu, started, state) in descendants(self.root, *self.others).items():
             key = (pid, started)
             if state == b"Z" and key not in self.procs:
                 continue  # never seen alive (the JVM's exited shell): nothing to measure

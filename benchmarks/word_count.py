@@ -229,8 +229,10 @@ def _placement(plan) -> dict[str, list[str]]:
 
 
 # ---- main ----------------------------------------------------------------------------------
-def _session():
-    return bench_env.local_session("local[*]", "heron_spark-bench-word-count",
+def _session(master: str):
+    if master.startswith("spark://"):  # a standalone cluster (benchmarks/tls_hosts.py)
+        return bench_env.cluster_session(master, "heron_spark-bench-word-count", CONTAINERS)
+    return bench_env.local_session(master, "heron_spark-bench-word-count",
                                    {"spark.ui.showConsoleProgress": "false"})
 
 
@@ -241,7 +243,7 @@ def run_to_end(bench, topology, label: str, args) -> tuple:
     ``BenchmarkError`` (named ``label``) when it does not run, ends otherwise than FINISHED, or
     leaves processes behind. ``bench.handle`` is the running topology meanwhile.
     """
-    sampler = ProcessSampler(args.sample_interval).start()
+    sampler = ProcessSampler(args.sample_interval, tuple(args.sample_roots)).start()
     bench.handle = None
     submitted = time.time()
     try:
@@ -350,6 +352,12 @@ def parse_args(argv):
                         help="plain style: lines the spout emits per next_tuple (default 32, "
                              "the burst of a spout reading files, Kafka or sockets; 1: one line "
                              "a call)")
+    parser.add_argument("--master", default="local[*]",
+                        help="Spark master (default local[*]); a spark:// URL runs on that "
+                             "standalone cluster, one core per executor (benchmarks/tls_hosts.py)")
+    parser.add_argument("--sample-roots", type=lambda text: [int(p) for p in text.split(",") if p],
+                        default=[], help="pids whose descendants are sampled too (a standalone "
+                                         "cluster's worker JVMs; benchmarks/tls_hosts.py)")
     parser.add_argument("--tls", choices=("off", "on", "both"), default="off",
                         help="heron.tls.enabled for the runs: off (default), on, or both (each "
                              "mode and style with TLS off, then on, in one series)")
@@ -391,7 +399,7 @@ def main(argv=None) -> int:
               f"distinct, top word {report['corpus']['top_word_share']:.1%}; "
               f"{time.monotonic() - began:.1f} s)", flush=True)
         began = time.monotonic()
-        spark = _session()
+        spark = _session(args.master)
         print(f"Spark {spark.version} session on {spark.sparkContext.master} "
               f"(default parallelism {spark.sparkContext.defaultParallelism}) in "
               f"{time.monotonic() - began:.1f} s; work folder {work_root}", flush=True)
@@ -444,7 +452,7 @@ def bench_mode(bench: Bench, mode: str, style: str | None, args, label: str) -> 
                         f"line(s) per next_tuple",
                "tuned": "user code tuned for the engine"}[style]
     print(f"\n== {label}: {SPOUTS} sentence / {SPLITTERS} split / {COUNTERS} count tasks, "
-          f"{CONTAINERS} stmgrs, local[*]{pending}; {written}", flush=True)
+          f"{CONTAINERS} stmgrs, {args.master}{pending}; {written}", flush=True)
     fast, paced = [], []
     for i in range(args.runs if "throughput" in args.phases else 0):
         r = bench.run_once(mode, "throughput", style)

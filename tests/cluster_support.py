@@ -260,7 +260,7 @@ def cluster_driver_session(master: str, app_name: str, host: str, cores_max: int
                .config("spark.executor.cores", "1").config("spark.cores.max", str(cores_max))
                .config("spark.executor.memory", "512m")
                .config("spark.driver.host", host).config("spark.driver.bindAddress", host)
-               .config("spark.ui.enabled", "false")
+               .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
                .config("spark.scheduler.barrier.maxConcurrentTasksCheck.interval", "1s"))
     for key, value in jvm_bridge.spark_conf(jvm_bridge.build_jar()).items():
         builder = builder.config(key, value)
