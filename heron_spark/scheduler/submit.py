@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 import uuid
 import weakref
@@ -32,6 +33,7 @@ from heron_spark.scheduler.placement import Decided, placement_for
 from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.remote_statemgr import RemoteStateManager, run_on
 from heron_spark.scheduler.run import TopologyRun
+from heron_spark.scheduler.session import driver_host
 from heron_spark.scheduler.spark_scheduler import check_slots
 from heron_spark.scheduler.spark_session import bridge_loaded, session_for
 from heron_spark.statemgr.base import EXECUTION_STATE, TOPOLOGY
@@ -131,7 +133,7 @@ def _topology_tls(spark, system: SystemConfig, name: str, containers: int,
     """Return the run's TLS material, or None when TLS is off (``heron.tls.*``).
 
     The user's own certificate, key and CA (``tls_files``, already checked), else a new CA
-    for this run and a certificate per container.
+    for this run and a certificate per container (and the driver's tracker's).
     """
     spark_on = system.tls_enabled == "auto" \
         and spark_wants_tls(lambda key: spark.conf.get(key, None))
@@ -144,7 +146,9 @@ def _topology_tls(spark, system: SystemConfig, name: str, containers: int,
         return None
     if tls_files is not None:
         return shared_topology_tls(tls_files, containers)
-    return new_topology_tls(name, containers)
+    # The driver's tracker is reached at the TMaster's host: its certificate names it.
+    return new_topology_tls(name, containers, tracker_hosts=[
+        system.tmaster_host or driver_host(spark), socket.gethostname()])
 
 
 def _check_cluster(spark, plan: LogicalPlan, view: PlanView, system: SystemConfig) -> bytes:
