@@ -172,3 +172,26 @@ def test_the_state_manager_gives_the_ca_and_an_https_url(statemgr_url, https_tra
 def test_the_tracker_certificate_pin_is_its_public_key(topology_tls):
     pin = wire_tls.spki_sha256(topology_tls.tracker.cert_pem)
     assert len(pin) == 44 and pin != wire_tls.spki_sha256(topology_tls.control.cert_pem)
+
+
+def test_the_cli_writes_the_ca_and_prints_an_https_link(statemgr_url, https_tracker,
+                                                        topology_tls, tmp_path, capsys):
+    from heron_spark.cli.main import main
+    from heron_spark.proto import topology_pb2
+
+    location = TMasterLocation("127.0.0.1", 1, 1, "s" * 64, https_tracker.server_address[1],
+                               control_tls=topology_tls.control.to_json())
+    ca_file = tmp_path / "alpha-ca.pem"
+    conf = ["--conf", f"heron.statemgr={statemgr_url}"]
+    with open_state_manager(statemgr_url) as statemgr:  # the claim lasts while it is open
+        statemgr.set_topology(topology_pb2.Topology(name="alpha", id="alpha-1"))
+        statemgr.claim_tmaster("alpha", location.as_dict())
+        assert main(["ui", "alpha", "--ca-file", str(ca_file), *conf]) == 0
+    link = capsys.readouterr().out.split()[0]
+    assert link.startswith(f"{https_tracker.url}/login?token=")
+    assert ca_file.read_bytes() == topology_tls.control.ca_pem
+    tracker = Tracker(https_tracker.url, SECRET,
+                      wire_tls.https_client_context(ca_file.read_bytes()))
+    assert tracker.request("GET", link[len(https_tracker.url):], auth=False)[0] == 303
+    with pytest.raises(SystemExit, match="heron.tls.enabled"):  # no TLS, no CA to write
+        main(["ui", "--ca-file", str(ca_file), *conf])
