@@ -195,3 +195,12 @@ def test_the_cli_writes_the_ca_and_prints_an_https_link(statemgr_url, https_trac
     assert tracker.request("GET", link[len(https_tracker.url):], auth=False)[0] == 303
     with pytest.raises(SystemExit, match="heron.tls.enabled"):  # no TLS, no CA to write
         main(["ui", "--ca-file", str(ca_file), *conf])
+
+
+def test_a_client_that_never_shakes_hands_is_closed_after_the_idle_timeout(https_tracker):
+    from test_tracker_limits import SLACK_SECS, _wait_closed
+
+    started = time.monotonic()
+    with socket.create_connection(https_tracker.server_address, timeout=5) as sock:
+        assert _wait_closed(sock, 2.0 + SLACK_SECS)  # the fixture's idle timeout: 2 s
+    assert time.monotonic() - started >= 1.5
