@@ -78,6 +78,7 @@ def test_every_port_of_a_tls_topology_refuses_a_plain_client(placement, spark, h
                 assert _hangs_up_on_a_plain_client(host, port), (host, port)
             assert tmaster_client.tmaster_status(statemgr, name) == "RUNNING"  # over TLS
             _tracker_answers_over_https_only(statemgr, name, handle.tracker_url)
+            assert handle.tls_ca_pem() == topology_ca_pem(statemgr, name)
             tmaster_client.kill_topology(statemgr, name)
         assert handle.wait(120) == "KILLED"
     finally:

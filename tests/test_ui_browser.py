@@ -335,7 +335,7 @@ def test_ui_over_https_trusting_the_topology_ca(spark, tmp_path, hconf):
         assert handle.ui_link().startswith(f"{url}/login?token=")
         with open_state_manager(hconf["heron.statemgr"]) as statemgr:
             ca_pem = topology_ca_pem(statemgr, name)
-        assert ca_pem is not None
+        assert ca_pem is not None and handle.tls_ca_pem() == ca_pem
         context = https_client_context(ca_pem)
         pin = spki_sha256(_served_certificate(url, context))
         driver = _browser()  # no pin: Chromium refuses the page (no system CA signed it)

@@ -107,7 +107,8 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                                view.container_count, resume, placement.cancelled_detail)
     started = placement.start(spark, statemgr, system, decided, topology_run)
     tmaster = started.tmaster
-    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs, topology_run)
+    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs, topology_run,
+                            None if topology_tls is None else topology_tls.control.ca_pem)
     if backend.connect and system.spark_jvm_bridge != "false":
         log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
                  "a classic session's JVM; a Spark Connect client has none)", plan.name)
