@@ -204,3 +204,26 @@ def test_a_client_that_never_shakes_hands_is_closed_after_the_idle_timeout(https
     with socket.create_connection(https_tracker.server_address, timeout=5) as sock:
         assert _wait_closed(sock, 2.0 + SLACK_SECS)  # the fixture's idle timeout: 2 s
     assert time.monotonic() - started >= 1.5
+
+
+def test_a_standalone_tracker_serves_https_with_the_users_certificate(statemgr_url,
+                                                                      topology_tls, tmp_path):
+    import subprocess
+    import sys
+
+    material = tmp_path / "mine"
+    wire_tls.write_material(material, topology_tls.tracker)
+    conf = [f"heron.statemgr={statemgr_url}", f"heron.tls.cert={material / 'cert.pem'}",
+            f"heron.tls.key={material / 'key.pem'}", f"heron.tls.ca={material / 'ca.pem'}"]
+    proc = subprocess.Popen([sys.executable, "-m", "heron_spark.cli", "tracker", "--port", "0",
+                             *[arg for pair in conf for arg in ("--conf", pair)]],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert " at https://127.0.0.1:" in first, first
+        url = first.split(" at ")[1].strip()
+        assert Tracker(url, SECRET, _trusting(topology_tls.control)).get("/topologies") == {}
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)

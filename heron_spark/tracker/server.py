@@ -7,7 +7,8 @@ Hardened, since anyone who can reach the port can connect:
   of the reply times out after as long; a request body (POST) is read within the same deadline
   and is at most ``BODY_MAX_BYTES``;
 - at most ``max_connections`` connections are served at once, one daemon thread each; beyond
-  that a new connection is answered ``503`` and closed on the accepting thread, no thread spawned;
+  that a new connection is answered ``503`` (over TLS: not answered) and closed on the
+  accepting thread, no thread spawned;
 - every method is authenticated first (``401``), then checked (``405``) — by the app;
 - a client that resets or drops its connection is logged at debug level, never printed;
 - with a TLS context (the topology's TLS on: ``wire.tls.tracker_server_context``) it serves
