@@ -1,12 +1,15 @@
 """A topology with TLS on, on real Spark: every TCP port it opens refuses a plain client, and
 the control client (the CLI's and the tracker's way in) reaches the TMaster over TLS with the
-material the state manager keeps private for it; ``heron.tls.enabled: auto`` follows Spark's
-``spark.network.crypto.enabled``."""
+material the state manager keeps private for it, and the tracker (driver's or container 0's)
+answers over HTTPS a client trusting the topology's CA only; ``heron.tls.enabled: auto``
+follows Spark's ``spark.network.crypto.enabled``."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -19,7 +22,11 @@ from heron_spark.contract.topology_view import TMasterLocation
 from heron_spark.statemgr import open_state_manager
 from heron_spark.testing import wait_until
 from heron_spark.tmaster import client as tmaster_client
+from heron_spark.tracker.auth import tracker_token
+from heron_spark.tracker.service import topology_ca_pem
 from heron_spark.wire import frames
+from heron_spark.wire.tls import https_client_context
+from test_tracker import Tracker
 
 pytestmark = pytest.mark.spark
 
@@ -36,6 +43,18 @@ def _hangs_up_on_a_plain_client(host: str, port: int) -> bool:
     finally:
         raw.close()
     return got == b"" or got[0] == 0x15  # nothing, or a TLS alert: never a secret challenge
+
+
+def _tracker_answers_over_https_only(statemgr, name: str, url: str | None) -> None:
+    """The tracker (the driver's or container 0's) serves HTTPS under the topology's CA."""
+    assert url is not None and url.startswith("https://"), url
+    ca_pem = topology_ca_pem(statemgr, name)
+    assert ca_pem is not None
+    trusting = Tracker(url, tracker_token(statemgr), https_client_context(ca_pem))
+    assert name in json.dumps(trusting.get("/topologies"))
+    with pytest.raises(ssl.SSLCertVerificationError):  # the system CAs do not vouch for it
+        Tracker(url, trusting.token, ssl.create_default_context()).request("GET", "/topologies")
+    assert _hangs_up_on_a_plain_client(*trusting.address)
 
 
 @pytest.mark.parametrize("placement", ["driver", "container"])
@@ -58,6 +77,8 @@ def test_every_port_of_a_tls_topology_refuses_a_plain_client(placement, spark, h
             for host, port in ports:
                 assert _hangs_up_on_a_plain_client(host, port), (host, port)
             assert tmaster_client.tmaster_status(statemgr, name) == "RUNNING"  # over TLS
+            _tracker_answers_over_https_only(statemgr, name, handle.tracker_url)
+            assert handle.tls_ca_pem() == topology_ca_pem(statemgr, name)
             tmaster_client.kill_topology(statemgr, name)
         assert handle.wait(120) == "KILLED"
     finally:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import http.client
 import json
 import re
+import ssl
 import subprocess
 import sys
 import time
@@ -62,16 +63,23 @@ def _topology(name: str, spout: str, bolt: str, containers: int, bolt_class=Sink
 
 
 class Tracker:
-    """A client of one tracker URL: GETs and POSTs over real sockets."""
+    """A client of one tracker URL: GETs and POSTs over real sockets.
 
-    def __init__(self, url: str, token: str) -> None:
+    An ``https://`` URL is dialled with ``context`` (``wire.tls.https_client_context`` of the
+    topology's CA: it trusts that CA only).
+    """
+
+    def __init__(self, url: str, token: str, context: ssl.SSLContext | None = None) -> None:
         self.url = url
         self.token = token
+        self.context = context
         parts = urlsplit(url)
         self.address = (parts.hostname, parts.port)
+        self.https = parts.scheme == "https"
 
     def request(self, method: str, path: str, params=None, headers=None, auth=True):
-        conn = http.client.HTTPConnection(*self.address, timeout=30)
+        conn = http.client.HTTPSConnection(*self.address, timeout=30, context=self.context) \
+            if self.https else http.client.HTTPConnection(*self.address, timeout=30)
         try:
             headers = dict(headers or {})
             if auth:

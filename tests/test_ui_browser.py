@@ -21,6 +21,8 @@ from __future__ import annotations
 import base64
 import json
 import os
+import socket
+import ssl
 import tempfile
 import urllib.parse
 import urllib.request
@@ -47,8 +49,11 @@ COUNT_COLUMNS = ["emit-count", "execute-count", "ack-count", "fail-count"]
 ALL_TIME = -1  # the table's default window: since the topology started
 
 
-def _browser():
-    """A headless Chromium under chromedriver with a fresh profile; skip (or fail in CI)."""
+def _browser(*flags: str):
+    """A headless Chromium under chromedriver with a fresh profile; skip (or fail in CI).
+
+    ``flags``: more command-line switches (the HTTPS test's key pin).
+    """
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     try:
         from selenium import webdriver
@@ -63,7 +68,7 @@ def _browser():
         pytest.skip(reason)
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
-    for flag in CHROMIUM_FLAGS:
+    for flag in (*CHROMIUM_FLAGS, *flags):
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={tempfile.mkdtemp(prefix='heron-ui-chromium-')}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -73,9 +78,10 @@ def _browser():
 class Tracker:
     """The tracker's JSON API as a script uses it: Bearer token, Heron's query parameters."""
 
-    def __init__(self, base: str, token: str) -> None:
+    def __init__(self, base: str, token: str, context: ssl.SSLContext | None = None) -> None:
         self.base = base.rstrip("/")
         self.token = token
+        self.context = context  # https: trusting the topology's CA only
         self.ids: dict = {}
 
     def get(self, route: str, **params):
@@ -85,7 +91,7 @@ class Tracker:
         query = urllib.parse.urlencode({**self.ids, **params}, doseq=True)
         request = urllib.request.Request(f"{self.base}{route}?{query}",
                                          headers={"Authorization": f"Bearer {self.token}"})
-        with urllib.request.urlopen(request, timeout=10) as response:
+        with urllib.request.urlopen(request, timeout=10, context=self.context) as response:
             return response.read().decode()
 
     def component_counts(self, component: str, names: dict[str, list[str]]) -> dict[str, float]:
@@ -169,14 +175,15 @@ def _errors(driver) -> list[str]:
     return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
 
 
-def _open_topology(driver, handle, hconf, name: str) -> Tracker:
+def _open_topology(driver, handle, hconf, name: str,
+                   context: ssl.SSLContext | None = None) -> Tracker:
     """Log in through the handle's link, see ``name`` RUNNING in the list and open its page.
 
     Return a tracker client whose query ids (cluster, environ, role) name the topology.
     """
     link = handle.ui_link()
     base = "{0.scheme}://{0.netloc}".format(urllib.parse.urlsplit(link))
-    tracker = Tracker(base, tracker_token(open_state_manager(hconf["heron.statemgr"])))
+    tracker = Tracker(base, tracker_token(open_state_manager(hconf["heron.statemgr"])), context)
     driver.get(link)
     row = f'tr[data-topology="{name}"]'
     wait_until(lambda: _text(driver, f"{row} [data-state]"), 30, message="the topology in the list")
@@ -292,6 +299,74 @@ def test_ui_shows_a_running_topology_as_the_tracker_reports_it(spark, tmp_path, 
         assert _errors(driver) == []
     finally:
         driver.quit()
+        handle.kill()
+
+
+def _served_certificate(url: str, context: ssl.SSLContext) -> bytes:
+    """Return the certificate (PEM) the tracker at ``url`` serves, verified with ``context``."""
+    parts = urllib.parse.urlsplit(url)
+    with socket.create_connection((parts.hostname, parts.port), timeout=10) as raw, \
+            context.wrap_socket(raw) as sock:
+        der = sock.getpeercert(binary_form=True)
+    assert der is not None
+    return ssl.DER_cert_to_PEM_cert(der).encode()
+
+
+def test_ui_over_https_trusting_the_topology_ca(spark, tmp_path, hconf):
+    """TLS on: the UI loads over ``https://`` in Chromium trusting exactly the tracker's key.
+
+    The test trusts the topology's CA (``heron-spark ui --ca-file``'s), checks the served
+    certificate against it, then pins that certificate's public key in Chromium
+    (``--ignore-certificate-errors-spki-list``: that key and nothing else); without the pin
+    Chromium shows no page. The page shows the
+    word count's settled counters exactly as the API reports them, and a POST verb works.
+    """
+    from heron_spark.tracker.service import topology_ca_pem
+    from heron_spark.wire.tls import https_client_context, spki_sha256
+
+    name = "ui_https"
+    handle = submit(topo.topology(name, tmp_path), spark=spark.session,
+                    conf={**hconf, "heron.tls.enabled": True}, master="local[4]")
+    driver = None
+    try:
+        assert handle.wait_running(120), handle.status_detail()
+        url = handle.tracker_url
+        assert url is not None and url.startswith("https://"), url
+        assert handle.ui_link().startswith(f"{url}/login?token=")
+        with open_state_manager(hconf["heron.statemgr"]) as statemgr:
+            ca_pem = topology_ca_pem(statemgr, name)
+        assert ca_pem is not None and handle.tls_ca_pem() == ca_pem
+        context = https_client_context(ca_pem)
+        pin = spki_sha256(_served_certificate(url, context))
+        driver = _browser()  # no pin: Chromium refuses the page (no system CA signed it)
+        driver.get(handle.ui_link())
+        assert f'data-topology="{name}"' not in driver.page_source
+        assert driver.get_cookies() == []  # no session: the login request never got through
+        driver.quit()
+        driver = _browser(f"--ignore-certificate-errors-spki-list={pin}")
+        tracker = _open_topology(driver, handle, hconf, name, context)
+        assert driver.current_url.startswith("https://")
+        wait_until(lambda: set(_attrs(driver, "#metrics-table tbody tr[data-component]",
+                                      "data-component")) == COMPONENTS, 30,
+                   message="a table row per component, over HTTPS")
+        words = topo.total_words()
+        expected = {"split": {"execute-count": topo.LINES, "ack-count": topo.LINES,
+                              "fail-count": 0, "emit-count": words},
+                    "count": {"execute-count": words, "ack-count": words, "fail-count": 0}}
+
+        def api_counts() -> dict:
+            return {c: tracker.component_counts(c, _metric_names(c)) for c in COMPONENTS}
+        wait_until(lambda: {c: v for c, v in api_counts().items() if c in expected}
+                   == expected, 90, message=f"the tracker's counters to reach {expected}")
+        wait_until(lambda: _table(driver) == api_counts(), 30,
+                   message="the table to show the tracker's counters (over HTTPS)")
+        _click(driver, "button[data-verb=deactivate]:not([disabled])")  # a POST, cookie + CSRF
+        wait_until(lambda: tracker.get("/topologies/executionstate")["status"] == "PAUSED", 60,
+                   message="the tracker to report PAUSED after deactivate over HTTPS")
+        assert _errors(driver) == []
+    finally:
+        if driver is not None:
+            driver.quit()
         handle.kill()
 
 

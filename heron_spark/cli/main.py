@@ -186,12 +186,16 @@ def cmd_tracker(args) -> int:
     from heron_spark.config import build_system_config, read_conf_file
     from heron_spark.tracker.auth import login_link
     from heron_spark.tracker.service import start_tracker
+    from heron_spark.wire.tls import user_material
 
     system = build_system_config(read_conf_file(), _conf_pairs(args.conf))
     port = args.port if args.port is not None else max(system.tracker_port, 0)
+    # heron.tls.cert/key/ca given: HTTPS with that certificate (the topologies' own, say)
+    tls = user_material(system.tls_cert, system.tls_key, system.tls_ca) \
+        if system.tls_cert or system.tls_key or system.tls_ca else None
     server = start_tracker(system.statemgr, args.host, port,
                            max_connections=system.tracker_max_connections,
-                           idle_timeout_secs=system.tracker_idle_timeout_secs)
+                           idle_timeout_secs=system.tracker_idle_timeout_secs, tls=tls)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     print(f"tracker for {system.statemgr} at {server.url}", flush=True)
@@ -207,14 +211,25 @@ def cmd_tracker(args) -> int:
 
 
 def cmd_ui(args) -> int:
-    """Print a fresh one-time login link to a running tracker (and its Bearer token)."""
+    """Print a fresh one-time login link to a running tracker (and its Bearer token).
+
+    ``--ca-file PATH``: also write the topology's CA certificate (TLS on) to PATH.
+    """
     from heron_spark.tracker.auth import login_link, tracker_token
-    from heron_spark.tracker.service import tracker_urls
+    from heron_spark.tracker.service import topology_ca_pem, tracker_urls
 
     with _statemgr(_conf_pairs(args.conf)) as statemgr:
         if args.name and statemgr.get_topology(args.name) is None:
             msg = f"no topology {args.name!r} in {statemgr.location}"
             raise SystemExit(msg)
+        if args.ca_file:
+            ca_pem = topology_ca_pem(statemgr, args.name) if args.name else None
+            if ca_pem is None:
+                msg = (f"--ca-file {args.ca_file}: no CA for topology {args.name!r}: name a "
+                       f"running topology whose TLS is on (heron.tls.enabled)")
+                raise SystemExit(msg)
+            Path(args.ca_file).write_bytes(ca_pem)
+            print(f"CA certificate of {args.name} written to {args.ca_file}", file=sys.stderr)
         urls = tracker_urls(statemgr, args.name)
         if not urls:
             msg = (
@@ -277,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     ui.add_argument("name", nargs="?", help="topology whose driver's tracker to prefer")
     ui.add_argument("--token", action="store_true",
                     help="also print the Bearer token for scripts")
+    ui.add_argument("--ca-file", metavar="PATH",
+                    help="write the topology's CA certificate (PEM; TLS on) to PATH: a browser "
+                    "or script trusting it reaches the tracker over HTTPS")
     sub.add_parser("version", help="print heron_spark's, pyspark's, pyarrow's and Python's "
                    "versions")
     for command in sub.choices.values():

@@ -29,8 +29,10 @@ class TopologyHandle:
     """
 
     def __init__(self, name: str, tmaster: TMasterView,
-                 kill_grace_secs: float, run: TopologyRun | None = None) -> None:
+                 kill_grace_secs: float, run: TopologyRun | None = None,
+                 ca_pem: bytes | None = None) -> None:
         self.name = name
+        self._ca_pem = ca_pem
         self._tmaster = tmaster
         self._kill_grace = kill_grace_secs
         self._run = run
@@ -99,6 +101,15 @@ class TopologyHandle:
         """
         self._refresh()
         return self._tmaster.metrics_by_component()
+
+    def tls_ca_pem(self) -> bytes | None:
+        """Return the topology's CA certificate (PEM) with TLS on, else None.
+
+        The tracker serves HTTPS under this CA: trust it in a browser, or pass
+        ``heron_spark.wire.tls.https_client_context(handle.tls_ca_pem())`` to a script's
+        HTTPS client (``heron-spark ui NAME --ca-file PATH`` writes the same). Driver only.
+        """
+        return self._ca_pem
 
     def ui_link(self) -> str:
         """Return a fresh one-time login link to the tracker's web UI (``tracker_url``).

@@ -138,7 +138,9 @@ def _start_tmaster_in_driver(spark, statemgr, system: SystemConfig, decided: Dec
 
         tracker = tracker_service.acquire(system.statemgr, host, system.tracker_port,
                                           max_connections=system.tracker_max_connections,
-                                          idle_timeout_secs=system.tracker_idle_timeout_secs)
+                                          idle_timeout_secs=system.tracker_idle_timeout_secs,
+                                          tls=None if decided.tls is None  # TLS on: HTTPS
+                                          else decided.tls.tracker or decided.tls.control)
     try:
         statemgr.claim_tmaster(name, TMasterLocation(
             host, tmaster.port, os.getpid(), decided.secret,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import signal
+import socket
 import threading
 import uuid
 import weakref
@@ -32,6 +33,7 @@ from heron_spark.scheduler.placement import Decided, placement_for
 from heron_spark.scheduler.preflight import check_workers
 from heron_spark.scheduler.remote_statemgr import RemoteStateManager, run_on
 from heron_spark.scheduler.run import TopologyRun
+from heron_spark.scheduler.session import driver_host
 from heron_spark.scheduler.spark_scheduler import check_slots
 from heron_spark.scheduler.spark_session import bridge_loaded, session_for
 from heron_spark.statemgr.base import EXECUTION_STATE, TOPOLOGY
@@ -105,7 +107,8 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
                                view.container_count, resume, placement.cancelled_detail)
     started = placement.start(spark, statemgr, system, decided, topology_run)
     tmaster = started.tmaster
-    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs, topology_run)
+    handle = TopologyHandle(plan.name, tmaster, system.kill_grace_secs, topology_run,
+                            None if topology_tls is None else topology_tls.control.ca_pem)
     if backend.connect and system.spark_jvm_bridge != "false":
         log.info("topology %s: no Spark metrics or executor-loss events (the JVM bridge needs "
                  "a classic session's JVM; a Spark Connect client has none)", plan.name)
@@ -131,7 +134,7 @@ def _topology_tls(spark, system: SystemConfig, name: str, containers: int,
     """Return the run's TLS material, or None when TLS is off (``heron.tls.*``).
 
     The user's own certificate, key and CA (``tls_files``, already checked), else a new CA
-    for this run and a certificate per container.
+    for this run and a certificate per container (and the driver's tracker's).
     """
     spark_on = system.tls_enabled == "auto" \
         and spark_wants_tls(lambda key: spark.conf.get(key, None))
@@ -144,7 +147,9 @@ def _topology_tls(spark, system: SystemConfig, name: str, containers: int,
         return None
     if tls_files is not None:
         return shared_topology_tls(tls_files, containers)
-    return new_topology_tls(name, containers)
+    # The driver's tracker is reached at the TMaster's host: its certificate names it.
+    return new_topology_tls(name, containers, tracker_hosts=[
+        system.tmaster_host or driver_host(spark), socket.gethostname()])
 
 
 def _check_cluster(spark, plan: LogicalPlan, view: PlanView, system: SystemConfig) -> bytes:

@@ -10,7 +10,8 @@
   tracker of the state manager accepts it. A link expires after ``LOGIN_LINK_TTL_SECS`` and
   is spent on first use (the tracker remembers spent nonces until they expire).
 - **Sessions**: a good link sets the cookie ``heron_spark_session`` (HttpOnly,
-  SameSite=Strict, signed the same way, valid ``SESSION_TTL_SECS``), then redirects to ``/``.
+  SameSite=Strict, Secure over HTTPS, signed the same way, valid ``SESSION_TTL_SECS``), then
+  redirects to ``/``.
 - **CSRF**: a POST authenticated by the cookie must carry the header
   ``X-Heron-Spark-Request`` (a cross-site form cannot set it, and a cross-site script needs a
   CORS preflight the tracker never grants) and, if the browser sends ``Origin``, an Origin
@@ -98,7 +99,9 @@ class Authenticator:
     a second, in case another tracker created it first). Thread-safe.
     """
 
-    def __init__(self, token: Callable[[], str], clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, token: Callable[[], str], clock: Callable[[], float] = time.time,
+                 secure: bool = False) -> None:
+        self.secure = secure  # served over HTTPS: the session cookie is ``Secure``
         self._load = token
         self._token = token()
         self._clock = clock
@@ -158,7 +161,7 @@ class Authenticator:
         """Return a ``Set-Cookie`` value for a new session."""
         value = _signed(self._token, "session", SESSION_TTL_SECS, self._clock())
         return (f"{SESSION_COOKIE}={value}; Path=/; Max-Age={int(SESSION_TTL_SECS)}; "
-                f"HttpOnly; SameSite=Strict")
+                f"HttpOnly; SameSite=Strict{'; Secure' if self.secure else ''}")
 
 
 def csrf_ok(headers: dict[str, str]) -> bool:

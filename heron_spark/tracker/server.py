@@ -7,9 +7,13 @@ Hardened, since anyone who can reach the port can connect:
   of the reply times out after as long; a request body (POST) is read within the same deadline
   and is at most ``BODY_MAX_BYTES``;
 - at most ``max_connections`` connections are served at once, one daemon thread each; beyond
-  that a new connection is answered ``503`` and closed on the accepting thread, no thread spawned;
+  that a new connection is answered ``503`` (over TLS: not answered) and closed on the
+  accepting thread, no thread spawned;
 - every method is authenticated first (``401``), then checked (``405``) — by the app;
-- a client that resets or drops its connection is logged at debug level, never printed.
+- a client that resets or drops its connection is logged at debug level, never printed;
+- with a TLS context (the topology's TLS on: ``wire.tls.tracker_server_context``) it serves
+  only HTTPS: the handshake runs on the connection's thread within the idle timeout, and a
+  client speaking plain HTTP (or not trusting the certificate) gets no reply, only a close.
 
 Runs wherever a tracker runs: a submitting driver, or ``heron-spark tracker``.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import io
 import logging
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -41,12 +46,13 @@ _BUSY_REPLY = (b"HTTP/1.0 503 Service Unavailable\r\nContent-Type: text/plain; c
 
 
 def serve(app: TrackerApp, host: str, port: int, *, max_connections: int = 64,
-          idle_timeout_secs: float = 10.0) -> TrackerServer:
+          idle_timeout_secs: float = 10.0, tls: ssl.SSLContext | None = None) -> TrackerServer:
     """Serve ``app`` (``app.handle(Request) -> Response``) on ``host:port`` (0: any free port).
 
     ``max_connections``: connections served at once (``heron.tracker.max.connections``).
-    ``idle_timeout_secs``: seconds a client has to send its request, and per write of the
-    reply (``heron.tracker.idle.timeout.secs``). Stop it with ``shutdown()``.
+    ``idle_timeout_secs``: seconds a client has to send its request (and finish the TLS
+    handshake), and per write of the reply (``heron.tracker.idle.timeout.secs``). ``tls``: a
+    server context to serve HTTPS with (None: plain HTTP). Stop it with ``shutdown()``.
     """
     if max_connections < 1:
         raise ConfigError(TRACKER_MAX_CONNECTIONS, max_connections, "use a value >= 1")
@@ -55,6 +61,9 @@ def serve(app: TrackerApp, host: str, port: int, *, max_connections: int = 64,
                           "use a positive number of seconds")
     server = TrackerServer((host, port), _handler_class(app, idle_timeout_secs), max_connections,
                            app)
+    if tls is not None:  # accepted sockets shake hands on their own thread (Handler.setup)
+        server.socket = tls.wrap_socket(server.socket, server_side=True,
+                                        do_handshake_on_connect=False)
     threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.1}, name="tracker",
                      daemon=True).start()  # shutdown() returns within 0.1 s
     return server
@@ -83,14 +92,19 @@ class TrackerServer(ThreadingHTTPServer):
         self._on_shutdown: list = []
 
     @property
+    def tls(self) -> bool:
+        """Whether this server serves HTTPS."""
+        return isinstance(self.socket, ssl.SSLSocket)
+
+    @property
     def url(self) -> str:
-        """``http://host:port`` of this server."""
+        """``http://host:port`` of this server (``https://`` with TLS)."""
         host, port = self.server_address[:2]
         if not isinstance(host, str):  # typeshed allows bytes; a bound socket names a str
             host = host.decode()
         if host in ("0.0.0.0", "::", ""):  # every address: advertise the host's name
             host = socket.gethostname()
-        return f"http://{host}:{port}"
+        return f"{'https' if self.tls else 'http'}://{host}:{port}"
 
     @property
     def open_connections(self) -> int:
@@ -117,11 +131,12 @@ class TrackerServer(ThreadingHTTPServer):
             log.warning("tracker: %d connections open; refusing more (raise %s to allow more)",
                         self.max_connections, TRACKER_MAX_CONNECTIONS)
         log.debug("tracker: refused %s (%d refused so far)", client_address, self.refused)
-        try:
-            request.setblocking(False)  # never let a client stall the accepting thread
-            request.send(_BUSY_REPLY)
-        except OSError:
-            pass
+        if not isinstance(request, ssl.SSLSocket):  # (TLS: no handshake here; just close)
+            try:
+                request.setblocking(False)  # never let a client stall the accepting thread
+                request.send(_BUSY_REPLY)
+            except OSError:
+                pass
         self.shutdown_request(request)
 
     def shutdown_request(self, request) -> None:
@@ -191,6 +206,9 @@ def _handler_class(app: TrackerApp, idle_timeout_secs: float):
         server_version = "heron-spark-tracker"
 
         def setup(self) -> None:
+            if isinstance(self.request, ssl.SSLSocket):  # bounded: one deadline for it all
+                self.request.settimeout(idle_timeout_secs)
+                self.request.do_handshake()  # a failure (plain HTTP, say) closes, unanswered
             super().setup()
             self.rfile.close()
             self._reader = _DeadlineReader(self.connection, idle_timeout_secs)

@@ -3,27 +3,37 @@
 A topology with TLS on has one CA: made by ``submit`` (``new_topology_tls``: an EC P-256 CA
 and one certificate per container plus one for the control clients, all signed by it) or the
 user's own (``user_topology_tls``: ``heron.tls.cert``, ``heron.tls.key``, ``heron.tls.ca``,
-checked before anything launches). Every process presents its certificate and accepts a peer
-only if the peer's certificate is signed by the topology's CA: identity is "signed by this
-topology's CA", not a host name (peers are addressed by IP), so host name checking is off and
-no system CA is trusted.
+checked before anything launches). A CA ``submit`` made also signs the certificate of the
+driver's tracker, naming the hosts a browser reaches it at (``tracker_hosts``). Every process
+presents its certificate and accepts a peer only if the peer's certificate is signed by the
+topology's CA: identity is "signed by this topology's CA", not a host name (peers are
+addressed by IP), so host name checking is off and no system CA is trusted.
 
 Key material reaches the containers in the barrier task, like the topology secret, and is
 written owner-only (files 0600 in a 0700 folder: ``write_material``). ``ssl`` loads a key only
 from a file, so ``contexts`` writes a short-lived owner-only copy when it has the material in
-memory. Everything but ``write_material``, ``read_material``, ``contexts*`` and
-``user_topology_tls`` is I/O-free.
+memory. Everything but ``write_material``, ``read_material``, ``contexts*``,
+``tracker_server_context`` and ``user_topology_tls`` is I/O-free.
+
+The tracker (HTTP) is the one server browsers reach: it serves HTTPS with a certificate signed
+by the topology's CA but asks for no client certificate (a browser has none; the tracker's
+token authenticates). Its heron_spark clients trust only the topology's CA
+(``https_client_context``).
 """
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import datetime
+import hashlib
+import ipaddress
 import json
 import os
 import ssl
 import tempfile
 from pathlib import Path
+from typing import Iterable
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -60,10 +70,15 @@ class TlsMaterial:
 
 @dataclasses.dataclass(frozen=True)
 class TopologyTls:
-    """A topology's TLS material: one per container, one for control clients and the driver."""
+    """A topology's TLS material: one per container, one for control clients and the driver.
+
+    ``tracker``: the server certificate of the driver's tracker (naming its hosts), or None
+    (the user's own material: the tracker serves ``control``'s certificate).
+    """
 
     containers: tuple[TlsMaterial, ...]
     control: TlsMaterial
+    tracker: TlsMaterial | None = None
 
     def container(self, index: int) -> TlsMaterial:
         """Return container ``index``'s material."""
@@ -88,8 +103,15 @@ def _pem_key(key: ec.EllipticCurvePrivateKey) -> bytes:
                              serialization.NoEncryption())
 
 
+def _alt_name(host: str) -> x509.GeneralName:
+    try:
+        return x509.IPAddress(ipaddress.ip_address(host))
+    except ValueError:
+        return x509.DNSName(host)
+
+
 def _signed(subject: str, key, issuer: x509.Name, issuer_key, now: datetime.datetime,
-            days: int, ca: bool) -> x509.Certificate:
+            days: int, ca: bool, hosts: Iterable[str] = ()) -> x509.Certificate:
     builder = (x509.CertificateBuilder()
                .subject_name(_name(subject)).issuer_name(issuer)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
@@ -106,6 +128,10 @@ def _signed(subject: str, key, issuer: x509.Name, issuer_key, now: datetime.date
         builder = builder.add_extension(x509.ExtendedKeyUsage(
             [x509.oid.ExtendedKeyUsageOID.SERVER_AUTH,
              x509.oid.ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+    names = list(dict.fromkeys(h for h in hosts if h))
+    if names:  # what a browser checks the host it dialled against
+        builder = builder.add_extension(
+            x509.SubjectAlternativeName([_alt_name(h) for h in names]), critical=False)
     return builder.sign(issuer_key, hashes.SHA256())
 
 
@@ -119,23 +145,32 @@ def new_ca(topology: str, now: datetime.datetime,
 
 
 def issue(ca_cert_pem: bytes, ca_key_pem: bytes, subject: str, now: datetime.datetime,
-          days: int = CERT_VALIDITY_DAYS) -> TlsMaterial:
-    """Return a new key and a certificate for ``subject`` signed by the CA."""
+          days: int = CERT_VALIDITY_DAYS, hosts: Iterable[str] = ()) -> TlsMaterial:
+    """Return a new key and a certificate for ``subject`` signed by the CA.
+
+    ``hosts``: the host names and IP addresses the certificate names (subject alternative
+    names; browsers check them, heron_spark's own clients check the CA's signature only).
+    """
     ca_cert = x509.load_pem_x509_certificate(ca_cert_pem)
     ca_key = serialization.load_pem_private_key(ca_key_pem, password=None)
     key = ec.generate_private_key(ec.SECP256R1())
-    cert = _signed(subject, key, ca_cert.subject, ca_key, now, days, ca=False)
+    cert = _signed(subject, key, ca_cert.subject, ca_key, now, days, ca=False, hosts=hosts)
     return TlsMaterial(ca_cert_pem, cert.public_bytes(serialization.Encoding.PEM), _pem_key(key))
 
 
-def new_topology_tls(topology: str, containers: int,
-                     now: datetime.datetime | None = None) -> TopologyTls:
-    """Make a per-topology CA and the certificates of its containers and control clients."""
+def new_topology_tls(topology: str, containers: int, now: datetime.datetime | None = None,
+                     tracker_hosts: Iterable[str] = ()) -> TopologyTls:
+    """Make a per-topology CA and the certificates of its containers and control clients.
+
+    And the driver's tracker's, naming ``tracker_hosts`` and the loopback names.
+    """
     now = now or datetime.datetime.now(datetime.timezone.utc)
     ca_cert, ca_key = new_ca(topology, now)
     return TopologyTls(
         tuple(issue(ca_cert, ca_key, f"{topology} container {i}", now) for i in range(containers)),
-        issue(ca_cert, ca_key, f"{topology} control", now))
+        issue(ca_cert, ca_key, f"{topology} control", now),
+        issue(ca_cert, ca_key, f"{topology} tracker", now,
+              hosts=[*tracker_hosts, "localhost", "127.0.0.1"]))
 
 
 def check_material(material: TlsMaterial, now: datetime.datetime) -> None:
@@ -254,6 +289,47 @@ def client_context(ca_pem: bytes, cert_file: str, key_file: str) -> ssl.SSLConte
     context.check_hostname = False  # peers are addressed by IP; identity is the CA's signature
     _harden(context, ca_pem, cert_file, key_file)
     return context
+
+
+def tracker_server_context(material: TlsMaterial) -> ssl.SSLContext:
+    """Return the tracker's HTTPS context: TLS 1.3, ``material``'s certificate, no client cert.
+
+    Browsers present no certificate; the tracker's token authenticates its clients.
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["http/1.1"])
+    with tempfile.TemporaryDirectory(prefix="heron_spark-tls-") as folder:  # mode 0700
+        write_material(folder, material)
+        context.load_cert_chain(str(Path(folder) / _CERT_FILE), str(Path(folder) / _KEY_FILE))
+    return context
+
+
+def https_client_context(ca_pem: bytes) -> ssl.SSLContext:
+    """Return a context for a client of the tracker: TLS 1.3, trusting only the topology's CA.
+
+    No system CA, no client certificate; host names unchecked (identity is the CA's
+    signature, as on every heron_spark link).
+    """
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_3
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_REQUIRED
+    context.load_verify_locations(cadata=ca_pem.decode())
+    return context
+
+
+def spki_sha256(cert_pem: bytes) -> str:
+    """Return the base64 SHA-256 of the certificate's SubjectPublicKeyInfo (a key's pin)."""
+    spki = x509.load_pem_x509_certificate(cert_pem).public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(hashlib.sha256(spki).digest()).decode()
+
+
+def ca_fingerprint(ca_pem: bytes) -> str:
+    """Return the hex SHA-256 of the CA certificate (DER): which CA a tracker serves under."""
+    return x509.load_pem_x509_certificate(ca_pem).fingerprint(hashes.SHA256()).hex()
 
 
 def _harden(context: ssl.SSLContext, ca_pem: bytes, cert_file: str, key_file: str) -> None:
