@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import collections
 import json
+import os
 import random
+import shutil
 import signal
 import socket
 import string
@@ -59,6 +61,11 @@ LINES = 3000
 @pytest.fixture(scope="module")
 def cluster():
     """Hosts h0..h2, ZooKeeper and the master on h0, a worker on each of h1 and h2."""
+    if shutil.which("tcpdump") is None:
+        message = "the TLS hosts tests capture with tcpdump: apt-get install tcpdump"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)  # .ci/run installs it
+        pytest.skip(message)
     with hosts_support.standalone_cluster(WORKERS) as made:
         yield made
 
@@ -143,17 +150,17 @@ class Run:
         return self.pcaps
 
     def close(self) -> None:
-        """After a failure: end the driver (it kills the topology) and the captures."""
-        if self.pcaps is None:
-            (self.tmp / "go").touch()
-            try:
-                self.proc.wait(300)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(30)
-            for capture in self.captures:
-                capture.stop()
-            self._log.close()
+        """End the driver (after a failure: it kills the topology) and the captures
+        (idempotent; ``Hosts.remove`` kills whatever is left on the hosts)."""
+        (self.tmp / "go").touch()
+        try:
+            self.proc.wait(300)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(30)
+        for capture in self.captures:
+            capture.stop()
+        self._log.close()
 
     def counts(self) -> tuple[collections.Counter, collections.Counter]:
         """(the counts the topology recorded, the corpus' counted with ``Counter``)."""
