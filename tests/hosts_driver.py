@@ -7,6 +7,12 @@ acks (at least once) or counts (effectively once) more than it had at the moment
 ``python tests/hosts_driver.py MODE SPEC_JSON``; MODE ``alo`` (faults a-f on an at-least-once
 word count) or ``eo`` (a partition, then host loss, on an effectively-once word count). Prints
 one ``FAULT {json}`` line per fault and ``HOSTS <MODE> OK`` at the end.
+
+MODE ``tls`` / ``plain`` (``test_hosts_tls``): the at-least-once word count of the corpus the
+test wrote to ``<tmp>/corpus.txt``, with ``heron.tls.enabled`` true / false, its containers on
+different hosts. Once it runs and counts, the driver writes ``<tmp>/ready.json`` (topology name,
+placement, each stmgr's data address, the driver's Spark ports) and holds the run (paced) until
+the test creates ``<tmp>/go``; then it lets the run finish.
 """
 
 from __future__ import annotations
@@ -38,7 +44,8 @@ def main(mode: str, spec: dict) -> None:
     tmp = Path(spec["tmp"])
     driver = spec["hosts"][0]["address"]
     os.environ["SPARK_LOCAL_IP"] = driver
-    spark = cluster_driver_session(spec["master"], f"heron_spark-hosts-{mode}", driver, 3)
+    spark = cluster_driver_session(spec["master"], f"heron_spark-hosts-{mode}", driver,
+                                   spec.get("cores", 3))
     for module in (rwc, swc, topologies):
         spark.sparkContext.addPyFile(module.__file__)
     hconf = {"heron.statemgr": spec["statemgr"], "heron.work.dir": f"{tmp}/work",
@@ -46,7 +53,10 @@ def main(mode: str, spec: dict) -> None:
              "heron.checkpoint.root": f"file://{tmp}/shared-checkpoints"}
     hosts = Hosts.attach([Host(**h) for h in spec["hosts"]])
     try:
-        (run_alo if mode == "alo" else run_eo)(spark, hosts, tmp, hconf)
+        if mode in ("tls", "plain"):
+            run_tls(spark, tmp, hconf, mode == "tls")
+        else:
+            (run_alo if mode == "alo" else run_eo)(spark, hosts, tmp, hconf)
     finally:
         spark.stop()
     print(f"HOSTS {mode.upper()} OK", flush=True)
@@ -228,6 +238,43 @@ def run_eo(spark, hosts: Hosts, tmp: Path, hconf: dict) -> None:
     report("final", mode="eo", lines=len(text), words=sum(swc.expected_counts(text).values()),
            counts_exact=True, generation=handle.status_detail().get("generation"),
            generations_per_task={t: sorted(g) for t, g in spans.items()})
+
+
+TLS_CONTAINERS = 2
+
+
+def run_tls(spark, tmp: Path, hconf: dict, tls: bool) -> None:
+    from heron_spark.scheduler.submit import submit
+
+    name = "hosts-tls" if tls else "hosts-plain"
+    out = tmp / "out"
+    topology = topologies.build_alo(name, tmp / "corpus.txt", out, TLS_CONTAINERS, {
+        # No replay under a loaded machine: each word is counted exactly once.
+        "topology.message.timeout.secs": 120, "topology.max.spout.pending": 100,
+        rwc.SLEEP_MS: 40})
+    # No tracker HTTP server: it is not under TLS (docs/deployment.md, "Not covered yet").
+    handle = submit(topology, spark=spark, conf={**hconf, "heron.tls.enabled": tls,
+                                                 "heron.tracker.port": -1})
+    try:
+        assert handle.wait_running(timeout=120), handle.status
+        where = placement(handle)
+        assert len(set(where.values())) == TLS_CONTAINERS, f"containers share a host: {where}"
+        wait_until(lambda: topologies.marks(out) > 100, 60, message="the topology to count")
+        # PySpark's own listener in this process (a Unix socket in UDS mode: no port).
+        accumulator = spark.sparkContext._accumulatorServer.server_address
+        ready = tmp / "ready.json"
+        stmgrs = [[s.host, s.data_port] for s in handle.physical_plan.stmgrs]
+        ready.with_suffix(".part").write_text(json.dumps({
+            "name": name, "placement": where, "stmgrs": stmgrs,
+            "spark_ports": [accumulator[1]] if isinstance(accumulator, tuple) else []}))
+        ready.with_suffix(".part").rename(ready)
+        wait_until(lambda: (tmp / "go").exists(), 300, interval=0.1,
+                   message="the test to let the run finish")
+        topologies.unpace(out)
+        assert handle.wait(timeout=240) == "FINISHED", handle.status
+    except BaseException:
+        handle.kill()
+        raise
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import os
 import re
 import subprocess
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -281,6 +282,48 @@ class Hosts:
         ip("link", "del", self.bridge, check=False)
         if errors:
             raise errors[0]
+
+
+@contextlib.contextmanager
+def standalone_cluster(workers: int) -> Iterator[tuple[Hosts, object, object]]:
+    """Hosts ``h0``..``h<workers>``: ZooKeeper and the Spark master on ``h0``, a worker (2 cores,
+    2 GB) on each of the others; yield ``(hosts, zk, spark)`` and remove it all afterwards.
+    Skips (fails under CI) where hosts cannot be made."""
+    from cluster_support import StandaloneCluster
+    from zk_support import ZooKeeperServer
+
+    require()
+    hosts = Hosts(workers + 1).create()
+    try:
+        zk = ZooKeeperServer(host=hosts[0].address, prefix=hosts[0].exec_prefix()).start()
+        try:
+            spark = StandaloneCluster(
+                workers=workers, cores=2, memory="2g", master_host=hosts[0].address,
+                master_prefix=hosts[0].exec_prefix(),
+                worker_hosts=[h.address for h in hosts.hosts[1:]],
+                worker_prefixes=[h.exec_prefix() for h in hosts.hosts[1:]]).start()
+            try:
+                yield hosts, zk, spark
+            finally:
+                spark.stop()
+        finally:
+            zk.stop()
+    finally:
+        hosts.remove()
+
+
+def driver_spec(cluster: tuple, tmp: Path, **extra) -> dict:
+    """The JSON argument of a driver subprocess on ``h0`` (``hosts_driver.py``)."""
+    hosts, zk, spark = cluster
+    return {"tmp": str(tmp), "master": spark.url, "statemgr": zk.url(),
+            "hosts": [{"index": h.index, "namespace": h.namespace, "address": h.address,
+                       "veth": h.veth} for h in hosts.hosts], **extra}
+
+
+def daemons(cluster: tuple) -> set[int]:
+    """Pids of the cluster's own daemons (the Spark master and workers, ZooKeeper)."""
+    _, zk, spark = cluster
+    return {p.pid for p in spark.procs} | {zk.proc.pid}
 
 
 def wait_gone(pids: list[int], timeout: float = 30.0) -> None:

@@ -20,9 +20,6 @@ from pathlib import Path
 import pytest
 
 import hosts_support
-from cluster_support import StandaloneCluster
-from hosts_support import Hosts
-from zk_support import ZooKeeperServer
 
 pytestmark = pytest.mark.hosts
 
@@ -33,31 +30,13 @@ WORKERS = 3
 @pytest.fixture(scope="module")
 def cluster():
     """Hosts h0..h3, ZooKeeper and the master on h0, a worker on each of h1..h3."""
-    hosts_support.require()
-    hosts = Hosts(WORKERS + 1).create()
-    try:
-        zk = ZooKeeperServer(host=hosts[0].address, prefix=hosts[0].exec_prefix()).start()
-        try:
-            spark = StandaloneCluster(
-                workers=WORKERS, cores=2, memory="2g", master_host=hosts[0].address,
-                master_prefix=hosts[0].exec_prefix(),
-                worker_hosts=[h.address for h in hosts.hosts[1:]],
-                worker_prefixes=[h.exec_prefix() for h in hosts.hosts[1:]]).start()
-            try:
-                yield hosts, zk, spark
-            finally:
-                spark.stop()
-        finally:
-            zk.stop()
-    finally:
-        hosts.remove()
+    with hosts_support.standalone_cluster(WORKERS) as made:
+        yield made
 
 
 def _run_driver(mode: str, cluster, tmp: Path) -> list[dict]:
-    hosts, zk, spark = cluster
-    spec = {"tmp": str(tmp), "master": spark.url, "statemgr": zk.url(),
-            "hosts": [{"index": h.index, "namespace": h.namespace, "address": h.address,
-                       "veth": h.veth} for h in hosts.hosts]}
+    hosts = cluster[0]
+    spec = hosts_support.driver_spec(cluster, tmp)
     proc = subprocess.run([*hosts[0].exec_prefix(), sys.executable, str(DRIVER), mode,
                            json.dumps(spec)], capture_output=True, text=True, timeout=420,
                           cwd=DRIVER.parent.parent)
@@ -69,7 +48,7 @@ def _run_driver(mode: str, cluster, tmp: Path) -> list[dict]:
     assert f"HOSTS {mode.upper()} OK" in proc.stdout, output
     # Nothing but the cluster's daemons is left on any host once the application ended (the
     # workers stop its executors, the containers' children die with them).
-    hosts_support.wait_nothing_left(hosts, {p.pid for p in spark.procs} | {zk.proc.pid})
+    hosts_support.wait_nothing_left(hosts, hosts_support.daemons(cluster))
     return [json.loads(line[len("FAULT "):]) for line in proc.stdout.splitlines()
             if line.startswith("FAULT ")]
 
