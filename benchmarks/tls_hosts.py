@@ -1,7 +1,8 @@
 """The word count across hosts, TLS off against on: what encrypting the links costs.
 
 Builds three hosts of our own (network namespaces on a bridge, ``tests/hosts_support``):
-``h0`` runs the Spark master and the driver (the TMaster), ``h1`` and ``h2`` one Spark worker
+``h0`` runs the Spark master, the driver (the TMaster) and an idle ZooKeeper (the hosts
+tier's cluster; the runs keep their state in files), ``h1`` and ``h2`` one Spark worker
 each with one core, so the word count's two containers run on two hosts and every tuple from
 a split task to the count task on the other container crosses the bridge, stmgr to stmgr,
 as between two machines. It then runs ``benchmarks/word_count.py --tls both`` inside ``h0``
@@ -27,8 +28,6 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path[:0] = [str(BENCH_DIR.parent / "tests"), str(BENCH_DIR.parent)]
 
 import hosts_support  # noqa: E402
-from cluster_support import StandaloneCluster  # noqa: E402
-from hosts_support import Hosts  # noqa: E402
 
 WORKERS = 2  # one container each
 
@@ -39,29 +38,17 @@ def main(argv: list[str]) -> int:
         print(f"tls_hosts: cannot make hosts here: {reason}", file=sys.stderr)
         return 2
     hosts_support.cleanup_stale()
-    hosts = Hosts(WORKERS + 1).create()
-    try:
-        spark = StandaloneCluster(
-            workers=WORKERS, cores=1, memory="2g", master_host=hosts[0].address,
-            master_prefix=hosts[0].exec_prefix(),
-            worker_hosts=[h.address for h in hosts.hosts[1:]],
-            worker_prefixes=[h.exec_prefix() for h in hosts.hosts[1:]]).start()
-        try:
-            print(f"hosts: h0 {hosts[0].address} (master, driver); "
-                  + "; ".join(f"h{h.index} {h.address} (worker, 1 core)"
-                              for h in hosts.hosts[1:]), flush=True)
-            env = dict(os.environ, SPARK_LOCAL_IP=hosts[0].address)
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            return subprocess.run(
-                [*hosts[0].exec_prefix(), sys.executable, str(BENCH_DIR / "word_count.py"),
-                 "--master", spark.url, "--tls", "both",
-                 "--sample-roots", ",".join(map(str, spark.worker_pids)), *argv],
-                env=env, cwd=BENCH_DIR.parent).returncode
-        finally:
-            spark.stop()
-    finally:
-        hosts.remove()
-
+    with hosts_support.standalone_cluster(WORKERS, cores=1) as (hosts, _zk, spark):
+        print(f"hosts: h0 {hosts[0].address} (master, driver); "
+              + "; ".join(f"h{h.index} {h.address} (worker, 1 core)" for h in hosts.hosts[1:]),
+              flush=True)
+        env = dict(os.environ, SPARK_LOCAL_IP=hosts[0].address)
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        return subprocess.run(
+            [*hosts[0].exec_prefix(), sys.executable, str(BENCH_DIR / "word_count.py"),
+             "--master", spark.url, "--tls", "both",
+             "--sample-roots", ",".join(map(str, spark.worker_pids)), *argv],
+            env=env, cwd=BENCH_DIR.parent).returncode
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))

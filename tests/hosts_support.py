@@ -285,10 +285,10 @@ class Hosts:
 
 
 @contextlib.contextmanager
-def standalone_cluster(workers: int) -> Iterator[tuple[Hosts, object, object]]:
-    """Hosts ``h0``..``h<workers>``: ZooKeeper and the Spark master on ``h0``, a worker (2 cores,
-    2 GB) on each of the others; yield ``(hosts, zk, spark)`` and remove it all afterwards.
-    Skips (fails under CI) where hosts cannot be made."""
+def standalone_cluster(workers: int, cores: int = 2) -> Iterator[tuple[Hosts, object, object]]:
+    """Hosts ``h0``..``h<workers>``: ZooKeeper and the Spark master on ``h0``, a worker (``cores``
+    cores, 2 GB) on each of the others; yield ``(hosts, zk, spark)`` and remove it all
+    afterwards. Skips (fails under CI) where hosts cannot be made."""
     from cluster_support import StandaloneCluster
     from zk_support import ZooKeeperServer
 
@@ -298,7 +298,7 @@ def standalone_cluster(workers: int) -> Iterator[tuple[Hosts, object, object]]:
         zk = ZooKeeperServer(host=hosts[0].address, prefix=hosts[0].exec_prefix()).start()
         try:
             spark = StandaloneCluster(
-                workers=workers, cores=2, memory="2g", master_host=hosts[0].address,
+                workers=workers, cores=cores, memory="2g", master_host=hosts[0].address,
                 master_prefix=hosts[0].exec_prefix(),
                 worker_hosts=[h.address for h in hosts.hosts[1:]],
                 worker_prefixes=[h.exec_prefix() for h in hosts.hosts[1:]]).start()

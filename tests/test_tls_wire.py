@@ -150,6 +150,15 @@ def _poll_until(loop, predicate, turns=5000):
     raise AssertionError("condition not reached")
 
 
+def _tls_pair(tls_listener, contexts, role: int, peer_id: int):
+    """Dial the TLS listener as ``role`` ``peer_id``; return (client socket, accepted socket)."""
+    listener, peers = tls_listener
+    client_sock = dial("127.0.0.1", listener.port, SECRET, TOPOLOGY, role, peer_id,
+                       tls=contexts[1])
+    assert peers.arrived.wait(10)
+    return client_sock, peers.accepted[0][2]
+
+
 def test_frames_flow_over_tls_on_the_event_loop(tls_listener, contexts):
     listener, peers = tls_listener
     client_sock = dial("127.0.0.1", listener.port, SECRET, TOPOLOGY, roles.STMGR, 7,
@@ -183,11 +192,7 @@ def test_bytes_left_decrypted_while_paused_are_read_when_reading_resumes(tls_lis
     # A big frame and small frames in one write: the big frame ends inside a TLS record. The
     # channel pauses on the big frame (as a stmgr under backpressure does), so the small ones
     # stay decrypted in the TLS layer, where epoll never reports them: resuming must read them.
-    listener, peers = tls_listener
-    client_sock = dial("127.0.0.1", listener.port, SECRET, TOPOLOGY, roles.STMGR, 8,
-                       tls=contexts[1])
-    assert peers.arrived.wait(10)
-    server_sock = peers.accepted[0][2]
+    client_sock, server_sock = _tls_pair(tls_listener, contexts, roles.STMGR, 8)
     big = frames.frame(frames.CONTROL, b"b" * 100_001)
     small = [frames.frame(frames.CONTROL, bytes([i])) for i in range(20)]
     loop = Loop()
@@ -215,11 +220,7 @@ def test_bytes_left_decrypted_while_paused_are_read_when_reading_resumes(tls_lis
 
 
 def test_frames_flow_over_tls_on_the_threaded_connection(tls_listener, contexts):
-    listener, peers = tls_listener
-    client_sock = dial("127.0.0.1", listener.port, SECRET, TOPOLOGY, roles.METRICSMGR, 9,
-                       tls=contexts[1])
-    assert peers.arrived.wait(10)
-    server_sock = peers.accepted[0][2]
+    client_sock, server_sock = _tls_pair(tls_listener, contexts, roles.METRICSMGR, 9)
     sent = _frames()
     got: list[bytes] = []
     echoed: list[bytes] = []
@@ -252,11 +253,7 @@ def test_frames_flow_over_tls_on_the_threaded_connection(tls_listener, contexts)
 def test_closing_a_busy_tls_connection_ends_both_sides_cleanly(tls_listener, contexts):
     # Closing while the writer thread sends and the reader reads: both threads end on the
     # shutdown (an unhandled exception in either would fail the test), and the peer sees it.
-    listener, peers = tls_listener
-    client_sock = dial("127.0.0.1", listener.port, SECRET, TOPOLOGY, roles.METRICSMGR, 10,
-                       tls=contexts[1])
-    assert peers.arrived.wait(10)
-    server_sock = peers.accepted[0][2]
+    client_sock, server_sock = _tls_pair(tls_listener, contexts, roles.METRICSMGR, 10)
     half = threading.Event()
     server_gone, client_gone = threading.Event(), threading.Event()
     count = [0]

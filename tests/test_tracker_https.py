@@ -19,11 +19,10 @@ from cryptography import x509
 from heron_spark.contract.topology_view import TMasterLocation
 from heron_spark.statemgr import open_state_manager
 from heron_spark.tracker import service
-from heron_spark.tracker.auth import SESSION_COOKIE, TOKEN_KEY, TRACKER_KEYSPACE, login_link
+from heron_spark.tracker.auth import SESSION_COOKIE, login_link
 from heron_spark.wire import tls as wire_tls
 from test_tracker import Tracker
-
-SECRET = "s3cret-for-https-tests"
+from test_tracker_limits import SECRET, statemgr_url  # noqa: F401  (the fixture: token SECRET)
 
 
 @pytest.fixture(scope="module")
@@ -37,15 +36,7 @@ def other_tls():
 
 
 @pytest.fixture
-def statemgr_url(tmp_path):
-    url = f"file://{tmp_path}/state"
-    with open_state_manager(url) as statemgr:
-        statemgr.put(TRACKER_KEYSPACE, TOKEN_KEY, SECRET.encode(), private=True)
-    return url
-
-
-@pytest.fixture
-def https_tracker(statemgr_url, topology_tls):
+def https_tracker(statemgr_url, topology_tls):  # noqa: F811
     server = service.start_tracker(statemgr_url, "127.0.0.1", 0, idle_timeout_secs=2.0,
                                    tls=topology_tls.tracker)
     try:
@@ -128,7 +119,7 @@ def test_plain_http_gets_no_page_and_no_token(https_tracker):
         conn.close()
 
 
-def test_with_tls_off_the_tracker_serves_plain_http(statemgr_url):
+def test_with_tls_off_the_tracker_serves_plain_http(statemgr_url):  # noqa: F811
     server = service.start_tracker(statemgr_url, "127.0.0.1", 0)
     try:
         assert server.url.startswith("http://") and not server.tls
@@ -137,7 +128,7 @@ def test_with_tls_off_the_tracker_serves_plain_http(statemgr_url):
         server.shutdown()
 
 
-def test_a_driver_shares_a_tracker_per_ca_only(statemgr_url, topology_tls, other_tls):
+def test_a_driver_shares_a_tracker_per_ca_only(statemgr_url, topology_tls, other_tls):  # noqa: F811
     plain = service.acquire(statemgr_url, "127.0.0.1", 0)
     alpha = service.acquire(statemgr_url, "127.0.0.1", 0, tls=topology_tls.tracker)
     beta = service.acquire(statemgr_url, "127.0.0.1", 0, tls=other_tls.control)
@@ -155,7 +146,7 @@ def test_a_driver_shares_a_tracker_per_ca_only(statemgr_url, topology_tls, other
             service.release(server)
 
 
-def test_the_state_manager_gives_the_ca_and_an_https_url(statemgr_url, https_tracker,
+def test_the_state_manager_gives_the_ca_and_an_https_url(statemgr_url, https_tracker,  # noqa: F811
                                                          topology_tls):
     location = TMasterLocation("127.0.0.1", 1, 1, "s" * 64, https_tracker.server_address[1],
                                control_tls=topology_tls.control.to_json())
@@ -174,7 +165,7 @@ def test_the_tracker_certificate_pin_is_its_public_key(topology_tls):
     assert len(pin) == 44 and pin != wire_tls.spki_sha256(topology_tls.control.cert_pem)
 
 
-def test_the_cli_writes_the_ca_and_prints_an_https_link(statemgr_url, https_tracker,
+def test_the_cli_writes_the_ca_and_prints_an_https_link(statemgr_url, https_tracker,  # noqa: F811
                                                         topology_tls, tmp_path, capsys):
     from heron_spark.cli.main import main
     from heron_spark.proto import topology_pb2
@@ -206,7 +197,7 @@ def test_a_client_that_never_shakes_hands_is_closed_after_the_idle_timeout(https
     assert time.monotonic() - started >= 1.5
 
 
-def test_a_standalone_tracker_serves_https_with_the_users_certificate(statemgr_url,
+def test_a_standalone_tracker_serves_https_with_the_users_certificate(statemgr_url,  # noqa: F811
                                                                       topology_tls, tmp_path):
     import subprocess
     import sys
