@@ -139,7 +139,8 @@ class Bench:
             topology = build(mode, self.corpus, out_dir, quota, rate_per_task, sample_every,
                              args.max_pending, args.checkpoint_secs, style or "plain",
                              args.lines_per_call)
-        handle, placement, roles, submitted = run_to_end(self, topology, f"{mode} {phase}", args)
+        handle, placement, roles, submitted = run_to_end(self, topology, f"{mode} {phase}", args,
+                                                         tuple(args.sample_roots))
         return self._measure(mode, style, phase, out_dir, quota, submitted, handle, placement,
                              roles)
 
@@ -236,14 +237,15 @@ def _session(master: str):
                                    {"spark.ui.showConsoleProgress": "false"})
 
 
-def run_to_end(bench, topology, label: str, args) -> tuple:
+def run_to_end(bench, topology, label: str, args, sample_roots: tuple[int, ...] = ()) -> tuple:
     """Submit ``topology`` on ``bench``'s session and wait for it to end, sampling its processes.
 
     Return (handle, placement, CPU and memory per role, the submit's wall-clock time). Raise
     ``BenchmarkError`` (named ``label``) when it does not run, ends otherwise than FINISHED, or
     leaves processes behind. ``bench.handle`` is the running topology meanwhile.
+    ``sample_roots``: more processes whose descendants are sampled (``--sample-roots``).
     """
-    sampler = ProcessSampler(args.sample_interval, tuple(args.sample_roots)).start()
+    sampler = ProcessSampler(args.sample_interval, sample_roots).start()
     bench.handle = None
     submitted = time.time()
     try:
