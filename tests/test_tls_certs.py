@@ -88,8 +88,9 @@ def _user_files(tmp_path, material: wire_tls.TlsMaterial) -> dict[str, str]:
 
 
 def _check_user(paths: dict[str, str]) -> wire_tls.TopologyTls:
-    return wire_tls.user_topology_tls(paths[config.TLS_CERT], paths[config.TLS_KEY],
-                                      paths[config.TLS_CA], containers=3)
+    material = wire_tls.user_material(config.build_system_config(paths))
+    assert material is not None
+    return wire_tls.shared_topology_tls(material, 3)
 
 
 def _ca():

@@ -191,8 +191,7 @@ def cmd_tracker(args) -> int:
     system = build_system_config(read_conf_file(), _conf_pairs(args.conf))
     port = args.port if args.port is not None else max(system.tracker_port, 0)
     # heron.tls.cert/key/ca given: HTTPS with that certificate (the topologies' own, say)
-    tls = user_material(system.tls_cert, system.tls_key, system.tls_ca) \
-        if system.tls_cert or system.tls_key or system.tls_ca else None
+    tls = user_material(system)
     server = start_tracker(system.statemgr, args.host, port,
                            max_connections=system.tracker_max_connections,
                            idle_timeout_secs=system.tracker_idle_timeout_secs, tls=tls)

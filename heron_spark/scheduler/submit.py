@@ -69,8 +69,7 @@ def submit(topology, spark=None, conf: dict | None = None, name: str | None = No
     plan, system, packing, view = prepared.logical, prepared.system, prepared.packing, \
         prepared.view
     # The user's own TLS files are checked first, before any Spark job or state manager.
-    tls_files = user_material(system.tls_cert, system.tls_key, system.tls_ca) \
-        if system.tls_cert else None
+    tls_files = user_material(system)
     spark, statemgr = open_submit_state_manager(spark, master, system)
     try:
         checked = None

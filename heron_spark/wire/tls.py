@@ -2,7 +2,7 @@
 
 A topology with TLS on has one CA: made by ``submit`` (``new_topology_tls``: an EC P-256 CA
 and one certificate per container plus one for the control clients, all signed by it) or the
-user's own (``user_topology_tls``: ``heron.tls.cert``, ``heron.tls.key``, ``heron.tls.ca``,
+user's own (``user_material``: ``heron.tls.cert``, ``heron.tls.key``, ``heron.tls.ca``,
 checked before anything launches). A CA ``submit`` made also signs the certificate of the
 driver's tracker, naming the hosts a browser reaches it at (``tracker_hosts``). Every process
 presents its certificate and accepts a peer only if the peer's certificate is signed by the
@@ -13,7 +13,7 @@ Key material reaches the containers in the barrier task, like the topology secre
 written owner-only (files 0600 in a 0700 folder: ``write_material``). ``ssl`` loads a key only
 from a file, so ``contexts`` writes a short-lived owner-only copy when it has the material in
 memory. Everything but ``write_material``, ``read_material``, ``contexts*``,
-``tracker_server_context`` and ``user_topology_tls`` is I/O-free.
+``tracker_server_context`` and ``user_material`` is I/O-free.
 
 The tracker (HTTP) is the one server browsers reach: it serves HTTPS with a certificate signed
 by the topology's CA but asks for no client certificate (a browser has none; the tracker's
@@ -24,6 +24,7 @@ token authenticates). Its heron_spark clients trust only the topology's CA
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -33,7 +34,7 @@ import os
 import ssl
 import tempfile
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -41,7 +42,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from heron_spark.config import TLS_CA, TLS_CERT, TLS_KEY
+from heron_spark.config import TLS_CA, TLS_CERT, TLS_KEY, SystemConfig
 from heron_spark.errors import ConfigError
 
 CERT_VALIDITY_DAYS = 365
@@ -226,36 +227,25 @@ def _head(pem: bytes) -> str:
     return pem[:40].decode(errors="replace")
 
 
-def user_topology_tls(cert: str, key: str, ca: str, containers: int,
-                      now: datetime.datetime | None = None) -> TopologyTls:
-    """Read and check the user's own certificate, key and CA; every process uses them.
-
-    See ``user_material``.
-    """
-    return shared_topology_tls(user_material(cert, key, ca, now), containers)
-
-
 def shared_topology_tls(material: TlsMaterial, containers: int) -> TopologyTls:
     """Return a topology's TLS material where every process uses ``material``."""
     return TopologyTls((material,) * containers, material)
 
 
-def user_material(cert: str, key: str, ca: str,
-                  now: datetime.datetime | None = None) -> TlsMaterial:
-    """Read and check the user's own certificate, key and CA.
+def user_material(system: SystemConfig,
+                  now: datetime.datetime | None = None) -> TlsMaterial | None:
+    """Read and check ``system``'s own certificate, key and CA; None when it gives none.
 
-    Each is a local path or a ``pyarrow.fs`` URL (``file://``, ``hdfs://``, ``s3://``), read
-    here on the driver.
+    ``SystemConfig.validate`` has made sure the three come together. Each is a local path or
+    a ``pyarrow.fs`` URL (``file://``, ``hdfs://``, ``s3://``), read here on the driver.
 
     Raise ``ConfigError`` naming the setting and the fix for a file that cannot be read or
     parsed, a certificate not valid now or not signed by the CA, a key that does not match.
     """
-    paths = {TLS_CERT: cert, TLS_KEY: key, TLS_CA: ca}
-    missing = [setting for setting, path in paths.items() if not path]
-    if missing:
-        raise ConfigError(missing[0], "", f"set {TLS_CERT}, {TLS_KEY} and {TLS_CA} together "
-                          "(or none of them: submit then makes a CA per topology)")
-    read = {setting: _read(setting, path) for setting, path in paths.items()}
+    if not system.tls_cert:
+        return None
+    read = {setting: _read(setting, path) for setting, path in (
+        (TLS_CERT, system.tls_cert), (TLS_KEY, system.tls_key), (TLS_CA, system.tls_ca))}
     material = TlsMaterial(read[TLS_CA], read[TLS_CERT], read[TLS_KEY])
     check_material(material, now or datetime.datetime.now(datetime.timezone.utc))
     return material
@@ -300,9 +290,8 @@ def tracker_server_context(material: TlsMaterial) -> ssl.SSLContext:
     context.minimum_version = ssl.TLSVersion.TLSv1_3
     context.verify_mode = ssl.CERT_NONE
     context.set_alpn_protocols(["http/1.1"])
-    with tempfile.TemporaryDirectory(prefix="heron_spark-tls-") as folder:  # mode 0700
-        write_material(folder, material)
-        context.load_cert_chain(str(Path(folder) / _CERT_FILE), str(Path(folder) / _KEY_FILE))
+    with _on_disk(material) as folder:
+        context.load_cert_chain(str(folder / _CERT_FILE), str(folder / _KEY_FILE))
     return context
 
 
@@ -313,10 +302,8 @@ def https_client_context(ca_pem: bytes) -> ssl.SSLContext:
     signature, as on every heron_spark link).
     """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.minimum_version = ssl.TLSVersion.TLSv1_3
     context.check_hostname = False
-    context.verify_mode = ssl.CERT_REQUIRED
-    context.load_verify_locations(cadata=ca_pem.decode())
+    _trust_only(context, ca_pem)
     return context
 
 
@@ -332,10 +319,15 @@ def ca_fingerprint(ca_pem: bytes) -> str:
     return x509.load_pem_x509_certificate(ca_pem).fingerprint(hashes.SHA256()).hex()
 
 
-def _harden(context: ssl.SSLContext, ca_pem: bytes, cert_file: str, key_file: str) -> None:
+def _trust_only(context: ssl.SSLContext, ca_pem: bytes) -> None:
+    """TLS 1.3, and a peer certificate signed by the topology's CA required (no system CA)."""
     context.minimum_version = ssl.TLSVersion.TLSv1_3
     context.verify_mode = ssl.CERT_REQUIRED
-    context.load_verify_locations(cadata=ca_pem.decode())  # only the topology's CA
+    context.load_verify_locations(cadata=ca_pem.decode())
+
+
+def _harden(context: ssl.SSLContext, ca_pem: bytes, cert_file: str, key_file: str) -> None:
+    _trust_only(context, ca_pem)
     context.load_cert_chain(cert_file, key_file)
 
 
@@ -349,9 +341,16 @@ def contexts_from_files(folder: str | os.PathLike) -> TlsContexts:
 
 def contexts(material: TlsMaterial) -> TlsContexts:
     """Return the contexts of ``material`` (held in memory: a short-lived owner-only copy)."""
+    with _on_disk(material) as folder:
+        return contexts_from_files(folder)
+
+
+@contextlib.contextmanager
+def _on_disk(material: TlsMaterial) -> Iterator[Path]:
+    """Yield a temporary owner-only folder holding ``material`` (``ssl`` loads keys from files)."""
     with tempfile.TemporaryDirectory(prefix="heron_spark-tls-") as folder:  # mode 0700
         write_material(folder, material)
-        return contexts_from_files(folder)
+        yield Path(folder)
 
 
 def write_material(folder: str | os.PathLike, material: TlsMaterial) -> None:
