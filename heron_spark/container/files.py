@@ -58,11 +58,11 @@ class ContainerFiles(ContainerLayout):
             return None
         return wire_tls.contexts_from_files(self.tls)
 
-    def load_tls_material_json(self) -> str:
-        """Return the container's TLS material as JSON (a control client's), "" if TLS is off."""
+    def load_tls_material(self) -> wire_tls.TlsMaterial | None:
+        """Return the container's TLS material (its CA, certificate and key), None if TLS is off."""
         if not wire_tls.has_material(self.tls):
-            return ""
-        return wire_tls.read_material(self.tls).to_json()
+            return None
+        return wire_tls.read_material(self.tls)
 
     def load_plan(self) -> PlanView:
         """Rebuild the logical + packing plan view (user classes are unpickled here)."""

@@ -77,7 +77,6 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
     from heron_spark.statemgr import open_state_manager
     from heron_spark.tmaster.master import TMaster
     from heron_spark.tracker.service import start_beside_tmaster
-    from heron_spark.wire.tls import TlsMaterial
 
     config = files.load_config()
     view = files.load_plan()
@@ -105,16 +104,16 @@ def _serve(args: TMasterArgs, files, stop: threading.Event) -> int:
                 tmaster, parallelism)), tls=tls)
         if prior is not None and prior.id == topology_id:  # the submitter wrote it
             tmaster.submission = execution_state.as_dict(prior)["submission"]
-        material = files.load_tls_material_json()
+        material = files.load_tls_material()
         location = TMasterLocation(host=args.host, port=tmaster.port, pid=os.getpid(),
                                    generation=args.generation, secret=secret,
-                                   control_tls=material)
+                                   control_tls="" if material is None else material.to_json())
         if config.tracker_port >= 0:  # TLS on: HTTPS with container 0's certificate
             tracker, tmaster.login_link = start_beside_tmaster(
                 config.statemgr, args.host, config.tracker_port,
                 max_connections=config.tracker_max_connections,
                 idle_timeout_secs=config.tracker_idle_timeout_secs,
-                tls=TlsMaterial.from_json(material) if material else None)
+                tls=material)
             tmaster.tracker_url = tracker.url
             location = dataclasses.replace(location, tracker_port=tracker.server_address[1],
                                            tracker_url=tracker.url)
